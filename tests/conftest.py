@@ -1,0 +1,29 @@
+"""Shared fixtures: real rasters from ../shared/data, temporary paths."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))  # tests/servers.py
+
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> pathlib.Path:
+    """The real test rasters; tests that need them skip, saying why, without them."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real rasters not found at {SHARED_DATA} (../shared/data beside the repository)")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """A Range-honouring HTTP server for ``tmp_path`` that counts its requests."""
+    from servers import RangeServer
+
+    with RangeServer(str(tmp_path)) as server:
+        yield server

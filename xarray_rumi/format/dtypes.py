@@ -1,0 +1,208 @@
+"""The 28 sample encodings of rumi 0.1.0 and how their bytes map to numpy.
+
+Frame bytes are little-endian samples in row-major order (a cell frame is
+``(B, h, w)``).  Sub-byte types use one byte per sample with the unused high
+bits zero; complex types are interleaved ``(real, imag)`` component pairs.
+Complex integers and complex float16 have no numpy type and read as the
+smallest complex type that holds them exactly (see ``docs/format.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import RumiFormatError
+
+
+@dataclass(frozen=True)
+class SampleType:
+    """One valid ``(sample_format, bits_per_sample)`` pair.
+
+    ``dtype`` is what a reader returns; ``storage`` is the little-endian
+    element type of the frame bytes (``components`` of them per sample).
+
+    >>> t = sample_type_from_name("cint16")
+    >>> (t.sample_format, t.bits_per_sample, t.dtype, t.storage, t.components)
+    (5, 32, dtype('complex64'), dtype('int16'), 2)
+    """
+
+    name: str
+    sample_format: int
+    bits_per_sample: int
+    dtype: np.dtype
+    storage: np.dtype
+    components: int = 1
+
+    @property
+    def bytes_per_sample(self) -> int:
+        """Bytes one sample occupies inside a frame."""
+        return self.storage.itemsize * self.components
+
+    @property
+    def sub_byte(self) -> bool:
+        """Whether samples narrower than a byte are padded to one byte each."""
+        return self.bits_per_sample < 8
+
+    def decode(self, raw: np.ndarray | bytes | memoryview, shape: tuple[int, ...]) -> np.ndarray:
+        """Turn exactly ``prod(shape)`` samples of frame bytes into an array.
+
+        Refuses sub-byte samples whose unused high bits are set, so a damaged
+        frame cannot pass as data.
+
+        >>> sample_type_from_name("uint4").decode(bytes([1, 15]), (2,))
+        array([1, 15], dtype=uint4)
+        """
+        stored = np.frombuffer(raw, dtype=self.storage.newbyteorder("<"))
+        if self.sub_byte:
+            if stored.size and int(stored.max()) >> self.bits_per_sample:
+                raise RumiFormatError(
+                    "frame.sub-byte",
+                    f"{self.name} samples must keep their unused high bits zero",
+                )
+            return stored.view(self.dtype).reshape(shape)
+        if self.components == 2 and self.dtype.itemsize != self.bytes_per_sample:
+            pairs = stored.reshape(*shape, 2)
+            out = np.empty(shape, self.dtype)
+            out.real = pairs[..., 0]
+            out.imag = pairs[..., 1]
+            return out
+        return stored.view(self.dtype.newbyteorder("<")).reshape(shape).astype(self.dtype, copy=False)
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        """Return ``values`` as contiguous little-endian storage elements.
+
+        Raises ``ValueError`` when a value does not fit this sample type, so
+        storing narrower than the input never changes data.
+
+        >>> sample_type_from_name("int2").encode(np.array([-1, 1])).tolist()
+        [3, 1]
+        """
+        values = np.asarray(values)
+        if self.components == 2:
+            return self._encode_complex(values)
+        if values.dtype == self.dtype:
+            converted = values
+        else:
+            converted = _exact_cast(values, self.dtype, self.name)
+        out = np.ascontiguousarray(converted).view(self.storage)
+        return out.astype(self.storage.newbyteorder("<"), copy=False)
+
+    def _encode_complex(self, values: np.ndarray) -> np.ndarray:
+        if values.dtype.kind != "c":
+            values = values.astype(np.complex128)
+        parts = np.stack([values.real, values.imag], axis=-1)
+        stored = _exact_cast(parts, self.storage, self.name)
+        return np.ascontiguousarray(stored).astype(self.storage.newbyteorder("<"), copy=False)
+
+
+def _exact_cast(values: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
+    """Cast, refusing any value the target cannot hold exactly."""
+    if values.dtype == target:
+        return values
+    with np.errstate(invalid="ignore", over="ignore"):
+        cast = values.astype(target)
+        back = cast.astype(values.dtype) if values.dtype.kind != "b" else cast.astype(bool)
+    same = back == values
+    if values.dtype.kind in "fc":
+        same |= np.isnan(values) & np.isnan(back)
+    if not np.all(same):
+        raise ValueError(f"values do not fit sample type {name!r} exactly")
+    return cast
+
+
+def _t(name, fmt, bits, dtype, storage=None, components=1) -> SampleType:
+    dtype = np.dtype(dtype)
+    return SampleType(name, fmt, bits, dtype, np.dtype(storage or dtype), components)
+
+
+_u8 = np.uint8
+#: Every valid pair, keyed by ``(sample_format, bits_per_sample)``, in spec order.
+SAMPLE_TYPES: dict[tuple[int, int], SampleType] = {
+    (t.sample_format, t.bits_per_sample): t
+    for t in (
+        _t("bool", 1, 1, np.bool_, _u8),
+        _t("uint2", 1, 2, ml_dtypes.uint2, _u8),
+        _t("uint4", 1, 4, ml_dtypes.uint4, _u8),
+        _t("uint8", 1, 8, np.uint8),
+        _t("uint16", 1, 16, np.uint16),
+        _t("uint32", 1, 32, np.uint32),
+        _t("uint64", 1, 64, np.uint64),
+        _t("int2", 2, 2, ml_dtypes.int2, _u8),
+        _t("int4", 2, 4, ml_dtypes.int4, _u8),
+        _t("int8", 2, 8, np.int8),
+        _t("int16", 2, 16, np.int16),
+        _t("int32", 2, 32, np.int32),
+        _t("int64", 2, 64, np.int64),
+        _t("float16", 3, 16, np.float16),
+        _t("float32", 3, 32, np.float32),
+        _t("float64", 3, 64, np.float64),
+        _t("cint16", 5, 32, np.complex64, np.int16, 2),
+        _t("cint32", 5, 64, np.complex128, np.int32, 2),
+        _t("cfloat16", 6, 32, np.complex64, np.float16, 2),
+        _t("complex64", 6, 64, np.complex64, np.float32, 2),
+        _t("complex128", 6, 128, np.complex128, np.float64, 2),
+        _t("float8_e4m3fn", 100, 8, ml_dtypes.float8_e4m3fn, _u8),
+        _t("float8_e5m2", 101, 8, ml_dtypes.float8_e5m2, _u8),
+        _t("bfloat16", 102, 16, ml_dtypes.bfloat16, np.uint16),
+        _t("float8_e8m0fnu", 103, 8, ml_dtypes.float8_e8m0fnu, _u8),
+        _t("float6_e2m3fn", 104, 6, ml_dtypes.float6_e2m3fn, _u8),
+        _t("float6_e3m2fn", 105, 6, ml_dtypes.float6_e3m2fn, _u8),
+        _t("float4_e2m1fn", 106, 4, ml_dtypes.float4_e2m1fn, _u8),
+    )
+}
+_BY_NAME = {t.name: t for t in SAMPLE_TYPES.values()}
+
+# The natural sample type of each numpy / ml_dtypes type a writer accepts.
+_BY_DTYPE = {
+    t.dtype: t for t in SAMPLE_TYPES.values() if t.name not in ("cint16", "cint32", "cfloat16")
+}
+
+
+def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample-encoding") -> SampleType:
+    """Look up a pair, rejecting every pair the spec does not list.
+
+    >>> sample_type(3, 32).name
+    'float32'
+    >>> sample_type(3, 8)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: sample-encoding: (sample_format=3, bits_per_sample=8) is not a valid rumi pair
+    """
+    try:
+        return SAMPLE_TYPES[(int(sample_format), int(bits_per_sample))]
+    except KeyError:
+        raise RumiFormatError(
+            rule,
+            f"(sample_format={sample_format}, bits_per_sample={bits_per_sample}) "
+            "is not a valid rumi pair",
+        ) from None
+
+
+def sample_type_from_name(name: str) -> SampleType:
+    """The sample type a ``sample_type=`` argument names (``"cint16"``, ``"uint4"``, ...).
+
+    >>> sample_type_from_name("bfloat16").sample_format
+    102
+    """
+    try:
+        return _BY_NAME[str(name)]
+    except KeyError:
+        raise ValueError(
+            f"unknown sample type {name!r}; expected one of {', '.join(_BY_NAME)}"
+        ) from None
+
+
+def sample_type_for_dtype(dtype) -> SampleType:
+    """The sample type that stores a numpy dtype without conversion.
+
+    >>> sample_type_for_dtype("uint16").bits_per_sample
+    16
+    """
+    dtype = np.dtype(dtype)
+    found = _BY_DTYPE.get(np.dtype(dtype.type))
+    if found is None:
+        raise ValueError(f"rumi has no sample type for dtype {dtype}")
+    return found

@@ -1,0 +1,243 @@
+"""Georeferencing: the 4 x 4 ModelTransformation matrix and the 16-short GeoKeys.
+
+rumi stores a CRS only as an EPSG code between 1024 and 32766.  Whether it
+is geographic or projected comes from the EPSG registry (through pyproj),
+never from the number.  Files without georeferencing carry the spec's fixed
+"undefined" values, which still record PixelIsArea or PixelIsPoint.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import RumiFormatError
+
+
+class ModelType(enum.IntEnum):
+    UNDEFINED = 0
+    PROJECTED = 1
+    GEOGRAPHIC = 2
+
+
+class RasterType(enum.IntEnum):
+    AREA = 1
+    POINT = 2
+
+    @classmethod
+    def parse(cls, value) -> RasterType:
+        """Accept ``"area"``/``"point"``, 1/2 or a ``RasterType``.
+
+        >>> RasterType.parse("point")
+        <RasterType.POINT: 2>
+        """
+        if isinstance(value, str) and value.lower() in ("area", "point"):
+            return cls[value.upper()]
+        if isinstance(value, int) and not isinstance(value, bool) and value in (1, 2):
+            return cls(value)
+        raise ValueError(f"raster_type must be 'area' or 'point', got {value!r}")
+
+
+EPSG_MIN, EPSG_MAX = 1024, 32766
+IDENTITY = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)  # affine (a, b, c, d, e, f) of no georeferencing
+KEY_MODEL_TYPE, KEY_RASTER_TYPE, KEY_GEOGRAPHIC, KEY_PROJECTED = 1024, 1025, 2048, 3072
+_MATRIX = struct.Struct("<16d")
+_KEYS = struct.Struct("<16H")
+
+
+@dataclass(frozen=True)
+class Georeferencing:
+    """What the two georeferencing tags say.
+
+    ``transform`` is the affine ``(x_res, row_rot, x_origin, col_rot, y_res,
+    y_origin)``, i.e. ``affine.Affine(a, b, c, d, e, f)``.  ``epsg`` is ``None``
+    when the file has no CRS.
+
+    >>> g = Georeferencing(epsg=32618, model_type=ModelType.PROJECTED,
+    ...                    transform=(30.0, 0.0, 101985.0, 0.0, -30.0, 2826915.0))
+    >>> Georeferencing.from_tags(g.model_transformation(), g.geo_keys()) == g
+    True
+    """
+
+    epsg: int | None = None
+    model_type: ModelType = ModelType.UNDEFINED
+    raster_type: RasterType = RasterType.AREA
+    transform: tuple[float, ...] = IDENTITY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model_type", ModelType(int(self.model_type)))
+        object.__setattr__(self, "raster_type", RasterType(int(self.raster_type)))
+        object.__setattr__(self, "transform", tuple(float(v) for v in self.transform))
+
+    @property
+    def is_defined(self) -> bool:
+        return self.model_type is not ModelType.UNDEFINED
+
+    def model_transformation(self) -> bytes:
+        """The 16 doubles of ModelTransformationTag, row-major."""
+        a, b, c, d, e, f = self.transform
+        return _MATRIX.pack(a, b, 0.0, c, d, e, 0.0, f, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+    def geo_keys(self) -> bytes:
+        """The 16 shorts of GeoKeyDirectoryTag: header and three keys."""
+        if self.is_defined:
+            crs_key = KEY_GEOGRAPHIC if self.model_type is ModelType.GEOGRAPHIC else KEY_PROJECTED
+            code = self.epsg
+        else:
+            crs_key, code = KEY_GEOGRAPHIC, 0
+        return _KEYS.pack(
+            1, 1, 0, 3,
+            KEY_MODEL_TYPE, 0, 1, int(self.model_type),
+            KEY_RASTER_TYPE, 0, 1, int(self.raster_type),
+            crs_key, 0, 1, code,
+        )
+
+    @classmethod
+    def from_tags(cls, matrix_bytes: bytes, keys_bytes: bytes, *, check_registry: bool = True) -> Georeferencing:
+        """Parse and check the two tags' values (spec: *Georeferencing*)."""
+        m = _MATRIX.unpack(matrix_bytes)
+        keys = _KEYS.unpack(keys_bytes)
+        version, revision, minor, count = keys[:4]
+        if (version, revision, count) != (1, 1, 3) or minor not in (0, 1):
+            raise RumiFormatError(
+                "georeferencing.geokey-header",
+                f"GeoKeyDirectory header must be (1, 1, 0, 3), got {keys[:4]}",
+            )
+        entries = [keys[4 + 4 * i: 8 + 4 * i] for i in range(3)]
+        ids = tuple(e[0] for e in entries)
+        for key_id, location, key_count, _ in entries:
+            if location != 0 or key_count != 1:
+                raise RumiFormatError(
+                    "georeferencing.geokey-inline",
+                    f"GeoKey {key_id} must be stored inline (location 0, count 1)",
+                )
+        if ids[:2] != (KEY_MODEL_TYPE, KEY_RASTER_TYPE) or ids[2] not in (KEY_GEOGRAPHIC, KEY_PROJECTED):
+            raise RumiFormatError(
+                "georeferencing.geokeys",
+                f"keys must be 1024, 1025 and 2048 or 3072, got {ids}",
+            )
+        model, raster, code = (e[3] for e in entries)
+        if raster not in (1, 2):
+            raise RumiFormatError("georeferencing.raster-type", f"GTRasterTypeGeoKey must be 1 or 2, got {raster}")
+        if model not in (0, 1, 2):
+            raise RumiFormatError("georeferencing.model-type", f"GTModelTypeGeoKey must be 0, 1 or 2, got {model}")
+        expected_rows = ((0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+        if (m[8:12], m[12:16]) != expected_rows or m[2] != 0.0 or m[6] != 0.0:
+            raise RumiFormatError(
+                "georeferencing.matrix",
+                "ModelTransformation must have a zero Z column, a zero third row and (0, 0, 0, 1) as its last row",
+            )
+        transform = (m[0], m[1], m[3], m[4], m[5], m[7])
+        if model == 0:
+            if ids[2] != KEY_GEOGRAPHIC or code != 0:
+                raise RumiFormatError(
+                    "georeferencing.undefined",
+                    "undefined georeferencing needs GeographicTypeGeoKey (2048) equal to 0",
+                )
+            if transform != IDENTITY:
+                raise RumiFormatError(
+                    "georeferencing.undefined",
+                    "undefined georeferencing needs the identity ModelTransformation the spec gives",
+                )
+            return cls(None, ModelType.UNDEFINED, RasterType(raster), IDENTITY)
+        expected_key = KEY_GEOGRAPHIC if model == ModelType.GEOGRAPHIC else KEY_PROJECTED
+        if ids[2] != expected_key:
+            raise RumiFormatError(
+                "georeferencing.model-key",
+                f"GTModelTypeGeoKey {model} needs key {expected_key}, found {ids[2]}",
+            )
+        if not all(math.isfinite(v) for v in transform):
+            raise RumiFormatError("georeferencing.matrix", "ModelTransformation holds a non-finite value")
+        if not EPSG_MIN <= code <= EPSG_MAX:
+            raise RumiFormatError("georeferencing.epsg-range", f"EPSG code {code} is outside {EPSG_MIN}..{EPSG_MAX}")
+        if check_registry:
+            registry_type = epsg_model_type(code)
+            if registry_type is None:
+                raise RumiFormatError("georeferencing.epsg-registry", f"EPSG:{code} is not defined by the EPSG registry")
+            if registry_type != model:
+                raise RumiFormatError(
+                    "georeferencing.model-type",
+                    f"EPSG:{code} is {registry_type.name.lower()} in the EPSG registry, "
+                    f"but GTModelTypeGeoKey says {ModelType(model).name.lower()}",
+                )
+        return cls(code, ModelType(model), RasterType(raster), transform)
+
+
+@lru_cache(maxsize=4096)
+def epsg_model_type(code: int) -> ModelType | None:
+    """Geographic or projected, as the EPSG registry says; ``None`` if unknown.
+
+    >>> epsg_model_type(4087)   # a projected CRS, whatever its number suggests
+    <ModelType.PROJECTED: 1>
+    """
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    try:
+        crs = CRS.from_epsg(int(code))
+    except CRSError:
+        return None
+    if crs.is_projected:
+        return ModelType.PROJECTED
+    if crs.is_geographic and not crs.is_compound and crs.coordinate_system is not None \
+            and len(crs.axis_info) == 2:
+        return ModelType.GEOGRAPHIC
+    return None
+
+
+def resolve_crs(crs) -> tuple[int, ModelType]:
+    """``(epsg, model_type)`` for anything pyproj understands that has an EPSG code.
+
+    Refuses, with the reason, a CRS rumi cannot store.
+
+    >>> resolve_crs("EPSG:4326")
+    (4326, <ModelType.GEOGRAPHIC: 2>)
+    """
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    try:
+        parsed = CRS.from_epsg(crs) if isinstance(crs, int) and not isinstance(crs, bool) else CRS.from_user_input(crs)
+    except CRSError as exc:
+        raise ValueError(f"cannot interpret CRS {crs!r}: {exc}") from None
+    code = parsed.to_epsg(min_confidence=100)
+    if code is None:
+        raise ValueError(
+            f"rumi stores a CRS only as an EPSG code, and {parsed.name!r} has none; "
+            "write an ordinary GeoTIFF, or drop the georeferencing explicitly"
+        )
+    if not EPSG_MIN <= code <= EPSG_MAX:
+        raise ValueError(f"EPSG:{code} is outside the range rumi can store ({EPSG_MIN}..{EPSG_MAX})")
+    model = epsg_model_type(code)
+    if model is None:
+        raise ValueError(
+            f"EPSG:{code} is neither a 2D geographic nor a projected CRS; rumi cannot store it"
+        )
+    return code, model
+
+
+def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferencing:
+    """Build the georeferencing a writer stores.
+
+    ``crs=None`` writes undefined georeferencing (a transform is then refused,
+    since a reader must ignore it).  ``transform`` is an ``affine.Affine`` or
+    the six numbers ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``.
+
+    >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
+    <ModelType.GEOGRAPHIC: 2>
+    """
+    raster = RasterType.parse(raster_type)
+    if crs is None:
+        if transform is not None and tuple(transform)[:6] != IDENTITY:
+            raise ValueError("a transform without a CRS cannot be stored: rumi files with no CRS carry no transform")
+        return Georeferencing(None, ModelType.UNDEFINED, raster, IDENTITY)
+    code, model = resolve_crs(crs)
+    if transform is None:
+        raise ValueError("a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
+    coefficients = tuple(float(v) for v in tuple(transform)[:6])
+    if len(coefficients) != 6 or not all(math.isfinite(v) for v in coefficients):
+        raise ValueError(f"transform must be six finite numbers, got {transform!r}")
+    return Georeferencing(code, model, raster, coefficients)

@@ -1,0 +1,173 @@
+"""The frame grid: which frame holds which pixels, for both frame units.
+
+Frames are numbered in frame-index order (row-major grid positions; for tile
+frames all bands of a position before the next position).  Edge frames are cut
+to the image and never padded.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import RumiFormatError
+from .limits import DEFAULT_LIMITS, Limits
+
+
+class FrameUnit(enum.IntEnum):
+    """What one frame holds: one band (``TILE``) or all bands (``CELL``)."""
+
+    TILE = 0
+    CELL = 1
+
+    @classmethod
+    def parse(cls, value) -> FrameUnit:
+        """Accept ``"tile"``/``"cell"``, 0/1 or a ``FrameUnit``.
+
+        >>> FrameUnit.parse("cell")
+        <FrameUnit.CELL: 1>
+        """
+        if isinstance(value, str):
+            try:
+                return cls[value.upper()]
+            except KeyError:
+                pass
+        elif not isinstance(value, bool):
+            try:
+                return cls(int(value))
+            except (ValueError, TypeError):
+                pass
+        raise ValueError(f"frame_unit must be 'tile', 'cell', 0 or 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class FrameGrid:
+    """The image shape, nominal tile shape, band count and frame unit.
+
+    >>> g = FrameGrid(image_width=1000, image_length=600, tile_width=512,
+    ...               tile_length=256, samples_per_pixel=3, frame_unit=FrameUnit.TILE)
+    >>> (g.tiles_across, g.tiles_down, g.frame_count)
+    (2, 3, 18)
+    >>> g.frame_index(row=2, col=1, band=2)
+    17
+    >>> g.frame_shape(17)
+    (1, 88, 488)
+    """
+
+    image_width: int
+    image_length: int
+    tile_width: int
+    tile_length: int
+    samples_per_pixel: int
+    frame_unit: FrameUnit = FrameUnit.TILE
+
+    def __post_init__(self) -> None:
+        # Fields arrive from struct.unpack, numpy scalars and users alike.
+        for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        object.__setattr__(self, "frame_unit", FrameUnit(int(self.frame_unit)))
+
+    @cached_property
+    def tiles_across(self) -> int:
+        return -(-self.image_width // self.tile_width)
+
+    @cached_property
+    def tiles_down(self) -> int:
+        return -(-self.image_length // self.tile_length)
+
+    @cached_property
+    def positions(self) -> int:
+        """Grid positions, ``tiles_across * tiles_down``."""
+        return self.tiles_across * self.tiles_down
+
+    @property
+    def bands_per_frame(self) -> int:
+        return self.samples_per_pixel if self.frame_unit is FrameUnit.CELL else 1
+
+    @property
+    def frames_per_position(self) -> int:
+        return 1 if self.frame_unit is FrameUnit.CELL else self.samples_per_pixel
+
+    @cached_property
+    def frame_count(self) -> int:
+        """N, the number of frames."""
+        return self.positions * self.frames_per_position
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The image as ``(B, Y, X)``."""
+        return (self.samples_per_pixel, self.image_length, self.image_width)
+
+    def check(self, limits: Limits = DEFAULT_LIMITS, *, rule: str = "grid") -> FrameGrid:
+        """Refuse a grid the spec forbids or whose size exceeds ``limits``.
+
+        Costs nothing proportional to the claimed size.
+        """
+        if self.tile_width < 1 or self.tile_length < 1:
+            raise RumiFormatError(f"{rule}.tile-size", "tile_width and tile_length must be greater than zero")
+        if self.samples_per_pixel < 1:
+            raise RumiFormatError(f"{rule}.samples-per-pixel", "samples_per_pixel must be at least 1")
+        if self.image_width < 1 or self.image_length < 1:
+            raise RumiFormatError(f"{rule}.image-size", "image_width and image_length must be at least 1 pixel")
+        if self.frame_count > limits.max_frames:
+            raise RumiFormatError(
+                f"{rule}.limits",
+                f"{self.frame_count} frames exceed the limit of {limits.max_frames} (Limits.max_frames)",
+            )
+        return self
+
+    def frame_index(self, row: int, col: int, band: int = 0) -> int:
+        """The spec's ``frame_index``; ``band`` is ignored for cell frames."""
+        position = row * self.tiles_across + col
+        if self.frame_unit is FrameUnit.CELL:
+            return position
+        return position * self.samples_per_pixel + band
+
+    def frame_location(self, index: int) -> tuple[int, int, int]:
+        """``(row, col, first band)`` of frame ``index``."""
+        position, band = divmod(int(index), self.frames_per_position)
+        row, col = divmod(position, self.tiles_across)
+        return row, col, band
+
+    def frame_window(self, index: int) -> tuple[slice, slice, slice]:
+        """The ``(band, y, x)`` slices of the image that frame ``index`` holds."""
+        row, col, band = self.frame_location(index)
+        y0, x0 = row * self.tile_length, col * self.tile_width
+        y1 = min(y0 + self.tile_length, self.image_length)
+        x1 = min(x0 + self.tile_width, self.image_width)
+        return slice(band, band + self.bands_per_frame), slice(y0, y1), slice(x0, x1)
+
+    def frame_shape(self, index: int) -> tuple[int, int, int]:
+        """``(bands, h, w)`` of frame ``index``, cut to the image bounds."""
+        bands, ys, xs = self.frame_window(index)
+        return (bands.stop - bands.start, ys.stop - ys.start, xs.stop - xs.start)
+
+    def frame_samples(self, index: int) -> int:
+        """Samples frame ``index`` must decode to."""
+        bands, h, w = self.frame_shape(index)
+        return bands * h * w
+
+    def frames_touching(self, bands: range, rows: range, cols: range) -> np.ndarray:
+        """Frame indices overlapping a ``(band, y, x)`` window, in frame-index order.
+
+        Ranges are in pixels/bands, step 1; an empty range touches no frame.
+        """
+        if not (len(bands) and len(rows) and len(cols)):
+            return np.empty(0, np.int64)
+        r = np.arange(rows.start // self.tile_length, (rows.stop - 1) // self.tile_length + 1)
+        c = np.arange(cols.start // self.tile_width, (cols.stop - 1) // self.tile_width + 1)
+        positions = (r[:, None] * self.tiles_across + c[None, :]).ravel()
+        if self.frame_unit is FrameUnit.CELL:
+            return positions.astype(np.int64)
+        b = np.arange(bands.start, bands.stop)
+        return (positions[:, None] * self.samples_per_pixel + b[None, :]).ravel().astype(np.int64)
+
+    def edge_sizes(self) -> tuple[int, int]:
+        """``(last row height, last column width)`` of the grid."""
+        return (
+            self.image_length - (self.tiles_down - 1) * self.tile_length,
+            self.image_width - (self.tiles_across - 1) * self.tile_width,
+        )

@@ -1,0 +1,308 @@
+"""The BigTIFF header and the single fixed IFD, written and parsed strictly.
+
+Exactly 11 tags in rising order, each with the type and count the spec fixes;
+values of up to 8 bytes inline, larger ones immediately after the IFD in
+rising tag order, and the frame data immediately after them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RumiFormatError
+from .dtypes import SampleType, sample_type
+from .geo import Georeferencing
+from .grid import FrameGrid, FrameUnit
+from .layout import BIGTIFF_HEADER_SIZE, IFD_OFFSET, IFD_SIZE, TAG_COUNT, base_frame_offset, external_sizes
+from .limits import DEFAULT_LIMITS, Limits
+
+SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
+TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
+_TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
+
+IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 277
+TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
+SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
+
+#: (tag, name, type); counts depend on B and N, see :func:`expected_counts`.
+FIXED_TAGS = (
+    (IMAGE_WIDTH, "ImageWidth", LONG),
+    (IMAGE_LENGTH, "ImageLength", LONG),
+    (BITS_PER_SAMPLE, "BitsPerSample", SHORT),
+    (SAMPLES_PER_PIXEL, "SamplesPerPixel", SHORT),
+    (TILE_WIDTH, "TileWidth", SHORT),
+    (TILE_LENGTH, "TileLength", SHORT),
+    (TILE_OFFSETS, "TileOffsets", LONG8),
+    (TILE_BYTE_COUNTS, "TileByteCounts", LONG),
+    (SAMPLE_FORMAT, "SampleFormat", SHORT),
+    (MODEL_TRANSFORMATION, "ModelTransformationTag", DOUBLE),
+    (GEO_KEY_DIRECTORY, "GeoKeyDirectoryTag", SHORT),
+)
+TAG_NAMES = {tag: name for tag, name, _ in FIXED_TAGS}
+TAG_TYPES = {tag: type_code for tag, _, type_code in FIXED_TAGS}
+# Tags that explain a rejection better than "not in the fixed IFD".
+_FORBIDDEN = {
+    273: "file-profile.tiled",  # StripOffsets
+    278: "file-profile.tiled",  # RowsPerStrip
+    279: "file-profile.tiled",  # StripByteCounts
+    254: "file-profile.single-image",  # NewSubfileType
+    330: "file-profile.single-image",  # SubIFDs
+    338: "file-profile.single-image",  # ExtraSamples (masks, alpha)
+    33550: "georeferencing.tags",  # ModelPixelScaleTag
+    33922: "georeferencing.tags",  # ModelTiepointTag
+    34736: "georeferencing.tags",  # GeoDoubleParamsTag
+    34737: "georeferencing.tags",  # GeoAsciiParamsTag
+}
+
+
+def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
+    """The count every tag must have for ``B`` bands and ``N`` frames."""
+    b, n = samples_per_pixel, frame_count
+    return {
+        IMAGE_WIDTH: 1, IMAGE_LENGTH: 1, BITS_PER_SAMPLE: b, SAMPLES_PER_PIXEL: 1,
+        TILE_WIDTH: 1, TILE_LENGTH: 1, TILE_OFFSETS: n, TILE_BYTE_COUNTS: n,
+        SAMPLE_FORMAT: b, MODEL_TRANSFORMATION: 16, GEO_KEY_DIRECTORY: 16,
+    }
+
+
+def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, byte_counts) -> bytes:
+    """Everything before the first frame: BigTIFF header, IFD and external values.
+
+    The result is exactly ``base_frame_offset(grid)`` bytes long.
+    """
+    counts = np.asarray(byte_counts, dtype=np.int64)
+    n, b = grid.frame_count, grid.samples_per_pixel
+    if counts.shape != (n,) or counts.min() < 1 or counts.max() > 0xFFFFFFFF:
+        raise ValueError(f"need {n} byte counts between 1 and 2**32 - 1")
+    base = base_frame_offset(grid)
+    offsets = base + np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)
+    values = {
+        IMAGE_WIDTH: np.array([grid.image_width], "<u4").tobytes(),
+        IMAGE_LENGTH: np.array([grid.image_length], "<u4").tobytes(),
+        BITS_PER_SAMPLE: np.full(b, sample.bits_per_sample, "<u2").tobytes(),
+        SAMPLES_PER_PIXEL: np.array([b], "<u2").tobytes(),
+        TILE_WIDTH: np.array([grid.tile_width], "<u2").tobytes(),
+        TILE_LENGTH: np.array([grid.tile_length], "<u2").tobytes(),
+        TILE_OFFSETS: offsets.astype("<u8").tobytes(),
+        TILE_BYTE_COUNTS: counts.astype("<u4").tobytes(),
+        SAMPLE_FORMAT: np.full(b, sample.sample_format, "<u2").tobytes(),
+        MODEL_TRANSFORMATION: georef.model_transformation(),
+        GEO_KEY_DIRECTORY: georef.geo_keys(),
+    }
+    counts_by_tag = expected_counts(b, n)
+    entries, external = [], []
+    cursor = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    for tag, _, type_code in FIXED_TAGS:
+        value = values[tag]
+        if len(value) <= 8:
+            field = value.ljust(8, b"\0")
+        else:
+            field = struct.pack("<Q", cursor)
+            external.append(value)
+            cursor += len(value)
+        entries.append(struct.pack("<HHQ", tag, type_code, counts_by_tag[tag]) + field)
+    header = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
+    ifd = struct.pack("<Q", TAG_COUNT) + b"".join(entries) + struct.pack("<Q", 0)
+    prefix = header + ifd + b"".join(external)
+    assert len(prefix) == base, "layout.base_frame_offset and the IFD writer disagree"
+    return prefix
+
+
+@dataclass(frozen=True)
+class ParsedIFD:
+    """What the fixed IFD says, after every structural check has passed."""
+
+    grid: FrameGrid
+    sample_type: SampleType
+    georeferencing: Georeferencing
+    tile_offsets: np.ndarray
+    tile_byte_counts: np.ndarray
+    frame_data_offset: int  # where the frame data must start (base_frame_offset)
+
+
+def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
+    """How many bytes of the file :func:`parse_prefix` needs, from its first 252.
+
+    Reads only the entry table, so a reader can fetch the whole prefix in a
+    second request when its first guess was short.  A count beyond
+    ``limits.max_frames`` is refused before anything is fetched.
+    """
+    _check_header(head)
+    end = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    for tag, type_code, count, _ in _entries(head):
+        if count > limits.max_frames:
+            raise RumiFormatError(
+                "fixed-ifd.limits", f"tag {tag} claims {count} values, above Limits.max_frames ({limits.max_frames})"
+            )
+        size = TYPE_SIZES.get(type_code, 0) * count
+        if size > 8:
+            end += size
+    return end
+
+
+def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
+    """Parse and check the BigTIFF header, the IFD and its external values.
+
+    ``data`` is the start of the file; it must reach at least
+    :func:`prefix_size` bytes.
+    """
+    _check_header(data)
+    entries = _entries(data)
+    tags = [e[0] for e in entries]
+    for tag in tags:
+        if tag not in TAG_NAMES:
+            rule = _FORBIDDEN.get(tag, "fixed-ifd.tags")
+            raise RumiFormatError(rule, f"the IFD holds tag {tag}, which the fixed IFD does not allow")
+    if len(set(tags)) != len(tags) or sorted(tags) != tags:
+        raise RumiFormatError("fixed-ifd.order", f"tags must appear once each in rising order, got {tags}")
+    if len(tags) != TAG_COUNT:
+        missing = sorted(set(TAG_NAMES) - set(tags))
+        raise RumiFormatError("fixed-ifd.tags", f"the IFD lacks {[TAG_NAMES[t] for t in missing]}")
+    by_tag = {}
+    for tag, type_code, count, field in entries:
+        if type_code != TAG_TYPES[tag]:
+            raise RumiFormatError(
+                "fixed-ifd.types", f"{TAG_NAMES[tag]} must have type {TAG_TYPES[tag]}, got {type_code}"
+            )
+        by_tag[tag] = (count, field)
+
+    def inline_scalar(tag: int) -> int:
+        count, field = by_tag[tag]
+        if count != 1:
+            raise RumiFormatError("fixed-ifd.counts", f"{TAG_NAMES[tag]} must have count 1, got {count}")
+        return int(np.frombuffer(field, _TYPE_CODES[TAG_TYPES[tag]], count=1)[0])
+
+    width, length = inline_scalar(IMAGE_WIDTH), inline_scalar(IMAGE_LENGTH)
+    spp = inline_scalar(SAMPLES_PER_PIXEL)
+    tile_width, tile_length = inline_scalar(TILE_WIDTH), inline_scalar(TILE_LENGTH)
+    offsets_count = by_tag[TILE_OFFSETS][0]
+    provisional = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit.TILE).check(limits, rule="fixed-ifd")
+    positions = provisional.positions
+    if offsets_count == positions:
+        unit = FrameUnit.CELL
+    elif offsets_count == positions * spp:
+        unit = FrameUnit.TILE
+    else:
+        raise RumiFormatError(
+            "frame-unit.count",
+            f"TileOffsets has {offsets_count} entries; a {provisional.tiles_across} x {provisional.tiles_down} grid "
+            f"with {spp} bands needs {positions} (cell) or {positions * spp} (tile)",
+        )
+    grid = FrameGrid(width, length, tile_width, tile_length, spp, unit)
+    n = grid.frame_count
+    counts = expected_counts(spp, n)
+    for tag, expected in counts.items():
+        if by_tag[tag][0] != expected:
+            raise RumiFormatError(
+                "fixed-ifd.counts", f"{TAG_NAMES[tag]} must have count {expected}, got {by_tag[tag][0]}"
+            )
+
+    values = _values(data, by_tag, spp, n)
+    bits = np.frombuffer(values[BITS_PER_SAMPLE], "<u2")
+    formats = np.frombuffer(values[SAMPLE_FORMAT], "<u2")
+    if len(set(bits.tolist())) != 1 or len(set(formats.tolist())) != 1:
+        raise RumiFormatError("sample-encoding.bands", "all bands must use the same (sample_format, bits_per_sample) pair")
+    sample = sample_type(int(formats[0]), int(bits[0]))
+    georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY], check_registry=check_registry)
+    tile_offsets = np.frombuffer(values[TILE_OFFSETS], "<u8").astype(np.int64)
+    tile_byte_counts = np.frombuffer(values[TILE_BYTE_COUNTS], "<u4").astype(np.int64)
+    return ParsedIFD(grid, sample, georef, tile_offsets, tile_byte_counts, base_frame_offset(grid))
+
+
+def _check_header(data: bytes) -> None:
+    if len(data) < BIGTIFF_HEADER_SIZE + IFD_SIZE:
+        raise RumiFormatError("file-profile.size", f"a rumi file is at least {BIGTIFF_HEADER_SIZE + IFD_SIZE} bytes before its frames")
+    if data[:2] != b"II":
+        raise RumiFormatError("file-profile.little-endian", f"the TIFF header must begin with II, got {data[:2]!r}")
+    magic, offset_size, reserved, first_ifd = struct.unpack_from("<HHHQ", data, 2)
+    if magic == 42:
+        raise RumiFormatError("file-profile.bigtiff", "this is a classic TIFF; rumi files are BigTIFF (version 43)")
+    if magic != 43 or offset_size != 8 or reserved != 0:
+        raise RumiFormatError("file-profile.bigtiff", f"not a BigTIFF header (version {magic}, offset size {offset_size})")
+    if first_ifd != IFD_OFFSET:
+        raise RumiFormatError("placement.ifd", f"the IFD must start at byte 16, immediately after the header; it is at {first_ifd}")
+    count, = struct.unpack_from("<Q", data, IFD_OFFSET)
+    if count != TAG_COUNT:
+        raise RumiFormatError("fixed-ifd.tags", f"the IFD must hold exactly {TAG_COUNT} tags, it holds {count}")
+    next_ifd, = struct.unpack_from("<Q", data, IFD_OFFSET + 8 + 20 * TAG_COUNT)
+    if next_ifd != 0:
+        raise RumiFormatError("file-profile.single-ifd", f"the file must have exactly one IFD; next IFD offset is {next_ifd}")
+
+
+def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    entries = []
+    for i in range(TAG_COUNT):
+        at = IFD_OFFSET + 8 + 20 * i
+        tag, type_code, count = struct.unpack_from("<HHQ", data, at)
+        entries.append((tag, type_code, count, bytes(data[at + 12: at + 20])))
+    return entries
+
+
+def _values(data: bytes, by_tag: dict, spp: int, n: int) -> dict[int, bytes]:
+    """Each tag's value bytes, checking external placement exactly."""
+    sizes = external_sizes(spp, n)
+    cursor = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    values = {}
+    for tag, name, type_code in FIXED_TAGS:
+        count, field = by_tag[tag]
+        size = TYPE_SIZES[type_code] * count
+        if size <= 8:
+            if field[size:] != b"\0" * (8 - size):
+                raise RumiFormatError("placement.inline", f"{name}: the unused bytes of an inline value must be zero")
+            values[tag] = field[:size]
+            continue
+        assert sizes.get(tag) == size
+        offset, = struct.unpack("<Q", field)
+        if offset != cursor:
+            raise RumiFormatError(
+                "placement.external",
+                f"{name} must be stored at byte {cursor}, immediately after the previous value, but is at {offset}",
+            )
+        if len(data) < cursor + size:
+            raise RumiFormatError("file-profile.truncated", f"the file ends inside the {name} values")
+        values[tag] = bytes(data[cursor: cursor + size])
+        cursor += size
+    return values
+
+
+def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Check TileOffsets and TileByteCounts against the spec's frame layout.
+
+    Offsets are compared in frame-index order, never sorted: a band-interleaved
+    file is contiguous once sorted, and must still be rejected.
+    """
+    offsets, counts = parsed.tile_offsets, parsed.tile_byte_counts
+    if counts.size and counts.min() < 1:
+        first = int(np.argmin(counts))
+        raise RumiFormatError("frames.sparse", f"frame {first} has TileByteCounts 0; no frame may be sparse")
+    if counts.size and counts.max() > limits.max_frame_byte_count:
+        raise RumiFormatError(
+            "frames.limits", f"a frame of {int(counts.max())} bytes exceeds Limits.max_frame_byte_count"
+        )
+    if offsets[0] != parsed.frame_data_offset:
+        raise RumiFormatError(
+            "placement.frame-data",
+            f"frame data must start at byte {parsed.frame_data_offset}, immediately after the external values; "
+            f"TileOffsets[0] is {int(offsets[0])}",
+        )
+    expected = parsed.frame_data_offset + np.concatenate([[0], np.cumsum(counts[:-1])])
+    mismatch = np.flatnonzero(offsets != expected)
+    if mismatch.size:
+        order = np.argsort(offsets, kind="stable")
+        sorted_contiguous = offsets[order][0] == parsed.frame_data_offset and np.array_equal(
+            offsets[order][1:], (offsets[order] + counts[order])[:-1]
+        )
+        k = int(mismatch[0])
+        if sorted_contiguous:
+            raise RumiFormatError(
+                "frames.order",
+                f"frames are not in frame-index order (frame {k} is at byte {int(offsets[k])}, expected "
+                f"{int(expected[k])}); a band-interleaved layout is rejected",
+            )
+        raise RumiFormatError(
+            "frames.contiguous",
+            f"frame {k} must start at byte {int(expected[k])}, right after frame {k - 1}; it starts at {int(offsets[k])}",
+        )

@@ -1,0 +1,37 @@
+"""Resource limits checked before any allocation driven by untrusted input.
+
+A 28-byte blob can claim 2**80 samples; these bounds turn such a claim into a
+:class:`~xarray_rumi.RumiFormatError` before memory is touched.  The defaults
+admit every realistic raster (a 1,000,000-frame image, 1 GiB frames) and are
+documented in ``docs/limits.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds on what a file or blob may claim.
+
+    >>> Limits().max_frames
+    67108864
+    >>> Limits(max_frames=10).max_frames
+    10
+    """
+
+    #: frames per image (N); the blob and IFD arrays are 8-12 bytes per frame.
+    max_frames: int = 1 << 26
+    #: decoded bytes of one frame (B * h * w * bytes per sample).
+    max_frame_bytes: int = 1 << 30
+    #: compressed bytes of one frame; a larger TileByteCounts entry is refused.
+    max_frame_byte_count: int = (1 << 31) - 1
+
+    def __post_init__(self) -> None:
+        for name in ("max_frames", "max_frame_bytes", "max_frame_byte_count"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Limits.{name} must be at least 1")
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,170 @@
+"""Opening a rumi file: header from a blob or the IFD, then frames by index.
+
+With a blob, locating any frame needs no read of the file.  Without one the
+IFD is parsed from the start of the file, usually in a single read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import RumiFormatError
+from .format.blob import Header
+from .format.geo import Georeferencing
+from .format.ifd import check_frame_layout, parse_prefix, prefix_size
+from .format.layout import GEO_KEY_DIRECTORY_SIZE, MODEL_TRANSFORMATION_SIZE, georeferencing_offset
+from .format.limits import DEFAULT_LIMITS, Limits
+from .io.frames import decode_frame
+from .io.source import ByteSource, read_bytes
+
+#: The first read of a file without a blob; enough for the IFD of ~5,000 frames.
+FIRST_READ = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RumiImage:
+    """An opened rumi file: where it is, its header, and (when read) its georeferencing.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.arange(12, dtype="uint8").reshape(3, 4), tile_size=2)
+    >>> image = open_image(path, header=blob)
+    >>> image.read().shape
+    (1, 3, 4)
+    """
+
+    source: ByteSource
+    header: Header
+    georeferencing: Georeferencing | None = None
+
+    @property
+    def grid(self):
+        return self.header.grid
+
+    @property
+    def sample_type(self):
+        return self.header.sample_type
+
+    def frame_range(self, index: int) -> tuple[int, int]:
+        start = self.header.offset(index)
+        return start, start + self.header.byte_count(index)
+
+    def read_frames(self, indices, *, verify: bool = True) -> list[np.ndarray]:
+        """Decode frames ``indices``, each ``(bands, h, w)``, with one batched read."""
+        indices = np.asarray(indices, dtype=np.int64)
+        starts, stops = self.header.ranges(indices)
+        payloads = self.source.read_many(starts, stops)
+        grid, sample = self.grid, self.sample_type
+        return [
+            decode_frame(payload, sample, grid.frame_shape(k), verify=verify)
+            for k, payload in zip(indices.tolist(), payloads)
+        ]
+
+    def read(self, bands: slice = slice(None), rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
+        """The ``(band, y, x)`` window as an array, reading only the frames it touches."""
+        grid = self.grid
+        b = range(*bands.indices(grid.samples_per_pixel))
+        y = range(*rows.indices(grid.image_length))
+        x = range(*cols.indices(grid.image_width))
+        if b.step != 1 or y.step != 1 or x.step != 1:
+            raise ValueError("read() takes contiguous slices; index the result for strides")
+        out = np.empty((len(b), len(y), len(x)), self.sample_type.dtype)
+        indices = grid.frames_touching(b, y, x)
+        for k, frame in zip(indices.tolist(), self.read_frames(indices)):
+            fb, fy, fx = grid.frame_window(k)
+            ob, oy, ox = _overlap(fb, b), _overlap(fy, y), _overlap(fx, x)
+            out[ob[0], oy[0], ox[0]] = frame[ob[1], oy[1], ox[1]]
+        return out
+
+
+def _overlap(frame: slice, window: range) -> tuple[slice, slice]:
+    """``(slice into the window, slice into the frame)`` of their intersection."""
+    lo, hi = max(frame.start, window.start), min(frame.stop, window.stop)
+    return slice(lo - window.start, hi - window.start), slice(lo - frame.start, hi - frame.start)
+
+
+def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> Header:
+    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file."""
+    if isinstance(header, Header):
+        return header
+    if isinstance(header, (bytes, bytearray, memoryview)):
+        return Header.from_bytes(bytes(header), limits)
+    if isinstance(header, (str, os.PathLike)):
+        return Header.from_bytes(read_bytes(header, storage_options), limits)
+    raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; got {type(header).__name__}")
+
+
+def read_ifd(source: ByteSource, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
+    """Parse the IFD and check the frame layout; returns ``(ParsedIFD, Header)``."""
+    head = source.read(0, FIRST_READ, exact=False)
+    needed = prefix_size(head, limits)
+    if needed > len(head):
+        head += source.read(len(head), needed)
+    parsed = parse_prefix(head, limits, check_registry=check_registry)
+    check_frame_layout(parsed, limits)
+    header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
+    return parsed, header
+
+
+def read_georeferencing(source: ByteSource, header: Header) -> Georeferencing:
+    """The georeferencing of a file whose blob is known: one 160-byte read.
+
+    Both tags' values always end where the frames begin, so the blob alone
+    says where they are.
+    """
+    start = georeferencing_offset(header.grid)
+    data = source.read(start, start + MODEL_TRANSFORMATION_SIZE + GEO_KEY_DIRECTORY_SIZE)
+    return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
+
+
+def open_image(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS,
+               read_georef: bool = True) -> RumiImage:
+    """Open a rumi file from a path or fsspec URL.
+
+    ``header`` is blob bytes, a path/URL of a blob file, or ``None`` to rebuild
+    it from the IFD.  With a blob and ``read_georef=False`` nothing is read.
+    """
+    source = ByteSource.of(path, storage_options)
+    if header is None:
+        parsed, blob = read_ifd(source, limits)
+        return RumiImage(source, blob, parsed.georeferencing)
+    blob = load_header(header, storage_options, limits)
+    georef = read_georeferencing(source, blob) if read_georef else None
+    return RumiImage(source, blob, georef)
+
+
+def header_from_file(path, *, storage_options=None) -> bytes:
+    """Rebuild the header blob of a rumi file from its IFD.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((3, 64, 64), "uint16"), tile_size=32)
+    >>> header_from_file(path) == blob
+    True
+    """
+    _, header = read_ifd(ByteSource.of(path, storage_options))
+    return header.to_bytes()
+
+
+def check_blob_matches(blob: Header, file_header: Header) -> None:
+    """Refuse a blob that disagrees with the file it is meant for."""
+    a, b = blob.grid, file_header.grid
+    for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel"):
+        if getattr(a, name) != getattr(b, name):
+            raise RumiFormatError("blob.matches-file", f"blob {name} is {getattr(a, name)}, the file says {getattr(b, name)}")
+    if blob.sample_type != file_header.sample_type:
+        raise RumiFormatError(
+            "blob.matches-file",
+            f"blob sample type is {blob.sample_type.name}, the file's is {file_header.sample_type.name}",
+        )
+    if a.frame_unit != b.frame_unit and a.samples_per_pixel != 1:
+        raise RumiFormatError(
+            "blob.matches-file", f"blob frame_unit is {a.frame_unit.name.lower()}, the file's TileOffsets say {b.frame_unit.name.lower()}"
+        )
+    if blob.count_min != file_header.count_min or blob.packed != file_header.packed or blob.count_bits != file_header.count_bits:
+        diff = np.flatnonzero(blob.byte_counts() != file_header.byte_counts())
+        where = f" (first at frame {int(diff[0])})" if diff.size else ""
+        raise RumiFormatError("blob.matches-file", f"blob frame byte counts differ from TileByteCounts{where}")

@@ -1,0 +1,63 @@
+"""Checking a file (and optionally its blob) against every rule of rumi 0.1.0."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import RumiFormatError
+from .format.limits import DEFAULT_LIMITS, Limits
+from .io.frames import decode_frame, frame_version
+from .io.source import ByteSource
+from .reader import check_blob_matches, load_header, read_ifd
+
+_BATCH_BYTES = 32 * 1024 * 1024  # frames are read in batches of about this size
+
+
+def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Raise :class:`RumiFormatError` naming the first rule ``path`` breaks.
+
+    Checks the BigTIFF profile, the fixed IFD and its placement, the
+    georeferencing, the frame layout, the file's length, every frame (it must
+    decode to exactly its grid position's size, all at one OpenZL format
+    version) and, when ``header`` is given, that the blob is valid and agrees
+    with the file.  Memory stays bounded by one batch of frames.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 50, 50), "int16"), tile_size=32)
+    >>> validate(path, blob)   # returns None when the file complies
+    """
+    source = ByteSource.of(path, storage_options)
+    _, file_header = read_ifd(source, limits)
+    if header is not None:
+        check_blob_matches(load_header(header, storage_options, limits), file_header)
+    size = source.size()
+    if size != file_header.file_size:
+        rule = "frames.truncated" if size < file_header.file_size else "frames.trailing-bytes"
+        raise RumiFormatError(rule, f"the frames end at byte {file_header.file_size}, but the file is {size} bytes")
+    _check_frames(source, file_header)
+
+
+def _check_frames(source: ByteSource, header) -> None:
+    grid, sample = header.grid, header.sample_type
+    ends = np.cumsum(header.byte_counts())
+    versions = set()
+    start = 0
+    while start < grid.frame_count:
+        batch_end = (ends[start - 1] if start else 0) + _BATCH_BYTES
+        stop = max(start + 1, int(np.searchsorted(ends, batch_end, side="right")))
+        indices = np.arange(start, stop)
+        starts, stops = header.ranges(indices)
+        for k, payload in zip(indices.tolist(), source.read_many(starts, stops)):
+            versions.add(frame_version(payload))
+            if len(versions) > 1:
+                raise RumiFormatError(
+                    "frames.format-version",
+                    f"frame {k} uses OpenZL format version {frame_version(payload)}, but earlier frames use "
+                    f"{min(versions - {frame_version(payload)})}; all frames must share one pinned version",
+                )
+            try:
+                decode_frame(payload, sample, grid.frame_shape(k))
+            except RumiFormatError as exc:
+                raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None
+        start = stop
