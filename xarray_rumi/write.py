@@ -22,21 +22,20 @@ from .format.grid import FrameGrid, FrameUnit
 from .format.ifd import build_prefix
 from .format.layout import base_frame_offset
 from .format.limits import DEFAULT_LIMITS
-from .io.frames import AUTO_RECIPES, PORTABLE_RECIPES, applicable, encode_frame
+from .compression import Recipes, plan
 from .io.source import ByteSource
-
-_SAMPLE_FRAMES = 3  # frames "auto" measures its candidates on
 
 
 def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=None, raster_type="area",
           sample_type=None, compression="auto", storage_options=None, write_header=True) -> bytes:
     """Write ``data`` as a rumi file and return its header blob.
 
-    ``data`` is a numpy array ``(B, Y, X)`` or ``(Y, X)``, or a DataArray
-    ``(band, y, x)`` whose rioxarray CRS and transform are used when ``crs`` /
-    ``transform`` are not given.  ``path`` may be any fsspec URL.  With
-    ``write_header`` the blob is also stored beside the file as
-    ``<path>.header``.
+    ``data`` is a numpy array ``(B, Y, X)`` or ``(Y, X)``, a Dask array, or a
+    DataArray ``(band, y, x)`` whose rioxarray CRS and transform are used when
+    ``crs`` / ``transform`` are not given.  Dask-backed data is compressed as
+    Dask tasks (on the active distributed client, if any) with only a few
+    frames in flight.  ``path`` may be any fsspec URL.  With ``write_header``
+    the blob is also stored beside the file as ``<path>.header``.
 
     >>> import numpy as np, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -53,11 +52,14 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     tile_length, tile_width = _tile_shape(tile_size)
     bands, length, width = array.shape
     grid = FrameGrid(width, length, tile_width, tile_length, bands, FrameUnit.parse(frame_unit)).check(DEFAULT_LIMITS)
-    recipe = choose_recipe(array, grid, sample, compression)
+    recipes = plan(grid, lambda k: _stored_frame(array, grid, sample, k), compression)
 
-    frames = (_stored_frame(array, grid, sample, k) for k in range(grid.frame_count))
+    if _is_dask(array):
+        frames = _dask_encoded_frames(array, grid, sample, recipes)
+    else:
+        frames = _threaded_encoded_frames(array, grid, sample, recipes)
     target = ByteSource.of(path, storage_options)
-    counts = _write_atomically(target, grid, frames, recipe, lambda counts: build_prefix(grid, sample, georef, counts))
+    counts = _write_atomically(target, grid, frames, lambda counts: build_prefix(grid, sample, georef, counts))
     blob = Header.from_byte_counts(grid, sample, counts).to_bytes()
     if write_header:
         _write_small_atomically(ByteSource.of(f"{target.url}.header", storage_options), blob)
@@ -122,37 +124,88 @@ def _stored_frame(array, grid: FrameGrid, sample: SampleType, index: int) -> np.
     return sample.encode(np.asarray(array[bands, rows, cols]))
 
 
-def choose_recipe(array, grid: FrameGrid, sample: SampleType, compression: str) -> str:
-    """The OpenZL recipe for ``compression``: ``"auto"``, ``"portable"`` or a recipe.
+def _is_dask(array) -> bool:
+    return type(array).__module__.startswith("dask")
 
-    ``auto`` and ``portable`` compress a few sample frames with each candidate
-    and keep the smallest; both are lossless.
+
+def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
+    return recipes.encode(sample.encode(np.asarray(block)))
+
+
+def _threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
+                             workers: int | None = None):
+    """Encoded frames in frame order from a thread pool (the encoder releases the GIL)."""
+    workers = workers or min(4, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        pending = deque()
+        for k in range(grid.frame_count):
+            bands, rows, cols = grid.frame_window(k)
+            slot = recipes[k % grid.frames_per_position]
+            pending.append(pool.submit(_encode_one, array[bands, rows, cols], sample, slot))
+            if len(pending) >= 2 * workers:  # bounded: a few frames in memory, not the image
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _dask_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...]):
+    """Encoded frames in frame order, each compressed by a Dask task.
+
+    The array is rechunked to the frame grid so each task sees exactly one
+    frame; tasks are submitted a window at a time so memory stays bounded.
     """
-    if compression not in ("auto", "portable"):
-        if not isinstance(compression, str) or ">" not in compression:
-            raise ValueError(f"compression must be 'auto', 'portable' or a GeoZL recipe like 'planar>zigzag>zstd', got {compression!r}")
-        return compression
-    candidates = [r for r in (AUTO_RECIPES if compression == "auto" else PORTABLE_RECIPES) if applicable(r, sample.storage)]
-    picks = np.unique(np.linspace(0, grid.frame_count - 1, _SAMPLE_FRAMES).astype(int))
-    samples = [_stored_frame(array, grid, sample, int(k)) for k in picks]
-    sizes = {}
-    for recipe in candidates:
-        try:
-            sizes[recipe] = sum(len(encode_frame(s, recipe)) for s in samples)
-        except RuntimeError:
-            continue  # a recipe that does not apply to this element type
-    return min(sizes, key=sizes.get)
+    import dask
+
+    bands_per_frame = grid.bands_per_frame
+    chunks = (
+        (bands_per_frame,) * (grid.samples_per_pixel // bands_per_frame),
+        _sizes(grid.image_length, grid.tile_length),
+        _sizes(grid.image_width, grid.tile_width),
+    )
+    blocks = array.rechunk(chunks).to_delayed()
+    encode = dask.delayed(_encode_one, pure=True)
+
+    def task(k):
+        row, col, band = grid.frame_location(k)
+        return encode(blocks[band, row, col], sample, recipes[k % grid.frames_per_position])
+
+    client = _distributed_client()
+    window = 4 * (len(client.scheduler_info()["workers"]) if client else (os.cpu_count() or 1))
+    k = 0
+    while k < grid.frame_count:
+        batch = [task(i) for i in range(k, min(k + window, grid.frame_count))]
+        if client is not None:
+            yield from client.gather(client.compute(batch))
+        else:
+            yield from dask.compute(*batch)
+        k += len(batch)
 
 
-def _write_atomically(target: ByteSource, grid: FrameGrid, frames, recipe: str, make_prefix) -> np.ndarray:
-    """Write frames after a placeholder prefix, then the real prefix, then rename."""
+def _sizes(extent: int, tile: int) -> tuple[int, ...]:
+    full, rest = divmod(extent, tile)
+    return (tile,) * full + ((rest,) if rest else ())
+
+
+def _distributed_client():
+    try:
+        from distributed import get_client
+    except ImportError:
+        return None
+    try:
+        return get_client()
+    except ValueError:  # no client is active
+        return None
+
+
+def _write_atomically(target: ByteSource, grid: FrameGrid, frames, make_prefix) -> np.ndarray:
+    """Write encoded frames after room for the prefix, then the prefix, then rename."""
     base = base_frame_offset(grid)
     directory = os.path.dirname(os.path.abspath(target.local_path)) if target.is_local else None
     fd, tmp = tempfile.mkstemp(prefix=".rumi-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.seek(base)
-            counts = _encode_in_order(frames, recipe, f.write)
+            counts = np.fromiter((f.write(frame) for frame in frames), dtype=np.int64)
             f.seek(0)
             f.write(make_prefix(counts))
             f.flush()
@@ -163,21 +216,6 @@ def _write_atomically(target: ByteSource, grid: FrameGrid, frames, recipe: str, 
             os.unlink(tmp)
         raise
     return counts
-
-
-def _encode_in_order(frames, recipe: str, sink, workers: int | None = None) -> np.ndarray:
-    """Encode frames on a thread pool, handing each to ``sink`` in frame order."""
-    workers = workers or min(4, os.cpu_count() or 1)
-    counts = []
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for stored in frames:
-            pending.append(pool.submit(encode_frame, stored, recipe))
-            if len(pending) >= 2 * workers:  # bounded: a few frames in memory, not the image
-                counts.append(sink(pending.popleft().result()))
-        while pending:
-            counts.append(sink(pending.popleft().result()))
-    return np.asarray(counts, dtype=np.int64)
 
 
 def _publish(tmp: str, target: ByteSource) -> None:
