@@ -18,8 +18,10 @@ import numpy as np
 from .io.frames import PORTABLE_RECIPES, applicable, encode_frame
 
 #: How many of the best sample-frame recipes each frame chooses among.
-FINALISTS = 3
+FINALISTS = 2
 SAMPLE_FRAMES = 3
+#: Profiling runs every graph, so it sees at most this many rows x columns of a sample.
+PROFILE_WINDOW = 256
 #: Terminal codecs that need an OpenZL frame format newer than the pinned one.
 _UNPINNED_CODECS = ("pivco", "sparse")
 #: Always applicable, always at the pinned version: the last resort for any frame.
@@ -61,6 +63,12 @@ def _as_raster(stored: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(stored).reshape(bands, h, -1)
 
 
+def _central_window(stored: np.ndarray) -> np.ndarray:
+    h, w = stored.shape[1:3]
+    y0, x0 = max(0, (h - PROFILE_WINDOW) // 2), max(0, (w - PROFILE_WINDOW) // 2)
+    return stored[:, y0:y0 + PROFILE_WINDOW, x0:x0 + PROFILE_WINDOW]
+
+
 def choose(samples: list[np.ndarray], compression: str) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
@@ -88,7 +96,7 @@ def choose(samples: list[np.ndarray], compression: str) -> Recipes:
     else:
         applied: dict[str, int] = {}
         for sample in samples:
-            raster = _as_raster(sample)
+            raster = _as_raster(_central_window(sample))
             for row in geozl.profile(raster, prior=None, reps=1, planes=raster.shape[0]):
                 totals[row["graph"]] = totals.get(row["graph"], 0) + row["bytes"]
                 applied[row["graph"]] = applied.get(row["graph"], 0) + 1

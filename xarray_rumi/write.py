@@ -27,7 +27,7 @@ from .io.source import ByteSource
 
 
 def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=None, raster_type="area",
-          sample_type=None, compression="auto", storage_options=None, write_header=True) -> bytes:
+          sample_type=None, compression="auto", storage_options=None, write_header=True, progress=None) -> bytes:
     """Write ``data`` as a rumi file and return its header blob.
 
     ``data`` is a numpy array ``(B, Y, X)`` or ``(Y, X)``, a Dask array, or a
@@ -36,6 +36,8 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     Dask tasks (on the active distributed client, if any) with only a few
     frames in flight.  ``path`` may be any fsspec URL.  With ``write_header``
     the blob is also stored beside the file as ``<path>.header``.
+    ``progress``, if given, is called with 1 after each frame is written
+    (``tqdm(...).update`` fits).
 
     >>> import numpy as np, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -59,6 +61,8 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     else:
         frames = _threaded_encoded_frames(array, grid, sample, recipes)
     target = ByteSource.of(path, storage_options)
+    if progress is not None:
+        frames = _reporting(frames, progress)
     counts = _write_atomically(target, grid, frames, lambda counts: build_prefix(grid, sample, georef, counts))
     blob = Header.from_byte_counts(grid, sample, counts).to_bytes()
     if write_header:
@@ -122,6 +126,12 @@ def _tile_shape(tile_size) -> tuple[int, int]:
 def _stored_frame(array, grid: FrameGrid, sample: SampleType, index: int) -> np.ndarray:
     bands, rows, cols = grid.frame_window(index)
     return sample.encode(np.asarray(array[bands, rows, cols]))
+
+
+def _reporting(frames, progress):
+    for frame in frames:
+        yield frame
+        progress(1)
 
 
 def _is_dask(array) -> bool:
