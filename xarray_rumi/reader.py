@@ -102,7 +102,13 @@ def read_ifd(source: ByteSource, limits: Limits = DEFAULT_LIMITS, *, check_regis
     head = source.read(0, FIRST_READ, exact=False)
     needed = prefix_size(head, limits)
     if needed > len(head):
-        head += source.read(len(head), needed)
+        # A short first read means the file ended; otherwise make sure the file
+        # holds what the IFD claims before asking for that much.
+        if len(head) < FIRST_READ or (source.is_local and source.size() < needed):
+            raise RumiFormatError(
+                "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
+            )
+        head += source.read(len(head), needed, exact=False)
     parsed = parse_prefix(head, limits, check_registry=check_registry)
     check_frame_layout(parsed, limits)
     header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)

@@ -8,6 +8,7 @@ Python loop over frames, and a blob whose counts are all equal
 
 from __future__ import annotations
 
+import operator
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import RumiFormatError
-from .dtypes import SampleType, sample_type
+from .dtypes import SAMPLE_TYPES, SampleType, sample_type
 from .grid import FrameGrid, FrameUnit
 from .layout import base_frame_offset
 from .limits import DEFAULT_LIMITS, Limits
@@ -24,15 +25,16 @@ MAGIC = 0x45564F4C
 VERSION = 1
 _FIELDS = struct.Struct("<IHIIHHHBBBIB")
 HEADER_SIZE = _FIELDS.size  # 28
+_CHECK_SLICE = 1 << 20  # frames unpacked at a time when checking a blob
+SAMPLE_UINT8 = SAMPLE_TYPES[(1, 8)]  # used by the examples below
 
 
 @dataclass(frozen=True)
 class Header:
     """A decoded header blob: the grid, the sample type and the frame sizes.
 
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
-    >>> h = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [900, 300, 310, 100])
+    >>> h = Header.from_byte_counts(grid, SAMPLE_UINT8, [900, 300, 310, 100])
     >>> (h.count_min, h.count_bits, len(h.to_bytes()))
     (100, 10, 33)
     >>> Header.from_bytes(h.to_bytes()).offset(2), h.byte_count(3)
@@ -79,7 +81,8 @@ class Header:
             raise RumiFormatError("blob.count-bits", f"count_bits must be between 0 and 32, got {count_bits}")
         if count_min < 1:
             raise RumiFormatError("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero")
-        grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit)).check(limits, rule="blob")
+        grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit))
+        grid.check(limits, rule="blob", bytes_per_sample=sample.bytes_per_sample)
         n = grid.frame_count
         packed_size = -(-n * count_bits // 8)
         if len(blob) != HEADER_SIZE + packed_size:
@@ -90,22 +93,34 @@ class Header:
         if n == 1 and count_bits:
             raise RumiFormatError("blob.canonical", "a single-frame blob must have count_bits 0")
         header = cls(grid, sample, count_min, count_bits, blob[HEADER_SIZE:])
-        header._check_canonical()
+        header._check_canonical(limits)
         return header
 
-    def _check_canonical(self) -> None:
+    def _check_canonical(self, limits: Limits) -> None:
         used_bits = self.grid.frame_count * self.count_bits
         if used_bits % 8 and self.packed[-1] >> (used_bits % 8):
             raise RumiFormatError("blob.padding", "unused bits in the final byte must be zero")
-        if not self.count_bits:
-            return
-        residuals = self.residuals()
-        if int(residuals.min()) != 0:
-            raise RumiFormatError("blob.canonical", "count_min is not the smallest frame byte count")
-        if int(residuals.max()).bit_length() != self.count_bits:
-            raise RumiFormatError("blob.canonical", "count_bits is wider than the largest residual needs")
-        if self.count_min + int(residuals.max()) > 0xFFFFFFFF:
+        smallest, largest = 0, 0
+        if self.count_bits:
+            # In slices, so checking a blob costs a bounded amount of memory.
+            smallest, largest = 1 << 32, 0
+            for start in range(0, self.frame_count, _CHECK_SLICE):
+                part = self.residuals(start, min(start + _CHECK_SLICE, self.frame_count))
+                smallest, largest = min(smallest, int(part.min())), max(largest, int(part.max()))
+            if smallest != 0:
+                raise RumiFormatError(
+                    "blob.canonical", f"count_min {self.count_min} is not the smallest frame byte count "
+                    f"(every residual is at least {smallest})")
+            if largest.bit_length() != self.count_bits:
+                raise RumiFormatError(
+                    "blob.canonical", f"count_bits is {self.count_bits}, but the largest residual ({largest}) "
+                    f"needs {largest.bit_length()}")
+        if self.count_min + largest > 0xFFFFFFFF:
             raise RumiFormatError("blob.byte-counts", "a frame byte count does not fit TileByteCounts (LONG)")
+        if self.count_min + largest > limits.max_frame_byte_count:
+            raise RumiFormatError(
+                "blob.limits", f"a frame of {self.count_min + largest} bytes exceeds Limits.max_frame_byte_count "
+                f"({limits.max_frame_byte_count})")
 
     def to_bytes(self) -> bytes:
         """The blob as stored beside the file or in a catalog."""
@@ -137,28 +152,42 @@ class Header:
         return self.residuals(start, stop).astype(np.int64) + self.count_min
 
     def byte_count(self, index: int) -> int:
-        """Byte count of one frame, O(1)."""
+        """Byte count of one frame, O(1): at most five bytes of the blob are read.
+
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), SAMPLE_UINT8, [7, 9, 8])
+        >>> [h.byte_count(k) for k in range(3)]
+        [7, 9, 8]
+        """
         index = self._checked_index(index)
-        return int(self.byte_counts(index, index + 1)[0])
+        if not self.count_bits:
+            return self.count_min
+        lo = index * self.count_bits
+        chunk = self.packed[lo >> 3: (lo + self.count_bits + 7) >> 3]
+        residual = (int.from_bytes(chunk, "little") >> (lo & 7)) & ((1 << self.count_bits) - 1)
+        return self.count_min + residual
 
     @cached_property
     def _residual_prefix(self) -> np.ndarray:
-        # prefix[k] = sum(residual[0:k]); 8 bytes a frame, built once on demand.
+        # prefix[k] = sum(residual[0:k]): one vectorised pass, 8 bytes a frame,
+        # built on first use; every offset is then a lookup.
         prefix = np.zeros(self.frame_count + 1, np.int64)
         np.cumsum(self.residuals(), out=prefix[1:])
         return prefix
 
     def offset(self, index: int) -> int:
-        """``base + k * count_min + sum(residual[0:k])`` for frame ``k``, O(1)."""
+        """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end).
+
+        O(1) once the residual prefix sum exists (built on first use, vectorised).
+        """
         index = self._checked_index(index, allow_end=True)
         prefix = self._residual_prefix[index] if self.count_bits else 0
         return self.base_frame_offset + index * self.count_min + int(prefix)
 
     def offsets(self, indices=None) -> np.ndarray:
-        """Offsets of ``indices`` (all frames by default), vectorised."""
+        """Offsets of ``indices`` (all frames by default), vectorised; ``N`` gives the end."""
         if indices is None:
             indices = np.arange(self.frame_count, dtype=np.int64)
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = self._checked_indices(indices, allow_end=True)
         prefix = self._residual_prefix[indices] if self.count_bits else 0
         return self.base_frame_offset + indices * self.count_min + prefix
 
@@ -169,7 +198,7 @@ class Header:
 
     def ranges(self, indices) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, stops)`` byte ranges of the frames ``indices``."""
-        indices = np.asarray(indices, dtype=np.int64)
+        indices = self._checked_indices(indices)
         starts = self.offsets(indices)
         counts = self.count_min + (
             self._residual_prefix[indices + 1] - self._residual_prefix[indices] if self.count_bits else 0
@@ -177,10 +206,17 @@ class Header:
         return starts, starts + counts
 
     def _checked_index(self, index: int, allow_end: bool = False) -> int:
-        index = int(index)
+        index = operator.index(index)
         if not 0 <= index < self.frame_count + allow_end:
             raise IndexError(f"frame {index} is outside 0..{self.frame_count - 1}")
         return index
+
+    def _checked_indices(self, indices, allow_end: bool = False) -> np.ndarray:
+        # Negative indices would wrap around in numpy and name the wrong frame.
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.frame_count + allow_end):
+            raise IndexError(f"frame indices must lie in 0..{self.frame_count - 1}")
+        return indices
 
 
 def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
@@ -193,15 +229,23 @@ def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
 
 
 def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> np.ndarray:
-    """Residuals ``start:stop``; each one reads at most 5 bytes of ``packed``."""
+    """Residuals ``start:stop`` (uint64), reading only the bytes that hold them.
+
+    >>> unpack_residuals(bytes([0b11100100]), 2, 1, 4).tolist()
+    [1, 2, 3]
+    """
     count = max(stop - start, 0)
-    if count_bits == 0:
+    if count_bits == 0 or count == 0:
         return np.zeros(count, np.uint64)
-    # A residual spans at most 39 bits from its first byte: gather 5 bytes,
-    # with zero padding so the gather never leaves the array.
-    buf = np.frombuffer(packed + b"\0" * 5, np.uint8)
-    lo = np.arange(start, stop, dtype=np.uint64) * np.uint64(count_bits)
-    first = (lo >> np.uint64(3)).astype(np.int64)
+    first_byte = (start * count_bits) >> 3
+    end_byte = -(-(stop * count_bits) // 8)
+    # A residual spans at most 39 bits from its first byte: gather 5 bytes
+    # per residual from a zero-padded copy of just the bytes they occupy.
+    buf = np.zeros(end_byte - first_byte + 5, np.uint8)
+    window = np.frombuffer(packed, np.uint8, count=end_byte - first_byte, offset=first_byte)
+    buf[: window.size] = window
+    lo = np.arange(count, dtype=np.uint64) * np.uint64(count_bits) + np.uint64(start * count_bits - first_byte * 8)
+    first = (lo >> np.uint64(3)).astype(np.intp)
     word = np.zeros(count, np.uint64)
     for j in range(5):
         word |= buf[first + j].astype(np.uint64) << np.uint64(8 * j)

@@ -52,8 +52,8 @@ class SampleType:
         Refuses sub-byte samples whose unused high bits are set, so a damaged
         frame cannot pass as data.
 
-        >>> sample_type_from_name("uint4").decode(bytes([1, 15]), (2,))
-        array([1, 15], dtype=uint4)
+        >>> sample_type_from_name("uint4").decode(bytes([1, 15]), (2,)).tolist()
+        [1, 15]
         """
         stored = np.frombuffer(raw, dtype=self.storage.newbyteorder("<"))
         if self.sub_byte:

@@ -154,12 +154,17 @@ class Georeferencing:
         if not EPSG_MIN <= code <= EPSG_MAX:
             raise RumiFormatError("georeferencing.epsg-range", f"EPSG code {code} is outside {EPSG_MIN}..{EPSG_MAX}")
         if check_registry:
-            registry_type = epsg_model_type(code)
-            if registry_type is None:
+            kind, registry_type = registry_entry(code)
+            if kind is None:
                 raise RumiFormatError("georeferencing.epsg-registry", f"EPSG:{code} is not defined by the EPSG registry")
+            if registry_type is None:
+                raise RumiFormatError(
+                    "georeferencing.epsg-kind",
+                    f"EPSG:{code} is a {kind}; rumi stores only 2D geographic and projected CRSs",
+                )
             if registry_type != model:
                 raise RumiFormatError(
-                    "georeferencing.model-type",
+                    "georeferencing.epsg-type",
                     f"EPSG:{code} is {registry_type.name.lower()} in the EPSG registry, "
                     f"but GTModelTypeGeoKey says {ModelType(model).name.lower()}",
                 )
@@ -167,11 +172,17 @@ class Georeferencing:
 
 
 @lru_cache(maxsize=4096)
-def epsg_model_type(code: int) -> ModelType | None:
-    """Geographic or projected, as the EPSG registry says; ``None`` if unknown.
+def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
+    """``(kind, model type)`` of an EPSG code, from the EPSG registry (through pyproj).
 
-    >>> epsg_model_type(4087)   # a projected CRS, whatever its number suggests
-    <ModelType.PROJECTED: 1>
+    ``kind`` is the registry's name for what the code is (``None`` when it
+    defines no CRS); the model type is ``None`` unless it is a 2D geographic
+    or projected CRS, the only kinds rumi stores.
+
+    >>> registry_entry(4087)
+    ('Projected CRS', <ModelType.PROJECTED: 1>)
+    >>> registry_entry(7405)   # British National Grid + ODN height
+    ('Compound CRS', None)
     """
     from pyproj import CRS
     from pyproj.exceptions import CRSError
@@ -179,13 +190,24 @@ def epsg_model_type(code: int) -> ModelType | None:
     try:
         crs = CRS.from_epsg(int(code))
     except CRSError:
-        return None
+        return None, None
+    # A compound CRS reports is_projected for its horizontal part; its third axis is what rumi cannot store.
+    if crs.is_compound or len(crs.axis_info) != 2:
+        return crs.type_name, None
     if crs.is_projected:
-        return ModelType.PROJECTED
-    if crs.is_geographic and not crs.is_compound and crs.coordinate_system is not None \
-            and len(crs.axis_info) == 2:
-        return ModelType.GEOGRAPHIC
-    return None
+        return crs.type_name, ModelType.PROJECTED
+    if crs.is_geographic:
+        return crs.type_name, ModelType.GEOGRAPHIC
+    return crs.type_name, None
+
+
+def epsg_model_type(code: int) -> ModelType | None:
+    """Geographic or projected, as the EPSG registry says; ``None`` if rumi cannot store it.
+
+    >>> epsg_model_type(4087)   # a projected CRS, whatever its number suggests
+    <ModelType.PROJECTED: 1>
+    """
+    return registry_entry(code)[1]
 
 
 def resolve_crs(crs) -> tuple[int, ModelType]:
@@ -211,10 +233,11 @@ def resolve_crs(crs) -> tuple[int, ModelType]:
         )
     if not EPSG_MIN <= code <= EPSG_MAX:
         raise ValueError(f"EPSG:{code} is outside the range rumi can store ({EPSG_MIN}..{EPSG_MAX})")
-    model = epsg_model_type(code)
+    kind, model = registry_entry(code)
     if model is None:
         raise ValueError(
-            f"EPSG:{code} is neither a 2D geographic nor a projected CRS; rumi cannot store it"
+            f"EPSG:{code} is a {kind or 'code the EPSG registry does not define'}; "
+            "rumi stores only 2D geographic and projected CRSs"
         )
     return code, model
 

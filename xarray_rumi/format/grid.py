@@ -101,10 +101,23 @@ class FrameGrid:
         """The image as ``(B, Y, X)``."""
         return (self.samples_per_pixel, self.image_length, self.image_width)
 
-    def check(self, limits: Limits = DEFAULT_LIMITS, *, rule: str = "grid") -> FrameGrid:
+    @property
+    def largest_frame_samples(self) -> int:
+        """Samples of the largest frame (the first one: edge frames are cut, never larger)."""
+        h, w = min(self.tile_length, self.image_length), min(self.tile_width, self.image_width)
+        return self.bands_per_frame * h * w
+
+    def check(self, limits: Limits = DEFAULT_LIMITS, *, rule: str = "grid", bytes_per_sample: int | None = None) -> FrameGrid:
         """Refuse a grid the spec forbids or whose size exceeds ``limits``.
 
-        Costs nothing proportional to the claimed size.
+        Costs nothing proportional to the claimed size.  With
+        ``bytes_per_sample``, a frame decoding to more than
+        ``limits.max_frame_bytes`` is refused too.
+
+        >>> FrameGrid(2**32 - 1, 2**32 - 1, 1, 1, 1).check()
+        Traceback (most recent call last):
+        ...
+        xarray_rumi.errors.RumiFormatError: grid.limits: 18446744065119617025 frames exceed the limit of 16777216 (Limits.max_frames)
         """
         if self.tile_width < 1 or self.tile_length < 1:
             raise RumiFormatError(f"{rule}.tile-size", "tile_width and tile_length must be greater than zero")
@@ -117,6 +130,12 @@ class FrameGrid:
                 f"{rule}.limits",
                 f"{self.frame_count} frames exceed the limit of {limits.max_frames} (Limits.max_frames)",
             )
+        if bytes_per_sample is not None and self.largest_frame_samples * bytes_per_sample > limits.max_frame_bytes:
+            raise RumiFormatError(
+                f"{rule}.limits",
+                f"a frame of {self.largest_frame_samples} samples of {bytes_per_sample} bytes exceeds "
+                f"Limits.max_frame_bytes ({limits.max_frame_bytes})",
+            )
         return self
 
     def frame_index(self, row: int, col: int, band: int = 0) -> int:
@@ -128,6 +147,8 @@ class FrameGrid:
 
     def frame_location(self, index: int) -> tuple[int, int, int]:
         """``(row, col, first band)`` of frame ``index``."""
+        if not 0 <= index < self.frame_count:
+            raise IndexError(f"frame {index} is outside 0..{self.frame_count - 1}")
         position, band = divmod(int(index), self.frames_per_position)
         row, col = divmod(position, self.tiles_across)
         return row, col, band

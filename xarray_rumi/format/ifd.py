@@ -127,20 +127,25 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     """How many bytes of the file :func:`parse_prefix` needs, from its first 252.
 
     Reads only the entry table, so a reader can fetch the whole prefix in a
-    second request when its first guess was short.  A count beyond
-    ``limits.max_frames`` is refused before anything is fetched.
+    second request when its first guess was short.  The size is derived from
+    ``B`` and ``N`` as the spec's layout fixes it, never from a claimed count
+    of some other tag, and ``N`` beyond ``limits.max_frames`` is refused
+    before anything is fetched.  An IFD that is not shaped like the fixed
+    one needs no more bytes: :func:`parse_prefix` names what is wrong.
     """
     _check_header(head)
-    end = BIGTIFF_HEADER_SIZE + IFD_SIZE
-    for tag, type_code, count, _ in _entries(head):
-        if count > limits.max_frames:
-            raise RumiFormatError(
-                "fixed-ifd.limits", f"tag {tag} claims {count} values, above Limits.max_frames ({limits.max_frames})"
-            )
-        size = TYPE_SIZES.get(type_code, 0) * count
-        if size > 8:
-            end += size
-    return end
+    entries = _entries(head)
+    fixed = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    if [(tag, type_code) for tag, type_code, _, _ in entries] != [(tag, t) for tag, _, t in FIXED_TAGS]:
+        return fixed
+    by_tag = {tag: (count, field) for tag, _, count, field in entries}
+    frames = by_tag[TILE_OFFSETS][0]
+    if frames > limits.max_frames:
+        raise RumiFormatError(
+            "fixed-ifd.limits", f"TileOffsets claims {frames} frames, above Limits.max_frames ({limits.max_frames})"
+        )
+    bands, = struct.unpack_from("<H", by_tag[SAMPLES_PER_PIXEL][1])
+    return fixed + sum(external_sizes(bands, frames).values())
 
 
 def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
@@ -179,7 +184,8 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     spp = inline_scalar(SAMPLES_PER_PIXEL)
     tile_width, tile_length = inline_scalar(TILE_WIDTH), inline_scalar(TILE_LENGTH)
     offsets_count = by_tag[TILE_OFFSETS][0]
-    provisional = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit.TILE).check(limits, rule="fixed-ifd")
+    # Cell frames are the fewer, so a grid that fails the frame limit as cells fails it either way.
+    provisional = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit.CELL).check(limits, rule="fixed-ifd")
     positions = provisional.positions
     if offsets_count == positions:
         unit = FrameUnit.CELL
@@ -191,7 +197,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
             f"TileOffsets has {offsets_count} entries; a {provisional.tiles_across} x {provisional.tiles_down} grid "
             f"with {spp} bands needs {positions} (cell) or {positions * spp} (tile)",
         )
-    grid = FrameGrid(width, length, tile_width, tile_length, spp, unit)
+    grid = FrameGrid(width, length, tile_width, tile_length, spp, unit).check(limits, rule="fixed-ifd")
     n = grid.frame_count
     counts = expected_counts(spp, n)
     for tag, expected in counts.items():
@@ -206,6 +212,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     if len(set(bits.tolist())) != 1 or len(set(formats.tolist())) != 1:
         raise RumiFormatError("sample-encoding.bands", "all bands must use the same (sample_format, bits_per_sample) pair")
     sample = sample_type(int(formats[0]), int(bits[0]))
+    grid.check(limits, rule="fixed-ifd", bytes_per_sample=sample.bytes_per_sample)
     georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY], check_registry=check_registry)
     tile_offsets = np.frombuffer(values[TILE_OFFSETS], "<u8").astype(np.int64)
     tile_byte_counts = np.frombuffer(values[TILE_BYTE_COUNTS], "<u4").astype(np.int64)
@@ -214,7 +221,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
 
 def _check_header(data: bytes) -> None:
     if len(data) < BIGTIFF_HEADER_SIZE + IFD_SIZE:
-        raise RumiFormatError("file-profile.size", f"a rumi file is at least {BIGTIFF_HEADER_SIZE + IFD_SIZE} bytes before its frames")
+        raise RumiFormatError("file-profile.truncated", f"a rumi file is at least {BIGTIFF_HEADER_SIZE + IFD_SIZE} bytes before its frames")
     if data[:2] != b"II":
         raise RumiFormatError("file-profile.little-endian", f"the TIFF header must begin with II, got {data[:2]!r}")
     magic, offset_size, reserved, first_ifd = struct.unpack_from("<HHHQ", data, 2)

@@ -2,7 +2,7 @@
 
 A 28-byte blob can claim 2**80 samples; these bounds turn such a claim into a
 :class:`~xarray_rumi.RumiFormatError` before memory is touched.  The defaults
-admit every realistic raster (a 1,000,000-frame image, 1 GiB frames) and are
+admit every realistic raster (16 million frames, frames of up to 1 GiB decoded) and are
 documented in ``docs/limits.md``.
 """
 
@@ -16,13 +16,13 @@ class Limits:
     """Upper bounds on what a file or blob may claim.
 
     >>> Limits().max_frames
-    67108864
+    16777216
     >>> Limits(max_frames=10).max_frames
     10
     """
 
-    #: frames per image (N); the blob and IFD arrays are 8-12 bytes per frame.
-    max_frames: int = 1 << 26
+    #: frames per image (N); offsets and counts take 8-16 bytes per frame in memory.
+    max_frames: int = 1 << 24
     #: decoded bytes of one frame (B * h * w * bytes per sample).
     max_frame_bytes: int = 1 << 30
     #: compressed bytes of one frame; a larger TileByteCounts entry is refused.
