@@ -10,6 +10,7 @@ True
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import accessor  # noqa: F401  (registers .rumi on DataArray and Dataset)
 from .errors import RumiFormatError
 from .format.limits import Limits
 from .reader import header_from_file, open_image

@@ -57,6 +57,11 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     with rasterio.open(source) as src:
         crs, transform = _georeferencing(src, source, drop_georeferencing)
         raster_type = "point" if src.tags().get("AREA_OR_POINT", "").lower() == "point" else "area"
+        if raster_type == "point" and transform is not None:
+            # GDAL reports a PixelIsPoint file's transform shifted to pixel
+            # corners; the rumi matrix maps pixel indices to pixel centres.
+            a, b, c, d, e, f = transform
+            transform = (a, b, c + 0.5 * (a + b), d, e, f + 0.5 * (d + e))
         sample_type = _GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         nodata = src.nodata
         tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]
@@ -64,7 +69,8 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         source, chunks={"band": -1, "y": tile_rows, "x": -1}, lock=False, mask_and_scale=False, cache=False
     )
     try:
-        write(target, data, tile_size=tile_size, frame_unit=frame_unit, crs=crs, transform=transform,
+        # the bare Dask array: georeferencing is exactly what was decided above
+        write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=crs, transform=transform,
               raster_type=raster_type, sample_type=sample_type, compression=compression,
               storage_options=storage_options, progress=progress)
     finally:

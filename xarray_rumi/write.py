@@ -17,7 +17,7 @@ import numpy as np
 
 from .format.blob import Header
 from .format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
-from .format.geo import georeferencing
+from .format.geo import RasterType, georeferencing
 from .format.grid import FrameGrid, FrameUnit
 from .format.ifd import build_prefix
 from .format.layout import base_frame_offset
@@ -49,6 +49,11 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     array, geo_defaults, encoding = _as_band_array(data)
     if crs is None and transform is None and geo_defaults:
         crs, transform = geo_defaults
+        if RasterType.parse(raster_type) is RasterType.POINT:
+            # rioxarray's transform refers to pixel corners (GDAL's convention);
+            # a PixelIsPoint matrix maps pixel indices to pixel centres.
+            a, b, c, d, e, f = transform
+            transform = (a, b, c + 0.5 * (a + b), d, e, f + 0.5 * (d + e))
     sample = _sample_type(sample_type, encoding, array.dtype)
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)

@@ -1,0 +1,62 @@
+"""The ``.rumi`` accessor: ``da.rumi.to_rumi(path)``, the xarray-native spelling of ``write``."""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from .write import write
+
+# What a round trip keeps from the encoding the backend records.
+_FROM_ENCODING = ("tile_size", "frame_unit", "sample_type", "raster_type")
+
+
+def _defaults(array: xr.DataArray, kwargs: dict) -> dict:
+    options = {key: array.encoding[key] for key in _FROM_ENCODING if key in array.encoding}
+    if "raster_type" not in options and str(array.attrs.get("AREA_OR_POINT", "")).lower() == "point":
+        options["raster_type"] = "point"
+    if "sample_type" in options and "sample_type" not in kwargs:
+        from .format.dtypes import sample_type_from_name
+
+        # the stored type only applies while the values still have its dtype
+        if sample_type_from_name(options["sample_type"]).dtype != array.dtype:
+            del options["sample_type"]
+    return {**options, **kwargs}
+
+
+@xr.register_dataarray_accessor("rumi")
+class RumiDataArrayAccessor:
+    """``DataArray.rumi``: write a ``(band, y, x)`` array as a rumi file.
+
+    >>> import numpy as np, xarray as xr, tempfile, os, xarray_rumi
+    >>> da = xr.DataArray(np.zeros((1, 16, 16), "uint8"), dims=("band", "y", "x"))
+    >>> blob = da.rumi.to_rumi(os.path.join(tempfile.mkdtemp(), "a.rumi"), tile_size=8)
+    >>> len(blob)
+    28
+    """
+
+    def __init__(self, array: xr.DataArray):
+        self._array = array
+
+    def to_rumi(self, path, **kwargs) -> bytes:
+        """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults."""
+        return write(path, self._array, **_defaults(self._array, kwargs))
+
+
+@xr.register_dataset_accessor("rumi")
+class RumiDatasetAccessor:
+    """``Dataset.rumi``: write one data variable (``band_data`` by default) as a rumi file."""
+
+    def __init__(self, dataset: xr.Dataset):
+        self._dataset = dataset
+
+    def to_rumi(self, path, variable: str | None = None, **kwargs) -> bytes:
+        """Write ``variable`` (the only one, or ``band_data``) with :func:`xarray_rumi.write`."""
+        names = list(self._dataset.data_vars)
+        if variable is None:
+            if "band_data" in names:
+                variable = "band_data"
+            elif len(names) == 1:
+                variable = names[0]
+            else:
+                raise ValueError(f"the dataset has several variables {names}; pass variable=")
+        return self._dataset[variable].rumi.to_rumi(path, **kwargs)
