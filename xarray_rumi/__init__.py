@@ -27,18 +27,22 @@ _LAZY = {
     "references": "xarray_rumi.references",
     "RumiParser": "xarray_rumi.references",
     "open_cube": "xarray_rumi.cube",
+    "open_catalog": "xarray_rumi.catalog",
+    "open_collection": "xarray_rumi.collection",
 }
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in ("catalog", "collection", "convert"):  # submodules with optional dependencies
+        return importlib.import_module(f"xarray_rumi.{name}")
     raise AttributeError(f"module 'xarray_rumi' has no attribute {name!r}")
 
 
 __all__ = [
-    "Limits", "RumiFormatError", "RumiParser", "__version__", "header_from_file", "open_cube", "open_image",
-    "references", "validate", "write",
+    "Limits", "RumiFormatError", "RumiParser", "__version__", "header_from_file", "open_catalog",
+    "open_collection", "open_cube", "open_image", "references", "validate", "write",
 ]
