@@ -25,7 +25,7 @@ MAGIC = 0x45564F4C
 VERSION = 1
 _FIELDS = struct.Struct("<IHIIHHHBBBIB")
 HEADER_SIZE = _FIELDS.size  # 28
-_CHECK_SLICE = 1 << 20  # frames unpacked at a time when checking a blob
+_CHECK_SLICE = 1 << 16  # frames unpacked at a time when checking a blob
 SAMPLE_UINT8 = SAMPLE_TYPES[(1, 8)]  # used by the examples below
 
 
