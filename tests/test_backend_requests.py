@@ -1,0 +1,128 @@
+"""What the engine fetches, counted on a Range HTTP server started by the test.
+
+With a blob and caller-supplied georeferencing, opening sends nothing; with a
+blob alone, one 160-byte read; without one, one read of the IFD.  Loading
+sends one request per frame, each exactly that frame's byte range, and a
+window (or ``.rio.clip_box``) fetches only the frames inside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import xarray_rumi
+from xarray_rumi.format.blob import Header
+from xarray_rumi.format.layout import base_frame_offset, georeferencing_offset
+
+CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
+SHAPE, TILE = (2, 100, 120), 32  # 4 x 4 grid positions, edges of 4 and 24 px
+
+
+def _values():
+    y, x = np.mgrid[0:SHAPE[1], 0:SHAPE[2]]
+    noise = np.random.default_rng(1).integers(0, 50, SHAPE)
+    return (np.stack([y * 7 + x, y * x]) + noise).astype("uint16")
+
+
+@pytest.fixture(params=["tile", "cell"])
+def served(request, http_server):
+    """``(server, url, header, values)`` for a georeferenced image in both frame units."""
+    values = _values()
+    path = f"{http_server.root}/scene.rumi"
+    blob = xarray_rumi.write(path, values, tile_size=TILE, frame_unit=request.param, crs=CRS, transform=TRANSFORM)
+    return http_server, f"{http_server.url}/scene.rumi", Header.from_bytes(blob), values
+
+
+def _open(url, header, **kwargs):
+    return xr.open_dataset(url, engine="rumi", header=header.to_bytes(), crs=CRS, transform=TRANSFORM, **kwargs)
+
+
+def _frame_ranges(header, indices):
+    starts, stops = header.ranges(np.asarray(indices))
+    return sorted(zip(starts.tolist(), stops.tolist()))
+
+
+def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
+    server, url, header, _ = served
+    ds = _open(url, header, chunks={})
+    undefined = xr.open_dataset(url, engine="rumi", header=header.to_bytes(), georeferencing=False)
+    assert server.requests == []  # not a GET, not a HEAD
+    assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
+    assert undefined.rio.crs is None
+
+
+def test_blob_alone_reads_only_the_georeferencing_block(served):
+    server, url, header, _ = served
+    ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes())
+    start = georeferencing_offset(header.grid)
+    assert [r.range for r in server.get_requests()] == [(start, start + 160)]
+    assert start + 160 == base_frame_offset(header.grid)
+    assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
+
+
+def test_no_blob_reads_the_ifd_in_one_request(served):
+    server, url, header, _ = served
+    ds = xr.open_dataset(url, engine="rumi")
+    (request,) = server.get_requests()
+    # reader.read_ifd asks for the first 64 KiB at once: one request covers the prefix.
+    assert request.range[0] == 0 and request.sent >= header.base_frame_offset
+    assert ds.band_data.encoding["header"] == header.to_bytes()
+    assert ds.rio.crs.to_epsg() == CRS
+
+
+def test_full_chunked_load_is_one_exact_request_per_frame(served):
+    server, url, header, values = served
+    data = _open(url, header, chunks={}).band_data.data
+    assert data.npartitions == header.frame_count
+    np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=2), values)
+    requests = server.get_requests()
+    assert len(requests) == header.frame_count
+    assert sorted(r.range for r in requests) == _frame_ranges(header, range(header.frame_count))
+    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset
+
+
+def _window_frames(header, bands, rows, cols):
+    return header.grid.frames_touching(range(*bands.indices(SHAPE[0])), range(rows.start, rows.stop),
+                                       range(cols.start, cols.stop))
+
+
+@pytest.mark.parametrize("chunks", [None, {}], ids=["lazy", "dask"])
+@pytest.mark.parametrize("bands", [slice(None), slice(1, 2)], ids=["all-bands", "band-2"])
+def test_window_fetches_only_its_frames(served, chunks, bands):
+    server, url, header, values = served
+    rows, cols = slice(40, 70), slice(10, 50)  # tile rows 1-2, tile columns 0-1
+    ds = _open(url, header, chunks=chunks)
+    window = ds.band_data[bands, rows, cols].values
+    np.testing.assert_array_equal(window, values[bands, rows, cols])
+    touched = _window_frames(header, bands, rows, cols)
+    requests = server.get_requests()
+    assert len(touched) in (4, 8) and len(requests) <= len(touched)
+    assert sorted(r.range for r in requests) == _frame_ranges(header, touched)
+    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum())
+
+
+def test_scattered_rows_fetch_only_the_frames_holding_them(served):
+    server, url, header, values = served
+    ds = _open(url, header)
+    picked = ds.band_data.isel(y=[1, 99], x=[0, 119]).values
+    np.testing.assert_array_equal(picked, values[:, [1, 99]][:, :, [0, 119]])
+    grid = header.grid
+    corners = {grid.frame_index(r, c, b) for r in (0, 3) for c in (0, 3) for b in range(SHAPE[0])}
+    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, sorted(corners))
+
+
+def test_rio_clip_box_reads_only_frames_inside(served):
+    server, url, header, values = served
+    ds = _open(url, header, chunks={})
+    # x 500000 + 30 * [40, 70), y 4000000 - 30 * [35, 60): pixel columns 40..69, rows 35..59.
+    clipped = ds.rio.clip_box(minx=500000 + 30 * 40 + 1, maxx=500000 + 30 * 70 - 1,
+                              miny=4000000 - 30 * 60 + 1, maxy=4000000 - 30 * 35 - 1)
+    assert server.requests == []  # clipping is lazy
+    rows = slice(int((4000000 - clipped.y.values[0]) // 30), int((4000000 - clipped.y.values[-1]) // 30) + 1)
+    cols = slice(int((clipped.x.values[0] - 500000) // 30), int((clipped.x.values[-1] - 500000) // 30) + 1)
+    np.testing.assert_array_equal(clipped.band_data.values, values[:, rows, cols])
+    touched = _window_frames(header, slice(None), rows, cols)
+    assert len(touched) < header.frame_count
+    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, touched)
