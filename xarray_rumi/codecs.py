@@ -130,10 +130,7 @@ class OpenZLChunks:
     def encode(self, chunk: np.ndarray) -> bytes:
         """One OpenZL frame holding ``chunk`` (any shape; the last two axes are rows and columns)."""
         chunk = np.asarray(chunk)
-        sample = self.sample_for(chunk.dtype)
-        if sample.name in _WIDENED:
-            chunk = chunk.astype(sample.dtype) if _exactly(chunk, sample.dtype) else _refuse(chunk, sample)
-        stored = sample.encode(chunk)
+        stored = self.sample_for(chunk.dtype).encode(chunk)  # refuses values the sample type cannot hold
         planes = int(np.prod(chunk.shape[:-2], dtype=np.int64)) if chunk.ndim >= 2 else 1
         rows = chunk.shape[-2] if chunk.ndim >= 2 else 1
         return encode_frame(stored.reshape(planes, rows, -1), self.recipe)
@@ -211,19 +208,6 @@ def _decompress(data: memoryview, limit: int | None) -> np.ndarray:
         return geozl.decompress(bytes(data), max_output_size=limit)
     except (RuntimeError, ValueError) as exc:
         raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
-
-
-def _exactly(values: np.ndarray, dtype) -> bool:
-    with np.errstate(invalid="ignore", over="ignore"):
-        back = values.astype(dtype).astype(values.dtype)
-    same = back == values
-    if values.dtype.kind in "fc":
-        same |= np.isnan(values) & np.isnan(back)
-    return bool(np.all(same))
-
-
-def _refuse(values, sample):
-    raise ValueError(f"values do not fit sample type {sample.name!r} exactly")
 
 
 # -- numcodecs ------------------------------------------------------------------
