@@ -80,9 +80,10 @@ def gdal_geotransform(transform: tuple[float, ...]) -> str:
 def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
     from pyproj import CRS
 
-    # rioxarray takes the WKT from rasterio, i.e. GDAL's WKT1, and derives the CF
-    # attributes from that same WKT; doing the same keeps the attributes identical.
-    wkt = CRS.from_epsg(epsg).to_wkt("WKT1_GDAL")
+    # rioxarray takes the WKT from rasterio, i.e. GDAL's WKT1 with its AXIS
+    # clauses, and derives the CF attributes from that same WKT; doing the same
+    # keeps the attributes identical.
+    wkt = CRS.from_epsg(epsg).to_wkt("WKT1_GDAL", output_axis_rule=True)
     attrs = CRS.from_wkt(wkt).to_cf()
     attrs["spatial_ref"] = wkt
     attrs["crs_wkt"] = wkt
