@@ -40,10 +40,10 @@ def entry_index(data: bytes, tag: int) -> int:
     return [e[0] for e in entries(data)].index(tag)
 
 
-def patch_entry(data: bytes, tag: int, **changes) -> bytes:
-    """Change ``tag``'s entry: keywords ``tag``, ``type``, ``count``, ``field``."""
+def patch_entry(data: bytes, which: int, **changes) -> bytes:
+    """Change the entry of tag ``which``: keywords ``tag``, ``type``, ``count``, ``field``."""
     table = entries(data)
-    row = table[entry_index(data, tag)]
+    row = table[entry_index(data, which)]
     for i, name in enumerate(("tag", "type", "count", "field")):
         if name in changes:
             row[i] = changes[name]
