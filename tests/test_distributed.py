@@ -1,0 +1,105 @@
+"""Reductions on dask.distributed worker processes over HTTP and S3 (servers started here).
+
+One ``LocalCluster`` (2 worker processes, 1 thread each) serves the module:
+starting one is the slow part on a small machine.  Each task is shipped to
+another process, so this also shows the graph pickles and holds no handle.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+import xarray_rumi
+from xarray_rumi import open_cube
+
+distributed = pytest.importorskip("distributed")
+
+CRS, TRANSFORM = 3857, (20.0, 0.0, -8000000.0, 0.0, -20.0, 5000000.0)
+SHAPE, TILE = (3, 90, 110), 32  # 3 x 4 grid positions, 36 tile frames per image
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as running:
+        yield running
+
+
+def _scene(i):
+    rng = np.random.default_rng(i)
+    return (rng.normal(1000 * (i + 1), 50, SHAPE)).astype("float32")
+
+
+def _write_scenes(root, count=3):
+    blobs, values = [], []
+    for i in range(count):
+        values.append(_scene(i))
+        blobs.append(xarray_rumi.write(f"{root}/scene{i}.rumi", values[-1], tile_size=TILE,
+                                       crs=CRS, transform=TRANSFORM))
+    return blobs, np.stack(values)
+
+
+def _worker_pids(client):
+    return set(client.run(lambda: __import__("os").getpid()).values())
+
+
+def test_reductions_over_http_on_worker_processes(client, http_server):
+    blobs, values = _write_scenes(http_server.root)
+    urls = [f"{http_server.url}/scene{i}.rumi" for i in range(3)]
+    cube = open_cube(urls, blobs, crs=CRS, transform=TRANSFORM)
+    assert http_server.requests == []  # blobs + georeferencing given: opening read nothing
+    mean = cube.band_data.mean(("y", "x")).compute()  # the client is the default scheduler
+    np.testing.assert_allclose(mean.values, values.mean(axis=(2, 3)), rtol=1e-5)
+    maximum = cube.band_data.max().compute()
+    assert float(maximum) == values.max()
+    # Every frame of every image was fetched by a worker, one exact request each time.
+    frames = 3 * 36
+    requests = http_server.get_requests()
+    assert len(requests) == 2 * frames
+    assert len({(r.path, r.range) for r in requests}) == frames
+    assert len(_worker_pids(client)) == 2 and __import__("os").getpid() not in _worker_pids(client)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server on 127.0.0.1 with a bucket holding three scenes; yields storage options."""
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    with pytest.MonkeyPatch.context() as env:
+        # Fake credentials for this test only; botocore must never look beyond 127.0.0.1.
+        for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                            "AWS_DEFAULT_REGION": "eu-west-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+            env.setenv(name, value)
+        options = {"key": "testing", "secret": "testing", "endpoint_url": f"http://127.0.0.1:{port}",
+                   "client_kwargs": {"region_name": "eu-west-1"}}
+        fs = s3fs.S3FileSystem(**options)
+        fs.mkdir("scenes")
+        root = tmp_path_factory.mktemp("s3")
+        blobs, values = _write_scenes(root)
+        for i in range(3):
+            fs.put(f"{root}/scene{i}.rumi", f"scenes/scene{i}.rumi")
+            fs.put(f"{root}/scene{i}.rumi.header", f"scenes/scene{i}.rumi.header")
+        try:
+            yield options, blobs, values
+        finally:
+            server.stop()
+
+
+def test_reductions_over_s3_on_worker_processes(client, s3):
+    options, blobs, values = s3
+    urls = [f"s3://scenes/scene{i}.rumi" for i in range(3)]
+    for headers in (blobs, "sidecar", None):  # blob bytes, blob objects beside the files, the IFD
+        cube = open_cube(urls, headers, storage_options=options)
+        assert cube.rio.crs.to_epsg() == CRS
+        total = cube.band_data.sum(("band", "y", "x"), dtype="float64").compute()
+        np.testing.assert_allclose(total.values, values.sum(axis=(1, 2, 3), dtype="float64"), rtol=1e-9)
+    window = cube.band_data.isel(time=1, band=2, y=slice(10, 50), x=slice(40, 100)).compute()
+    np.testing.assert_array_equal(window.values, values[1, 2, 10:50, 40:100])
