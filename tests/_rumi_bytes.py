@@ -96,3 +96,22 @@ def ramp(shape, dtype="uint16") -> np.ndarray:
     rng = np.random.default_rng(sum(shape))
     values = np.arange(int(np.prod(shape))).reshape(shape) % 251 + rng.integers(0, 4, shape)
     return values.astype(dtype)
+
+
+def representable(t, shape, rng) -> np.ndarray:
+    """Values of sample type ``t`` drawn from every bit pattern it may hold (NaN payloads included)."""
+    shape = tuple(np.atleast_1d(shape))
+    count = int(np.prod(shape))
+    if t.components == 2:
+        if t.storage.kind == "i":
+            info = np.iinfo(t.storage)
+            parts = rng.integers(info.min, info.max, (count, 2), endpoint=True).astype(t.storage)
+        else:
+            width = 8 * t.storage.itemsize
+            parts = rng.integers(0, (1 << width) - 1, (count, 2), dtype=np.uint64, endpoint=True)
+            parts = parts.astype(f"u{t.storage.itemsize}").view(t.storage)
+        out = np.empty(count, t.dtype)
+        out.real, out.imag = parts[:, 0], parts[:, 1]
+        return out.reshape(shape)
+    patterns = rng.integers(0, (1 << t.bits_per_sample) - 1, count, dtype=np.uint64, endpoint=True)
+    return patterns.astype(f"u{t.storage.itemsize}").view(t.dtype).reshape(shape)

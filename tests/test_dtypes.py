@@ -6,6 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from _rumi_bytes import representable
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.dtypes import SAMPLE_TYPES, sample_type, sample_type_for_dtype, sample_type_from_name
 
@@ -55,23 +56,6 @@ def test_storage_widths_follow_the_guide():
         else:
             assert t.bytes_per_sample * 8 == t.bits_per_sample
         assert t.components == (2 if t.sample_format in (5, 6) else 1)
-
-
-def representable(t, count: int, rng) -> np.ndarray:
-    """``count`` values of sample type ``t`` drawn from every bit pattern it may hold."""
-    if t.components == 2:
-        if t.storage.kind == "i":
-            info = np.iinfo(t.storage)
-            parts = rng.integers(info.min, info.max, (count, 2), endpoint=True).astype(t.storage)
-        else:
-            width = 8 * t.storage.itemsize
-            parts = rng.integers(0, (1 << width) - 1, (count, 2), dtype=np.uint64, endpoint=True)
-            parts = parts.astype(f"u{t.storage.itemsize}").view(t.storage)
-        out = np.empty(count, t.dtype)
-        out.real, out.imag = parts[:, 0], parts[:, 1]
-        return out
-    patterns = rng.integers(0, (1 << t.bits_per_sample) - 1, count, dtype=np.uint64, endpoint=True)
-    return patterns.astype(f"u{t.storage.itemsize}").view(t.dtype)
 
 
 @pytest.mark.parametrize("t", SAMPLE_TYPES.values(), ids=lambda t: t.name)

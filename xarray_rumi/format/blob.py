@@ -8,6 +8,7 @@ Python loop over frames, and a blob whose counts are all equal
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import struct
 from dataclasses import dataclass
@@ -51,7 +52,18 @@ class Header:
 
     @classmethod
     def from_byte_counts(cls, grid: FrameGrid, sample: SampleType, byte_counts) -> Header:
-        """Encode counts canonically: the true minimum, the minimum width."""
+        """Encode counts canonically: the true minimum, the minimum width.
+
+        A single-band grid is recorded with frame unit tile (0) whichever unit
+        it was given: the two layouts are then the same file, and one blob
+        per file keeps ``header_from_file(path)`` equal to what the writer
+        returned.
+
+        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), SAMPLE_UINT8, [9]).grid.frame_unit
+        <FrameUnit.TILE: 0>
+        """
+        if grid.samples_per_pixel == 1 and grid.frame_unit is not FrameUnit.TILE:
+            grid = dataclasses.replace(grid, frame_unit=FrameUnit.TILE)
         counts = np.asarray(byte_counts, dtype=np.int64).ravel()
         if counts.size != grid.frame_count:
             raise ValueError(f"expected {grid.frame_count} byte counts, got {counts.size}")

@@ -187,10 +187,12 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     # Cell frames are the fewer, so a grid that fails the frame limit as cells fails it either way.
     provisional = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit.CELL).check(limits, rule="fixed-ifd")
     positions = provisional.positions
-    if offsets_count == positions:
-        unit = FrameUnit.CELL
-    elif offsets_count == positions * spp:
+    # With one band both counts agree and both layouts are one: read it as tile frames,
+    # the unit every single-band blob records (see Header.from_byte_counts).
+    if offsets_count == positions * spp:
         unit = FrameUnit.TILE
+    elif offsets_count == positions:
+        unit = FrameUnit.CELL
     else:
         raise RumiFormatError(
             "frame-unit.count",
