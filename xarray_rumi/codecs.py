@@ -240,7 +240,18 @@ class OpenZLCodec(Codec):
         return cls(**config)
 
     def encode(self, buf) -> bytes:
-        return self.chunks.encode(np.asarray(buf))
+        chunk = np.asarray(buf)
+        if self.chunks.sample_type is not None:
+            # Behind zarr's ``bytes`` serializer the chunk arrives as raw bytes:
+            # view them as the array's dtype (and chunk shape) before encoding.
+            dtype = zarr_dtype(sample_type_from_name(self.chunks.sample_type))
+            if chunk.dtype != dtype:
+                from numcodecs.compat import ensure_contiguous_ndarray
+
+                chunk = ensure_contiguous_ndarray(chunk).view(dtype)
+                if self.chunks.chunk_shape and chunk.size == np.prod(self.chunks.chunk_shape):
+                    chunk = chunk.reshape(self.chunks.chunk_shape)
+        return self.chunks.encode(chunk)
 
     def decode(self, buf, out=None):
         # numcodecs hands over bytes only.  With a sample type the configured
@@ -326,4 +337,29 @@ class OpenZLZarrCodec(ArrayBytesCodec):
         raise NotImplementedError("OpenZL frames are variable-size")
 
 
-__all__ = ["DEFAULT_RECIPE", "OpenZLChunks", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]
+# -- zarr-python 3, bytes to bytes ---------------------------------------------
+
+from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec  # noqa: E402
+
+
+class OpenZLBytesCodec(_NumcodecsBytesBytesCodec, codec_name="openzl"):
+    """zarr v3 ``"numcodecs.openzl"``: the numcodecs codec behind zarr's ``bytes`` serializer.
+
+    Chunks decode to the little-endian bytes of the full chunk, so this form
+    needs ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
+    because VirtualiZarr's Kerchunk writer keeps bytes-to-bytes codecs but
+    drops array-to-bytes ones (see :mod:`xarray_rumi.vzparser`).
+    """
+
+
+def _register_bytes_codec() -> None:
+    from zarr.registry import register_codec
+
+    # Until a ``numcodecs.openzl`` zarr.codecs entry point exists, importing
+    # this module is what makes the name resolve.
+    register_codec("numcodecs.openzl", OpenZLBytesCodec)
+
+
+_register_bytes_codec()
+
+__all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLChunks", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]
