@@ -237,7 +237,20 @@ def test_cube_refuses_images_on_different_grids(tmp_path):
         cube_references([a, b], "time")
 
 
-def test_rumi_refs_command(tmp_path):
+@pytest.mark.parametrize(("name", "tile"), [("RGB.byte.tif", 256), ("small_dem_3m_merged.tif", 128),
+                                          ("cint16.tif", 64), ("shade.tif", 100)])
+def test_real_rasters(shared_data, tmp_path, name, tile):
+    rasterio = pytest.importorskip("rasterio")
+    with rasterio.open(shared_data / name) as src:
+        data, crs, transform = src.read(), src.crs, tuple(src.transform)[:6]
+    georef = dict(crs=crs.to_epsg(), transform=transform) if crs else {}
+    sample = "cint16" if name == "cint16.tif" else None
+    path = str(tmp_path / "real.rumi")
+    blob = xarray_rumi.write(path, data, tile_size=tile, sample_type=sample, **georef)
+    assert_exact(tmp_path, path, blob, references(path, blob), data)
+
+
+def test_rumi_refs_command(tmp_path, capsys):
     import argparse
 
     from xarray_rumi.cli import main
@@ -247,6 +260,7 @@ def test_rumi_refs_command(tmp_path):
         paths.append(str(tmp_path / f"s{n}.rumi"))
         xarray_rumi.write(paths[-1], sample_data("uint8", (1, 40, 40), seed=n), tile_size=16, **UTM)
     assert main(["refs", paths[0]]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {paths[0]}.json: 9 frame references, 2 moved"  # random bytes: edges of equal size
     single = json.load(open(paths[0] + ".json"))
     assert single == references(paths[0])
     out_dir = tmp_path / "refs"
@@ -261,3 +275,13 @@ def test_rumi_refs_command(tmp_path):
     add_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["refs", paths[0], "--cube", "t"])
     assert args.run(args) == 2   # --cube needs -o
+
+
+def test_public_references_works_whatever_was_imported_first(tmp_path):
+    import importlib
+
+    importlib.import_module("xarray_rumi.references")   # sets xarray_rumi.references to the module
+    data = sample_data("uint8", (1, 8, 8))
+    path, blob, refs = write_and_reference(tmp_path, data, tile_size=4)
+    assert xarray_rumi.references(path, blob) == refs
+    assert xarray_rumi.RumiParser.__name__ == "RumiParser"

@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import sys
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,6 +187,23 @@ def _url(path) -> str:
     return os.path.abspath(path.removeprefix("file://"))
 
 
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`references`.
+
+    ``xarray_rumi.references`` is exported lazily under the same name as this
+    module, and importing a submodule sets it as an attribute of its package:
+    after ``import xarray_rumi.references`` (which ``rumi`` and the parser do),
+    ``xarray_rumi.references`` *is* this module.  Making it callable keeps
+    ``xarray_rumi.references(path, header)`` working whatever was imported first.
+    """
+
+    def __call__(self, *args, **kwargs):
+        return references(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+
 def __getattr__(name):
     # The VirtualiZarr parser imports virtualizarr: load it on first use only.
     if name == "RumiParser":
@@ -225,7 +243,8 @@ def run_refs(args) -> int:
             return 2
         result = cube_references(files, args.cube, [_beside_header(f) for f in files])
         _write_json(args.output, result)
-        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, {_frame_count(result)} frame references")
+        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, {_frame_count(result)} frame references, "
+              f"{_moved_count(result)} moved")
         return 0
     if args.output and len(files) > 1:
         os.makedirs(args.output, exist_ok=True)
@@ -236,12 +255,20 @@ def run_refs(args) -> int:
         else:
             target = args.output or f"{path}.json"
         _write_json(target, result)
-        print(f"wrote {target}: {_frame_count(result)} frame references")
+        print(f"wrote {target}: {_frame_count(result)} frame references, {_moved_count(result)} moved")
     return 0
 
 
 def _frame_count(result: dict) -> int:
     return sum(1 for key, value in result["refs"].items() if key.startswith(f"{VARIABLE}/") and isinstance(value, list))
+
+
+def _moved_count(result: dict) -> int:
+    """References that start before their frame (see :mod:`xarray_rumi.edges`)."""
+    zarray = json.loads(result["refs"][f"{VARIABLE}/.zarray"])
+    moved = {length for length, skip in zarray["compressor"].get("right_edge_lengths", []) if skip}
+    return sum(1 for key, value in result["refs"].items()
+               if key.startswith(f"{VARIABLE}/") and isinstance(value, list) and value[2] in moved)
 
 
 def _write_json(path: str, value: dict) -> None:
