@@ -399,10 +399,22 @@ def test_corrupt_frame_payload(tmp_path, valid):
     assert validate_rule(tmp_path, bytes(damaged)) in ("frame.decode", "frame.length")
 
 
-def test_a_hand_assembled_file_is_valid(tmp_path):
-    # The reference for the cases above: the same assembly with correct frames passes.
+def test_bytes_after_the_openzl_frame_inside_its_byte_count(tmp_path):
+    # Each frame is one self-contained OpenZL frame: no framing or padding after it.
+    grid = FrameGrid(16, 16, 16, 16, 1)
+    frame = encoded(ramp((16, 16)))
+    for extra in (b"\0", frame):
+        with pytest.raises(RumiFormatError) as info:
+            xarray_rumi.validate(save(tmp_path, assemble(grid, UINT16, [frame + extra])))
+        assert info.value.rule == "frame.decode" and "Stack Trace" not in str(info.value)
+
+
+@pytest.mark.parametrize("recipe", ["id>zstd", "planar>zigzag>zstd", "med>zigzag>zstd"])
+def test_a_hand_assembled_file_is_valid(tmp_path, recipe):
+    # The reference for the cases above: the same assembly with correct frames passes, GeoZL frames included.
     grid = FrameGrid(20, 16, 16, 16, 2, FrameUnit.CELL)
-    frames = [encoded(np.ones((2, 16, 16), np.uint16)), encoded(np.ones((2, 16, 4), np.uint16))]
+    values = ramp((2, 16, 20))
+    frames = [encoded(values[:, :, :16], recipe), encoded(values[:, :, 16:], recipe)]
     path = save(tmp_path, assemble(grid, UINT16, frames))
     xarray_rumi.validate(path)
-    assert xarray_rumi.open_image(path).read().tolist() == np.ones((2, 16, 20), np.uint16).tolist()
+    assert np.array_equal(xarray_rumi.open_image(path).read(), values)

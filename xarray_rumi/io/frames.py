@@ -80,7 +80,9 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
     try:
         raw = geozl.decompress(frame, verify=verify, max_output_size=expected)
     except (RuntimeError, ValueError) as exc:
-        raise RumiFormatError("frame.decode", f"the frame does not decode: {exc}") from None
+        # OpenZL's messages carry a C stack trace; the first lines say what went wrong.
+        reason = " ".join(str(exc).split("Stack Trace")[0].split())
+        raise RumiFormatError("frame.decode", f"the frame does not decode: {reason}") from None
     if raw.size != expected:
         raise RumiFormatError(
             "frame.length", f"the frame decodes to {raw.size} bytes, but its grid position holds {expected}"
