@@ -28,8 +28,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import cached_property
 
+import geozl
 import numpy as np
+from numcodecs.abc import Codec
+from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
+from zarr.abc.codec import ArrayBytesCodec
+from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec  # zarr's own numcodecs wrapper
+from zarr.core.common import parse_named_configuration
+from zarr.registry import get_ndbuffer_class, register_codec
 
 from .errors import RumiFormatError
 from .format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
@@ -166,11 +174,12 @@ class OpenZLChunks:
         out[..., :h, :w] = frame
         return out
 
+    @cached_property
+    def _right_edges(self) -> dict[int, int]:
+        return dict(self.right_edge_lengths)
+
     def _skip(self, length: int) -> int:
-        for reference_length, skip in self.right_edge_lengths:
-            if reference_length == length:
-                return skip
-        return 0
+        return self._right_edges.get(length, 0)
 
     def _frame_size(self, samples: int, remainder: int, shape, length: int, skip: int) -> tuple[int, int]:
         """``(h, w)`` of the frame that decoded to ``samples`` samples."""
@@ -189,7 +198,7 @@ class OpenZLChunks:
         if len(candidates) == 2:  # a right edge (T_l, e_w) or a bottom edge (e_l, T_w)
             right = [c for c in candidates if c[0] == tile_length]
             bottom = [c for c in candidates if c[0] != tile_length]
-            listed = any(ref == length for ref, _ in self.right_edge_lengths)
+            listed = length in self._right_edges
             candidates = right if listed else bottom
         if len(candidates) != 1:
             raise RumiFormatError(
@@ -201,18 +210,15 @@ class OpenZLChunks:
 
 
 def _decompress(data: memoryview, limit: int | None) -> np.ndarray:
-    import geozl
-
     frame_version(data)
     try:
-        return geozl.decompress(bytes(data), max_output_size=limit)
+        return geozl.decompress(data, max_output_size=limit)
     except (RuntimeError, ValueError) as exc:
         raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
 
 
 # -- numcodecs ------------------------------------------------------------------
 
-from numcodecs.abc import Codec  # noqa: E402
 
 
 class OpenZLCodec(Codec):
@@ -246,8 +252,6 @@ class OpenZLCodec(Codec):
             # view them as the array's dtype (and chunk shape) before encoding.
             dtype = zarr_dtype(sample_type_from_name(self.chunks.sample_type))
             if chunk.dtype != dtype:
-                from numcodecs.compat import ensure_contiguous_ndarray
-
                 chunk = ensure_contiguous_ndarray(chunk).view(dtype)
                 if self.chunks.chunk_shape and chunk.size == np.prod(self.chunks.chunk_shape):
                     chunk = chunk.reshape(self.chunks.chunk_shape)
@@ -257,8 +261,6 @@ class OpenZLCodec(Codec):
         # numcodecs hands over bytes only.  With a sample type the configured
         # chunk shape says what to build; without one the frame's bytes go back
         # raw (zarr views them as the array's dtype), bounded by ``out`` if given.
-        from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
-
         data = memoryview(ensure_contiguous_ndarray(buf)).cast("B")
         if self.chunks.sample_type is not None:
             raw = self.chunks.decode(data)
@@ -273,8 +275,6 @@ class OpenZLCodec(Codec):
 
 # -- zarr-python 3 --------------------------------------------------------------
 
-from zarr.abc.codec import ArrayBytesCodec  # noqa: E402
-from zarr.core.common import parse_named_configuration  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -301,7 +301,7 @@ class OpenZLZarrCodec(ArrayBytesCodec):
         for name in ("chunk_shape", "image_shape", "right_edge_lengths"):
             object.__setattr__(self, name, getattr(chunks, name))
 
-    @property
+    @cached_property
     def chunks(self) -> OpenZLChunks:
         return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape, self.right_edge_lengths)
 
@@ -323,8 +323,6 @@ class OpenZLZarrCodec(ArrayBytesCodec):
                              f"{zarr_dtype(sample_type_from_name(self.sample_type))}, but the array is {native}")
 
     async def _decode_single(self, chunk_bytes, chunk_spec):
-        from zarr.registry import get_ndbuffer_class
-
         native = chunk_spec.dtype.to_native_dtype()
         array = await asyncio.to_thread(self.chunks.decode, chunk_bytes.as_numpy_array(), tuple(chunk_spec.shape), native)
         return get_ndbuffer_class().from_ndarray_like(array)
@@ -339,7 +337,6 @@ class OpenZLZarrCodec(ArrayBytesCodec):
 
 # -- zarr-python 3, bytes to bytes ---------------------------------------------
 
-from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec  # noqa: E402
 
 
 class OpenZLBytesCodec(_NumcodecsBytesBytesCodec, codec_name="openzl"):
@@ -353,8 +350,6 @@ class OpenZLBytesCodec(_NumcodecsBytesBytesCodec, codec_name="openzl"):
 
 
 def _register_bytes_codec() -> None:
-    from zarr.registry import register_codec
-
     # Until a ``numcodecs.openzl`` zarr.codecs entry point exists, importing
     # this module is what makes the name resolve.
     register_codec("numcodecs.openzl", OpenZLBytesCodec)
