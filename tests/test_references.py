@@ -162,6 +162,25 @@ def test_coordinates_match_rioxarray(tmp_path):
     assert ds.band_data.rio.transform() == expected.rio.transform()
 
 
+@pytest.mark.parametrize("georef", [
+    dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0), raster_type="point"),
+    dict(crs=4326, transform=(0.001, 0.0002, 10.0, 0.0003, -0.001, 50.0)),   # rotated: 2-D xc / yc
+], ids=["point", "rotated"])
+def test_point_and_rotated_georeferencing(tmp_path, georef):
+    data = sample_data("uint8", (1, 20, 30))
+    path, blob, refs = write_and_reference(tmp_path, data, tile_size=16, **georef)
+    ds = assert_exact(tmp_path, path, blob, refs, data)
+    if "transform" in georef and georef["transform"][1]:
+        assert set(ds.coords) == {"band", "xc", "yc", "spatial_ref"}
+        assert ds.xc.dims == ("y", "x")
+        if rumi_engine_available():
+            rumi = xr.open_dataset(path, engine="rumi", header=blob)
+            np.testing.assert_array_equal(ds.xc.values, rumi.xc.values)
+            np.testing.assert_array_equal(ds.yc.values, rumi.yc.values)
+    else:
+        assert ds.band_data.attrs["AREA_OR_POINT"] == "Point"
+
+
 def test_no_georeferencing_gives_pixel_coordinates(tmp_path):
     data = sample_data("uint8", (1, 4, 6))
     path, blob, refs = write_and_reference(tmp_path, data, tile_size=4)

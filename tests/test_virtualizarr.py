@@ -159,3 +159,16 @@ def test_parser_reads_nothing_with_blob_and_georeferencing(tmp_path, monkeypatch
 def test_parser_refuses_an_unknown_codec_name():
     with pytest.raises(ValueError, match="codec"):
         RumiParser(codec="zstd")
+
+
+def test_rotated_raster_with_loaded_2d_coordinates(tmp_path):
+    data = np.arange(20 * 30, dtype=np.uint8).reshape(1, 20, 30)
+    path = str(tmp_path / "rotated.rumi")
+    blob = xarray_rumi.write(path, data, tile_size=16, crs=4326, transform=(0.001, 0.0002, 10.0, 0.0003, -0.001, 50.0))
+    vds = virtualizarr.open_virtual_dataset(f"file://{path}", registry=registry(), parser=RumiParser(header=blob),
+                                            loadable_variables=["band", "xc", "yc"])
+    back = reopen_icechunk(vds, tmp_path)
+    rumi = xr.open_dataset(path, engine="rumi", header=blob)
+    np.testing.assert_array_equal(back.band_data.values, data)
+    np.testing.assert_array_equal(back.xc.values, rumi.xc.values)
+    assert set(back.coords) == {"band", "xc", "yc", "spatial_ref"}

@@ -121,9 +121,11 @@ def build_references(located: list[Located], dim: str | None = None) -> dict:
                         right_edge_lengths=plan.right_edge_lengths)
     lead_shape, lead_chunk, lead_dims = ((len(located),), (1,), [dim]) if dim else ((), (), [])
     dtype = zarr_dtype(sample)
+    coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
+    coords.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
     attrs = {
         "_ARRAY_DIMENSIONS": [*lead_dims, "band", "y", "x"],
-        "coordinates": GRID_MAPPING,
+        "coordinates": coordinates_attribute(coords),
         "grid_mapping": GRID_MAPPING,
         "rumi_sample_type": sample.name,
     }
@@ -141,12 +143,20 @@ def build_references(located: list[Located], dim: str | None = None) -> dict:
         for key, start, length in zip(keys, plan.starts[n].tolist(), plan.lengths[n].tolist()):
             refs[prefix + key] = [item.url, start, length]
 
-    coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
-    coords.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
     for name, (dims, values) in coords.items():
         refs.update(_inline(name, np.asarray(values), [dims] if isinstance(dims, str) else list(dims), {}))
     refs.update(_inline(GRID_MAPPING, np.array(0, np.int64), [], grid_mapping_attrs(georef)))
     return {"version": 1, "refs": refs}
+
+
+def coordinates_attribute(coords: dict) -> str:
+    """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates.
+
+    Dimension coordinates need no mention; xarray makes the others coordinates
+    only when a variable lists them.
+    """
+    extra = [name for name, (dims, _) in coords.items() if not isinstance(dims, str)]
+    return " ".join([GRID_MAPPING, *extra])
 
 
 def _chunk_keys(grid) -> list[str]:

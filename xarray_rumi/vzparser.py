@@ -10,7 +10,8 @@ bytes of ``x``, ``y`` and ``band`` in an in-memory object store it registers
 in the caller's registry under a ``memory://rumi-...`` prefix; they are
 dimension coordinates, which ``open_virtual_dataset`` loads by default, so
 ``.vz.to_kerchunk`` inlines them and ``.vz.to_icechunk`` writes them as
-ordinary chunks.  ``spatial_ref`` has no chunk at all: its value 0 is the
+ordinary chunks.  A rotated raster has 2-D ``xc``/``yc`` instead, which are not
+dimension coordinates: pass them in ``loadable_variables``.  ``spatial_ref`` has no chunk at all: its value 0 is the
 fill value and its meaning is in its attributes.
 """
 
@@ -27,7 +28,7 @@ from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_
 from .edges import chunk_references
 from .format.geo import georeferencing
 from .reader import FIRST_READ, load_header, read_georeferencing, read_ifd
-from .references import VARIABLE
+from .references import VARIABLE, coordinates_attribute
 
 
 class RumiParser:
@@ -76,9 +77,9 @@ class RumiParser:
             georef = supplied or read_georeferencing(source, header)
 
         coordinates = _CoordinateStore(registry)
-        arrays = {VARIABLE: _frames_array(url, header, georef, self.codec)}
         values = {"band": ("band", np.arange(1, header.grid.samples_per_pixel + 1, dtype=np.int64))}
         values.update(spatial_coords(corner_transform(georef), header.grid.image_width, header.grid.image_length))
+        arrays = {VARIABLE: _frames_array(url, header, georef, self.codec, coordinates_attribute(values))}
         for name, (dims, data) in values.items():
             arrays[name] = coordinates.array(name, np.asarray(data), [dims] if isinstance(dims, str) else list(dims))
         arrays[GRID_MAPPING] = _scalar_array(grid_mapping_attrs(georef))
@@ -89,7 +90,7 @@ def _uri(url: str) -> str:
     return url if "://" in url else Path(url).absolute().as_uri()
 
 
-def _frames_array(url: str, header, georef, codec_name: str):
+def _frames_array(url: str, header, georef, codec_name: str, coordinates: str):
     from virtualizarr.manifests import ChunkManifest, ManifestArray
     from virtualizarr.manifests.utils import create_v3_array_metadata
 
@@ -105,7 +106,7 @@ def _frames_array(url: str, header, georef, codec_name: str):
             warnings.simplefilter("ignore")
             bytes_codec = OpenZLBytesCodec(**OpenZLZarrCodec(**config).chunks.to_config())
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
-    attrs = {"coordinates": GRID_MAPPING, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name}
+    attrs = {"coordinates": coordinates, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name}
     if georef is not None and georef.is_defined:
         attrs["AREA_OR_POINT"] = georef.raster_type.name.title()
     metadata = create_v3_array_metadata(
