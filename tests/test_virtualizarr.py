@@ -172,3 +172,21 @@ def test_rotated_raster_with_loaded_2d_coordinates(tmp_path):
     np.testing.assert_array_equal(back.band_data.values, data)
     np.testing.assert_array_equal(back.xc.values, rumi.xc.values)
     assert set(back.coords) == {"band", "xc", "yc", "spatial_ref"}
+
+
+def test_manifest_store_over_http_reads_only_touched_frames(tmp_path, http_server):
+    from obstore.store import HTTPStore
+
+    data = np.arange(2 * 100 * 100, dtype=np.uint16).reshape(2, 100, 100)
+    blob = xarray_rumi.write(str(tmp_path / "a.rumi"), data, tile_size=32, compression="portable", **UTM)
+    http = ObjectStoreRegistry({http_server.url: HTTPStore.from_url(http_server.url, client_options={"allow_http": True})})
+    http_server.requests.clear()
+    store = RumiParser(header=blob)(f"{http_server.url}/a.rumi", http)
+    assert [r.range[1] - r.range[0] for r in http_server.get_requests()] == [160]   # the georeferencing only
+    http_server.requests.clear()
+    ds = xr.open_zarr(store, consolidated=False, zarr_format=3)
+    window = ds.band_data.isel(band=0, y=slice(40, 60), x=slice(70, 100)).values   # row 1, columns 2 and 3
+    np.testing.assert_array_equal(window, data[0, 40:60, 70:100])
+    header = load_header(blob)
+    frames = {(header.offset(k), header.offset(k) + header.byte_count(k)) for k in (12, 14)}
+    assert {r.range for r in http_server.get_requests()} == frames
