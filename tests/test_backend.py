@@ -89,6 +89,8 @@ def test_outer_indexing_matches_numpy(written, unit):
     assert same_values(da.isel(band=[2, 0], y=rows, x=cols).values, values[[2, 0]][:, rows][:, :, cols])
     assert same_values(da[::2, 3:30:7, ::-5].values, values[::2, 3:30:7, ::-5])
     assert same_values(da[1, 20, 44].values, values[1, 20, 44])
+    assert same_values(da[-1, -2, -3].values, values[-1, -2, -3])
+    assert same_values(da[-2:, -20:-3, 30].values, values[-2:, -20:-3, 30])
     assert same_values(da[:, 36:, 40:].values, values[:, 36:, 40:])
     assert da[:, 5:5, :].values.shape == (3, 0, 45)
 

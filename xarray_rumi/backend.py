@@ -32,6 +32,7 @@ from .format.geo import Georeferencing, RasterType
 from .format.geo import georeferencing as build_georeferencing
 from .format.grid import FrameUnit
 from .format.limits import DEFAULT_LIMITS, Limits
+from .io.frames import decode_frame
 from .reader import RumiImage, open_image, read_georeferencing
 
 VARIABLE = "band_data"
@@ -58,12 +59,19 @@ class RumiBackendArray(BackendArray):
         self.dtype = image.sample_type.dtype
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        parts = key.tuple
+        if isinstance(key, (indexing.BasicIndexer, indexing.OuterIndexer)) and all(
+            _is_int(k) or (isinstance(k, slice) and k.step in (None, 1)) for k in parts
+        ):
+            # What Dask asks for: a contiguous window, which needs no splitting into
+            # a backend part and a numpy part (that costs more than a small frame).
+            return self._read(parts)
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
 
     def _read(self, key: tuple) -> np.ndarray:
         # Integers select one element and drop the axis; read them as length-1 slices.
         squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
-        key = tuple(slice(int(k), int(k) + 1) if _is_int(k) else k for k in key)
+        key = tuple(_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
         if all(isinstance(k, slice) for k in key):
             ranges = [range(*k.indices(n)) for k, n in zip(key, self.shape)]
             if all(r.step == 1 for r in ranges):
@@ -73,14 +81,26 @@ class RumiBackendArray(BackendArray):
 
     def _read_window(self, bands: range, rows: range, cols: range) -> np.ndarray:
         """A contiguous window, which is what every Dask chunk asks for."""
-        grid = self.image.grid
-        touched = grid.frames_touching(bands, rows, cols)
-        if len(touched) == 1:
-            window = tuple((s.start, s.stop) for s in grid.frame_window(int(touched[0])))
-            if window == tuple((r.start, r.stop) for r in (bands, rows, cols)):
-                # The chunk is exactly one frame: hand over the decoded frame, no copy.
-                return self.image.read_frames(touched)[0]
+        frame = self._frame_at(bands, rows, cols)
+        if frame is not None:
+            # The chunk is exactly one frame: one range read, and the decoded frame
+            # is the result as it is, with no copy into an output array.
+            start, stop = self.image.frame_range(frame)
+            payload = self.image.source.read(start, stop)
+            return decode_frame(payload, self.image.sample_type, self.image.grid.frame_shape(frame))
         return self.image.read(*(slice(r.start, r.stop) for r in (bands, rows, cols)))
+
+    def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
+        """The frame whose window is exactly this one, if there is one."""
+        grid = self.image.grid
+        if rows.start % grid.tile_length or cols.start % grid.tile_width or bands.start % grid.bands_per_frame:
+            return None
+        index = grid.frame_index(rows.start // grid.tile_length, cols.start // grid.tile_width, bands.start)
+        if index >= grid.frame_count:
+            return None
+        window = grid.frame_window(index)
+        same = all((w.start, w.stop) == (r.start, r.stop) for w, r in zip(window, (bands, rows, cols)))
+        return index if same else None
 
     def _read_points(self, bands: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """An outer selection of arbitrary indices: decode the frames holding any of them."""
@@ -106,6 +126,13 @@ class RumiBackendArray(BackendArray):
 
 def _is_int(k) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+
+
+def _int_as_slice(k, size: int) -> slice:
+    k = int(k) + size if k < 0 else int(k)
+    if not 0 <= k < size:
+        raise IndexError(f"index {k} is out of bounds for an axis of size {size}")
+    return slice(k, k + 1)
 
 
 def _index_array(k, size: int) -> np.ndarray:

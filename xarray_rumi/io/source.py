@@ -60,8 +60,7 @@ class ByteSource:
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``."""
         if self.is_local:
-            with open(self.local_path, "rb", buffering=0) as f:
-                data = os.pread(f.fileno(), stop - start, start)
+            data = _pread_many(self.local_path, [start], [stop])[0]
         else:
             fs, path = self._fs_path
             data = fs.cat_file(path, start=start, end=stop)
@@ -73,8 +72,7 @@ class ByteSource:
         """Several exact ranges; remote ones go out together through ``cat_ranges``."""
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
-            with open(self.local_path, "rb", buffering=0) as f:
-                out = [os.pread(f.fileno(), b - a, a) for a, b in zip(starts, stops)]
+            out = _pread_many(self.local_path, starts, stops)
         else:
             fs, path = self._fs_path
             out = fs.cat_ranges([path] * len(starts), starts, stops)
@@ -90,6 +88,16 @@ class ByteSource:
             return os.stat(self.local_path).st_size
         fs, path = self._fs_path
         return int(fs.size(path))
+
+
+def _pread_many(path: str, starts, stops) -> list[bytes]:
+    # A bare descriptor, not a buffered file object: a frame read is then one
+    # open, one pread per range and one close, with no read-ahead.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        return [os.pread(fd, b - a, a) for a, b in zip(starts, stops)]
+    finally:
+        os.close(fd)
 
 
 def read_bytes(path_or_url, storage_options=None) -> bytes:
