@@ -261,6 +261,25 @@ def test_band_interleaved_frames_are_rejected_even_though_contiguous_once_sorted
     assert ifd_rule(tmp_path, interleaved) == "frames.order"
 
 
+def test_reversed_frames_are_out_of_order_not_misplaced(tmp_path, valid):
+    # Frame 0 last: TileOffsets[0] is not the base, but the run is whole; the order is what is wrong.
+    counts, frames = tile_byte_counts(valid), frames_of(valid)
+    new_offsets = np.empty(N, np.int64)
+    cursor = base_of(valid)
+    for k in reversed(range(N)):
+        new_offsets[k] = cursor
+        cursor += counts[k]
+    reversed_file = with_offsets(valid[:base_of(valid)], new_offsets) + b"".join(reversed(frames))
+    assert ifd_rule(tmp_path, reversed_file) == "frames.order"
+
+
+def test_short_files_named_by_their_first_bytes(tmp_path, valid):
+    assert ifd_rule(tmp_path, bytes.fromhex("89504e470d0a1a0a")) == "file-profile.little-endian"  # a PNG
+    assert ifd_rule(tmp_path, b"II*\0\x08\0\0\0") == "file-profile.bigtiff"  # a classic TIFF header
+    assert ifd_rule(tmp_path, valid[:20]) == "file-profile.truncated"
+    assert ifd_rule(tmp_path, b"") == "file-profile.truncated"
+
+
 def test_truncated_file(tmp_path, valid):
     assert validate_rule(tmp_path, valid[:-1]) == "frames.truncated"
     assert validate_rule(tmp_path, valid[:base_of(valid) + 1]) == "frames.truncated"

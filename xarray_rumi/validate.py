@@ -39,9 +39,10 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
 
 
 def _check_frames(source: ByteSource, header) -> None:
+    """Decode every frame, in batches of about ``_BATCH_BYTES``, all at one OpenZL version."""
     grid, sample = header.grid, header.sample_type
     ends = np.cumsum(header.byte_counts())
-    versions = set()
+    pinned = None
     start = 0
     while start < grid.frame_count:
         batch_end = (ends[start - 1] if start else 0) + _BATCH_BYTES
@@ -49,14 +50,16 @@ def _check_frames(source: ByteSource, header) -> None:
         indices = np.arange(start, stop)
         starts, stops = header.ranges(indices)
         for k, payload in zip(indices.tolist(), source.read_many(starts, stops)):
-            versions.add(frame_version(payload))
-            if len(versions) > 1:
-                raise RumiFormatError(
-                    "frames.format-version",
-                    f"frame {k} uses OpenZL format version {frame_version(payload)}, but earlier frames use "
-                    f"{min(versions - {frame_version(payload)})}; all frames must share one pinned version",
-                )
             try:
+                version = frame_version(payload)
+                if pinned is None:
+                    pinned = version
+                elif version != pinned:
+                    raise RumiFormatError(
+                        "frames.format-version",
+                        f"it uses OpenZL format version {version}, but frame 0 uses {pinned}; "
+                        "all frames must share one pinned version",
+                    )
                 decode_frame(payload, sample, grid.frame_shape(k))
             except RumiFormatError as exc:
                 raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None

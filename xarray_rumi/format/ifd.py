@@ -222,15 +222,23 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
 
 
 def _check_header(data: bytes) -> None:
-    if len(data) < BIGTIFF_HEADER_SIZE + IFD_SIZE:
-        raise RumiFormatError("file-profile.truncated", f"a rumi file is at least {BIGTIFF_HEADER_SIZE + IFD_SIZE} bytes before its frames")
-    if data[:2] != b"II":
-        raise RumiFormatError("file-profile.little-endian", f"the TIFF header must begin with II, got {data[:2]!r}")
-    magic, offset_size, reserved, first_ifd = struct.unpack_from("<HHHQ", data, 2)
-    if magic == 42:
+    # What the first bytes say comes first: a short PNG or classic TIFF is named as such.
+    head = bytes(data[:BIGTIFF_HEADER_SIZE])
+    if len(head) >= 2 and head[:2] != b"II":
+        raise RumiFormatError("file-profile.little-endian", f"the TIFF header must begin with II, got {head[:2]!r}")
+    if len(head) >= 4 and struct.unpack_from("<H", head, 2)[0] == 42:
         raise RumiFormatError("file-profile.bigtiff", "this is a classic TIFF; rumi files are BigTIFF (version 43)")
+    if len(data) < BIGTIFF_HEADER_SIZE + IFD_SIZE:
+        raise RumiFormatError(
+            "file-profile.truncated",
+            f"a rumi file is at least {BIGTIFF_HEADER_SIZE + IFD_SIZE} bytes before its frames, got {len(data)}",
+        )
+    magic, offset_size, reserved, first_ifd = struct.unpack_from("<HHHQ", data, 2)
     if magic != 43 or offset_size != 8 or reserved != 0:
-        raise RumiFormatError("file-profile.bigtiff", f"not a BigTIFF header (version {magic}, offset size {offset_size})")
+        raise RumiFormatError(
+            "file-profile.bigtiff",
+            f"not a BigTIFF header (version {magic}, offset size {offset_size}, reserved {reserved})",
+        )
     if first_ifd != IFD_OFFSET:
         raise RumiFormatError("placement.ifd", f"the IFD must start at byte 16, immediately after the header; it is at {first_ifd}")
     count, = struct.unpack_from("<Q", data, IFD_OFFSET)
@@ -291,27 +299,29 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
         raise RumiFormatError(
             "frames.limits", f"a frame of {int(counts.max())} bytes exceeds Limits.max_frame_byte_count"
         )
-    if offsets[0] != parsed.frame_data_offset:
+    base = parsed.frame_data_offset
+    expected = base + np.concatenate([[0], np.cumsum(counts[:-1])])
+    mismatch = np.flatnonzero(offsets != expected)
+    if not mismatch.size:
+        return
+    k = int(mismatch[0])
+    # Sorted only to say why the check failed: frames that are all there, back to back
+    # from the base, but not in frame-index order (band-interleaved, say) break the order.
+    order = np.argsort(offsets, kind="stable")
+    by_position = offsets[order]
+    if by_position[0] == base and np.array_equal(by_position[1:], (by_position + counts[order])[:-1]):
+        raise RumiFormatError(
+            "frames.order",
+            f"frames are not in frame-index order (frame {k} is at byte {int(offsets[k])}, expected "
+            f"{int(expected[k])}); a band-interleaved layout is rejected",
+        )
+    if k == 0:
         raise RumiFormatError(
             "placement.frame-data",
-            f"frame data must start at byte {parsed.frame_data_offset}, immediately after the external values; "
+            f"frame data must start at byte {base}, immediately after the external values; "
             f"TileOffsets[0] is {int(offsets[0])}",
         )
-    expected = parsed.frame_data_offset + np.concatenate([[0], np.cumsum(counts[:-1])])
-    mismatch = np.flatnonzero(offsets != expected)
-    if mismatch.size:
-        order = np.argsort(offsets, kind="stable")
-        sorted_contiguous = offsets[order][0] == parsed.frame_data_offset and np.array_equal(
-            offsets[order][1:], (offsets[order] + counts[order])[:-1]
-        )
-        k = int(mismatch[0])
-        if sorted_contiguous:
-            raise RumiFormatError(
-                "frames.order",
-                f"frames are not in frame-index order (frame {k} is at byte {int(offsets[k])}, expected "
-                f"{int(expected[k])}); a band-interleaved layout is rejected",
-            )
-        raise RumiFormatError(
-            "frames.contiguous",
-            f"frame {k} must start at byte {int(expected[k])}, right after frame {k - 1}; it starts at {int(offsets[k])}",
-        )
+    raise RumiFormatError(
+        "frames.contiguous",
+        f"frame {k} must start at byte {int(expected[k])}, right after frame {k - 1}; it starts at {int(offsets[k])}",
+    )
