@@ -329,3 +329,15 @@ def test_out_of_range_indices_raise_instead_of_wrapping():
         with pytest.raises(IndexError):
             call()
     assert header.offsets([3]).tolist() == [header.file_size]
+
+
+def test_pickles_without_its_cached_prefix_sum():
+    import pickle
+    n = 200_000
+    header = Header.from_byte_counts(FrameGrid(n, 1, 1, 1, 1), UINT8, np.arange(n) % 1000 + 1)
+    before = len(pickle.dumps(header))
+    assert header.offset(n - 1) > 0  # builds the 1.6 MB prefix sum
+    shipped = pickle.dumps(header)
+    assert len(shipped) == before < len(header.packed) + 4096
+    back = pickle.loads(shipped)
+    assert back == header and back.offset(n - 1) == header.offset(n - 1)

@@ -144,6 +144,14 @@ class Header:
         )
         return fields + self.packed
 
+    def __getstate__(self):
+        # Dask ships headers to workers: send the blob's fields, not the
+        # 8-bytes-a-frame prefix sum cached here, which is rebuilt on demand.
+        return {name: self.__dict__[name] for name in ("grid", "sample_type", "count_min", "count_bits", "packed")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
     # -- access -----------------------------------------------------------
 
     @property
