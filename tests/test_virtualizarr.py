@@ -190,3 +190,19 @@ def test_manifest_store_over_http_reads_only_touched_frames(tmp_path, http_serve
     header = load_header(blob)
     frames = {(header.offset(k), header.offset(k) + header.byte_count(k)) for k in (12, 14)}
     assert {r.range for r in http_server.get_requests()} == frames
+
+
+def test_damaged_frame_behind_icechunk_raises(tmp_path):
+    from xarray_rumi import RumiFormatError
+
+    path, blob, data = make(tmp_path, 1, 64, 64, 32, "tile", "uint16", False)
+    back = reopen_icechunk(open_virtual(path, header=blob), tmp_path)
+    header = load_header(blob)
+    with open(path, "r+b") as f:   # damage frame 2 (row 1, column 0) after the repository was written
+        f.seek(header.offset(2) + header.byte_count(2) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0x55]))
+    np.testing.assert_array_equal(back.band_data[:, :32, :].values, data[:, :32, :])
+    with pytest.raises(RumiFormatError, match="frame"):
+        back.band_data[:, 32:, :32].values
