@@ -7,10 +7,9 @@ another process, so this also shows the graph pickles and holds no handle.
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pytest
+from s3_server import s3_server
 
 import xarray_rumi
 from xarray_rumi import open_cube
@@ -65,32 +64,17 @@ def test_reductions_over_http_on_worker_processes(client, http_server):
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    """A moto S3 server on 127.0.0.1 with a bucket holding three scenes; yields storage options."""
-    moto_server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    with pytest.MonkeyPatch.context() as env:
-        # Fake credentials for this test only; botocore must never look beyond 127.0.0.1.
-        for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                            "AWS_DEFAULT_REGION": "eu-west-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
-            env.setenv(name, value)
-        options = {"key": "testing", "secret": "testing", "endpoint_url": f"http://127.0.0.1:{port}",
-                   "client_kwargs": {"region_name": "eu-west-1"}}
-        fs = s3fs.S3FileSystem(**options)
-        fs.mkdir("scenes")
+    """A moto S3 server on 127.0.0.1 with a bucket holding three scenes and their blobs."""
+    import fsspec
+
+    with s3_server("scenes") as options:
         root = tmp_path_factory.mktemp("s3")
         blobs, values = _write_scenes(root)
+        fs = fsspec.filesystem("s3", **options)
         for i in range(3):
             fs.put(f"{root}/scene{i}.rumi", f"scenes/scene{i}.rumi")
             fs.put(f"{root}/scene{i}.rumi.header", f"scenes/scene{i}.rumi.header")
-        try:
-            yield options, blobs, values
-        finally:
-            server.stop()
+        yield options, blobs, values
 
 
 def test_reductions_over_s3_on_worker_processes(client, s3):
