@@ -27,7 +27,7 @@ from .codecs import OpenZLBytesCodec, OpenZLZarrCodec, zarr_dtype
 from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 from .edges import chunk_references
 from .format.geo import georeferencing
-from .reader import FIRST_READ, load_header, read_georeferencing, read_ifd
+from .reader import load_header, read_georeferencing, read_ifd
 from .references import VARIABLE, coordinates_attribute
 
 
@@ -182,4 +182,4 @@ class _RegistrySource:
         return data
 
 
-__all__ = ["FIRST_READ", "RumiParser"]
+__all__ = ["RumiParser"]
