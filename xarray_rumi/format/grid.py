@@ -8,6 +8,7 @@ to the image and never padded.
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -37,7 +38,7 @@ class FrameUnit(enum.IntEnum):
                 pass
         elif not isinstance(value, bool):
             try:
-                return cls(int(value))
+                return cls(operator.index(value))  # 0 or 1 (numpy integers too), never 0.5
             except (ValueError, TypeError):
                 pass
         raise ValueError(f"frame_unit must be 'tile', 'cell', 0 or 1, got {value!r}")
