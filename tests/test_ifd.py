@@ -182,3 +182,14 @@ def test_cell_files_with_many_bands_are_not_judged_by_the_tile_frame_count():
     grid = FrameGrid(4, 4, 1, 1, 1000, FrameUnit.CELL)
     prefix = build_prefix(grid, sample_type_from_name("uint8"), Georeferencing(), np.ones(16, int))
     assert parse_prefix(prefix, Limits(max_frames=1000)).grid == grid
+
+
+def test_same_shape_same_frame_data_start(tmp_path):
+    # "Files with the same image shape, band count, and frame_unit start their frame data at the same byte."
+    starts = set()
+    for i, (values, crs) in enumerate(((ramp((6, 30, 20)), None), (np.zeros((6, 30, 20), np.uint16), 4326),
+                                       (ramp((6, 30, 20), "float64"), 32618))):
+        transform = (1, 0, 0, 0, -1, 0) if crs else None
+        _, _, data = make(tmp_path, values, name=f"{i}.rumi", tile_size=(16, 8), crs=crs, transform=transform)
+        starts.add(int(tile_offsets(data)[0]))
+    assert starts == {base_frame_offset(FrameGrid(20, 30, 8, 16, 6))}

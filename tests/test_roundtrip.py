@@ -18,6 +18,9 @@ def check_round_trip(path, blob, expected: np.ndarray, dtype) -> None:
     xarray_rumi.validate(path)
     xarray_rumi.validate(path, blob)
     assert xarray_rumi.header_from_file(path) == blob
+    data = path.read_bytes()
+    header = xarray_rumi.open_image(path, blob, read_georef=False).header
+    assert {data[o] for o in header.offsets().tolist()} == {0xC0 + 24}  # every frame at the pinned version
     for header in (blob, None):
         image = xarray_rumi.open_image(path, header)
         back = image.read()
