@@ -8,6 +8,7 @@ lazy (non-Dask) path and through ``chunks={}`` (one Dask chunk per frame).
 
 from __future__ import annotations
 
+import io
 import pickle
 
 import numpy as np
@@ -166,6 +167,8 @@ def test_bad_input_errors(written, tmp_path):
     truncated.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(OSError, match="short read"):
         xr.open_dataset(truncated, engine="rumi", header=blob).band_data.values
+    with pytest.raises(TypeError, match="path or an fsspec URL, not BytesIO"):
+        xr.open_dataset(io.BytesIO(path.read_bytes()), engine="rumi")
     with pytest.raises(TypeError, match="header"):
         xr.open_dataset(path, engine="rumi", header=12)
     with pytest.raises(ValueError, match="transform"):

@@ -8,6 +8,10 @@ window (or ``.rio.clip_box``) fetches only the frames inside it.
 
 from __future__ import annotations
 
+import functools
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -126,3 +130,34 @@ def test_rio_clip_box_reads_only_frames_inside(served):
     touched = _window_frames(header, slice(None), rows, cols)
     assert len(touched) < header.frame_count
     assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, touched)
+
+
+def test_a_server_that_ignores_range_is_an_error_not_wrong_pixels(served):
+    """http.server's handler answers every GET with the whole file (status 200)."""
+    server, _, header, _ = served
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=server.root))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/scene.rumi"
+        ds = _open(url, header, chunks={})
+        with pytest.raises(OSError, match="ignored the byte range"):
+            ds.band_data[:, :32, :32].values
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_limits_are_passed_to_the_reader(served):
+    from xarray_rumi import Limits, RumiFormatError
+
+    _, url, header, _ = served
+    with pytest.raises(RumiFormatError, match="limits"):
+        xr.open_dataset(url, engine="rumi", header=header.to_bytes(), limits=Limits(max_frames=4),
+                        georeferencing=False)

@@ -189,7 +189,9 @@ def open_rumi_image(filename_or_obj, *, header=None, storage_options=None, crs=N
     - a ``header`` and caller-supplied georeferencing: nothing is read.
     - a ``header`` alone: the 160 bytes of georeferencing, one read.
     """
-    path = os.fspath(filename_or_obj)
+    path = os.fspath(filename_or_obj) if isinstance(filename_or_obj, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
     if header is None:
         image = open_image(path, None, storage_options=storage_options, limits=limits)

@@ -64,8 +64,8 @@ class ByteSource:
         else:
             fs, path = self._fs_path
             data = fs.cat_file(path, start=start, end=stop)
-        if exact and len(data) != stop - start:
-            raise OSError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
+        if exact:
+            _check_length(self.url, start, stop, data)
         return data
 
     def read_many(self, starts, stops) -> list[bytes]:
@@ -79,8 +79,7 @@ class ByteSource:
         for data, a, b in zip(out, starts, stops):
             if isinstance(data, Exception):
                 raise OSError(f"cannot read bytes {a}-{b} of {self.url}: {data}") from data
-            if len(data) != b - a:
-                raise OSError(f"short read from {self.url}: bytes {a}-{b} gave {len(data)} bytes")
+            _check_length(self.url, a, b, data)
         return out
 
     def size(self) -> int:
@@ -88,6 +87,15 @@ class ByteSource:
             return os.stat(self.local_path).st_size
         fs, path = self._fs_path
         return int(fs.size(path))
+
+
+def _check_length(url: str, start: int, stop: int, data: bytes) -> None:
+    if len(data) == stop - start:
+        return
+    # Longer than asked: a server that ignored the Range header sent the whole
+    # object; the bytes cannot be trusted to start where they should.
+    kind = "short read" if len(data) < stop - start else "server ignored the byte range"
+    raise OSError(f"{kind} from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
 def _pread_many(path: str, starts, stops) -> list[bytes]:
