@@ -304,3 +304,32 @@ def test_public_references_works_whatever_was_imported_first(tmp_path):
     path, blob, refs = write_and_reference(tmp_path, data, tile_size=4)
     assert xarray_rumi.references(path, blob) == refs
     assert xarray_rumi.RumiParser.__name__ == "RumiParser"
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def grids(draw):
+    if draw(st.booleans()):   # half the cases ambiguous: T = (a n, b n), edges (a m, b m), m < n
+        a, b, n = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(2, 4))
+        m = draw(st.integers(1, n - 1))
+        tile_length, tile_width = a * n, b * n
+        rows = tile_length * draw(st.integers(1, 3)) + a * m
+        cols = tile_width * draw(st.integers(1, 3)) + b * m
+    else:
+        tile_length, tile_width = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+        rows, cols = draw(st.integers(1, 40)), draw(st.integers(1, 40))
+    return draw(st.integers(1, 3)), rows, cols, (tile_length, tile_width), draw(st.sampled_from(["tile", "cell"]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(grid=grids(), constant=st.booleans(), seed=st.integers(0, 2**16))
+def test_any_grid_any_data_is_exact(tmp_path_factory, grid, constant, seed):
+    bands, rows, cols, tile, unit = grid
+    rng = np.random.default_rng(seed)
+    data = np.full((bands, rows, cols), 3, np.uint8) if constant else rng.integers(0, 256, (bands, rows, cols)).astype(np.uint8)
+    path = str(tmp_path_factory.mktemp("any") / "a.rumi")
+    blob = xarray_rumi.write(path, data, tile_size=tile, frame_unit=unit, compression="id>zstd", write_header=False)
+    np.testing.assert_array_equal(open_refs(references(path, blob)).band_data.values, data)
