@@ -295,6 +295,14 @@ def test_unpack_matches_pack_at_every_window():
             assert unpack_residuals(packed, bits, start, stop).tolist() == values[start:stop].tolist()
 
 
+def test_pack_matches_the_spec_for_every_width_and_length():
+    rng = np.random.default_rng(11)
+    for bits in range(1, 33):
+        for n in range(1, 18):
+            values = rng.integers(0, (1 << bits) - 1, n, dtype=np.uint64, endpoint=True)
+            assert pack_residuals(values, bits) == pack_by_hand(values.tolist(), bits), (bits, n)
+
+
 class CountingBytes(bytes):
     """bytes that remember how many bytes each slice took."""
 
