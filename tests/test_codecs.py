@@ -198,3 +198,5 @@ def test_configuration_is_validated():
         OpenZLChunks(image_shape=(10, 10))
     with pytest.raises(ValueError, match="complex64"):
         zarr.create_array({}, shape=(4,), dtype="uint8", serializer=OpenZLZarrCodec(sample_type="cint16"))
+    with pytest.raises(ValueError, match="chunk_shape"):
+        zarr.create_array({}, shape=(8, 8), chunks=(4, 4), dtype="uint8", serializer=OpenZLZarrCodec(chunk_shape=(2, 2)))

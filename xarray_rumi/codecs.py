@@ -317,6 +317,9 @@ class OpenZLZarrCodec(ArrayBytesCodec):
         return self
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
+        chunks = getattr(chunk_grid, "chunk_shape", None)
+        if self.chunk_shape is not None and chunks is not None and tuple(chunks) != self.chunk_shape:
+            raise ValueError(f"openzl chunk_shape {list(self.chunk_shape)} differs from the array's chunks {list(chunks)}")
         native = dtype.to_native_dtype()
         if self.sample_type is not None and zarr_dtype(sample_type_from_name(self.sample_type)) != native:
             raise ValueError(f"openzl sample_type {self.sample_type} reads as "
