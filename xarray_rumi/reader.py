@@ -87,7 +87,13 @@ def _overlap(frame: slice, window: range) -> tuple[slice, slice]:
 
 
 def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> Header:
-    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file."""
+    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file.
+
+    >>> load_header(bytes(28))
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.magic: expected 0x45564F4C (bytes 4C 4F 56 45), got 0x00000000
+    """
     if isinstance(header, Header):
         return header
     if isinstance(header, (bytes, bytearray, memoryview)):
@@ -98,7 +104,18 @@ def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS) -
 
 
 def read_ifd(source: ByteSource, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """Parse the IFD and check the frame layout; returns ``(ParsedIFD, Header)``."""
+    """Parse the IFD and check the frame layout; returns ``(ParsedIFD, Header)``.
+
+    One read of :data:`FIRST_READ` bytes, and a second only when the IFD's
+    values need more.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 40, 40), "uint8"), tile_size=16, compression="portable")
+    >>> parsed, header = read_ifd(ByteSource.of(path))
+    >>> header.to_bytes() == blob, int(parsed.tile_offsets[0]) == header.base_frame_offset
+    (True, True)
+    """
     head = source.read(0, FIRST_READ, exact=False)
     needed = prefix_size(head, limits)
     if needed > len(head):
@@ -120,6 +137,13 @@ def read_georeferencing(source: ByteSource, header: Header) -> Georeferencing:
 
     Both tags' values always end where the frames begin, so the blob alone
     says where they are.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), crs=32618,
+    ...                          transform=(30, 0, 500000, 0, -30, 4000000), compression="portable")
+    >>> read_georeferencing(ByteSource.of(path), Header.from_bytes(blob)).epsg
+    32618
     """
     start = georeferencing_offset(header.grid)
     data = source.read(start, start + MODEL_TRANSFORMATION_SIZE + GEO_KEY_DIRECTORY_SIZE)
@@ -132,6 +156,14 @@ def open_image(path, header=None, *, storage_options=None, limits: Limits = DEFA
 
     ``header`` is blob bytes, a path/URL of a blob file, or ``None`` to rebuild
     it from the IFD.  With a blob and ``read_georef=False`` nothing is read.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.arange(24, dtype="int16").reshape(2, 3, 4), tile_size=2,
+    ...                          frame_unit="cell", compression="portable")
+    >>> image = open_image(path, header=blob)
+    >>> image.grid.frame_count, image.read(slice(1, 2), slice(0, 1)).tolist()
+    (4, [[[12, 13, 14, 15]]])
     """
     source = ByteSource.of(path, storage_options)
     if header is None:
@@ -156,7 +188,10 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 def check_blob_matches(blob: Header, file_header: Header) -> None:
-    """Refuse a blob that disagrees with the file it is meant for."""
+    """Refuse a blob that disagrees with the file it is meant for (``blob.matches-file``).
+
+    For a single-band image either frame unit agrees: the layouts are the same.
+    """
     a, b = blob.grid, file_header.grid
     for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel"):
         if getattr(a, name) != getattr(b, name):

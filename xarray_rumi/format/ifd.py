@@ -59,7 +59,11 @@ _FORBIDDEN = {
 
 
 def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
-    """The count every tag must have for ``B`` bands and ``N`` frames."""
+    """The count every tag must have for ``B`` bands and ``N`` frames.
+
+    >>> expected_counts(3, 36)[TILE_OFFSETS], expected_counts(3, 36)[SAMPLE_FORMAT]
+    (36, 3)
+    """
     b, n = samples_per_pixel, frame_count
     return {
         IMAGE_WIDTH: 1, IMAGE_LENGTH: 1, BITS_PER_SAMPLE: b, SAMPLES_PER_PIXEL: 1,
@@ -72,6 +76,11 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
     """Everything before the first frame: BigTIFF header, IFD and external values.
 
     The result is exactly ``base_frame_offset(grid)`` bytes long.
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> prefix = build_prefix(FrameGrid(1, 1, 1, 1, 1), sample_type_from_name("uint8"), Georeferencing(), [30])
+    >>> len(prefix), prefix[:4].hex()
+    (412, '49492b00')
     """
     counts = np.asarray(byte_counts, dtype=np.int64)
     n, b = grid.frame_count, grid.samples_per_pixel
@@ -152,7 +161,18 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     """Parse and check the BigTIFF header, the IFD and its external values.
 
     ``data`` is the start of the file; it must reach at least
-    :func:`prefix_size` bytes.
+    :func:`prefix_size` bytes.  ``check_registry=False`` skips the EPSG
+    registry lookup (pyproj) for the CRS code.
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
+    >>> parsed = parse_prefix(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 6))
+    >>> parsed.grid == grid, parsed.tile_offsets[:3].tolist()
+    (True, [484, 493, 502])
+    >>> parse_prefix(b"MM" + bytes(250))
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: file-profile.little-endian: the TIFF header must begin with II, got b'MM'
     """
     _check_header(data)
     entries = _entries(data)
@@ -289,7 +309,20 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
     """Check TileOffsets and TileByteCounts against the spec's frame layout.
 
     Offsets are compared in frame-index order, never sorted: a band-interleaved
-    file is contiguous once sorted, and must still be rejected.
+    file is contiguous once sorted, and must still be rejected.  Sorting is
+    used only to name the rule broken (``frames.order`` rather than
+    ``frames.contiguous``).
+
+    >>> import dataclasses
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> grid = FrameGrid(2, 1, 1, 1, 2)   # one pixel wide, two positions, two bands: 4 frames
+    >>> parsed = parse_prefix(build_prefix(grid, sample_type_from_name("uint8"), Georeferencing(), [5] * 4))
+    >>> check_frame_layout(parsed)        # contiguous, in frame-index order
+    >>> band_interleaved = parsed.tile_offsets[[0, 2, 1, 3]]
+    >>> check_frame_layout(dataclasses.replace(parsed, tile_offsets=band_interleaved))
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: frames.order: frames are not in frame-index order (frame 1 is at byte 458, expected 453); a band-interleaved layout is rejected
     """
     offsets, counts = parsed.tile_offsets, parsed.tile_byte_counts
     if counts.size and counts.min() < 1:

@@ -53,7 +53,12 @@ def encode_frame(stored: np.ndarray, recipe: str) -> bytes:
     """Compress one frame of storage elements shaped ``(bands, h, w[, 2])``.
 
     ``stored`` comes from :meth:`SampleType.encode`.  Row predictors reset at
-    each band, so a cell frame predicts within each band.
+    each band, so a cell frame predicts within each band.  ``recipe`` is a
+    GeoZL recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).
+
+    >>> frame = encode_frame(np.zeros((1, 16, 16), np.uint16), "delta_1d>zstd")
+    >>> frame_version(frame)
+    24
     """
     bands, h = stored.shape[:2]
     raster = np.ascontiguousarray(stored).reshape(bands, h, -1)
@@ -74,6 +79,15 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
 
     Refuses, without expanding it, a frame that would decode to more than the
     grid allows, and refuses one that decodes to any other length.
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> frame = encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd")
+    >>> decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 3)).tolist()
+    [[[0, 1, 2], [3, 4, 5]]]
+    >>> decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 2))
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: frame.decode: the frame does not decode: ...
     """
     frame_version(frame)
     expected = int(np.prod(shape)) * sample.bytes_per_sample
