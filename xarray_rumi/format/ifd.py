@@ -322,7 +322,7 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
     >>> check_frame_layout(dataclasses.replace(parsed, tile_offsets=band_interleaved))
     Traceback (most recent call last):
     ...
-    xarray_rumi.errors.RumiFormatError: frames.order: frames are not in frame-index order (frame 1 is at byte 458, expected 453); a band-interleaved layout is rejected
+    xarray_rumi.errors.RumiFormatError: frames.order: frames are not in frame-index order (frame 1 is at byte 470, expected 465); a band-interleaved layout is rejected
     """
     offsets, counts = parsed.tile_offsets, parsed.tile_byte_counts
     if counts.size and counts.min() < 1:
