@@ -166,3 +166,14 @@ def test_b1_written_as_cell_or_tile_is_one_file_with_one_blob(tmp_path):
     _, cell_blob, cell_bytes = make(tmp_path, values, name="c.rumi", tile_size=16, frame_unit="cell")
     assert tile_bytes == cell_bytes
     assert tile_blob == cell_blob and tile_blob[22] == 0  # recorded as tile: see docs/format.md
+
+
+def test_a_value_that_does_not_fit_midway_leaves_nothing_behind(tmp_path):
+    values = np.zeros((3, 64, 64), np.uint16)
+    values[1, 40, 40] = 99  # only one frame in the middle holds it
+    keep = tmp_path / "keep.rumi"
+    keep.write_bytes(b"old")
+    for target in (tmp_path / "new.rumi", keep):
+        with pytest.raises(ValueError, match="do not fit"):
+            xarray_rumi.write(target, values, tile_size=8, sample_type="uint4", compression="portable")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.rumi"] and keep.read_bytes() == b"old"
