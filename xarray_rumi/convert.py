@@ -9,6 +9,7 @@ place in rumi: the value is reported and the pixels keep their values.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -157,7 +158,8 @@ def _run(args) -> int:
                     failures += 1
                     print(f"rumi convert: {source}: {exc}", file=sys.stderr)
     else:
-        with ProcessPoolExecutor(args.jobs) as pool:
+        # spawn, not fork: a forked child inherits locks held by Dask's and GDAL's threads
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
             futures = [pool.submit(_convert_quietly, job) for job in jobs]
             for (source, _, _), future in tqdm(zip(jobs, futures), total=len(jobs), unit="file", file=sys.stderr):

@@ -8,8 +8,12 @@ when complete: a failure leaves nothing at the target path.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import tempfile
+import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -130,7 +134,7 @@ def _tile_shape(tile_size) -> tuple[int, int]:
 
 def _stored_frame(array, grid: FrameGrid, sample: SampleType, index: int) -> np.ndarray:
     bands, rows, cols = grid.frame_window(index)
-    return sample.encode(np.asarray(array[bands, rows, cols]))
+    return sample.encode(_aligned(array[bands, rows, cols]))
 
 
 def _reporting(frames, progress):
@@ -143,8 +147,14 @@ def _is_dask(array) -> bool:
     return type(array).__module__.startswith("dask")
 
 
+def _aligned(block) -> np.ndarray:
+    # Blocks that crossed a process boundary (dask.distributed) may sit in an
+    # unaligned buffer, which the OpenZL encoders cannot wrap as numbers.
+    return np.require(np.asarray(block), requirements=("C", "A"))
+
+
 def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
-    return recipes.encode(sample.encode(np.asarray(block)))
+    return recipes.encode(sample.encode(_aligned(block)))
 
 
 def _threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
@@ -213,43 +223,76 @@ def _distributed_client():
 
 
 def _write_atomically(target: ByteSource, grid: FrameGrid, frames, make_prefix) -> np.ndarray:
-    """Write encoded frames after room for the prefix, then the prefix, then rename."""
-    base = base_frame_offset(grid)
-    directory = os.path.dirname(os.path.abspath(target.local_path)) if target.is_local else None
-    fd, tmp = tempfile.mkstemp(prefix=".rumi-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.seek(base)
-            counts = np.fromiter((f.write(frame) for frame in frames), dtype=np.int64)
-            f.seek(0)
-            f.write(make_prefix(counts))
-            f.flush()
-            os.fsync(f.fileno())
-        _publish(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write encoded frames after room for the prefix, then the prefix, then publish."""
+    with _staged(target) as f:
+        f.seek(base_frame_offset(grid))
+        counts = np.fromiter((f.write(frame) for frame in frames), dtype=np.int64)
+        f.seek(0)
+        f.write(make_prefix(counts))
     return counts
 
 
-def _publish(tmp: str, target: ByteSource) -> None:
-    if target.is_local:
-        os.replace(tmp, target.local_path)
-    else:
-        fs, path = target._fs_path
-        fs.put_file(tmp, path)  # object stores make a PUT visible whole or not at all
-        os.unlink(tmp)
-
-
 def _write_small_atomically(target: ByteSource, data: bytes) -> None:
+    with _staged(target) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def _staged(target: ByteSource):
+    """A file that appears at ``target`` whole when the block ends, or not at all.
+
+    Locally the staging file is anonymous (``O_TMPFILE``) where the file
+    system allows, so even a killed process leaves nothing behind; it is
+    given a name only to be renamed over the target.  Remote targets are
+    staged in local temporary storage and uploaded in one piece at the end.
+    """
     directory = os.path.dirname(os.path.abspath(target.local_path)) if target.is_local else None
-    fd, tmp = tempfile.mkstemp(prefix=".rumi-", suffix=".tmp", dir=directory)
+    f, name = _anonymous_file(directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        _publish(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        yield f
+        f.flush()
+        if target.is_local:
+            os.fsync(f.fileno())
+            if name is None:
+                name = _link_anonymous(f, directory)
+            os.replace(name, target.local_path)
+            name = None
+        else:
+            fs, path = target._fs_path
+            f.seek(0)
+            with fs.open(path, "wb") as out:  # object stores make an upload visible whole or not at all
+                shutil.copyfileobj(f, out, 8 * 1024 * 1024)
+    finally:
+        f.close()
+        if name is not None and os.path.exists(name):
+            os.unlink(name)
+
+
+def _anonymous_file(directory: str | None):
+    """``(file, name)``: an unnamed file in ``directory`` where possible (``name`` None)."""
+    flags = getattr(os, "O_TMPFILE", 0)
+    if flags:
+        try:
+            fd = os.open(directory or tempfile.gettempdir(), flags | os.O_RDWR, 0o666)
+            return os.fdopen(fd, "w+b"), None
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, name = tempfile.mkstemp(prefix=".rumi-", suffix=".tmp", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
+    return os.fdopen(fd, "w+b"), name
+
+
+def _link_anonymous(f, directory: str) -> str:
+    """Give an ``O_TMPFILE`` file a temporary name in ``directory``, to rename it into place."""
+    name = os.path.join(directory, f".rumi-{os.getpid()}-{uuid.uuid4().hex}.tmp")
+    # CPython calls linkat(AT_SYMLINK_FOLLOW), which an O_TMPFILE link needs, only
+    # when a dir_fd is given; the absolute paths make the dir_fd itself irrelevant.
+    root = os.open("/", os.O_RDONLY)
+    try:
+        os.link(f"/proc/self/fd/{f.fileno()}", name, src_dir_fd=root, follow_symlinks=True)
+    finally:
+        os.close(root)
+    return name
