@@ -27,7 +27,7 @@ VERSION = 1
 _FIELDS = struct.Struct("<IHIIHHHBBBIB")
 HEADER_SIZE = _FIELDS.size  # 28
 _CHECK_SLICE = 1 << 16  # frames unpacked at a time when checking a blob
-SAMPLE_UINT8 = SAMPLE_TYPES[(1, 8)]  # used by the examples below
+_UINT8 = SAMPLE_TYPES[(1, 8)]  # for the examples below
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Header:
     """A decoded header blob: the grid, the sample type and the frame sizes.
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
-    >>> h = Header.from_byte_counts(grid, SAMPLE_UINT8, [900, 300, 310, 100])
+    >>> h = Header.from_byte_counts(grid, _UINT8, [900, 300, 310, 100])
     >>> (h.count_min, h.count_bits, len(h.to_bytes()))
     (100, 10, 33)
     >>> Header.from_bytes(h.to_bytes()).offset(2), h.byte_count(3)
@@ -59,7 +59,7 @@ class Header:
         per file keeps ``header_from_file(path)`` equal to what the writer
         returned.
 
-        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), SAMPLE_UINT8, [9]).grid.frame_unit
+        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), _UINT8, [9]).grid.frame_unit
         <FrameUnit.TILE: 0>
         """
         if grid.samples_per_pixel == 1 and grid.frame_unit is not FrameUnit.TILE:
@@ -174,7 +174,7 @@ class Header:
     def byte_count(self, index: int) -> int:
         """Byte count of one frame, O(1): at most five bytes of the blob are read.
 
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), SAMPLE_UINT8, [7, 9, 8])
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
         >>> [h.byte_count(k) for k in range(3)]
         [7, 9, 8]
         """
