@@ -67,7 +67,7 @@ def test_peak_memory_is_bounded_by_frames_not_the_image(tmp_path):
     raster_bytes, before, after = map(int, out.stdout.split())
     growth = after - before
     allowed = 128 * 2**20  # a window of 512 KiB frames plus Dask's own bookkeeping, not the image
-    assert raster_bytes > 3 * allowed
+    assert raster_bytes >= 3 * allowed
     assert growth < allowed, f"peak RSS grew by {growth / 2**20:.0f} MiB writing {raster_bytes / 2**20:.0f} MiB"
     xarray_rumi.validate(tmp_path / "big.rumi")
 
