@@ -161,3 +161,17 @@ def test_limits_are_passed_to_the_reader(served):
     with pytest.raises(RumiFormatError, match="limits"):
         xr.open_dataset(url, engine="rumi", header=header.to_bytes(), limits=Limits(max_frames=4),
                         georeferencing=False)
+
+
+def test_sources_reuse_one_file_system_across_pickling(served):
+    """Tasks unpickled in a worker look their file system up again and share it."""
+    import pickle
+
+    from xarray_rumi.backend import open_rumi_image
+
+    _, url, header, _ = served
+    image = open_rumi_image(url, header=header.to_bytes(), georeferencing=False)
+    image.source.read(0, 16)  # looks the file system up
+    copy = pickle.loads(pickle.dumps(image.source))
+    assert "_fs_path" not in pickle.loads(pickle.dumps(image)).source.__dict__  # no live objects pickled
+    assert copy._fs_path[0] is image.source._fs_path[0]
