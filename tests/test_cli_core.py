@@ -44,6 +44,12 @@ def test_info_without_georeferencing(capsys, tmp_path):
     assert status == 0 and "crs          none" in out and "float32" in out
 
 
+def test_info_on_a_broken_file(capsys, written):
+    path, _, data = written
+    status, _, err = run(capsys, "info", save(path.parent, data[:200], "short.rumi"))
+    assert status == 1 and "file-profile.truncated" in err
+
+
 def test_validate_ok(capsys, written):
     path, blob, _ = written
     status, out, _ = run(capsys, "validate", path)

@@ -191,3 +191,20 @@ def test_a_huge_claim_in_the_ifd_is_refused_before_reading(tmp_path):
     with pytest.raises(RumiFormatError) as info:
         xarray_rumi.validate(path)
     assert info.value.rule == "fixed-ifd.limits"
+
+
+@FUZZ
+@given(data=st.data())
+def test_reading_a_mutated_file_through_its_blob(tmp_path, small_files, data):
+    index = data.draw(st.integers(0, len(small_files) - 1))
+    original = small_files[index]
+    path = tmp_path / "r.rumi"
+    path.write_bytes(original)
+    blob = xarray_rumi.header_from_file(path)
+    path.write_bytes(data.draw(mutated([original])))
+    try:
+        image = xarray_rumi.open_image(path, blob)
+        values = image.read()
+    except (RumiFormatError, OSError):
+        return
+    assert values.shape == image.grid.shape
