@@ -177,3 +177,15 @@ def test_bad_input_errors(written, tmp_path):
         xr.open_dataset(path, engine="rumi", header=blob, raster_type="point")
     with pytest.raises(ValueError, match="georeferencing=False"):
         xr.open_dataset(path, engine="rumi", header=blob, georeferencing=False, crs=4326, transform=(1, 0, 0, 0, -1, 0))
+
+
+def test_dataset_writes_to_zarr(written, tmp_path):
+    """The engine's extra encoding keys (header, tile_size, ...) do not get in the way of to_zarr."""
+    pytest.importorskip("zarr")
+    _, files = written
+    path, blob, values = files["int32", "cell"]
+    ds = xr.open_dataset(path, engine="rumi", header=blob, chunks={})
+    ds.to_zarr(tmp_path / "copy.zarr", mode="w")
+    back = xr.open_zarr(tmp_path / "copy.zarr")
+    assert back.band_data.chunks == ds.band_data.chunks
+    assert same_values(back.band_data.values, values)
