@@ -124,11 +124,12 @@ def test_interior_frame_is_just_reshaped():
     np.testing.assert_array_equal(edge_codec().decode(OpenZLChunks().encode(tile)), tile)
 
 
-@pytest.mark.parametrize(("shape", "listed"), [((1, 232, 232), False), ((1, 256, 232), True), ((1, 232, 256), False)])
-def test_edge_frames_are_placed_top_left(shape, listed):
+@pytest.mark.parametrize(("shape", "edge"), [((1, 232, 232), None), ((1, 256, 232), "right"), ((1, 232, 256), "bottom")])
+def test_edge_frames_are_placed_top_left(shape, edge):
     frame_values = values("uint16", shape) + 1   # no zeros, so padding is visible
     frame = OpenZLChunks().encode(frame_values)
-    codec = edge_codec(right_edge_lengths=[(len(frame), 0)] if listed else [])
+    table = {"right": dict(right_edge_lengths=[(len(frame), 0)]), "bottom": dict(bottom_edge_lengths=[len(frame)])}
+    codec = edge_codec(**table.get(edge, {}))
     chunk = codec.decode(frame)
     assert chunk.shape == (1, 256, 256)
     h, w = shape[1:]
@@ -136,10 +137,15 @@ def test_edge_frames_are_placed_top_left(shape, listed):
     assert not chunk[:, h:, :].any() and not chunk[:, :, w:].any()
 
 
-def test_ambiguous_length_without_table_entry_is_a_bottom_edge():
+def test_ambiguous_length_in_neither_table_is_refused():
+    # e.g. a reference from another file under this file's configuration
+    # (kerchunk's MultiZarrToZarr keeps the first file's): refused, not guessed
     right = OpenZLChunks().encode(values("uint16", (1, 256, 232)))
-    chunk = edge_codec().decode(right)
-    assert chunk[:, 232:, :].sum() == 0   # placed as (232, 256): what the emitter's table prevents
+    codec = edge_codec(right_edge_lengths=[(len(right) + 1, 0)], bottom_edge_lengths=[len(right) + 2])
+    with pytest.raises(RumiFormatError, match="frame.edge"):
+        codec.decode(right)
+    with pytest.raises(ValueError, match="both"):
+        edge_codec(right_edge_lengths=[(100, 0)], bottom_edge_lengths=[100])
 
 
 def test_moved_reference_skips_its_leading_bytes():

@@ -17,7 +17,9 @@ the padding away, so its value is never seen).  The one ambiguity,
 a right-edge frame ``(T_l, e_w)`` against a bottom-edge frame ``(e_l, T_w)``
 when ``T_l * e_w == e_l * T_w``, is settled by the compressed length:
 ``right_edge_lengths`` lists ``[reference length, leading bytes to skip]`` for
-every right-edge frame; a length it does not list is a bottom-edge frame.
+every right-edge frame and ``bottom_edge_lengths`` the lengths of the
+bottom-edge ones; an ambiguous chunk whose length neither lists (a reference
+from another file, say) is refused, never guessed.
 When a right-edge and a bottom-edge frame have the same compressed length,
 the references emitter points the right-edge frame's reference a few bytes
 early (into the bytes before it, which every rumi file has), to a length no
@@ -74,15 +76,16 @@ class OpenZLChunks:
     ``sample_type`` names the rumi sample type of the frame bytes (``None``:
     the array's own dtype).  ``chunk_shape`` bounds decoding when the caller
     does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
-    on edge-frame placement; ``right_edge_lengths`` settles ambiguous edges.
+    on edge-frame placement; ``right_edge_lengths`` and ``bottom_edge_lengths``
+    settle ambiguous edges.
 
     A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
     frames (2, 4) both hold 8 samples, so the configuration lists the
-    compressed lengths of the right-edge ones.
+    compressed lengths of each.
 
     >>> right_edge = OpenZLChunks().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
     >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6),
-    ...                      right_edge_lengths=[(len(right_edge), 0)])
+    ...                      right_edge_lengths=[(len(right_edge), 0)], bottom_edge_lengths=[len(right_edge) + 1])
     >>> codec.decode(right_edge)[0]
     array([[0, 1, 0, 0],
            [2, 3, 0, 0],
@@ -95,6 +98,7 @@ class OpenZLChunks:
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
     right_edge_lengths: tuple[tuple[int, int], ...] = field(default=())
+    bottom_edge_lengths: tuple[int, ...] = field(default=())
 
     def __post_init__(self) -> None:
         def ints(value):
@@ -103,6 +107,9 @@ class OpenZLChunks:
         object.__setattr__(self, "chunk_shape", ints(self.chunk_shape))
         object.__setattr__(self, "image_shape", ints(self.image_shape))
         object.__setattr__(self, "right_edge_lengths", tuple(sorted((int(a), int(b)) for a, b in self.right_edge_lengths)))
+        object.__setattr__(self, "bottom_edge_lengths", tuple(sorted(int(n) for n in self.bottom_edge_lengths)))
+        if {n for n, _ in self.right_edge_lengths} & set(self.bottom_edge_lengths):
+            raise ValueError("a length cannot be both a right-edge and a bottom-edge reference length")
         if self.sample_type is not None:
             sample_type_from_name(self.sample_type)  # refuse unknown names now, not at the first chunk
         if not isinstance(self.recipe, str) or ">" not in self.recipe:
@@ -126,6 +133,8 @@ class OpenZLChunks:
             config["image_shape"] = list(self.image_shape)
         if self.right_edge_lengths:
             config["right_edge_lengths"] = [list(pair) for pair in self.right_edge_lengths]
+        if self.bottom_edge_lengths:
+            config["bottom_edge_lengths"] = list(self.bottom_edge_lengths)
         return config
 
     # -- encoding --------------------------------------------------------------
@@ -178,6 +187,10 @@ class OpenZLChunks:
     def _right_edges(self) -> dict[int, int]:
         return dict(self.right_edge_lengths)
 
+    @cached_property
+    def _bottom_edges(self) -> frozenset[int]:
+        return frozenset(self.bottom_edge_lengths)
+
     def _skip(self, length: int) -> int:
         return self._right_edges.get(length, 0)
 
@@ -196,10 +209,17 @@ class OpenZLChunks:
         if skip:  # only right-edge references are ever moved
             candidates = [c for c in candidates if c[0] == tile_length and c[1] != tile_width]
         if len(candidates) == 2:  # a right edge (T_l, e_w) or a bottom edge (e_l, T_w)
-            right = [c for c in candidates if c[0] == tile_length]
-            bottom = [c for c in candidates if c[0] != tile_length]
-            listed = length in self._right_edges
-            candidates = right if listed else bottom
+            if length in self._right_edges:
+                candidates = [c for c in candidates if c[0] == tile_length]
+            elif length in self._bottom_edges:
+                candidates = [c for c in candidates if c[0] != tile_length]
+            else:
+                raise RumiFormatError(
+                    "frame.edge",
+                    f"a {length}-byte chunk decodes to {samples} samples, which fit a right-edge frame {candidates[0]} "
+                    f"and a bottom-edge frame {candidates[1]}, and this codec configuration lists neither length: "
+                    "the reference does not belong to the array the configuration was built for",
+                )
         if len(candidates) != 1:
             raise RumiFormatError(
                 "frame.length",
@@ -295,15 +315,17 @@ class OpenZLZarrCodec(ArrayBytesCodec):
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
     right_edge_lengths: tuple[tuple[int, int], ...] = ()
+    bottom_edge_lengths: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         chunks = self.chunks  # validates and normalises
-        for name in ("chunk_shape", "image_shape", "right_edge_lengths"):
+        for name in ("chunk_shape", "image_shape", "right_edge_lengths", "bottom_edge_lengths"):
             object.__setattr__(self, name, getattr(chunks, name))
 
     @cached_property
     def chunks(self) -> OpenZLChunks:
-        return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape, self.right_edge_lengths)
+        return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape,
+                            self.right_edge_lengths, self.bottom_edge_lengths)
 
     @classmethod
     def from_dict(cls, data: dict) -> OpenZLZarrCodec:

@@ -5,8 +5,8 @@ cut edge frame top-left in a full chunk from the number of samples it decodes
 to.  One case needs more: when ``T_l * e_w == e_l * T_w`` (for instance a
 1000 x 1000 image in 256 px tiles), a right-edge frame ``(T_l, e_w)`` and a
 bottom-edge frame ``(e_l, T_w)`` decode to the same count.  The codec's
-configuration then lists the compressed lengths of the right-edge references;
-any other length is a bottom-edge frame.
+configuration then lists the compressed lengths of the right-edge references
+and of the bottom-edge ones (a length in neither is refused).
 
 If a right-edge and a bottom-edge frame share a compressed length, the length
 cannot tell them apart.  Those right-edge references are *moved*: they start
@@ -61,7 +61,12 @@ class ChunkReferences:
     starts: list[np.ndarray]
     lengths: list[np.ndarray]
     right_edge_lengths: tuple[tuple[int, int], ...]
+    bottom_edge_lengths: tuple[int, ...]
     moved: int
+
+    def codec_config(self) -> dict:
+        """The edge-table part of the codec configuration."""
+        return {"right_edge_lengths": self.right_edge_lengths, "bottom_edge_lengths": self.bottom_edge_lengths}
 
 
 def chunk_references(headers: list[Header]) -> ChunkReferences:
@@ -71,14 +76,14 @@ def chunk_references(headers: list[Header]) -> ChunkReferences:
     >>> grid = FrameGrid(6, 6, 4, 4, 1)   # right edge (4, 2) and bottom edge (2, 4): 8 samples each
     >>> h = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [30, 20, 20, 9])
     >>> plan = chunk_references([h])
-    >>> plan.right_edge_lengths, plan.starts[0].tolist(), plan.lengths[0].tolist(), plan.moved
-    (((21, 1),), [460, 489, 510, 530], [30, 21, 20, 9], 1)
+    >>> plan.right_edge_lengths, plan.bottom_edge_lengths, plan.starts[0].tolist(), plan.lengths[0].tolist(), plan.moved
+    (((21, 1),), (20,), [460, 489, 510, 530], [30, 21, 20, 9], 1)
     """
     grid = headers[0].grid
     starts = [h.offsets() for h in headers]
     lengths = [h.byte_counts() for h in headers]
     if not ambiguous_edges(grid):
-        return ChunkReferences(starts, lengths, (), 0)
+        return ChunkReferences(starts, lengths, (), (), 0)
     right, bottom = edge_masks(grid)
     right_lengths = set(np.unique(np.concatenate([c[right] for c in lengths])).tolist())
     bottom_lengths = set(np.unique(np.concatenate([c[bottom] for c in lengths])).tolist())
@@ -103,4 +108,4 @@ def chunk_references(headers: list[Header]) -> ChunkReferences:
             start[hit] -= k
             count[hit] += k
             moved += int(hit.sum())
-    return ChunkReferences(starts, lengths, tuple(sorted(table)), moved)
+    return ChunkReferences(starts, lengths, tuple(sorted(table)), tuple(sorted(bottom_lengths)), moved)

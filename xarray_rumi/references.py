@@ -118,7 +118,7 @@ def build_references(located: list[Located], dim: str | None = None) -> dict:
     plan = chunk_references([item.header for item in located])
     chunk = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
     codec = OpenZLCodec(sample_type=sample.name, chunk_shape=chunk, image_shape=(grid.image_length, grid.image_width),
-                        right_edge_lengths=plan.right_edge_lengths)
+                        **plan.codec_config())
     lead_shape, lead_chunk, lead_dims = ((len(located),), (1,), [dim]) if dim else ((), (), [])
     dtype = zarr_dtype(sample)
     coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}

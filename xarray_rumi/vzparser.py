@@ -98,7 +98,7 @@ def _frames_array(url: str, header, georef, codec_name: str, coordinates: str):
     plan = chunk_references([header])
     chunk = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
     config = dict(sample_type=sample.name, chunk_shape=chunk, image_shape=(grid.image_length, grid.image_width),
-                  right_edge_lengths=plan.right_edge_lengths)
+                  **plan.codec_config())
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
