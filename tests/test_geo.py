@@ -134,3 +134,14 @@ def test_undefined_keeps_the_raster_type():
     for raster in (1, 2):
         g = Georeferencing.from_tags(matrix(*IDENTITY_MATRIX), keys(0, raster, 2048, 0))
         assert g.epsg is None and not g.is_defined and g.raster_type is RasterType(raster)
+
+
+def test_real_rasters_crs(shared_data):
+    rasterio = pytest.importorskip("rasterio")
+    expected = {"RGB.byte.tif": 32618, "RGBA.uint16.tif": 32612, "shade.tif": 3857, "small_dem_3m_merged.tif": 26915}
+    for name, code in expected.items():
+        with rasterio.open(shared_data / name) as src:
+            assert resolve_crs(src.crs) == (code, ModelType.PROJECTED)
+    with rasterio.open(shared_data / "cog.tif") as src:  # custom Albers: no EPSG code names it
+        with pytest.raises(ValueError, match="only as an EPSG code"):
+            resolve_crs(src.crs)
