@@ -206,3 +206,5 @@ def test_configuration_is_validated():
         zarr.create_array({}, shape=(4,), dtype="uint8", serializer=OpenZLZarrCodec(sample_type="cint16"))
     with pytest.raises(ValueError, match="chunk_shape"):
         zarr.create_array({}, shape=(8, 8), chunks=(4, 4), dtype="uint8", serializer=OpenZLZarrCodec(chunk_shape=(2, 2)))
+    # a stack of images adds a leading length-1 axis: the same frames
+    zarr.create_array({}, shape=(2, 1, 8, 8), chunks=(1, 1, 4, 4), dtype="uint8", serializer=OpenZLZarrCodec(chunk_shape=(1, 4, 4)))

@@ -206,3 +206,22 @@ def test_damaged_frame_behind_icechunk_raises(tmp_path):
     np.testing.assert_array_equal(back.band_data[:, :32, :].values, data[:, :32, :])
     with pytest.raises(RumiFormatError, match="frame"):
         back.band_data[:, 32:, :32].values
+
+
+def test_concatenating_virtual_datasets(tmp_path):
+    rng = np.random.default_rng(3)
+    stacks = {}
+    for width in (70, 60):   # 70 x 70 in 32 px tiles has ambiguous edges, 70 x 60 has none
+        images = [np.zeros((1, 70, width), np.uint16), rng.integers(0, 100, (1, 70, width)).astype(np.uint16)]
+        parts = []
+        for n, image in enumerate(images):
+            path = tmp_path / f"w{width}-{n}.rumi"
+            blob = xarray_rumi.write(str(path), image, tile_size=32, compression="portable", **UTM)
+            parts.append(open_virtual(path, header=blob))
+        stacks[width] = (images, parts)
+    images, parts = stacks[60]
+    cube = xr.concat(parts, dim="time", coords="minimal", compat="override")
+    np.testing.assert_array_equal(reopen_icechunk(cube, tmp_path).band_data.values, np.stack(images))
+    # each file's edge table is its own: VirtualiZarr refuses to mix them
+    with pytest.raises(NotImplementedError, match="different codecs"):
+        xr.concat(stacks[70][1], dim="time", coords="minimal", compat="override")

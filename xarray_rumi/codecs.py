@@ -229,6 +229,14 @@ class OpenZLChunks:
         return candidates[0]
 
 
+def _same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether two chunk shapes hold the same planes of the same rows and columns.
+
+    A stack of images adds leading length-1 axes: (1, B, T_l, T_w) frames are (B, T_l, T_w) ones.
+    """
+    return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
+
+
 def _decompress(data: memoryview, limit: int | None) -> np.ndarray:
     frame_version(data)
     try:
@@ -340,7 +348,7 @@ class OpenZLZarrCodec(ArrayBytesCodec):
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         chunks = getattr(chunk_grid, "chunk_shape", None)
-        if self.chunk_shape is not None and chunks is not None and tuple(chunks) != self.chunk_shape:
+        if self.chunk_shape is not None and chunks is not None and not _same_planes(tuple(chunks), self.chunk_shape):
             raise ValueError(f"openzl chunk_shape {list(self.chunk_shape)} differs from the array's chunks {list(chunks)}")
         native = dtype.to_native_dtype()
         if self.sample_type is not None and zarr_dtype(sample_type_from_name(self.sample_type)) != native:
