@@ -379,6 +379,15 @@ class OpenZLBytesCodec(_NumcodecsBytesBytesCodec, codec_name="openzl"):
     needs ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
     because VirtualiZarr's Kerchunk writer keeps bytes-to-bytes codecs but
     drops array-to-bytes ones (see :mod:`xarray_rumi.vzparser`).
+
+    >>> import warnings, zarr
+    >>> with warnings.catch_warnings():   # zarr: numcodecs codecs are not in the v3 spec
+    ...     warnings.simplefilter("ignore")
+    ...     a = zarr.create_array({}, shape=(3, 3), dtype="complex64", compressors=[
+    ...         OpenZLBytesCodec(sample_type="cint16", chunk_shape=[3, 3])])
+    ...     a[:] = np.full((3, 3), 2 - 1j, "complex64")
+    ...     complex(a[1, 1])
+    (2-1j)
     """
 
 

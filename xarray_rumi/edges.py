@@ -43,7 +43,12 @@ def ambiguous_edges(grid: FrameGrid) -> bool:
 
 
 def edge_masks(grid: FrameGrid) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean masks over frame indices: right-edge frames, bottom-edge frames (corners excluded)."""
+    """Boolean masks over frame indices: right-edge frames, bottom-edge frames (corners excluded).
+
+    >>> right, bottom = edge_masks(FrameGrid(6, 6, 4, 4, 2))   # 2 x 2 positions, 2 bands
+    >>> right.astype(int).tolist(), bottom.astype(int).tolist()
+    ([0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0])
+    """
     position = np.arange(grid.frame_count, dtype=np.int64) // grid.frames_per_position
     row, col = np.divmod(position, grid.tiles_across)
     last_row, last_col = row == grid.tiles_down - 1, col == grid.tiles_across - 1

@@ -47,6 +47,14 @@ def locate(path, header=None, *, storage_options=None, crs=None, transform=None,
 
     With a ``header`` and ``crs``/``transform`` nothing is read; with a header
     alone, 160 bytes; without one, the IFD.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, crs=4326,
+    ...                          transform=(0.1, 0, 10, 0, -0.1, 50))
+    >>> located = locate(path, blob)
+    >>> located.header.frame_count, located.georeferencing.epsg
+    (4, 4326)
     """
     url = _url(path)
     supplied = georeferencing(crs, transform, raster_type) if (crs is not None or transform is not None) else None
@@ -87,7 +95,15 @@ def cube_references(paths, dim: str, headers=None, *, storage_options=None) -> d
     """One reference set stacking grid-aligned files along a new dimension ``dim``.
 
     The files must share grid, frame unit, sample type and georeferencing;
-    ``band_data`` is then ``(dim, band, y, x)`` with one chunk per frame.
+    ``band_data`` is then ``(dim, band, y, x)`` with one chunk per frame, and
+    one edge table covers all files.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{n}.rumi") for n in range(2)]
+    >>> blobs = [xarray_rumi.write(p, np.full((1, 6, 6), n, "uint8"), tile_size=4) for n, p in enumerate(paths)]
+    >>> refs = cube_references(paths, "time", blobs)
+    >>> json.loads(refs["refs"]["band_data/.zarray"])["shape"], sorted(k for k in refs["refs"] if k.startswith("band_data/1."))
+    ([2, 1, 6, 6], ['band_data/1.0.0.0', 'band_data/1.0.0.1', 'band_data/1.0.1.0', 'band_data/1.0.1.1'])
     """
     headers = list(headers) if headers is not None else [None] * len(paths)
     if len(headers) != len(paths):
@@ -154,6 +170,9 @@ def coordinates_attribute(coords: dict) -> str:
 
     Dimension coordinates need no mention; xarray makes the others coordinates
     only when a variable lists them.
+
+    >>> coordinates_attribute({"x": ("x", []), "xc": (("y", "x"), []), "yc": (("y", "x"), [])})
+    'spatial_ref xc yc'
     """
     extra = [name for name, (dims, _) in coords.items() if not isinstance(dims, str)]
     return " ".join([GRID_MAPPING, *extra])

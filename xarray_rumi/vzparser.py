@@ -46,11 +46,14 @@ class RumiParser:
     array-to-bytes codecs, so with ``"openzl"`` it would write references with
     no codec at all.
 
-    >>> import virtualizarr, obstore  # doctest: +SKIP
-    >>> from obspec_utils.registry import ObjectStoreRegistry  # doctest: +SKIP
-    >>> registry = ObjectStoreRegistry({"file://": obstore.store.LocalStore()})  # doctest: +SKIP
-    >>> vds = virtualizarr.open_virtual_dataset("file:///data/scene.rumi", registry=registry,
-    ...                                         parser=RumiParser(header=blob))  # doctest: +SKIP
+    >>> import os, tempfile, numpy as np, obstore, virtualizarr, xarray_rumi
+    >>> from obspec_utils.registry import ObjectStoreRegistry
+    >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
+    >>> blob = xarray_rumi.write(path, np.ones((2, 50, 40), "uint16"), tile_size=32)
+    >>> registry = ObjectStoreRegistry({"file://": obstore.store.LocalStore()})
+    >>> vds = virtualizarr.open_virtual_dataset(f"file://{path}", registry=registry, parser=RumiParser(header=blob))
+    >>> vds.band_data.data.manifest.shape_chunk_grid, vds.band_data.data.metadata.codecs[0].to_dict()["name"]
+    ((2, 2, 2), 'openzl')
     """
 
     def __init__(self, header=None, *, crs=None, transform=None, raster_type="area", storage_options=None,
