@@ -189,3 +189,26 @@ def test_dataset_writes_to_zarr(written, tmp_path):
     back = xr.open_zarr(tmp_path / "copy.zarr")
     assert back.band_data.chunks == ds.band_data.chunks
     assert same_values(back.band_data.values, values)
+
+
+@pytest.mark.parametrize("unit", UNITS)
+@pytest.mark.parametrize(("shape", "tile"), [
+    ((1, 1, 1), 16),        # one pixel, one frame
+    ((5, 7, 9), 16),        # tile larger than the image; B >= 5 moves BitsPerSample out of line
+    ((2, 64, 64), 32),      # square image, square tiles, no cut edges
+    ((3, 33, 31), (8, 16)),  # non-square tiles, cut edges on both axes
+])
+def test_grid_shapes(tmp_path, shape, tile, unit):
+    values = (np.arange(np.prod(shape)).reshape(shape) * 7919 % 4099).astype("uint32")
+    blob = xarray_rumi.write(tmp_path / "g.rumi", values, tile_size=tile, frame_unit=unit)
+    tile_length, tile_width = (tile, tile) if isinstance(tile, int) else tile
+    for header in (blob, None):
+        ds = xr.open_dataset(tmp_path / "g.rumi", engine="rumi", header=header, chunks={})
+        bands = shape[0] if unit == "cell" else 1
+
+        def cut(size, step):
+            return tuple(min(step, size - start) for start in range(0, size, step))
+
+        assert ds.band_data.chunks == (cut(shape[0], bands), cut(shape[1], tile_length), cut(shape[2], tile_width))
+        assert same_values(ds.band_data.values, values)
+        assert same_values(ds.band_data.isel(x=[shape[2] - 1, 0]).values, values[:, :, [shape[2] - 1, 0]])
