@@ -119,8 +119,10 @@ def test_drop_variables(written):
     assert "band_data" not in ds and "spatial_ref" in ds.coords
 
 
-def test_engine_is_registered_and_guesses_rumi_files():
+def test_engine_is_registered_and_guesses_rumi_files(written):
     assert isinstance(xr.backends.list_engines()["rumi"], RumiBackendEntrypoint)
+    path, blob, values = written[1]["uint8", "tile"]
+    assert same_values(xr.open_dataset(path, header=blob).band_data.values, values)  # no engine= needed
     entry = RumiBackendEntrypoint()
     assert entry.guess_can_open("scene.rumi") and entry.guess_can_open("https://host/a/B.RUMI?sig=1")
     assert not entry.guess_can_open("scene.tif") and not entry.guess_can_open(b"bytes")

@@ -116,7 +116,12 @@ class RumiBackendArray(BackendArray):
         else:
             touched = (positions[:, None] * grid.samples_per_pixel + np.unique(bands)[None, :]).ravel()
         axes = (bands, rows, cols)
-        for k, frame in zip(touched.tolist(), self.image.read_frames(touched)):
+        # One batched fetch of the compressed frames, then decode-and-place one at a
+        # time, so at most one decoded frame exists beside the output.
+        starts, stops = self.image.header.ranges(touched)
+        payloads = self.image.source.read_many(starts, stops)
+        for k, payload in zip(touched.tolist(), payloads):
+            frame = decode_frame(payload, self.image.sample_type, grid.frame_shape(k))
             window = grid.frame_window(k)
             inside = [np.flatnonzero((a >= w.start) & (a < w.stop)) for a, w in zip(axes, window)]
             local = [a[i] - w.start for a, i, w in zip(axes, inside, window)]
