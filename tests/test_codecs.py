@@ -128,7 +128,7 @@ def test_interior_frame_is_just_reshaped():
 def test_edge_frames_are_placed_top_left(shape, edge):
     frame_values = values("uint16", shape) + 1   # no zeros, so padding is visible
     frame = OpenZLChunks().encode(frame_values)
-    table = {"right": dict(right_edge_lengths=[(len(frame), 0)]), "bottom": dict(bottom_edge_lengths=[len(frame)])}
+    table = {"right": dict(right_edge_lengths=[len(frame)]), "bottom": dict(bottom_edge_lengths=[len(frame)])}
     codec = edge_codec(**table.get(edge, {}))
     chunk = codec.decode(frame)
     assert chunk.shape == (1, 256, 256)
@@ -141,16 +141,16 @@ def test_ambiguous_length_in_neither_table_is_refused():
     # e.g. a reference from another file under this file's configuration
     # (kerchunk's MultiZarrToZarr keeps the first file's): refused, not guessed
     right = OpenZLChunks().encode(values("uint16", (1, 256, 232)))
-    codec = edge_codec(right_edge_lengths=[(len(right) + 1, 0)], bottom_edge_lengths=[len(right) + 2])
+    codec = edge_codec(right_edge_lengths=[len(right) + 1], bottom_edge_lengths=[len(right) + 2])
     with pytest.raises(RumiFormatError, match="frame.edge"):
         codec.decode(right)
     with pytest.raises(ValueError, match="both"):
-        edge_codec(right_edge_lengths=[(100, 0)], bottom_edge_lengths=[100])
+        edge_codec(right_edge_lengths=[100], bottom_edge_lengths=[100])
 
 
 def test_moved_reference_skips_its_leading_bytes():
     frame = OpenZLChunks().encode(values("uint16", (1, 256, 232)))
-    codec = edge_codec(right_edge_lengths=[(len(frame) + 2, 2)])
+    codec = edge_codec(right_edge_lengths=[len(frame) + 2], moved_lengths=[(len(frame) + 2, 2)])
     chunk = codec.decode(b"\x99\x98" + frame)
     np.testing.assert_array_equal(chunk[:, :, :232], OpenZLChunks().decode(frame, (1, 256, 232), "uint16"))
 

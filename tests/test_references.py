@@ -124,6 +124,37 @@ def test_ambiguous_edges_with_equal_compressed_lengths_are_exact(tmp_path):
     assert_exact(tmp_path, path, blob, refs, data)
 
 
+def test_no_reference_is_as_long_as_a_raw_chunk():
+    # A frame exactly as long as a chunk's bytes would pass for raw chunk data
+    # in a reader that lost the codec (VirtualiZarr's Kerchunk writer drops
+    # array-to-bytes codecs): such references are moved too.
+    from xarray_rumi.format.blob import Header
+    from xarray_rumi.format.grid import FrameGrid
+
+    grid = FrameGrid(8, 8, 4, 4, 1)    # 4 frames of 16 uint8 samples, no ambiguity
+    header = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [16, 30, 16, 17])
+    plan = chunk_references([header])
+    assert plan.moved == 2 and plan.moved_lengths == ((18, 2),)   # 17 is taken, so 16 + 2
+    assert plan.lengths[0].tolist() == [18, 30, 18, 17]
+    assert plan.starts[0].tolist() == [header.offset(0) - 2, header.offset(1), header.offset(2) - 2, header.offset(3)]
+    assert all(n != 16 for n in np.concatenate(plan.lengths).tolist())
+
+
+def test_a_frame_as_long_as_a_raw_chunk_reads_exactly(tmp_path):
+    # 16 x 16 random bytes with the first 46 zeroed compress ("id>zstd") to
+    # exactly 256 bytes: the size of the raw chunk
+    tile = np.random.default_rng(5).integers(0, 256, (1, 16, 16)).astype(np.uint8)
+    tile.reshape(-1)[:46] = 0
+    data = np.concatenate([tile, np.ones_like(tile)], axis=2)   # frames: that one, then a constant one
+    path = str(tmp_path / "a.rumi")
+    blob = xarray_rumi.write(path, data, tile_size=16, compression="id>zstd")
+    header = load_header(blob)
+    assert header.byte_count(0) == 256
+    refs = references(path, blob)
+    assert refs["refs"]["band_data/0.0.0"][1:] == [header.offset(0) - 1, 257]
+    assert_exact(tmp_path, path, blob, refs, data)
+
+
 def test_references_read_no_frame_with_a_blob(tmp_path, monkeypatch):
     data = sample_data("uint16", (1, 100, 100))
     path = str(tmp_path / "a.rumi")

@@ -16,14 +16,14 @@ decodes to and places the frame top-left in a zero-filled chunk (Zarr crops
 the padding away, so its value is never seen).  The one ambiguity,
 a right-edge frame ``(T_l, e_w)`` against a bottom-edge frame ``(e_l, T_w)``
 when ``T_l * e_w == e_l * T_w``, is settled by the compressed length:
-``right_edge_lengths`` lists ``[reference length, leading bytes to skip]`` for
-every right-edge frame and ``bottom_edge_lengths`` the lengths of the
-bottom-edge ones; an ambiguous chunk whose length neither lists (a reference
-from another file, say) is refused, never guessed.
-When a right-edge and a bottom-edge frame have the same compressed length,
-the references emitter points the right-edge frame's reference a few bytes
-early (into the bytes before it, which every rumi file has), to a length no
-frame has, and lists how many bytes to skip (see :mod:`xarray_rumi.references`).
+``right_edge_lengths`` and ``bottom_edge_lengths`` list the reference lengths
+of each; an ambiguous chunk whose length neither lists (a reference from
+another file, say) is refused, never guessed.  When a right-edge and a
+bottom-edge frame have the same compressed length, the references emitter
+points the right-edge frame's reference a few bytes early (into the bytes
+before it, which every rumi file has), to a length no frame has, and
+``moved_lengths`` lists ``[reference length, leading bytes to skip]``
+(see :mod:`xarray_rumi.edges`).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class OpenZLChunks:
     the array's own dtype).  ``chunk_shape`` bounds decoding when the caller
     does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
     on edge-frame placement; ``right_edge_lengths`` and ``bottom_edge_lengths``
-    settle ambiguous edges.
+    settle ambiguous edges; ``moved_lengths`` says which references start early.
 
     A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
     frames (2, 4) both hold 8 samples, so the configuration lists the
@@ -85,7 +85,7 @@ class OpenZLChunks:
 
     >>> right_edge = OpenZLChunks().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
     >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6),
-    ...                      right_edge_lengths=[(len(right_edge), 0)], bottom_edge_lengths=[len(right_edge) + 1])
+    ...                      right_edge_lengths=[len(right_edge)], bottom_edge_lengths=[len(right_edge) + 1])
     >>> codec.decode(right_edge)[0]
     array([[0, 1, 0, 0],
            [2, 3, 0, 0],
@@ -97,8 +97,9 @@ class OpenZLChunks:
     recipe: str = DEFAULT_RECIPE
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
-    right_edge_lengths: tuple[tuple[int, int], ...] = field(default=())
+    right_edge_lengths: tuple[int, ...] = field(default=())
     bottom_edge_lengths: tuple[int, ...] = field(default=())
+    moved_lengths: tuple[tuple[int, int], ...] = field(default=())
 
     def __post_init__(self) -> None:
         def ints(value):
@@ -106,9 +107,10 @@ class OpenZLChunks:
 
         object.__setattr__(self, "chunk_shape", ints(self.chunk_shape))
         object.__setattr__(self, "image_shape", ints(self.image_shape))
-        object.__setattr__(self, "right_edge_lengths", tuple(sorted((int(a), int(b)) for a, b in self.right_edge_lengths)))
+        object.__setattr__(self, "right_edge_lengths", tuple(sorted(int(n) for n in self.right_edge_lengths)))
         object.__setattr__(self, "bottom_edge_lengths", tuple(sorted(int(n) for n in self.bottom_edge_lengths)))
-        if {n for n, _ in self.right_edge_lengths} & set(self.bottom_edge_lengths):
+        object.__setattr__(self, "moved_lengths", tuple(sorted((int(a), int(b)) for a, b in self.moved_lengths)))
+        if set(self.right_edge_lengths) & set(self.bottom_edge_lengths):
             raise ValueError("a length cannot be both a right-edge and a bottom-edge reference length")
         if self.sample_type is not None:
             sample_type_from_name(self.sample_type)  # refuse unknown names now, not at the first chunk
@@ -132,9 +134,11 @@ class OpenZLChunks:
         if self.image_shape is not None:
             config["image_shape"] = list(self.image_shape)
         if self.right_edge_lengths:
-            config["right_edge_lengths"] = [list(pair) for pair in self.right_edge_lengths]
+            config["right_edge_lengths"] = list(self.right_edge_lengths)
         if self.bottom_edge_lengths:
             config["bottom_edge_lengths"] = list(self.bottom_edge_lengths)
+        if self.moved_lengths:
+            config["moved_lengths"] = [list(pair) for pair in self.moved_lengths]
         return config
 
     # -- encoding --------------------------------------------------------------
@@ -175,7 +179,7 @@ class OpenZLChunks:
             if raw.size != chunk_bytes:
                 raise RumiFormatError("frame.length", f"the chunk decodes to {raw.size} bytes, not the {chunk_bytes} of a chunk")
             return sample.decode(raw, shape).astype(out_dtype, copy=False)
-        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, length, skip)
+        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, length)
         frame = sample.decode(raw, (*shape[:-2], h, w)).astype(out_dtype, copy=False)
         if (h, w) == shape[-2:]:
             return frame
@@ -184,17 +188,21 @@ class OpenZLChunks:
         return out
 
     @cached_property
-    def _right_edges(self) -> dict[int, int]:
-        return dict(self.right_edge_lengths)
+    def _moved(self) -> dict[int, int]:
+        return dict(self.moved_lengths)
+
+    @cached_property
+    def _right_edges(self) -> frozenset[int]:
+        return frozenset(self.right_edge_lengths)
 
     @cached_property
     def _bottom_edges(self) -> frozenset[int]:
         return frozenset(self.bottom_edge_lengths)
 
     def _skip(self, length: int) -> int:
-        return self._right_edges.get(length, 0)
+        return self._moved.get(length, 0)
 
-    def _frame_size(self, samples: int, remainder: int, shape, length: int, skip: int) -> tuple[int, int]:
+    def _frame_size(self, samples: int, remainder: int, shape, length: int) -> tuple[int, int]:
         """``(h, w)`` of the frame that decoded to ``samples`` samples."""
         planes = int(np.prod(shape[:-2], dtype=np.int64))
         tile_length, tile_width = shape[-2:]
@@ -206,8 +214,6 @@ class OpenZLChunks:
         if image_width > tile_width:
             widths.add(tile_width)
         candidates = sorted({(h, w) for h in heights for w in widths if planes * h * w == samples and not remainder})
-        if skip:  # only right-edge references are ever moved
-            candidates = [c for c in candidates if c[0] == tile_length and c[1] != tile_width]
         if len(candidates) == 2:  # a right edge (T_l, e_w) or a bottom edge (e_l, T_w)
             if length in self._right_edges:
                 candidates = [c for c in candidates if c[0] == tile_length]
@@ -322,18 +328,19 @@ class OpenZLZarrCodec(ArrayBytesCodec):
     recipe: str = DEFAULT_RECIPE
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
-    right_edge_lengths: tuple[tuple[int, int], ...] = ()
+    right_edge_lengths: tuple[int, ...] = ()
     bottom_edge_lengths: tuple[int, ...] = ()
+    moved_lengths: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         chunks = self.chunks  # validates and normalises
-        for name in ("chunk_shape", "image_shape", "right_edge_lengths", "bottom_edge_lengths"):
+        for name in ("chunk_shape", "image_shape", "right_edge_lengths", "bottom_edge_lengths", "moved_lengths"):
             object.__setattr__(self, name, getattr(chunks, name))
 
     @cached_property
     def chunks(self) -> OpenZLChunks:
         return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape,
-                            self.right_edge_lengths, self.bottom_edge_lengths)
+                            self.right_edge_lengths, self.bottom_edge_lengths, self.moved_lengths)
 
     @classmethod
     def from_dict(cls, data: dict) -> OpenZLZarrCodec:

@@ -13,9 +13,11 @@ cannot tell them apart.  Those right-edge references are *moved*: they start
 ``k`` bytes before the frame (every rumi frame has at least the 252-byte IFD
 before it) and are ``k`` bytes longer, where ``L + k`` is the length of no
 frame at all; the configuration says to skip ``k`` leading bytes of a chunk of
-that length.  Everything comes from the header blob: nothing is read, and the
-references stay plain ``[url, offset, length]`` triples that Kerchunk,
-VirtualiZarr and Icechunk all carry.
+that length.  Frames whose compressed length equals the byte size of a chunk
+are moved the same way, so that no reference can pass for raw chunk bytes.
+Everything comes from the header blob: nothing is read, and the references
+stay plain ``[url, offset, length]`` triples that Kerchunk, VirtualiZarr and
+Icechunk all carry.
 """
 
 from __future__ import annotations
@@ -57,60 +59,74 @@ def edge_masks(grid: FrameGrid) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class ChunkReferences:
-    """Byte ranges of the frames of one or more images on one grid, and the codec's edge table.
+    """Byte ranges of the frames of one or more images on one grid, and the codec's tables.
 
     ``starts[i]`` and ``lengths[i]`` are per frame of image ``i``, in frame-index order.
-    ``moved`` counts the references that start before their frame.
+    ``moved_lengths`` lists ``(reference length, leading bytes to skip)`` of moved
+    references; ``right_edge_lengths`` / ``bottom_edge_lengths`` the reference
+    lengths of each ambiguous edge.  ``moved`` counts moved references.
     """
 
     starts: list[np.ndarray]
     lengths: list[np.ndarray]
-    right_edge_lengths: tuple[tuple[int, int], ...]
+    moved_lengths: tuple[tuple[int, int], ...]
+    right_edge_lengths: tuple[int, ...]
     bottom_edge_lengths: tuple[int, ...]
     moved: int
 
     def codec_config(self) -> dict:
-        """The edge-table part of the codec configuration."""
-        return {"right_edge_lengths": self.right_edge_lengths, "bottom_edge_lengths": self.bottom_edge_lengths}
+        """The table part of the codec configuration."""
+        return {"moved_lengths": self.moved_lengths, "right_edge_lengths": self.right_edge_lengths,
+                "bottom_edge_lengths": self.bottom_edge_lengths}
 
 
 def chunk_references(headers: list[Header]) -> ChunkReferences:
     """Plan the references of images sharing one grid (a Cube shares one codec configuration).
 
+    Two kinds of frame are moved: right-edge frames whose compressed length a
+    bottom-edge frame also has (ambiguous grids only), and any frame whose
+    compressed length equals the byte size of a chunk, so that no reference can
+    pass for raw chunk bytes in a reader that has lost the codec (VirtualiZarr's
+    Kerchunk writer drops array-to-bytes codecs).
+
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(6, 6, 4, 4, 1)   # right edge (4, 2) and bottom edge (2, 4): 8 samples each
     >>> h = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [30, 20, 20, 9])
     >>> plan = chunk_references([h])
-    >>> plan.right_edge_lengths, plan.bottom_edge_lengths, plan.starts[0].tolist(), plan.lengths[0].tolist(), plan.moved
-    (((21, 1),), (20,), [460, 489, 510, 530], [30, 21, 20, 9], 1)
+    >>> plan.moved_lengths, plan.right_edge_lengths, plan.bottom_edge_lengths, plan.moved
+    (((21, 1),), (21,), (20,), 1)
+    >>> plan.starts[0].tolist(), plan.lengths[0].tolist()
+    ([460, 489, 510, 530], [30, 21, 20, 9])
     """
-    grid = headers[0].grid
+    grid, sample = headers[0].grid, headers[0].sample_type
     starts = [h.offsets() for h in headers]
     lengths = [h.byte_counts() for h in headers]
-    if not ambiguous_edges(grid):
-        return ChunkReferences(starts, lengths, (), (), 0)
-    right, bottom = edge_masks(grid)
-    right_lengths = set(np.unique(np.concatenate([c[right] for c in lengths])).tolist())
-    bottom_lengths = set(np.unique(np.concatenate([c[bottom] for c in lengths])).tolist())
-    taken = set(np.unique(np.concatenate(lengths)).tolist())
-    shift = {}
-    for length in sorted(right_lengths & bottom_lengths):
+    chunk_bytes = grid.bands_per_frame * grid.tile_length * grid.tile_width * sample.bytes_per_sample
+    ambiguous = ambiguous_edges(grid)
+    right, bottom = edge_masks(grid) if ambiguous else (np.zeros(grid.frame_count, bool),) * 2
+    classes = {"right": right, "bottom": bottom, "other": ~(right | bottom)}
+
+    def lengths_of(mask):
+        return set(np.unique(np.concatenate([c[mask] for c in lengths])).tolist())
+
+    conflicts = lengths_of(right) & lengths_of(bottom)
+    groups = sorted({("right", n) for n in conflicts} | {(name, chunk_bytes) for name, mask in classes.items()
+                                                          if chunk_bytes in lengths_of(mask)})
+    taken = lengths_of(np.ones(grid.frame_count, bool))
+    moved, moved_lengths = 0, []
+    for name, length in groups:
         k = 1
         while length + k in taken:
             k += 1
         taken.add(length + k)
-        shift[length] = k
-    table = [(length, 0) for length in right_lengths - shift.keys()] + [(n + k, k) for n, k in shift.items()]
-    moved = 0
-    if shift:
-        keys = np.array(sorted(shift), dtype=np.int64)
-        values = np.array([shift[k] for k in keys.tolist()], dtype=np.int64)
+        moved_lengths.append((length + k, k))
         for start, count in zip(starts, lengths):
-            hit = right & np.isin(count, keys)
-            k = values[np.searchsorted(keys, count[hit])]
+            hit = classes[name] & (count == length)
             if np.any(start[hit] < k):  # cannot happen with a 252-byte prefix, unless the table is huge
-                raise ValueError("a right-edge reference cannot be moved before the start of the file")
+                raise ValueError("a reference cannot be moved before the start of the file")
             start[hit] -= k
             count[hit] += k
             moved += int(hit.sum())
-    return ChunkReferences(starts, lengths, tuple(sorted(table)), tuple(sorted(bottom_lengths)), moved)
+    return ChunkReferences(starts, lengths, tuple(sorted(moved_lengths)),
+                           tuple(sorted(lengths_of(right))) if ambiguous else (),
+                           tuple(sorted(lengths_of(bottom))) if ambiguous else (), moved)

@@ -295,7 +295,7 @@ def _frame_count(result: dict) -> int:
 def _moved_count(result: dict) -> int:
     """References that start before their frame (see :mod:`xarray_rumi.edges`)."""
     zarray = json.loads(result["refs"][f"{VARIABLE}/.zarray"])
-    moved = {length for length, skip in zarray["compressor"].get("right_edge_lengths", []) if skip}
+    moved = {length for length, _ in zarray["compressor"].get("moved_lengths", [])}
     return sum(1 for key, value in result["refs"].items()
                if key.startswith(f"{VARIABLE}/") and isinstance(value, list) and value[2] in moved)
 
