@@ -138,6 +138,10 @@ def test_no_reference_is_as_long_as_a_raw_chunk():
     assert plan.lengths[0].tolist() == [18, 30, 18, 17]
     assert plan.starts[0].tolist() == [header.offset(0) - 2, header.offset(1), header.offset(2) - 2, header.offset(3)]
     assert all(n != 16 for n in np.concatenate(plan.lengths).tolist())
+    # and a moved reference never lands on the chunk size either: 15 + 1 would
+    squeezed = Header.from_byte_counts(FrameGrid(6, 6, 4, 4, 1), sample_type_from_name("uint8"), [16, 15, 15, 9])
+    plan = chunk_references([squeezed])   # right (4, 2) and bottom (2, 4) both 15 bytes
+    assert 16 not in [n for n, _ in plan.moved_lengths] and 16 not in np.concatenate(plan.lengths).tolist()
 
 
 def test_a_frame_as_long_as_a_raw_chunk_reads_exactly(tmp_path):

@@ -112,7 +112,7 @@ def chunk_references(headers: list[Header]) -> ChunkReferences:
     conflicts = lengths_of(right) & lengths_of(bottom)
     groups = sorted({("right", n) for n in conflicts} | {(name, chunk_bytes) for name, mask in classes.items()
                                                           if chunk_bytes in lengths_of(mask)})
-    taken = lengths_of(np.ones(grid.frame_count, bool))
+    taken = lengths_of(np.ones(grid.frame_count, bool)) | {chunk_bytes}   # never move a reference *to* a chunk's size
     moved, moved_lengths = 0, []
     for name, length in groups:
         k = 1
