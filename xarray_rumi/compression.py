@@ -17,8 +17,10 @@ import numpy as np
 
 from .io.frames import PORTABLE_RECIPES, applicable, encode_frame
 
-#: How many of the best sample-frame recipes each frame chooses among.
-FINALISTS = 2
+#: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
+FINALISTS = 1
+#: How many of the graphs profiled on one sample go on to compete on all samples.
+SHORTLIST = 6
 SAMPLE_FRAMES = 3
 #: Profiling runs every graph, so it sees at most this many rows x columns of a sample.
 PROFILE_WINDOW = 256
@@ -32,6 +34,9 @@ FALLBACK = "id>zstd"
 class Recipes:
     """The recipes a frame may be encoded with, best first.
 
+    Each candidate is a GeoZL recipe, optionally ending in ``"@interband"``:
+    a cell frame then predicts each band from the previous one.
+
     >>> import numpy as np
     >>> r = Recipes(("id>zstd",))
     >>> len(r.encode(np.zeros((1, 8, 8), np.uint8))) > 0
@@ -43,14 +48,22 @@ class Recipes:
     def encode(self, stored: np.ndarray) -> bytes:
         """The smallest frame among the candidates (the first on a tie)."""
         best = None
-        for recipe in self.candidates:
+        for candidate in self.candidates:
             try:
-                frame = encode_frame(stored, recipe)
+                frame = _encode(stored, candidate)
             except RuntimeError:  # the recipe does not apply to this frame
                 continue
             if best is None or len(frame) < len(best):
                 best = frame
         return best if best is not None else encode_frame(stored, FALLBACK)
+
+
+INTERBAND = "@interband"
+
+
+def _encode(stored: np.ndarray, candidate: str) -> bytes:
+    recipe, _, geometry = candidate.partition("@")
+    return encode_frame(stored, recipe, interband=bool(geometry))
 
 
 def _simplicity(recipe: str) -> tuple[int, str]:
@@ -87,37 +100,30 @@ def choose(samples: list[np.ndarray], compression: str) -> Recipes:
                 f"got {compression!r}"
             )
         return Recipes((compression,))
-    storage = samples[0].dtype
-    totals: dict[str, int] = {}
+    windows = [_central_window(s) for s in samples]
     if compression == "portable":
-        for recipe in PORTABLE_RECIPES:
-            if applicable(recipe, storage):
-                totals[recipe] = sum(len(encode_frame(s, recipe)) for s in samples)
+        shortlist = [r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)]
     else:
-        applied: dict[str, int] = {}
-        for sample in samples:
-            raster = _as_raster(_central_window(sample))
-            for row in geozl.profile(raster, prior=None, reps=1, planes=raster.shape[0]):
-                totals[row["graph"]] = totals.get(row["graph"], 0) + row["bytes"]
-                applied[row["graph"]] = applied.get(row["graph"], 0) + 1
-        # a graph that does not apply to every sample, or needs a newer
-        # OpenZL format than the pinned one, is no candidate
-        totals = {
-            g: t for g, t in totals.items()
-            if applied[g] == len(samples) and not any(codec in g for codec in _UNPINNED_CODECS)
-        }
-    ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
-    finalists = []
-    for recipe in ranked:
+        # Profiling tries every graph: do it once, on the middle sample, then
+        # let the best few compete on all samples.
+        middle = _as_raster(windows[len(windows) // 2])
+        rows = geozl.profile(middle, prior=None, reps=1, planes=middle.shape[0])
+        if middle.shape[0] > 1:  # a cell frame: also predict between bands
+            across = middle.reshape(1, middle.shape[0], -1)
+            rows += [{**row, "graph": row["graph"] + INTERBAND}
+                     for row in geozl.profile(across, prior=None, reps=1, planes=1)]
+        ranked_once = sorted(rows, key=lambda row: (row["bytes"], *_simplicity(row["graph"])))
+        shortlist = [row["graph"] for row in ranked_once
+                     if not any(codec in row["graph"] for codec in _UNPINNED_CODECS)][:SHORTLIST]
+    totals = {}
+    for recipe in shortlist:
         try:
-            for sample in samples:
-                encode_frame(sample, recipe)  # refuses a frame not at the pinned version
+            # encode_frame refuses a frame not at the pinned OpenZL version
+            totals[recipe] = sum(len(_encode(w, recipe)) for w in windows)
         except RuntimeError:
-            continue
-        finalists.append(recipe)
-        if len(finalists) == FINALISTS:
-            break
-    return Recipes(tuple(finalists) or (FALLBACK,))
+            continue  # the recipe does not apply to these samples
+    ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
+    return Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,))
 
 
 def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:

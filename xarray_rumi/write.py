@@ -62,7 +62,8 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)
     bands, length, width = array.shape
-    grid = FrameGrid(width, length, tile_width, tile_length, bands, FrameUnit.parse(frame_unit)).check(DEFAULT_LIMITS)
+    grid = FrameGrid(width, length, tile_width, tile_length, bands, FrameUnit.parse(frame_unit))
+    grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
     recipes = plan(grid, lambda k: _stored_frame(array, grid, sample, k), compression)
 
     if _is_dask(array):
@@ -134,7 +135,7 @@ def _tile_shape(tile_size) -> tuple[int, int]:
 
 def _stored_frame(array, grid: FrameGrid, sample: SampleType, index: int) -> np.ndarray:
     bands, rows, cols = grid.frame_window(index)
-    return sample.encode(_aligned(array[bands, rows, cols]))
+    return sample.encode(np.asarray(array[bands, rows, cols]))
 
 
 def _reporting(frames, progress):
@@ -147,14 +148,8 @@ def _is_dask(array) -> bool:
     return type(array).__module__.startswith("dask")
 
 
-def _aligned(block) -> np.ndarray:
-    # Blocks that crossed a process boundary (dask.distributed) may sit in an
-    # unaligned buffer, which the OpenZL encoders cannot wrap as numbers.
-    return np.require(np.asarray(block), requirements=("C", "A"))
-
-
 def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
-    return recipes.encode(sample.encode(_aligned(block)))
+    return recipes.encode(sample.encode(np.asarray(block)))
 
 
 def _threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],

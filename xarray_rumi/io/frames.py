@@ -49,25 +49,31 @@ def applicable(recipe: str, storage: np.dtype) -> bool:
     return not ("transpose" in recipe and storage.itemsize == 1)
 
 
-def encode_frame(stored: np.ndarray, recipe: str) -> bytes:
+def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False) -> bytes:
     """Compress one frame of storage elements shaped ``(bands, h, w[, 2])``.
 
     ``stored`` comes from :meth:`SampleType.encode`.  Row predictors reset at
-    each band, so a cell frame predicts within each band.  ``recipe`` is a
-    GeoZL recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).
+    each band, so a cell frame predicts within each band; with ``interband``
+    a cell frame is one plane whose rows are whole bands, so the "row above"
+    of a pixel is the same pixel in the previous band.  ``recipe`` is a GeoZL
+    recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).
 
     >>> frame = encode_frame(np.zeros((1, 16, 16), np.uint16), "delta_1d>zstd")
     >>> frame_version(frame)
     24
     """
     bands, h = stored.shape[:2]
-    raster = np.ascontiguousarray(stored).reshape(bands, h, -1)
-    width = raster.shape[-1]
-    key = (recipe, raster.dtype.str, width, bands)
+    # Arrays that crossed a process boundary (dask.distributed) can sit in an
+    # unaligned buffer, which OpenZL cannot wrap as a numeric stream.
+    raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
+    if interband:
+        raster = raster.reshape(1, bands, -1)
+    planes, width = raster.shape[0], raster.shape[-1]
+    key = (recipe, raster.dtype.str, width, planes)
     cache = _graphs.__dict__.setdefault("cache", {})
     graph = cache.get(key)
     if graph is None:
-        graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=bands)
+        graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=planes)
     frame = geozl.compress(raster, graph=graph)
     if frame[0] != 0xC0 + FORMAT_VERSION:
         raise RuntimeError(f"geozl wrote OpenZL format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
