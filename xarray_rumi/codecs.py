@@ -213,7 +213,10 @@ class OpenZLChunks:
             heights.add(tile_length)
         if image_width > tile_width:
             widths.add(tile_width)
-        candidates = sorted({(h, w) for h in heights for w in widths if planes * h * w == samples and not remainder})
+        # A full chunk is always accepted (a copy written by zarr pads edges);
+        # no cut frame holds as many samples, so it adds no ambiguity.
+        shapes = {(h, w) for h in heights for w in widths} | {(tile_length, tile_width)}
+        candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
         if len(candidates) == 2:  # a right edge (T_l, e_w) or a bottom edge (e_l, T_w)
             if length in self._right_edges:
                 candidates = [c for c in candidates if c[0] == tile_length]
