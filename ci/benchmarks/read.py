@@ -15,6 +15,9 @@ so machine noise hits them alike:
   chunks={})`` computed on Dask's threaded scheduler;
 - ``rumi persist``: the same dataset ``.persist()``-ed: every frame decoded into
   its own chunk, without Dask's final concatenation into one array;
+- ``rumi BackendArray``: the engine's array asked for each frame's window on a
+  thread pool, without Dask or xarray's indexing layers (what this project's
+  code costs on its own);
 - ``bare fetch+decode``: the loop the engine cannot beat: read each frame's byte
   range and decode it, on a thread pool of the same size, nothing assembled;
 - ``bare +keep``: the same, keeping every decoded frame: fresh memory for each,
@@ -107,6 +110,19 @@ def rumi_persist(path: str, blob: bytes, threads: int, transform):
     return ds.band_data.data.persist(scheduler="threads", num_workers=threads)
 
 
+def backend_frames(path: str, blob: bytes, threads: int) -> list:
+    """The engine's BackendArray asked for every frame window on a thread pool: no Dask, no xarray layers."""
+    from xarray.core.indexing import BasicIndexer
+
+    from xarray_rumi.backend import RumiBackendArray, open_rumi_image
+
+    array = RumiBackendArray(open_rumi_image(path, header=blob, georeferencing=False))
+    grid = array.image.grid
+    windows = [grid.frame_window(k) for k in range(grid.frame_count)]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(lambda window: array[BasicIndexer(window)], windows))
+
+
 def geotiff_full(path: str, threads: int) -> np.ndarray:
     ds = xr.open_dataset(path, engine="rasterio", chunks={}, lock=False, mask_and_scale=False)
     try:
@@ -141,6 +157,7 @@ def main(argv=None) -> None:
     for threads in (1, 2):
         cases[f"rumi open_dataset {threads}T"] = lambda t=threads: rumi_full(rumi, blob, t, transform)
         cases[f"rumi persist {threads}T"] = lambda t=threads: rumi_persist(rumi, blob, t, transform)
+        cases[f"rumi BackendArray {threads}T"] = lambda t=threads: backend_frames(rumi, blob, t)
         cases[f"bare fetch+decode {threads}T"] = lambda t=threads: bare_loop(rumi, blob, t, "discard")
         cases[f"bare +keep {threads}T"] = lambda t=threads: bare_loop(rumi, blob, t, "keep")
         cases[f"bare +place {threads}T"] = lambda t=threads: bare_loop(rumi, blob, t, "place")
@@ -159,8 +176,8 @@ def main(argv=None) -> None:
     for threads in (1, 2):
         bare = best(times[f"bare fetch+decode {threads}T"])
         geotiff = best(times[f"GeoTIFF rioxarray {threads}T"])
-        for label in ("rumi open_dataset", "rumi persist", "bare fetch+decode", "bare +keep", "bare +place",
-                      "GeoTIFF rioxarray"):
+        for label in ("rumi open_dataset", "rumi persist", "rumi BackendArray", "bare fetch+decode", "bare +keep",
+                      "bare +place", "GeoTIFF rioxarray"):
             t = best(times[f"{label} {threads}T"])
             print(f"{label + f' {threads}T':<26}{t:>9.3f}{megabytes / t:>9.0f}{bare / t:>9.2f}{geotiff / t:>11.2f}")
 
