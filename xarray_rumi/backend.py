@@ -241,7 +241,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     """
 
     description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily, one Dask chunk per frame"
-    url = "https://github.com/xarray-rumi/xarray-rumi/blob/main/docs/backend.md"
+    url = "https://pypi.org/project/xarray-rumi/"  # the distribution name in pyproject.toml; docs/backend.md
     open_dataset_parameters = (
         "filename_or_obj", "drop_variables", "header", "storage_options",
         "crs", "transform", "raster_type", "georeferencing", "limits",
