@@ -10,9 +10,10 @@ bytes of ``x``, ``y`` and ``band`` in an in-memory object store it registers
 in the caller's registry under a ``memory://rumi-...`` prefix; they are
 dimension coordinates, which ``open_virtual_dataset`` loads by default, so
 ``.vz.to_kerchunk`` inlines them and ``.vz.to_icechunk`` writes them as
-ordinary chunks.  A rotated raster has 2-D ``xc``/``yc`` instead, which are not
-dimension coordinates: pass them in ``loadable_variables``.  ``spatial_ref`` has no chunk at all: its value 0 is the
-fill value and its meaning is in its attributes.
+ordinary chunks.  A rotated raster has 2-D ``xc``/``yc`` instead, which are
+not dimension coordinates: pass them in ``loadable_variables``.
+``spatial_ref`` has no chunk at all: its value 0 is the fill value and its
+meaning is in its attributes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .codecs import OpenZLBytesCodec, OpenZLZarrCodec, zarr_dtype
+from .codecs import OpenZLBytesCodec, OpenZLChunks, OpenZLZarrCodec, zarr_dtype
 from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 from .edges import chunk_references
 from .format.geo import georeferencing
@@ -107,7 +108,7 @@ def _frames_array(url: str, header, georef, codec_name: str, coordinates: str):
     else:
         with warnings.catch_warnings():  # zarr's "numcodecs codecs are not in the v3 spec": known, chosen
             warnings.simplefilter("ignore")
-            bytes_codec = OpenZLBytesCodec(**OpenZLZarrCodec(**config).chunks.to_config())
+            bytes_codec = OpenZLBytesCodec(**OpenZLChunks(**config).to_config())
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
     attrs = {"coordinates": coordinates, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name}
     if georef is not None and georef.is_defined:
