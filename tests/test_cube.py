@@ -59,10 +59,12 @@ def test_xr_concat_and_open_mfdataset_keep_frame_chunks(scenes):
     stacked = xr.concat(datasets, dim="time", data_vars="all", coords="minimal", compat="override", join="override")
     assert stacked.band_data.chunks == ((1, 1, 1), *FRAME_CHUNKS)
     np.testing.assert_array_equal(stacked.band_data.values, values)
-    mf = xr.open_mfdataset(paths, engine="rumi", combine="nested", concat_dim="time", chunks={},
-                           data_vars="all", coords="minimal", compat="override", join="override")
-    assert mf.band_data.chunks == ((1, 1, 1), *FRAME_CHUNKS)
-    np.testing.assert_array_equal(mf.band_data.values, values)
+    for parallel in (False, True):  # parallel: each open is a Dask task of its own
+        mf = xr.open_mfdataset(paths, engine="rumi", combine="nested", concat_dim="time", chunks={},
+                               data_vars="all", coords="minimal", compat="override", join="override",
+                               parallel=parallel)
+        assert mf.band_data.chunks == ((1, 1, 1), *FRAME_CHUNKS)
+        np.testing.assert_array_equal(mf.band_data.values, values)
 
 
 def _variant(tmp_path, **changes):
