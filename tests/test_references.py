@@ -275,6 +275,20 @@ def test_http_references_read_only_the_frames_a_selection_touches(tmp_path, http
     assert {r.range for r in http_server.get_requests()} == wanted
 
 
+def test_rumi_refs_over_http_uses_the_blob_beside_the_file(tmp_path, http_server):
+    from xarray_rumi.cli import main
+
+    data = sample_data("uint16", (1, 64, 64))
+    xarray_rumi.write(str(tmp_path / "a.rumi"), data, tile_size=32, **UTM)   # also writes a.rumi.header
+    out = tmp_path / "a.json"
+    http_server.requests.clear()
+    assert main(["refs", f"{http_server.url}/a.rumi", "-o", str(out)]) == 0
+    file_reads = [r.range for r in http_server.get_requests() if r.path == "/a.rumi"]
+    assert [b - a for a, b in file_reads] == [160]   # the blob located every frame: georeferencing only
+    ds = open_refs(json.load(open(out)), remote_protocol="http", remote_options={"asynchronous": True})
+    np.testing.assert_array_equal(ds.band_data.values, data)
+
+
 def test_cube_stacks_aligned_images(tmp_path):
     images = [sample_data("int16", (2, 70, 70), seed=s) for s in range(3)]
     images[1][:] = 0   # equal lengths across files: the shared table still keeps every edge exact

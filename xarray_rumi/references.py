@@ -259,8 +259,14 @@ def add_command(subparsers) -> None:
 
 
 def _beside_header(path: str):
+    """``<path>.header`` when it exists (one HEAD request for a remote file), else ``None``."""
     blob = f"{path}.header"
-    return blob if "://" not in path and os.path.exists(blob) else None
+    if "://" not in path:
+        return blob if os.path.exists(blob) else None
+    from fsspec.core import url_to_fs
+
+    fs, target = url_to_fs(blob)
+    return blob if fs.exists(target) else None
 
 
 def run_refs(args) -> int:
