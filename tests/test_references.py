@@ -13,7 +13,7 @@ from xarray_rumi import RumiFormatError
 from xarray_rumi.edges import ambiguous_edges, chunk_references
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.reader import load_header, open_image
-from xarray_rumi.references import add_command, cube_references, references
+from xarray_rumi.refs import add_command, cube_references, references
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))
 
@@ -358,7 +358,7 @@ def test_rumi_refs_command(tmp_path, capsys):
 def test_public_references_works_whatever_was_imported_first(tmp_path):
     import importlib
 
-    importlib.import_module("xarray_rumi.references")   # sets xarray_rumi.references to the module
+    importlib.import_module("xarray_rumi.refs")   # importing the module must not shadow the function
     data = sample_data("uint8", (1, 8, 8))
     path, blob, refs = write_and_reference(tmp_path, data, tile_size=4)
     assert xarray_rumi.references(path, blob) == refs

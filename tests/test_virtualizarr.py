@@ -19,7 +19,7 @@ import xarray_rumi  # noqa: E402
 from xarray_rumi import RumiParser  # noqa: E402
 from xarray_rumi.edges import chunk_references  # noqa: E402
 from xarray_rumi.reader import load_header, open_image  # noqa: E402
-from xarray_rumi.references import references  # noqa: E402
+from xarray_rumi.refs import references  # noqa: E402
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))
 

@@ -24,8 +24,8 @@ except PackageNotFoundError:  # running from a source tree
 
 # Names whose modules pull in optional dependencies (zarr, kerchunk, ...) load on first use.
 _LAZY = {
-    "references": "xarray_rumi.references",
-    "RumiParser": "xarray_rumi.references",
+    "references": "xarray_rumi.refs",
+    "RumiParser": "xarray_rumi.refs",
     "open_cube": "xarray_rumi.cube",
     "open_catalog": "xarray_rumi.catalog",
     "open_collection": "xarray_rumi.collection",

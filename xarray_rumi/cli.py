@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 def _extra_commands():
     """Sub-commands whose modules need optional dependencies (rasterio, zarr)."""
     found = []
-    for module, name in (("xarray_rumi.convert", "add_command"), ("xarray_rumi.references", "add_command")):
+    for module, name in (("xarray_rumi.convert", "add_command"), ("xarray_rumi.refs", "add_command")):
         try:
             found.append(getattr(__import__(module, fromlist=[name]), name))
         except (ImportError, AttributeError):

@@ -29,7 +29,7 @@ from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_
 from .edges import chunk_references
 from .format.geo import georeferencing
 from .reader import load_header, read_georeferencing, read_ifd
-from .references import VARIABLE, coordinates_attribute
+from .refs import VARIABLE, coordinates_attribute
 
 
 class RumiParser:

@@ -39,7 +39,7 @@ from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
 from xarray_rumi.reader import load_header
-from xarray_rumi.references import Located, build_references
+from xarray_rumi.refs import Located, build_references
 
 
 def best(fn, repeats):

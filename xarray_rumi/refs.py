@@ -18,7 +18,6 @@ import base64
 import json
 import os
 import sys
-import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,23 +213,6 @@ def _url(path) -> str:
     if "://" in path and not path.startswith("file://"):
         return path
     return os.path.abspath(path.removeprefix("file://"))
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`references`.
-
-    ``xarray_rumi.references`` is exported lazily under the same name as this
-    module, and importing a submodule sets it as an attribute of its package:
-    after ``import xarray_rumi.references`` (which ``rumi`` and the parser do),
-    ``xarray_rumi.references`` *is* this module.  Making it callable keeps
-    ``xarray_rumi.references(path, header)`` working whatever was imported first.
-    """
-
-    def __call__(self, *args, **kwargs):
-        return references(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 
 def __getattr__(name):
