@@ -20,6 +20,7 @@ from servers import RangeServer
 import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.backend import RumiBackendEntrypoint
+from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 
 SHAPE = (3, 37, 45)  # 3 x 3 grid positions of 16 px with cut edges (5 rows, 13 columns)
@@ -214,3 +215,41 @@ def test_grid_shapes(tmp_path, shape, tile, unit):
         assert ds.band_data.chunks == (cut(shape[0], bands), cut(shape[1], tile_length), cut(shape[2], tile_width))
         assert same_values(ds.band_data.values, values)
         assert same_values(ds.band_data.isel(x=[shape[2] - 1, 0]).values, values[:, :, [shape[2] - 1, 0]])
+
+
+def test_multi_frame_windows_decode_on_the_pool(written, monkeypatch):
+    """A lazy window over several frames decodes them off the calling thread (decoding releases the GIL)."""
+    import threading
+
+    import xarray_rumi.backend as backend
+
+    _, files = written
+    path, blob, values = files["float64", "tile"]
+    threads = []
+
+    def recording(*args, **kwargs):
+        threads.append(threading.get_ident())
+        return decode(*args, **kwargs)
+
+    decode = backend.decode_frame
+    monkeypatch.setattr(backend, "decode_frame", recording)
+    da = xr.open_dataset(path, engine="rumi", header=blob).band_data
+    assert same_values(da[:, 10:30, 5:40].values, values[:, 10:30, 5:40])
+    assert len(threads) == 3 * 2 * 3 and threading.get_ident() not in threads
+    threads.clear()
+    assert same_values(da[0, :16, :16].values, values[0, :16, :16])  # one frame: no pool
+    assert threads == [threading.get_ident()]
+
+
+def test_damaged_frame_in_a_multi_frame_window_raises(written, tmp_path):
+    _, files = written
+    path, blob, _ = files["uint16", "cell"]
+    damaged = bytearray(path.read_bytes())
+    header = Header.from_bytes(blob)
+    start, stop = header.ranges(np.array([4]))
+    damaged[int(start[0]) + 20: int(stop[0]) - 4] = bytes(int(stop[0]) - 24 - int(start[0]))
+    (tmp_path / "d.rumi").write_bytes(bytes(damaged))
+    ds = xr.open_dataset(tmp_path / "d.rumi", engine="rumi", header=blob)
+    with pytest.raises(RumiFormatError, match="frame"):
+        ds.band_data.values
+    assert same_values(ds.band_data[:, :16, :16].values, files["uint16", "cell"][2][:, :16, :16])

@@ -21,6 +21,8 @@ only a URL, storage options and the blob, so tasks run on worker processes.
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import xarray as xr
@@ -88,7 +90,16 @@ class RumiBackendArray(BackendArray):
             start, stop = self.image.frame_range(frame)
             payload = self.image.source.read(start, stop)
             return decode_frame(payload, self.image.sample_type, self.image.grid.frame_shape(frame))
-        return self.image.read(*(slice(r.start, r.stop) for r in (bands, rows, cols)))
+        grid = self.image.grid
+        window = (bands, rows, cols)
+        out = np.empty(tuple(len(r) for r in window), self.dtype)
+
+        def place(k: int, frame: np.ndarray) -> None:
+            spans = [_overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
+            out[tuple(o for o, _ in spans)] = frame[tuple(i for _, i in spans)]
+
+        self._decode_each(grid.frames_touching(bands, rows, cols), place)
+        return out
 
     def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
         """The frame whose window is exactly this one, if there is one."""
@@ -116,17 +127,57 @@ class RumiBackendArray(BackendArray):
         else:
             touched = (positions[:, None] * grid.samples_per_pixel + np.unique(bands)[None, :]).ravel()
         axes = (bands, rows, cols)
-        # One batched fetch of the compressed frames, then decode-and-place one at a
-        # time, so at most one decoded frame exists beside the output.
-        starts, stops = self.image.header.ranges(touched)
-        payloads = self.image.source.read_many(starts, stops)
-        for k, payload in zip(touched.tolist(), payloads):
-            frame = decode_frame(payload, self.image.sample_type, grid.frame_shape(k))
+
+        def place(k: int, frame: np.ndarray) -> None:
             window = grid.frame_window(k)
             inside = [np.flatnonzero((a >= w.start) & (a < w.stop)) for a, w in zip(axes, window)]
             local = [a[i] - w.start for a, i, w in zip(axes, inside, window)]
             out[np.ix_(*inside)] = frame[np.ix_(*local)]
+
+        self._decode_each(touched, place)
         return out
+
+    def _decode_each(self, touched: np.ndarray, place) -> None:
+        """Fetch frames ``touched`` in one batch, then decode each and ``place(k, frame)`` it.
+
+        Decoding releases the GIL, so a window over several frames decodes them
+        on a small shared thread pool; each frame's pixels go to a disjoint part
+        of the output, and only a few decoded frames exist at any time.
+        """
+        if not len(touched):
+            return
+        starts, stops = self.image.header.ranges(touched)
+        payloads = self.image.source.read_many(starts, stops)
+        grid, sample = self.image.grid, self.image.sample_type
+
+        def decode_and_place(k: int, payload: bytes) -> None:
+            place(k, decode_frame(payload, sample, grid.frame_shape(k)))
+
+        if len(touched) == 1:
+            decode_and_place(int(touched[0]), payloads[0])
+            return
+        # list() re-raises the first failure (a damaged frame) here, in the caller.
+        list(_decode_pool().map(decode_and_place, touched.tolist(), payloads))
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _decode_pool() -> ThreadPoolExecutor:
+    """The process's decoding threads, made on first use (and again after a fork)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            workers = min(4, os.cpu_count() or 1)
+            _pool = (os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix="rumi-decode"))
+        return _pool[1]
+
+
+def _overlap(frame: slice, window: range) -> tuple[slice, slice]:
+    """``(slice into the window, slice into the frame)`` where they intersect."""
+    lo, hi = max(frame.start, window.start), min(frame.stop, window.stop)
+    return slice(lo - window.start, hi - window.start), slice(lo - frame.start, hi - frame.start)
 
 
 def _is_int(k) -> bool:
