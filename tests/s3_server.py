@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import urllib.request
 
 import pytest
 
@@ -23,6 +24,9 @@ def s3_server(bucket: str):
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
+        # moto keeps its buckets in process-wide state that outlives a server:
+        # start every server empty, whatever an earlier test left behind.
+        urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/moto-api/reset", method="POST"))
         with pytest.MonkeyPatch.context() as env:
             for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                                 "AWS_DEFAULT_REGION": "eu-west-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
