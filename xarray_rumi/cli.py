@@ -131,6 +131,7 @@ def demo_raster(bands: int = 4, rows: int = 768, cols: int = 1024) -> np.ndarray
 
 def _demo(args) -> int:
     import xarray as xr
+    from pyproj import CRS
 
     from .validate import validate
     from .write import write
@@ -150,11 +151,12 @@ def _demo(args) -> int:
     validate(path, blob)
     print("validate  the file and its blob follow every rule of rumi 0.1.0, every frame decoded")
     ds = xr.open_dataset(path, engine="rumi", header=blob, chunks={})
-    print(f"open      {dict(ds.sizes)}, one Dask chunk per frame: {ds.band_data.data.numblocks}, "
-          f"crs {ds.band_data.rio.crs if hasattr(ds.band_data, 'rio') else 'EPSG:32633'}")
+    crs = CRS.from_wkt(ds.spatial_ref.attrs["crs_wkt"])
+    print(f"open      band_data {dict(ds.band_data.sizes)} lazily, one Dask chunk per frame "
+          f"({ds.band_data.data.npartitions} chunks of {ds.band_data.data.chunksize}), CRS EPSG:{crs.to_epsg()}")
     back = ds.band_data.values
     same = np.array_equal(back, data)
-    print(f"read back {'identical' if same else 'DIFFERENT'} to what was written")
+    print(f"read back {'identical to' if same else 'DIFFERENT from'} what was written")
     return 0 if same else 1
 
 
