@@ -4,6 +4,11 @@ A :class:`ByteSource` is a small picklable value (a URL and its storage
 options): Dask tasks carry it to worker processes, where the file system is
 looked up again (fsspec caches instances, so it is reused across tasks).
 Local files are read with ``os.pread``; nothing is read ahead.
+
+Remote reads are retried on transient errors (5xx, dropped connections,
+timeouts, bodies cut short) under a bounded :class:`~xarray_rumi.io.retry.RetryPolicy`;
+whatever cannot be read raises an ``OSError`` naming the URL and byte range.
+Every read is checked by length: a short or over-long answer is never returned.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from functools import cached_property
 
 import fsspec
 from fsspec.core import url_to_fs
+
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, retried
 
 
 def _is_local(url: str) -> bool:
@@ -32,10 +39,12 @@ class ByteSource:
 
     url: str
     storage_options: dict = field(default_factory=dict, compare=False, hash=False)
+    #: how remote reads are retried; local reads are never retried (a file is what it is).
+    retry: RetryPolicy = field(default=DEFAULT_POLICY, compare=False, hash=False)
 
     @classmethod
-    def of(cls, path, storage_options=None) -> ByteSource:
-        return cls(os.fspath(path), dict(storage_options or {}))
+    def of(cls, path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> ByteSource:
+        return cls(os.fspath(path), dict(storage_options or {}), retry)
 
     @property
     def is_local(self) -> bool:
@@ -51,51 +60,85 @@ class ByteSource:
 
     def __getstate__(self):
         # Ship only the address; file systems are looked up again where used.
-        return {"url": self.url, "storage_options": self.storage_options}
+        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry}
 
     def __setstate__(self, state):
         object.__setattr__(self, "url", state["url"])
         object.__setattr__(self, "storage_options", state["storage_options"])
+        object.__setattr__(self, "retry", state.get("retry", DEFAULT_POLICY))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
-        """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``."""
+        """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``.
+
+        Without ``exact`` the answer may be shorter (the file ended), never longer.
+        """
         if self.is_local:
             data = _pread_many(self.local_path, [start], [stop])[0]
-        else:
-            fs, path = self._fs_path
+            _check_length(self.url, start, stop, data, exact=exact, remote=False)
+            return data
+        fs, path = self._fs_path
+
+        def attempt() -> bytes:
             data = fs.cat_file(path, start=start, end=stop)
-        if exact:
-            _check_length(self.url, start, stop, data)
-        return data
+            _check_length(self.url, start, stop, data, exact=exact, remote=True)
+            return data
+
+        return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
     def read_many(self, starts, stops) -> list[bytes]:
-        """Several exact ranges; remote ones go out together through ``cat_ranges``."""
+        """Several exact ranges; remote ones go out together through ``cat_ranges``.
+
+        Remotely, only the ranges that failed are asked for again, under one
+        :class:`RetryPolicy` for the batch.
+        """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
             out = _pread_many(self.local_path, starts, stops)
-        else:
-            fs, path = self._fs_path
-            out = fs.cat_ranges([path] * len(starts), starts, stops)
-        for data, a, b in zip(out, starts, stops):
-            if isinstance(data, Exception):
-                raise OSError(f"cannot read bytes {a}-{b} of {self.url}: {data}") from data
-            _check_length(self.url, a, b, data)
-        return out
+            for data, a, b in zip(out, starts, stops):
+                _check_length(self.url, a, b, data, exact=True, remote=False)
+            return out
+        fs, path = self._fs_path
+        out: list[bytes | None] = [None] * len(starts)
+        first_failure: list[str] = []  # names the range in the error, if one is raised
+
+        def attempt() -> list[bytes]:
+            missing = [i for i, data in enumerate(out) if data is None]
+            got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing])
+            failure = None
+            for i, data in zip(missing, got):
+                try:
+                    if isinstance(data, BaseException):
+                        raise data
+                    _check_length(self.url, starts[i], stops[i], data, exact=True, remote=True)
+                    out[i] = data
+                except Exception as exc:  # noqa: BLE001 - classified by retried()
+                    failure = failure or (i, exc)
+            if failure is not None:
+                i, exc = failure
+                first_failure[:] = [f"bytes {starts[i]}-{stops[i]} of {self.url}"]
+                raise exc
+            return out
+
+        return retried(attempt, policy=self.retry, describe=lambda: (
+            first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
     def size(self) -> int:
         if self.is_local:
             return os.stat(self.local_path).st_size
         fs, path = self._fs_path
-        return int(fs.size(path))
+        return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
 
 
-def _check_length(url: str, start: int, stop: int, data: bytes) -> None:
-    if len(data) == stop - start:
+def _check_length(url: str, start: int, stop: int, data: bytes, *, exact: bool, remote: bool) -> None:
+    if len(data) == stop - start or (not exact and len(data) < stop - start):
         return
-    # Longer than asked: a server that ignored the Range header sent the whole
-    # object; the bytes cannot be trusted to start where they should.
-    kind = "short read" if len(data) < stop - start else "server ignored the byte range"
-    raise OSError(f"{kind} from {url}: bytes {start}-{stop} gave {len(data)} bytes")
+    if len(data) > stop - start:
+        # A server that ignored the Range header sent the whole object; the bytes
+        # cannot be trusted to start where they should, and asking again will not help.
+        raise OSError(f"server ignored the byte range: {url} bytes {start}-{stop} gave {len(data)} bytes")
+    # Short: a truncated file, or (remotely) a body cut off in transit, which another try may get whole.
+    error = TransientReadError if remote else OSError
+    raise error(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
 def _pread_many(path: str, starts, stops) -> list[bytes]:
@@ -108,7 +151,14 @@ def _pread_many(path: str, starts, stops) -> list[bytes]:
         os.close(fd)
 
 
-def read_bytes(path_or_url, storage_options=None) -> bytes:
+def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
     """A whole (small) file, such as a header blob beside its image."""
-    with fsspec.open(os.fspath(path_or_url), "rb", **(storage_options or {})) as f:
-        return f.read()
+    url = os.fspath(path_or_url)
+
+    def attempt() -> bytes:
+        with fsspec.open(url, "rb", **(storage_options or {})) as f:
+            return f.read()
+
+    if _is_local(url):
+        return attempt()
+    return retried(attempt, policy=retry, describe=url)

@@ -1,0 +1,156 @@
+"""Retrying reads from remote storage: which errors pass, how long to wait, when to stop.
+
+Object stores and HTTP servers fail transiently (a 503, a dropped connection,
+a body cut short, a timeout).  A read is retried a bounded number of times
+with exponential backoff and jitter; an error that retrying cannot fix (404,
+403, a malformed request) is raised at once.  What is returned is always the
+exact byte range asked for: a retry never changes what a read means, only
+whether it succeeds.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+#: HTTP statuses worth another try: timeouts, throttling and server-side errors.
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a failed remote read is tried again.
+
+    ``attempts`` counts the first try: 5 means up to 4 retries.  The wait
+    before retry ``i`` (from 0) is ``min(backoff * factor**i, max_backoff)``,
+    scaled by a random factor in ``[1 - jitter, 1]`` so that many tasks
+    failing together do not come back together.
+
+    >>> policy = RetryPolicy(attempts=4, backoff=0.1, factor=2.0, jitter=0.0)
+    >>> [round(w, 3) for w in policy.waits()]
+    [0.1, 0.2, 0.4]
+    >>> RetryPolicy(attempts=1).waits()
+    []
+    """
+
+    attempts: int = 5
+    backoff: float = 0.1
+    factor: float = 2.0
+    max_backoff: float = 2.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RetryPolicy.attempts must be at least 1")
+        if self.backoff < 0 or self.max_backoff < 0 or self.factor < 1 or not 0 <= self.jitter <= 1:
+            raise ValueError("RetryPolicy needs backoff, max_backoff >= 0, factor >= 1 and 0 <= jitter <= 1")
+
+    def waits(self) -> list[float]:
+        """The waits between attempts, in seconds (one fewer than ``attempts``)."""
+        out = []
+        for i in range(self.attempts - 1):
+            wait = min(self.backoff * self.factor**i, self.max_backoff)
+            out.append(wait * (1 - self.jitter * random.random()))
+        return out
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+class TransientReadError(OSError):
+    """A read that returned the wrong number of bytes: worth another try remotely."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the read that raised ``exc`` may succeed.
+
+    Timeouts, dropped or refused connections, bodies cut short and the HTTP
+    statuses in :data:`TRANSIENT_STATUSES` are transient; a missing object,
+    a permission error or any other status is not.  Recognised by attributes
+    and class names, so neither aiohttp nor botocore needs to be installed.
+
+    >>> is_transient(TimeoutError()), is_transient(ConnectionResetError()), is_transient(FileNotFoundError())
+    (True, True, False)
+    """
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(exc, (TimeoutError, ConnectionError, TransientReadError)):
+        return True
+    status = _status(exc)
+    if status is not None:
+        return status in TRANSIENT_STATUSES
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    # aiohttp: a connection that broke or a payload cut short; botocore/urllib3:
+    # the same seen through their own types.
+    return bool(names & {
+        "ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
+        "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "ProtocolError",
+        "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
+    })
+
+
+def _status(exc: BaseException | None) -> int | None:
+    """The HTTP status behind ``exc`` or the errors it was raised from, if any."""
+    for _ in range(5):  # s3fs wraps botocore's error in an OSError: look a few causes deep
+        if exc is None:
+            return None
+        status = getattr(exc, "status", None)  # aiohttp.ClientResponseError
+        if isinstance(status, int):
+            return status
+        response = getattr(exc, "response", None)  # botocore.exceptions.ClientError
+        if isinstance(response, dict):
+            code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if isinstance(code, int):
+                return code
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
+    """``read()``, tried again on transient errors; a clear ``OSError`` when it cannot be done.
+
+    ``describe`` names what is read (the URL and byte range) for the error;
+    it may be a function called only when the error is made.
+
+    >>> calls = []
+    >>> def flaky():
+    ...     calls.append(1)
+    ...     if len(calls) < 3:
+    ...         raise ConnectionResetError("dropped")
+    ...     return b"ok"
+    >>> retried(flaky, policy=RetryPolicy(backoff=0.0), describe="bytes 0-2 of x"), len(calls)
+    (b'ok', 3)
+    >>> retried(lambda: 1 / 0, describe="x")
+    Traceback (most recent call last):
+    ...
+    ZeroDivisionError: division by zero
+    """
+    waits = policy.waits()
+    for attempt in range(policy.attempts):
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001 - classified, and re-raised unless transient
+            if not is_transient(exc):
+                if isinstance(exc, OSError) or not _looks_like_storage(exc):
+                    raise
+                raise OSError(f"cannot read {_text(describe)}: {_reason(exc)}") from exc
+            if attempt == policy.attempts - 1:
+                raise OSError(
+                    f"cannot read {_text(describe)} after {policy.attempts} attempts: {_reason(exc)}") from exc
+            time.sleep(waits[attempt])
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _text(describe) -> str:
+    return describe() if callable(describe) else describe
+
+
+def _looks_like_storage(exc: BaseException) -> bool:
+    """An error from the storage client (an HTTP status), to be reported as an ``OSError``."""
+    return _status(exc) is not None
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text
