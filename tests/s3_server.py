@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import urllib.request
+import urllib.request
 
 import pytest
 
@@ -23,6 +24,9 @@ def s3_server(bucket: str):
         port = probe.getsockname()[1]
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    # moto keeps its buckets in process memory, shared by every server it starts:
+    # begin from nothing, so an earlier test's bucket cannot collide with this one.
+    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/moto-api/reset", method="POST"))
     try:
         # moto keeps its buckets in process-wide state that outlives a server:
         # start every server empty, whatever an earlier test left behind.
