@@ -185,3 +185,33 @@ def test_write_to_an_fsspec_url(tmp_path):
     fs = fsspec.filesystem("memory")
     assert fs.cat_file("/bucket/m.rumi") == (tmp_path / "u.rumi").read_bytes()
     assert fs.cat_file("/bucket/m.rumi.header") == memory == blob
+
+
+def test_lossy_only_when_asked_and_within_its_bound(tmp_path):
+    data = np.random.default_rng(1).normal(100, 10, (2, 150, 130)).astype(np.float32)
+    xarray_rumi.write(tmp_path / "exact.rumi", data, tile_size=64)
+    xarray_rumi.write(tmp_path / "abs.rumi", data, tile_size=64, compression="lossy:0.01")
+    xarray_rumi.write(tmp_path / "rel.rumi", data, tile_size=64, compression="lossy:1%")
+    assert np.array_equal(open_image(tmp_path / "exact.rumi").read(), data)
+    absolute = open_image(tmp_path / "abs.rumi").read()
+    relative = open_image(tmp_path / "rel.rumi").read()
+    assert 0 < np.abs(absolute - data).max() <= 0.01
+    assert 0 < np.abs((relative - data) / data).max() <= 0.01
+    sizes = [os.path.getsize(tmp_path / f"{n}.rumi") for n in ("exact", "abs", "rel")]
+    assert sizes[0] > sizes[1] > sizes[2]
+    for name in ("abs", "rel"):
+        xarray_rumi.validate(tmp_path / f"{name}.rumi")  # the bound lives in the frames only
+
+
+def test_lossy_integers_and_refusals(tmp_path):
+    data = np.random.default_rng(2).integers(0, 5000, (1, 64, 64)).astype(np.uint16)
+    xarray_rumi.write(tmp_path / "int.rumi", data, tile_size=32, compression="lossy:3")
+    back = open_image(tmp_path / "int.rumi").read().astype(int)
+    assert 0 < np.abs(back - data).max() <= 3
+    with pytest.raises(ValueError, match="greater than zero"):
+        xarray_rumi.write(tmp_path / "zero.rumi", data, compression="lossy:0")
+    with pytest.raises(ValueError, match="plain integer or float"):
+        xarray_rumi.write(tmp_path / "c.rumi", np.ones((4, 4), np.complex64), compression="lossy:0.1")
+    with pytest.raises(ValueError, match="lossy:nonsense"):
+        xarray_rumi.write(tmp_path / "n.rumi", data, compression="lossy:nonsense")
+    assert sorted(os.listdir(tmp_path)) == ["int.rumi", "int.rumi.header"]

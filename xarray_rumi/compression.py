@@ -5,7 +5,9 @@ Every rumi frame is self-contained, so the writer may pick a recipe per frame.
 keeps the few best, and lets each frame take the smallest of those;
 ``"portable"`` does the same among graphs that use only OpenZL's built-in
 codecs.  Ties go to the simpler (faster) recipe, deterministically, so the
-same data always gives the same bytes.
+same data always gives the same bytes.  ``"lossy:<error>"`` is the only way
+to lose information: it chooses as ``auto`` does among GeoZL's quantising
+graphs, and the error bound lives in each frame, the one place the spec allows.
 """
 
 from __future__ import annotations
@@ -44,13 +46,14 @@ class Recipes:
     """
 
     candidates: tuple[str, ...]
+    error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
 
     def encode(self, stored: np.ndarray) -> bytes:
         """The smallest frame among the candidates (the first on a tie)."""
         best = None
         for candidate in self.candidates:
             try:
-                frame = _encode(stored, candidate)
+                frame = _encode(stored, candidate, self.error)
             except RuntimeError:  # the recipe does not apply to this frame
                 continue
             if best is None or len(frame) < len(best):
@@ -61,9 +64,27 @@ class Recipes:
 INTERBAND = "@interband"
 
 
-def _encode(stored: np.ndarray, candidate: str) -> bytes:
+def _encode(stored: np.ndarray, candidate: str, error=None) -> bytes:
     recipe, _, geometry = candidate.partition("@")
-    return encode_frame(stored, recipe, interband=bool(geometry))
+    return encode_frame(stored, recipe, interband=bool(geometry), error=error)
+
+
+def lossy_error(compression: str):
+    """The error bound of a ``"lossy:<error>"`` compression, else ``None``.
+
+    >>> lossy_error("lossy:0.5"), lossy_error("lossy:1%"), lossy_error("auto")
+    (0.5, '1%', None)
+    """
+    if not isinstance(compression, str) or not compression.startswith("lossy:"):
+        return None
+    spec = compression[len("lossy:"):]
+    try:
+        value = float(spec)
+    except ValueError:
+        return spec
+    if not value > 0:
+        raise ValueError(f"a lossy error bound must be greater than zero, got {spec!r}")
+    return value
 
 
 def _simplicity(recipe: str) -> tuple[int, str]:
@@ -93,11 +114,12 @@ def choose(samples: list[np.ndarray], compression: str) -> Recipes:
     >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
     True
     """
-    if compression not in ("auto", "portable"):
+    error = lossy_error(compression)
+    if compression not in ("auto", "portable") and error is None:
         if not isinstance(compression, str) or ">" not in compression:
             raise ValueError(
-                "compression must be 'auto', 'portable' or a GeoZL recipe such as 'planar>zigzag>zstd', "
-                f"got {compression!r}"
+                "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
+                f"'planar>zigzag>zstd', got {compression!r}"
             )
         return Recipes((compression,))
     windows = [_central_window(s) for s in samples]
@@ -107,11 +129,14 @@ def choose(samples: list[np.ndarray], compression: str) -> Recipes:
         # Profiling tries every graph: do it once, on the middle sample, then
         # let the best few compete on all samples.
         middle = _as_raster(windows[len(windows) // 2])
-        rows = geozl.profile(middle, prior=None, reps=1, planes=middle.shape[0])
+        try:
+            rows = geozl.profile(middle, prior=None, reps=1, planes=middle.shape[0], error=error)
+        except ValueError as exc:  # an error bound GeoZL does not understand
+            raise ValueError(f"compression {compression!r}: {exc}") from None
         if middle.shape[0] > 1:  # a cell frame: also predict between bands
             across = middle.reshape(1, middle.shape[0], -1)
             rows += [{**row, "graph": row["graph"] + INTERBAND}
-                     for row in geozl.profile(across, prior=None, reps=1, planes=1)]
+                     for row in geozl.profile(across, prior=None, reps=1, planes=1, error=error)]
         ranked_once = sorted(rows, key=lambda row: (row["bytes"], *_simplicity(row["graph"])))
         shortlist = [row["graph"] for row in ranked_once
                      if not any(codec in row["graph"] for codec in _UNPINNED_CODECS)][:SHORTLIST]
@@ -119,11 +144,11 @@ def choose(samples: list[np.ndarray], compression: str) -> Recipes:
     for recipe in shortlist:
         try:
             # encode_frame refuses a frame not at the pinned OpenZL version
-            totals[recipe] = sum(len(_encode(w, recipe)) for w in windows)
+            totals[recipe] = sum(len(_encode(w, recipe, error)) for w in windows)
         except RuntimeError:
             continue  # the recipe does not apply to these samples
     ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
-    return Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,))
+    return Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error)
 
 
 def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:

@@ -26,7 +26,7 @@ from .format.grid import FrameGrid, FrameUnit
 from .format.ifd import build_prefix
 from .format.layout import base_frame_offset
 from .format.limits import DEFAULT_LIMITS
-from .compression import Recipes, plan
+from .compression import Recipes, lossy_error, plan
 from .io.source import ByteSource
 
 
@@ -64,6 +64,8 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     bands, length, width = array.shape
     grid = FrameGrid(width, length, tile_width, tile_length, bands, FrameUnit.parse(frame_unit))
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
+    if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
+        raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
     recipes = plan(grid, lambda k: _stored_frame(array, grid, sample, k), compression)
 
     if _is_dask(array):

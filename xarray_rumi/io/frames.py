@@ -49,14 +49,16 @@ def applicable(recipe: str, storage: np.dtype) -> bool:
     return not ("transpose" in recipe and storage.itemsize == 1)
 
 
-def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False) -> bytes:
+def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, error=None) -> bytes:
     """Compress one frame of storage elements shaped ``(bands, h, w[, 2])``.
 
     ``stored`` comes from :meth:`SampleType.encode`.  Row predictors reset at
     each band, so a cell frame predicts within each band; with ``interband``
     a cell frame is one plane whose rows are whole bands, so the "row above"
     of a pixel is the same pixel in the previous band.  ``recipe`` is a GeoZL
-    recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).
+    recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).  ``error`` makes it
+    lossy: a GeoZL error bound (a number, ``"1%"`` or a ``LINEAR``/``LOG``/
+    ``SQRT`` recipe), recorded inside the frame and nowhere else.
 
     >>> frame = encode_frame(np.zeros((1, 16, 16), np.uint16), "delta_1d>zstd")
     >>> frame_version(frame)
@@ -69,11 +71,15 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False) ->
     if interband:
         raster = raster.reshape(1, bands, -1)
     planes, width = raster.shape[0], raster.shape[-1]
-    key = (recipe, raster.dtype.str, width, planes)
-    cache = _graphs.__dict__.setdefault("cache", {})
-    graph = cache.get(key)
-    if graph is None:
-        graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=planes)
+    if error is not None:
+        # a lossy graph fixes its quantiser's domain from the data it is built on
+        graph = geozl.graph(raster, recipe, width=width, planes=planes, error=error)
+    else:
+        key = (recipe, raster.dtype.str, width, planes)
+        cache = _graphs.__dict__.setdefault("cache", {})
+        graph = cache.get(key)
+        if graph is None:
+            graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=planes)
     frame = geozl.compress(raster, graph=graph)
     if frame[0] != 0xC0 + FORMAT_VERSION:
         raise RuntimeError(f"geozl wrote OpenZL format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
