@@ -69,3 +69,24 @@ def test_collection_groups_images_by_grid(tmp_path):
     assert list(cube.url.values) == [str(first[0]), str(first[1]), str(first[2])]
     assert tree["grid_1"].dataset.band_data.shape == (2, 2, 48, 48)
     assert tree["grid_1"].dataset.rio.crs.to_epsg() == 4326
+
+
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_open_catalog_gives_what_open_dataset_gives(tmp_path, chunks):
+    import xarray as xr
+
+    paths = _images(tmp_path, 2)
+    table = build(paths, tmp_path / "c.parquet")
+    fast = open_catalog(table, chunks=chunks)
+    for path, ds in zip(paths, fast):
+        slow = xr.open_dataset(path, engine="rumi", chunks=chunks)
+        xr.testing.assert_identical(ds, slow)
+        assert ds.band_data.chunks == slow.band_data.chunks
+        assert ds.band_data.encoding == slow.band_data.encoding
+        assert (ds.band_data.values == slow.band_data.values).all()
+
+
+def test_open_catalog_with_other_chunks(tmp_path):
+    [ds] = open_catalog(build(_images(tmp_path, 1), tmp_path / "c.parquet"), chunks={"band": 2, "y": 32, "x": 32})
+    assert ds.band_data.data.chunksize == (2, 32, 32)
+    assert int(ds.band_data.sum()) == 0

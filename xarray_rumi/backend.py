@@ -20,6 +20,7 @@ only a URL, storage options and the blob, so tasks run on worker processes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -257,8 +258,12 @@ def open_rumi_image(filename_or_obj, *, header=None, storage_options=None, crs=N
     return RumiImage(image.source, image.header, georef)
 
 
-def image_dataset(image: RumiImage, *, name: str = VARIABLE) -> xr.Dataset:
-    """The dataset of an opened image: ``name`` on ``(band, y, x)`` plus coordinates."""
+def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
+    """``band_data`` of an opened image: lazy, or with ``chunked`` one Dask chunk per frame.
+
+    The chunked form is what ``xr.open_dataset(..., chunks={})`` gives, built
+    directly (catalogs open thousands of images this way, under 1 ms each).
+    """
     grid, georef = image.grid, image.georeferencing
     defined = georef is not None and georef.is_defined
     raster_type = georef.raster_type if georef is not None else RasterType.AREA
@@ -275,11 +280,30 @@ def image_dataset(image: RumiImage, *, name: str = VARIABLE) -> xr.Dataset:
         "header": image.header.to_bytes(),
     }
     data = indexing.LazilyIndexedArray(RumiBackendArray(image))
-    variable = xr.Variable(("band", "y", "x"), data, attrs=attrs, encoding=encoding)
+    if chunked:
+        import dask.array
+
+        adapter = indexing.ImplicitToExplicitIndexingAdapter(data, indexing.OuterIndexer)
+        # The blob and the address name the frames exactly: a stable Dask name.
+        token = hashlib.blake2b(image.source.url.encode() + encoding["header"], digest_size=16).hexdigest()
+        chunks = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
+        # meta=np.ndarray, as xarray's own chunking gives lazily indexed backend arrays
+        data = dask.array.from_array(adapter, chunks=chunks, name=f"rumi-{token}", lock=False, meta=np.ndarray)
+    return xr.Variable(("band", "y", "x"), data, attrs=attrs, encoding=encoding)
+
+
+def image_coordinates(image: RumiImage) -> dict:
+    """``band``, the spatial coordinates and ``spatial_ref`` of an opened image."""
+    grid, georef = image.grid, image.georeferencing
     coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
     coords.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
     coords[GRID_MAPPING] = xr.Variable((), np.int64(0), attrs=grid_mapping_attrs(georef))
-    return xr.Dataset({name: variable}, coords=coords)
+    return coords
+
+
+def image_dataset(image: RumiImage, *, name: str = VARIABLE) -> xr.Dataset:
+    """The dataset of an opened image: ``name`` on ``(band, y, x)`` plus coordinates."""
+    return xr.Dataset({name: image_variable(image)}, coords=image_coordinates(image))
 
 
 class RumiBackendEntrypoint(BackendEntrypoint):
@@ -320,4 +344,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         return os.path.splitext(path.split("?", 1)[0])[1].lower() == ".rumi"
 
 
-__all__ = ["RumiBackendArray", "RumiBackendEntrypoint", "caller_georeferencing", "image_dataset", "open_rumi_image"]
+__all__ = [
+    "RumiBackendArray", "RumiBackendEntrypoint", "caller_georeferencing", "image_coordinates", "image_dataset",
+    "image_variable", "open_rumi_image",
+]

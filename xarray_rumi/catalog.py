@@ -11,12 +11,15 @@ files are not touched until pixels are read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
 
 from .format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
-from .reader import open_image
+from .format.blob import Header
+from .io.source import ByteSource
+from .reader import RumiImage, open_image
 
 COLUMNS = (
     "url", "header", "bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type",
@@ -101,8 +104,10 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
 
     ``catalog`` is a Parquet path or a DataFrame from :func:`build`.  Returns
     one Dataset per row, in order, each as ``xr.open_dataset(...,
-    engine="rumi")`` gives it; ``chunks`` is passed on (``{}`` for one Dask
-    chunk per frame).
+    engine="rumi", chunks=chunks)`` gives it.  With ``chunks`` ``None``
+    (lazy) or ``{}`` (one Dask chunk per frame) the datasets are built
+    directly, and images on one grid share their coordinate indexes: well
+    under a millisecond an image.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -116,8 +121,25 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
     """
     import xarray as xr
 
-    return [
-        xr.open_dataset(row.url, engine="rumi", header=bytes(row.header), georeferencing=georeferencing_of(row),
-                        chunks=chunks, storage_options=storage_options)
-        for row in read(catalog).itertuples()
-    ]
+    from .backend import VARIABLE, image_coordinates, image_variable
+
+    with contextlib.suppress(ImportError):
+        import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
+
+    rows = read(catalog).itertuples()
+    if chunks not in (None, {}):
+        return [
+            xr.open_dataset(row.url, engine="rumi", header=bytes(row.header), georeferencing=georeferencing_of(row),
+                            chunks=chunks, storage_options=storage_options)
+            for row in rows
+        ]
+    shared: dict[tuple, xr.Coordinates] = {}  # coordinates by grid, built once
+    datasets = []
+    for row in rows:
+        image = RumiImage(ByteSource.of(row.url, storage_options), Header.from_bytes(bytes(row.header)),
+                          georeferencing_of(row))
+        key = (image.grid.shape, image.georeferencing)
+        if key not in shared:
+            shared[key] = xr.Coordinates(image_coordinates(image))
+        datasets.append(xr.Dataset({VARIABLE: image_variable(image, chunked=chunks == {})}, coords=shared[key]))
+    return datasets
