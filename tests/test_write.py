@@ -215,3 +215,18 @@ def test_lossy_integers_and_refusals(tmp_path):
     with pytest.raises(ValueError, match="lossy:nonsense"):
         xarray_rumi.write(tmp_path / "n.rumi", data, compression="lossy:nonsense")
     assert sorted(os.listdir(tmp_path)) == ["int.rumi", "int.rumi.header"]
+
+
+def test_a_point_raster_read_back_writes_the_same_file(tmp_path):
+    pytest.importorskip("rioxarray")
+    data = _smooth((1, 30, 20))
+    xarray_rumi.write(tmp_path / "p.rumi", data, tile_size=16, frame_unit="cell", raster_type="point",
+                      crs=32633, transform=(10, 0, 1005, 0, -10, 1995))
+    array = xr.open_dataset(tmp_path / "p.rumi", engine="rumi").band_data
+    xarray_rumi.write(tmp_path / "again.rumi", array)  # tile size, frame unit, raster type from what was read
+    assert (tmp_path / "again.rumi").read_bytes() == (tmp_path / "p.rumi").read_bytes()
+    # explicit arguments still win over the encoding
+    xarray_rumi.write(tmp_path / "area.rumi", array, raster_type="area", tile_size=8)
+    image = open_image(tmp_path / "area.rumi")
+    assert image.georeferencing.raster_type.name == "AREA" and image.grid.tile_width == 8
+    assert image.georeferencing.transform == (10, 0, 1000, 0, -10, 2000)  # corners, as PixelIsArea needs

@@ -6,22 +6,6 @@ import xarray as xr
 
 from .write import write
 
-# What a round trip keeps from the encoding the backend records.
-_FROM_ENCODING = ("tile_size", "frame_unit", "sample_type", "raster_type")
-
-
-def _defaults(array: xr.DataArray, kwargs: dict) -> dict:
-    options = {key: array.encoding[key] for key in _FROM_ENCODING if key in array.encoding}
-    if "raster_type" not in options and str(array.attrs.get("AREA_OR_POINT", "")).lower() == "point":
-        options["raster_type"] = "point"
-    if "sample_type" in options and "sample_type" not in kwargs:
-        from .format.dtypes import sample_type_from_name
-
-        # the stored type only applies while the values still have its dtype
-        if sample_type_from_name(options["sample_type"]).dtype != array.dtype:
-            del options["sample_type"]
-    return {**options, **kwargs}
-
 
 @xr.register_dataarray_accessor("rumi")
 class RumiDataArrayAccessor:
@@ -39,7 +23,7 @@ class RumiDataArrayAccessor:
 
     def to_rumi(self, path, **kwargs) -> bytes:
         """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults."""
-        return write(path, self._array, **_defaults(self._array, kwargs))
+        return write(path, self._array, **kwargs)
 
 
 @xr.register_dataset_accessor("rumi")

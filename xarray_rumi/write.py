@@ -30,13 +30,21 @@ from .compression import Recipes, lossy_error, plan
 from .io.source import ByteSource
 
 
-def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=None, raster_type="area",
+#: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.
+_DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
+
+
+def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=None, raster_type=None,
           sample_type=None, compression="auto", storage_options=None, write_header=True, progress=None) -> bytes:
     """Write ``data`` as a rumi file and return its header blob.
 
     ``data`` is a numpy array ``(B, Y, X)`` or ``(Y, X)``, a Dask array, or a
     DataArray ``(band, y, x)`` whose rioxarray CRS and transform are used when
-    ``crs`` / ``transform`` are not given.  Dask-backed data is compressed as
+    ``crs`` / ``transform`` are not given.  ``tile_size``, ``frame_unit``,
+    ``raster_type`` and ``sample_type`` left as ``None`` come from a
+    DataArray's encoding (what it was read with; its ``AREA_OR_POINT``
+    attribute for the raster type), else 512, ``"tile"``, ``"area"`` and the
+    dtype's own type.  Dask-backed data is compressed as
     Dask tasks (on the active distributed client, if any) with only a few
     frames in flight.  ``path`` may be any fsspec URL.  With ``write_header``
     the blob is also stored beside the file as ``<path>.header``.
@@ -51,6 +59,10 @@ def write(path, data, *, tile_size=512, frame_unit="tile", crs=None, transform=N
     (28, True)
     """
     array, geo_defaults, encoding = _as_band_array(data)
+    tile_size, frame_unit, raster_type = (
+        given if given is not None else encoding.get(name, _DEFAULTS[name])
+        for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
+    )
     if crs is None and transform is None and geo_defaults:
         crs, transform = geo_defaults
         if RasterType.parse(raster_type) is RasterType.POINT:
@@ -87,6 +99,8 @@ def _as_band_array(data):
     encoding, geo = {}, None
     if hasattr(data, "dims") and hasattr(data, "variable"):  # an xarray DataArray
         encoding = dict(data.encoding)
+        if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
+            encoding["raster_type"] = "point"
         if data.ndim == 2:
             data = data.expand_dims("band")
         if data.ndim != 3:
