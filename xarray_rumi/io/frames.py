@@ -7,6 +7,7 @@ grid says a frame holds.  Encoding pins one OpenZL frame format version.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import geozl
@@ -86,31 +87,132 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     return frame
 
 
-def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int, int, int], *, verify: bool = True) -> np.ndarray:
+def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int, int, int], *,
+                 verify: bool = True, out: np.ndarray | None = None) -> np.ndarray:
     """Decompress one frame into an array of ``shape`` ``(bands, h, w)``.
 
     Refuses, without expanding it, a frame that would decode to more than the
     grid allows, and refuses one that decodes to any other length.
 
+    With ``out`` (an array of ``shape`` and ``sample.dtype``, such as the part
+    of a larger result that the frame covers) the samples are written there
+    and ``out`` is returned.  Where ``out`` is one contiguous block whose
+    memory is the frame's own layout, the decoder writes straight into it: no
+    frame-sized allocation and no copy.  Otherwise the frame is decoded into a
+    scratch buffer that each thread reuses, then copied into ``out``.  If
+    decoding fails, what ``out`` holds is unspecified.
+
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> frame = encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd")
     >>> decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 3)).tolist()
     [[[0, 1, 2], [3, 4, 5]]]
+    >>> image = np.zeros((1, 2, 5), np.uint16)
+    >>> _ = decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 3), out=image[:, :, 1:4])
+    >>> image.tolist()
+    [[[0, 0, 1, 2, 0], [0, 3, 4, 5, 0]]]
     >>> decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 2))
     Traceback (most recent call last):
     ...
     xarray_rumi.errors.RumiFormatError: frame.decode: the frame does not decode: ...
     """
     frame_version(frame)
+    shape = tuple(int(n) for n in shape)
     expected = int(np.prod(shape)) * sample.bytes_per_sample
+    if out is not None:
+        _check_out(out, sample, shape)
+        if _decoder is not None:
+            return _decode_into(frame, sample, shape, expected, out, verify)
     try:
         raw = geozl.decompress(frame, verify=verify, max_output_size=expected)
     except (RuntimeError, ValueError) as exc:
-        # OpenZL's messages carry a C stack trace; the first lines say what went wrong.
-        reason = " ".join(str(exc).split("Stack Trace")[0].split())
-        raise RumiFormatError("frame.decode", f"the frame does not decode: {reason}") from None
-    if raw.size != expected:
+        raise _not_decodable(str(exc)) from None
+    _check_length(raw.size, expected)
+    decoded = sample.decode(raw, shape)
+    if out is None:
+        return decoded
+    out[...] = decoded
+    return out
+
+
+def _not_decodable(message: str) -> RumiFormatError:
+    # OpenZL's messages carry a C stack trace; the first lines say what went wrong.
+    reason = " ".join(message.split("Stack Trace")[0].split())
+    return RumiFormatError("frame.decode", f"the frame does not decode: {reason}")
+
+
+def _check_length(decoded: int, expected: int) -> None:
+    if decoded != expected:
         raise RumiFormatError(
-            "frame.length", f"the frame decodes to {raw.size} bytes, but its grid position holds {expected}"
+            "frame.length", f"the frame decodes to {decoded} bytes, but its grid position holds {expected}"
         )
-    return sample.decode(raw, shape)
+
+
+def _check_out(out: np.ndarray, sample: SampleType, shape: tuple[int, ...]) -> None:
+    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != sample.dtype:
+        got = f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)}"
+        raise ValueError(f"out must be a numpy array of shape {shape} and dtype {sample.dtype}, got {got}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+
+
+# -- decoding into caller memory ---------------------------------------------
+#
+# geozl.decompress always allocates its result.  The C entry point beneath it
+# takes the output buffer, so a frame can land in the caller's array.  It is
+# not public in geozl, so it is looked up defensively: without it, ``out=``
+# still works, through geozl.decompress and a copy.
+
+try:
+    from geozl._2d import _load_lib_full, _ptr
+    from geozl._ffi import ffi as _ffi
+
+    _decoder = _load_lib_full()
+    if not all(hasattr(_decoder, name) for name in ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")):
+        _decoder = None
+except (ImportError, OSError, AttributeError):  # pragma: no cover - another geozl build
+    _decoder = None
+
+_scratch = threading.local()  # one reusable decode buffer per thread
+
+
+def _writes_in_place(out: np.ndarray, sample: SampleType) -> bool:
+    """Whether ``out``'s memory is exactly the frame's bytes: contiguous little-endian samples, 8-byte aligned."""
+    return (
+        out.flags.c_contiguous
+        and sample.dtype.itemsize == sample.bytes_per_sample  # not cint16/cint32/cfloat16, which widen
+        and (sample.dtype.byteorder == "<" or (sample.dtype.byteorder in "=|" and sys.byteorder == "little"))
+        and out.ctypes.data % 8 == 0  # OpenZL writes numeric streams aligned
+    )
+
+
+def _scratch_bytes(size: int) -> np.ndarray:
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.size < size:
+        # uint64 storage keeps it 8-byte aligned, as OpenZL needs
+        buffer = _scratch.buffer = np.empty(-(-size // 8), np.uint64).view(np.uint8)
+    return buffer[:size]
+
+
+def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarray, verify: bool) -> np.ndarray:
+    payload = np.frombuffer(frame, np.uint8)
+    declared = int(_decoder.geozl_2d_frame_dsize_c(_ptr(payload), payload.size))
+    if declared == 0:
+        raise _not_decodable("unreadable frame")
+    if declared > expected:  # refused before anything is expanded
+        raise _not_decodable(f"the frame declares {declared} bytes of output, above the {expected} allowed")
+    _check_length(declared, expected)
+    in_place = _writes_in_place(out, sample)
+    target = out.reshape(-1).view(np.uint8) if in_place else _scratch_bytes(expected)
+    written = _ffi.new("size_t*")
+    error = _ffi.new("char[]", 256)
+    # cffi releases the GIL around the call, as geozl.decompress does.
+    code = _decoder.geozl_2d_decompress_c(_ptr(payload), payload.size, _ptr(target), target.size, written,
+                                          int(bool(verify)), error, len(error))
+    if code != 0:
+        raise _not_decodable(f"{_ffi.string(error).decode('utf-8', 'replace')} (ZL error code {code})")
+    _check_length(int(written[0]), expected)
+    if in_place:
+        sample.decode(target, shape)  # checks sub-byte padding bits; a view, nothing copied
+        return out
+    out[...] = sample.decode(target, shape)
+    return out
