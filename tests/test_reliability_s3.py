@@ -1,0 +1,84 @@
+"""Failing storage over S3: moto's ThreadedMotoServer behind a FlakyProxy, read with s3fs.
+
+The file is uploaded straight to moto; reads go through the proxy, which
+passes S3 requests on verbatim and fails the ranged GETs it is told to.
+botocore's own retries are turned off (``max_attempts: 1``) in most tests so
+the retries seen are xarray-rumi's; one test keeps botocore's defaults.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import xarray_rumi
+from flaky_server import FlakyProxy
+from s3_server import s3_server
+from xarray_rumi.io.retry import DEFAULT_POLICY
+
+pytest.importorskip("s3fs")
+
+EXPECTED = np.random.default_rng(3).integers(-3000, 3000, (2, 40, 48), dtype=np.int16)
+NO_BOTOCORE_RETRIES = {"config_kwargs": {"retries": {"max_attempts": 1}}}
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server("bucket") as options:
+        blob = xarray_rumi.write("s3://bucket/scene.rumi", EXPECTED, tile_size=16, storage_options=options)
+        yield options, blob
+
+
+def _through(proxy, options, extra=NO_BOTOCORE_RETRIES):
+    return dict(options, endpoint_url=proxy.url, **extra)
+
+
+@pytest.mark.parametrize("faults", [["drop", "drop"], ["500", "short", "truncated"]])
+def test_transient_failures_are_retried_and_the_values_are_exact(s3, faults):
+    options, blob = s3
+    with FlakyProxy(options["endpoint_url"], faults) as proxy:
+        ds = xr.open_dataset("s3://bucket/scene.rumi", engine="rumi", header=blob,
+                             storage_options=_through(proxy, options))
+        values = ds.band_data.values
+        assert proxy.faults_injected == faults
+    np.testing.assert_array_equal(values, EXPECTED)
+
+
+def test_botocore_defaults_also_read_exact_values(s3):
+    options, blob = s3
+    with FlakyProxy(options["endpoint_url"], ["500", "503", "drop", "drop"]) as proxy:
+        values = xr.open_dataset("s3://bucket/scene.rumi", engine="rumi", header=blob, chunks={},
+                                 storage_options=_through(proxy, options, {})).band_data.values
+        assert len(proxy.faults_injected) == 4
+    np.testing.assert_array_equal(values, EXPECTED)
+
+
+def test_a_persistent_failure_is_an_oserror_naming_url_and_range(s3):
+    options, blob = s3
+    header = xarray_rumi.open_image("s3://bucket/scene.rumi", blob, read_georef=False).header
+    start, stop = header.offset(0), header.offset(1)
+    with FlakyProxy(options["endpoint_url"], always="500") as proxy:
+        ds = xr.open_dataset("s3://bucket/scene.rumi", engine="rumi", header=blob, georeferencing=False,
+                             chunks={}, storage_options=_through(proxy, options))
+        started = time.monotonic()
+        with pytest.raises(OSError) as info:
+            ds.band_data[0, :16, :16].values
+        elapsed = time.monotonic() - started
+        attempts = len(proxy.faults_injected)
+    message = str(info.value)
+    assert f"bytes {start}-{stop} of s3://bucket/scene.rumi after {DEFAULT_POLICY.attempts} attempts" in message
+    # Bounded: s3fs's cat_file may ask twice per attempt, never more.
+    assert DEFAULT_POLICY.attempts <= attempts <= 2 * DEFAULT_POLICY.attempts
+    assert elapsed < 20
+
+
+def test_a_bit_flipped_in_transit_is_caught_never_returned(s3):
+    options, blob = s3
+    with FlakyProxy(options["endpoint_url"], ["flip"]) as proxy:
+        ds = xr.open_dataset("s3://bucket/scene.rumi", engine="rumi", header=blob, georeferencing=False,
+                             chunks={}, storage_options=_through(proxy, options))
+        with pytest.raises(xarray_rumi.RumiFormatError, match="checksum"):
+            ds.band_data[0, :16, :16].values
