@@ -34,6 +34,11 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"rumi {args.command}: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # a command whose optional dependencies are not installed
+        extra = _EXTRAS.get(args.command, "all")
+        print(f"rumi {args.command}: needs {exc.name or exc}, which is not installed: "
+              f"pip install 'xarray-rumi[{extra}]'", file=sys.stderr)
+        return 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,15 +69,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands whose modules need optional dependencies, and the extra that brings them.
+_EXTRAS = {"convert": "geo", "refs": "zarr"}
+_MODULES = {"convert": "xarray_rumi.convert", "refs": "xarray_rumi.refs"}
+
+
 def _extra_commands():
-    """Sub-commands whose modules need optional dependencies (rasterio, zarr)."""
+    """``add_command`` of each optional command, or a stand-in that explains what to install."""
     found = []
-    for module, name in (("xarray_rumi.convert", "add_command"), ("xarray_rumi.refs", "add_command")):
+    for command, module in _MODULES.items():
         try:
-            found.append(getattr(__import__(module, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            continue
+            found.append(__import__(module, fromlist=["add_command"]).add_command)
+        except ImportError as exc:
+            found.append(_missing_command(command, exc))
     return found
+
+
+def _missing_command(command: str, error: ImportError):
+    def run(args):
+        raise error  # main() turns it into the install hint
+
+    def add(commands) -> None:
+        stand_in = commands.add_parser(command, help=f"(needs: pip install 'xarray-rumi[{_EXTRAS[command]}]')")
+        stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
+        stand_in.set_defaults(run=run)
+
+    return add
 
 
 def _info(args) -> int:
