@@ -19,10 +19,11 @@ import numpy as np
 import xarray as xr
 
 import xarray_rumi
-from read import bare_loop, geotiff_full, make_raster, rumi_full, write_geotiff
+from read import bare_loop, geotiff_full, make_raster, rumi_full, rumi_persist, write_geotiff
 from xarray_rumi.io.frames import decode_frame
 from xarray_rumi.reader import open_image
 
+import _proposed
 from _report import Row, interleaved, speed_row, time_row
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
@@ -54,7 +55,25 @@ def make(root: str, bands: int, size: int, tile: int = 512) -> Raster:
     np.testing.assert_array_equal(rumi_full(rumi, blob, 2, TRANSFORM), values)
     np.testing.assert_array_equal(geotiff_full(tif, 2), values)
     np.testing.assert_array_equal(lazy_full(rumi, blob), values)
+    np.testing.assert_array_equal(_proposed.read_full(open_image(rumi, blob, read_georef=False)), values)
+    np.testing.assert_array_equal(bare_into(rumi, blob, 2), values)
     return Raster(values, rumi, blob, tif)
+
+
+def bare_into(path: str, blob: bytes, threads: int) -> np.ndarray:
+    """The bare loop for a read that returns one array: each frame decoded into its place (``out=``)."""
+    image = open_image(path, blob, read_georef=False)
+    grid, sample = image.grid, image.sample_type
+    starts, stops = image.header.ranges(np.arange(grid.frame_count))
+    out = np.empty(grid.shape, sample.dtype)
+
+    def one(k: int) -> None:
+        decode_frame(image.source.read(int(starts[k]), int(stops[k])), sample, grid.frame_shape(k),
+                     out=out[grid.frame_window(k)])
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(grid.frame_count)))
+    return out
 
 
 def lazy_full(path: str, blob: bytes) -> np.ndarray:
@@ -72,6 +91,11 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
         cases[f"bare +keep {t}T"] = lambda t=t: bare_loop(raster.rumi, raster.blob, t, "keep")
         cases[f"GeoTIFF rioxarray {t}T"] = lambda t=t: geotiff_full(raster.tif, t)
     cases["lazy .values (no Dask) 2T"] = lambda: lazy_full(raster.rumi, raster.blob)
+    cases["persist 2T"] = lambda: rumi_persist(raster.rumi, raster.blob, 2, TRANSFORM)
+    cases["bare +place 2T"] = lambda: bare_loop(raster.rumi, raster.blob, 2, "place")
+    cases["bare decode into (out=) 2T"] = lambda: bare_into(raster.rumi, raster.blob, 2)
+    cases["proposed lazy read 2T"] = lambda: _proposed.read_full(open_image(raster.rumi, raster.blob,
+                                                                            read_georef=False))
     times = interleaved(cases, repeats)
     rows = []
     for t in (1, 2):
@@ -90,9 +114,19 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
             speed_row(f"GeoTIFF rioxarray {t}T", tif, f"bare fetch+decode {t}T", bare,
                       note=f"{raster.megabytes / tif:.0f} MB/s"),
         ]
-    lazy = times["lazy .values (no Dask) 2T"]
-    rows.append(speed_row("lazy .values (no Dask) 2T", lazy, "bare fetch+decode 2T", times["bare fetch+decode 2T"],
-                          note="backend's own 2-thread pool, frames placed into one array"))
+    bare2 = times["bare fetch+decode 2T"]
+    rows += [
+        speed_row("persist 2T", times["persist 2T"], "bare fetch+decode 2T", bare2,
+                  note="open_dataset(chunks={}) without the final concatenation"),
+        speed_row("bare +place 2T", times["bare +place 2T"], "bare fetch+decode 2T", bare2,
+                  note="decode, then copy into one array"),
+        speed_row("bare decode into (out=) 2T", times["bare decode into (out=) 2T"], "bare fetch+decode 2T", bare2,
+                  note="decode_frame(out=) into one array"),
+        speed_row("lazy .values (no Dask) 2T", times["lazy .values (no Dask) 2T"], "bare fetch+decode 2T", bare2,
+                  note="backend's own 2-thread pool, frames placed into one array"),
+        speed_row("proposed lazy read 2T", times["proposed lazy read 2T"], "bare fetch+decode 2T", bare2,
+                  note="_proposed.py: batched fetch, decode_frame(out=)"),
+    ]
     return rows
 
 
@@ -156,6 +190,8 @@ def peak_memory(raster: Raster, root: str) -> list[Row]:
         f.write(raster.blob)
     modes = {
         "bare +place (anchor)": "bare-place",
+        "bare decode into (out=)": "bare-into",
+        "proposed lazy read 2T": "proposed",
         "lazy .values (no Dask)": "lazy",
         "open_dataset chunks={} compute 2T": "dask",
         "GeoTIFF rioxarray compute 2T": "geotiff",
