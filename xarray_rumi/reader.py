@@ -20,6 +20,8 @@ from .format.limits import DEFAULT_LIMITS, Limits
 from .io.frames import decode_frame
 from .io.source import ByteSource, read_bytes
 
+#: Compressed bytes fetched together when reading many frames.
+READ_BATCH = 32 * 1024 * 1024
 #: The first read of a file without a blob; enough for the IFD of ~5,000 frames.
 FIRST_READ = 64 * 1024
 
@@ -53,15 +55,31 @@ class RumiImage:
         return start, start + self.header.byte_count(index)
 
     def read_frames(self, indices, *, verify: bool = True) -> list[np.ndarray]:
-        """Decode frames ``indices``, each ``(bands, h, w)``, with one batched read."""
+        """Decode frames ``indices``, each ``(bands, h, w)``, fetched in batched reads."""
+        return [frame for _, frame in self.iter_frames(indices, verify=verify)]
+
+    def iter_frames(self, indices, *, verify: bool = True):
+        """``(index, frame)`` for frames ``indices``, decoded one at a time.
+
+        Only one batch of compressed frames and one decoded frame are held at
+        once, so a caller placing frames into an output needs no more.
+        """
+        grid, sample = self.grid, self.sample_type
+        for k, payload in self.iter_payloads(indices):
+            yield k, decode_frame(payload, sample, grid.frame_shape(k), verify=verify)
+
+    def iter_payloads(self, indices):
+        """``(index, compressed frame)`` for frames ``indices``, fetched about 32 MiB at a time."""
         indices = np.asarray(indices, dtype=np.int64)
         starts, stops = self.header.ranges(indices)
-        payloads = self.source.read_many(starts, stops)
-        grid, sample = self.grid, self.sample_type
-        return [
-            decode_frame(payload, sample, grid.frame_shape(k), verify=verify)
-            for k, payload in zip(indices.tolist(), payloads)
-        ]
+        ends = np.cumsum(stops - starts)
+        first = 0
+        while first < indices.size:
+            limit = (ends[first - 1] if first else 0) + READ_BATCH
+            last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
+            payloads = self.source.read_many(starts[first:last], stops[first:last])
+            yield from zip(indices[first:last].tolist(), payloads)
+            first = last
 
     def read(self, bands: slice = slice(None), rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
         """The ``(band, y, x)`` window as an array, reading only the frames it touches."""
@@ -73,7 +91,7 @@ class RumiImage:
             raise ValueError("read() takes contiguous slices; index the result for strides")
         out = np.empty((len(b), len(y), len(x)), self.sample_type.dtype)
         indices = grid.frames_touching(b, y, x)
-        for k, frame in zip(indices.tolist(), self.read_frames(indices)):
+        for k, frame in self.iter_frames(indices):
             fb, fy, fx = grid.frame_window(k)
             ob, oy, ox = _overlap(fb, b), _overlap(fy, y), _overlap(fx, x)
             out[ob[0], oy[0], ox[0]] = frame[ob[1], oy[1], ox[1]]

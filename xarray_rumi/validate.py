@@ -8,9 +8,8 @@ from .errors import RumiFormatError
 from .format.limits import DEFAULT_LIMITS, Limits
 from .io.frames import decode_frame, frame_version
 from .io.source import ByteSource
-from .reader import check_blob_matches, load_header, read_ifd
+from .reader import RumiImage, check_blob_matches, load_header, read_ifd
 
-_BATCH_BYTES = 32 * 1024 * 1024  # frames are read in batches of about this size
 
 
 def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> None:
@@ -39,28 +38,20 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
 
 
 def _check_frames(source: ByteSource, header) -> None:
-    """Decode every frame, in batches of about ``_BATCH_BYTES``, all at one OpenZL version."""
+    """Decode every frame, a batch of reads at a time, all at one OpenZL version."""
     grid, sample = header.grid, header.sample_type
-    ends = np.cumsum(header.byte_counts())
     pinned = None
-    start = 0
-    while start < grid.frame_count:
-        batch_end = (ends[start - 1] if start else 0) + _BATCH_BYTES
-        stop = max(start + 1, int(np.searchsorted(ends, batch_end, side="right")))
-        indices = np.arange(start, stop)
-        starts, stops = header.ranges(indices)
-        for k, payload in zip(indices.tolist(), source.read_many(starts, stops)):
-            try:
-                version = frame_version(payload)
-                if pinned is None:
-                    pinned = version
-                elif version != pinned:
-                    raise RumiFormatError(
-                        "frames.format-version",
-                        f"it uses OpenZL format version {version}, but frame 0 uses {pinned}; "
-                        "all frames must share one pinned version",
-                    )
-                decode_frame(payload, sample, grid.frame_shape(k))
-            except RumiFormatError as exc:
-                raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None
-        start = stop
+    for k, payload in RumiImage(source, header).iter_payloads(np.arange(grid.frame_count)):
+        try:
+            version = frame_version(payload)
+            if pinned is None:
+                pinned = version
+            elif version != pinned:
+                raise RumiFormatError(
+                    "frames.format-version",
+                    f"it uses OpenZL format version {version}, but frame 0 uses {pinned}; "
+                    "all frames must share one pinned version",
+                )
+            decode_frame(payload, sample, grid.frame_shape(k))
+        except RumiFormatError as exc:
+            raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None
