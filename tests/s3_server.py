@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import urllib.request
-import urllib.request
 
 import pytest
 

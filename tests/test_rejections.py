@@ -14,7 +14,7 @@ import pytest
 import tifffile
 
 import xarray_rumi
-from _rumi_bytes import (entries, entry_at, entry_index, make, patch_entry, put, ramp, save, tile_byte_counts,
+from _rumi_bytes import (entries, entry_index, make, patch_entry, put, ramp, save, tile_byte_counts,
                          tile_offsets, value_offset, with_entries)
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.dtypes import sample_type_from_name
@@ -246,7 +246,7 @@ def test_non_contiguous_frames(tmp_path, valid):
 
 
 def test_band_interleaved_frames_are_rejected_even_though_contiguous_once_sorted(tmp_path, valid):
-    offsets, counts, frames = tile_offsets(valid), tile_byte_counts(valid), frames_of(valid)
+    _offsets, counts, frames = tile_offsets(valid), tile_byte_counts(valid), frames_of(valid)
     bands, positions = SHAPE[0], N // SHAPE[0]
     physical = [position * bands + band for band in range(bands) for position in range(positions)]
     new_offsets = np.empty(N, np.int64)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import xarray_rumi
-from _rumi_bytes import make, ramp, save
+from _rumi_bytes import make, ramp
 from xarray_rumi import Limits, RumiFormatError
 from xarray_rumi.format.blob import Header
 
