@@ -1,0 +1,179 @@
+"""Property tests of the whole open-and-read path on damaged files, blobs and frames.
+
+For any damage the outcome is the exact written values, or RumiFormatError /
+OSError: never another exception, never other values, no hang, and Python
+allocations (numpy's included) bounded by the frames the grid allows.  The
+blob decoder and the IFD parser alone are fuzzed in test_format_fuzz.py; this
+goes through ``xr.open_dataset(..., engine="rumi")``, ``open_image(...).read()``
+and the Zarr codec.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import xarray_rumi
+from xarray_rumi import RumiFormatError
+from xarray_rumi.codecs import OpenZLCodec
+from xarray_rumi.format.blob import Header
+
+FUZZ = settings(max_examples=120, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+MEMORY_BOUND = 16 << 20  # bytes of Python/numpy allocation per read; the files decode to a few KiB
+TIME_BOUND = 10.0  # seconds per example: far above any read here, far below a hang
+
+ARRAYS = [
+    np.random.default_rng(1).integers(0, 5000, (2, 20, 24)).astype(np.uint16),
+    (np.random.default_rng(2).standard_normal((3, 9, 9)) * 100).astype(np.float32),
+    np.random.default_rng(3).integers(-100, 100, (1, 17, 5)).astype(np.int8),
+]
+WRITE_OPTIONS = [dict(tile_size=16), dict(tile_size=8, frame_unit="cell"), dict(tile_size=(8, 4), compression="portable")]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz-read")
+    out = []
+    for i, (array, options) in enumerate(zip(ARRAYS, WRITE_OPTIONS)):
+        path = root / f"{i}.rumi"
+        blob = xarray_rumi.write(path, array, write_header=False, **options)
+        out.append((path.read_bytes(), blob, array))
+        for read in _readers(path, blob):  # first use imports and caches: not the reads' memory
+            np.testing.assert_array_equal(read(), array)
+    return out
+
+
+@st.composite
+def damaged(draw, data: bytes, frames_from: int):
+    """``data`` with bit flips, overwritten bytes, a truncation or garbage appended.
+
+    Half the damage lands in the frames (from ``frames_from``), where only the
+    checksums and length checks stand between the reader and wrong values.
+    """
+    out = bytearray(data)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["flip", "flip", "byte", "zero-run", "truncate", "extend"]))
+        low = draw(st.sampled_from([0, frames_from])) if len(out) > frames_from else 0
+        if not out:
+            break
+        at = draw(st.integers(min(low, len(out) - 1), len(out) - 1))
+        if kind == "flip":
+            out[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "byte":
+            out[at] = draw(st.integers(0, 255))
+        elif kind == "zero-run":
+            out[at: at + draw(st.integers(1, 16))] = bytes(min(16, len(out) - at))[: len(out[at: at + 16])]
+        elif kind == "truncate":
+            del out[at:]
+        else:
+            out += draw(st.binary(min_size=1, max_size=32))
+    return bytes(out)
+
+
+def _bounded(read):
+    """``read()``'s result, or None for an accepted error; checks time and memory."""
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        values = read()
+        event("read")
+        return values
+    except (RumiFormatError, OSError) as exc:
+        event(getattr(exc, "rule", type(exc).__name__))
+        return None
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert time.monotonic() - started < TIME_BOUND
+        assert peak < MEMORY_BOUND
+
+
+def _readers(path, header):
+    yield lambda: xr.open_dataset(path, engine="rumi", header=header).band_data.values
+    yield lambda: xr.open_dataset(path, engine="rumi", header=header, chunks={}).band_data.values
+    yield lambda: xarray_rumi.open_image(path, header).read()
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_damaged_file_read_through_its_blob_gives_exact_values_or_an_error(tmp_path, files, data):
+    original, blob, expected = data.draw(st.sampled_from(files))
+    path = tmp_path / "damaged.rumi"
+    path.write_bytes(data.draw(damaged(original, Header.from_bytes(blob).base_frame_offset)))
+    for read in _readers(path, blob):
+        values = _bounded(read)
+        if values is not None:
+            np.testing.assert_array_equal(values, expected)
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_damaged_file_read_through_its_ifd_gives_exact_values_or_an_error(tmp_path, files, data):
+    original, blob, expected = data.draw(st.sampled_from(files))
+    path = tmp_path / "damaged.rumi"
+    path.write_bytes(data.draw(damaged(original, Header.from_bytes(blob).base_frame_offset)))
+    for read in _readers(path, None):
+        values = _bounded(read)
+        if values is not None:
+            np.testing.assert_array_equal(values, expected)
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_damaged_blob_with_a_sound_file_gives_exact_values_or_an_error(tmp_path, files, data):
+    original, blob, expected = data.draw(st.sampled_from(files))
+    path = tmp_path / "sound.rumi"
+    path.write_bytes(original)
+    bad_blob = data.draw(damaged(blob, 0))
+    for read in _readers(path, bad_blob):
+        values = _bounded(read)
+        if values is None:
+            continue
+        if values.dtype != expected.dtype and _only_the_sample_type_differs(bad_blob, blob):
+            # Known gap (xfail test below): a blob naming another type of the same
+            # width reinterprets the file's exact bytes.  Anything else must be exact.
+            assert values.tobytes() == expected.tobytes()
+            continue
+        np.testing.assert_array_equal(values, expected)
+
+
+def _only_the_sample_type_differs(bad: bytes, good: bytes) -> bool:
+    a, b = Header.from_bytes(bad), Header.from_bytes(good)
+    return (a.grid, a.count_min, a.count_bits, a.packed) == (b.grid, b.count_min, b.count_bits, b.packed) and (
+        a.sample_type.bytes_per_sample == b.sample_type.bytes_per_sample)
+
+
+@pytest.mark.xfail(strict=True, reason="a blob is not checked against the file's IFD when opening with it: "
+                   "a same-width sample type (uint16 -> float16) reinterprets the bytes; fix in backend/reader")
+def test_a_blob_naming_another_sample_type_of_the_same_width_is_refused(files, tmp_path):
+    original, blob, expected = files[0]  # uint16
+    path = tmp_path / "sound.rumi"
+    path.write_bytes(original)
+    lying = bytearray(blob)
+    lying[21] = 3  # sample_format 3 (IEEE float): float16, two bytes like uint16
+    assert Header.from_bytes(bytes(lying)).sample_type.name == "float16"
+    with pytest.raises(RumiFormatError, match="blob.matches-file"):
+        xr.open_dataset(path, engine="rumi", header=bytes(lying)).band_data.values
+
+
+@FUZZ
+@given(data=st.data())
+def test_the_codec_on_damaged_frames_gives_exact_chunks_or_an_error(files, data):
+    original, blob, expected = data.draw(st.sampled_from(files[:1]))  # uint16, 16 x 16 tile frames
+    header = Header.from_bytes(blob)
+    k = data.draw(st.integers(0, header.frame_count - 1))
+    frame = original[header.offset(k): header.offset(k + 1)]
+    grid = header.grid
+    bands, rows, cols = grid.frame_window(k)
+    codec = OpenZLCodec(sample_type="uint16", chunk_shape=[1, 16, 16], image_shape=[grid.image_length, grid.image_width])
+    chunk = _bounded(lambda: np.frombuffer(codec.decode(data.draw(damaged(frame, 0))), np.uint16).reshape(1, 16, 16))
+    if chunk is not None:
+        h, w = rows.stop - rows.start, cols.stop - cols.start
+        np.testing.assert_array_equal(chunk[:, :h, :w], expected[bands, rows, cols])
