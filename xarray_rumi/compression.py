@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import threading
+
 import geozl
 import numpy as np
+import openzl.ext
 
-from .io.frames import PORTABLE_RECIPES, applicable, encode_frame
+from .io.frames import FORMAT_VERSION, PORTABLE_RECIPES, applicable, encode_frame
 
 #: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
 FINALISTS = 1
@@ -47,9 +50,12 @@ class Recipes:
 
     candidates: tuple[str, ...]
     error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
+    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of candidates
 
     def encode(self, stored: np.ndarray) -> bytes:
         """The smallest frame among the candidates (the first on a tie)."""
+        if self.compressor is not None:
+            return _encode_with_compressor(stored, self.compressor)
         best = None
         for candidate in self.candidates:
             try:
@@ -67,6 +73,30 @@ INTERBAND = "@interband"
 def _encode(stored: np.ndarray, candidate: str, error=None) -> bytes:
     recipe, _, geometry = candidate.partition("@")
     return encode_frame(stored, recipe, interband=bool(geometry), error=error)
+
+
+_contexts = threading.local()  # compression contexts are not thread-safe: one per thread
+
+
+def _encode_with_compressor(stored: np.ndarray, serialized: bytes) -> bytes:
+    """One frame through a caller's OpenZL graph, at the pinned format version, with checksums."""
+    cache = _contexts.__dict__.setdefault("cache", {})
+    if serialized not in cache:
+        compressor = openzl.ext.Compressor()
+        compressor.deserialize(serialized)
+        cctx = openzl.ext.CCtx()
+        cctx.ref_compressor(compressor)
+        # parameters otherwise reset after each frame, and the context then refuses the next one
+        cctx.set_parameter(openzl.ext.CParam.StickyParameters, 1)
+        cctx.set_parameter(openzl.ext.CParam.FormatVersion, FORMAT_VERSION)
+        cctx.set_parameter(openzl.ext.CParam.ContentChecksum, 1)
+        cache[serialized] = (cctx, compressor)  # the context refers to the compressor: keep both alive
+    cctx, _ = cache[serialized]
+    values = np.require(stored, requirements=("C", "A")).reshape(-1)
+    frame = cctx.compress([openzl.ext.Input(openzl.ext.Type.Numeric, values)])
+    if frame[0] != 0xC0 + FORMAT_VERSION:
+        raise RuntimeError(f"the OpenZL graph wrote format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
+    return frame
 
 
 def lossy_error(compression: str):
@@ -106,14 +136,19 @@ def _central_window(stored: np.ndarray) -> np.ndarray:
 def choose(samples: list[np.ndarray], compression: str) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
-    ``compression`` is ``"auto"``, ``"portable"`` or a GeoZL recipe string
-    such as ``"planar>zigzag>zstd"`` (used for every frame as given).
+    ``compression`` is ``"auto"``, ``"portable"``, ``"lossy:<error>"``, a
+    GeoZL recipe string such as ``"planar>zigzag>zstd"`` (used for every frame
+    as given), or an ``openzl.ext.Compressor`` with its starting graph
+    selected (every frame goes through that graph, as one numeric stream).
 
     >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
     >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
     True
     """
+    if isinstance(compression, openzl.ext.Compressor):
+        # Compressors hold native state; their serialised form travels to Dask workers.
+        return Recipes((), compressor=compression.serialize())
     error = lossy_error(compression)
     if compression not in ("auto", "portable") and error is None:
         if not isinstance(compression, str) or ">" not in compression:
