@@ -1,0 +1,116 @@
+"""Dying workers: a worker process killed (SIGKILL) during a read or a write.
+
+One ``LocalCluster`` of 2 worker processes serves the module, with
+``distributed.scheduler.allowed-failures`` at 1: a task survives one worker
+dying under it (Dask reschedules it), and a second death raises
+``KilledWorker``.  The kill comes from inside a task, on its first attempt
+only, gated by a marker file created with ``O_EXCL`` (exactly one process wins).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import cloudpickle
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+
+import xarray_rumi
+
+distributed = pytest.importorskip("distributed")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import this test module
+
+VALUES = np.random.default_rng(5).integers(0, 60000, (2, 96, 80), dtype=np.uint16)
+TILE = 32
+META = np.empty((0, 0, 0), VALUES.dtype)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+    ) as cluster, distributed.Client(cluster) as running:
+        yield running
+
+
+def _die_first_time(marker: str, spare: int) -> None:
+    """SIGKILL this process, unless it is ``spare`` (the test's), if none has died for ``marker`` yet."""
+    if os.getpid() == spare:  # dask may call a block function in the client, to infer its output
+        return
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _install_killer_in_decode(marker: str, spare: int) -> None:
+    """On a worker: the next frame decode (of any task) kills the process, once."""
+    import xarray_rumi.backend as backend
+
+    decode = backend.decode_frame
+
+    def dying_decode(*args, **kwargs):
+        _die_first_time(marker, spare)
+        return decode(*args, **kwargs)
+
+    backend.decode_frame = dying_decode
+
+
+def _pids(client) -> set[int]:
+    return set(client.run(os.getpid).values())
+
+
+def test_a_worker_killed_during_a_read_is_retried_and_the_result_is_exact(client, tmp_path):
+    path = tmp_path / "scene.rumi"
+    blob = xarray_rumi.write(path, VALUES, tile_size=TILE)
+    marker = str(tmp_path / "killed-during-read")
+    before = _pids(client)
+    client.run(_install_killer_in_decode, marker, os.getpid())
+    ds = xr.open_dataset(path, engine="rumi", header=blob, chunks={})
+    values = ds.band_data.compute().values
+    assert os.path.exists(marker)  # a worker did die inside a frame decode
+    np.testing.assert_array_equal(values, VALUES)
+    client.wait_for_workers(2, timeout=60)
+    assert _pids(client) != before  # the nanny replaced the killed process
+
+
+def _kill_once_then_pass(block, marker: str, spare: int):
+    _die_first_time(marker, spare)
+    return block
+
+
+def _always_kill(block, spare: int):
+    if os.getpid() != spare:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return block
+
+
+def test_a_worker_killed_during_a_write_still_writes_the_exact_file(client, tmp_path):
+    marker = str(tmp_path / "killed-during-write")
+    lazy = da.from_array(VALUES, chunks=(1, TILE, TILE)).map_blocks(_kill_once_then_pass, marker, os.getpid(), meta=META)
+    target = tmp_path / "out" / "scene.rumi"
+    target.parent.mkdir()
+    blob = xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
+    assert os.path.exists(marker)
+    reference = tmp_path / "reference.rumi"
+    assert blob == xarray_rumi.write(reference, VALUES, tile_size=TILE, compression="portable")
+    assert target.read_bytes() == reference.read_bytes()
+    assert sorted(os.listdir(target.parent)) == ["scene.rumi", "scene.rumi.header"]  # no temporary
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(client, tmp_path):
+    target = tmp_path / "scene.rumi"
+    target.write_bytes(b"the previous version")
+    lazy = da.from_array(VALUES, chunks=(1, TILE, TILE)).map_blocks(_always_kill, os.getpid(), meta=META)
+    with pytest.raises(distributed.scheduler.KilledWorker):
+        xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
+    assert os.listdir(tmp_path) == ["scene.rumi"]  # no header, no temporary
+    assert target.read_bytes() == b"the previous version"
+    client.wait_for_workers(2, timeout=60)
