@@ -150,13 +150,23 @@ def windows(raster: Raster, count: int) -> list[Row]:
     def window(y: int, x: int) -> np.ndarray:
         return opened.band_data[:, y:y + WINDOW, x:x + WINDOW].values
 
+    from xarray.core.indexing import BasicIndexer
+
+    from xarray_rumi.backend import RumiBackendArray
+
+    array = RumiBackendArray(image)
+
+    def backend_window(y: int, x: int) -> np.ndarray:
+        return array[BasicIndexer((slice(None), slice(y, y + WINDOW), slice(x, x + WINDOW)))]
+
     def open_and_window(y: int, x: int) -> np.ndarray:
         ds = xr.open_dataset(raster.rumi, engine="rumi", header=raster.blob, crs=CRS, transform=TRANSFORM)
         return ds.band_data[:, y:y + WINDOW, x:x + WINDOW].values
 
     np.testing.assert_array_equal(window(*corners[0]), raster.values[:, corners[0][0]:corners[0][0] + WINDOW,
                                                                      corners[0][1]:corners[0][1] + WINDOW])
-    cases = {"decode touched frames": decode_touched, "lazy window": window, "open + lazy window": open_and_window}
+    cases = {"decode touched frames": decode_touched, "lazy window": window, "backend array window": backend_window,
+             "open + lazy window": open_and_window}
     per_case = {name: [] for name in cases}
     for y, x in corners:
         for name, run in cases.items():
@@ -170,6 +180,8 @@ def windows(raster: Raster, count: int) -> list[Row]:
         time_row("decode touched frames", anchor, "decode touched frames", anchor,
                  note=f"median {frames:g} frames a window, {count} windows"),
         time_row("lazy window", median["lazy window"], "decode touched frames", anchor, 1.25),
+        time_row("backend array window", median["backend array window"], "decode touched frames", anchor,
+                 note="RumiBackendArray alone: no xarray indexing layers"),
         time_row("open + lazy window", median["open + lazy window"], "decode touched frames", anchor,
                  note="open_dataset with blob + crs/transform each time (cutting a chip)"),
     ]

@@ -47,7 +47,7 @@ BEGIN, END = "<!-- suite.py: generated tables begin -->", "<!-- suite.py: genera
 #: (title, sizes for --quick, sizes for the full run)
 SIZES = {
     "quick": dict(size=2048, repeats=3, windows=15, catalog=300, cube=50, frames=1_000_000, write_size=2048),
-    "full": dict(size=4096, repeats=5, windows=40, catalog=1000, cube=200, frames=1_000_000, write_size=4096),
+    "full": dict(size=4096, repeats=7, windows=60, catalog=1000, cube=200, frames=1_000_000, write_size=4096),
 }
 TITLES = {
     1: "1. Full read", 2: "2. Random 256 px windows", 3: "3. Opening", 4: "4. Cube of small images",
