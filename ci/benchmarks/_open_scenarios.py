@@ -29,7 +29,7 @@ from xarray_rumi.format.grid import FrameGrid
 from xarray_rumi.io.frames import decode_frame
 from xarray_rumi.reader import open_image
 
-from _report import Row, interleaved, speed_row, time_row
+from _report import Row, interleaved, time_row
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
 from servers import RangeServer  # noqa: E402

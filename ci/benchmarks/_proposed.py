@@ -11,7 +11,6 @@ the result is written where it belongs with no copy at all.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -57,7 +56,3 @@ def read_full(image: RumiImage, threads: int = 2) -> np.ndarray:
 def _overlap(frame: slice, window: range) -> tuple[slice, slice]:
     lo, hi = max(frame.start, window.start), min(frame.stop, window.stop)
     return slice(lo - window.start, hi - window.start), slice(lo - frame.start, hi - frame.start)
-
-
-def default_threads() -> int:
-    return min(4, os.cpu_count() or 1)

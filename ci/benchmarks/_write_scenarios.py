@@ -19,7 +19,7 @@ from xarray_rumi.format.dtypes import sample_type_for_dtype
 from xarray_rumi.format.grid import FrameGrid
 from xarray_rumi.io.frames import encode_frame
 
-from _report import interleaved, speed_row
+from _report import Row, interleaved, speed_row
 
 CRS = 32618
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
