@@ -26,7 +26,9 @@ from xarray_rumi.format.blob import Header
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-MEMORY_BOUND = 16 << 20  # bytes of Python/numpy allocation per read; the files decode to a few KiB
+MEMORY_BOUND = 16 << 20  # bytes of Python/numpy allocation per read, beyond the output the blob claims
+#: Proposed Limits bound on the decoded bytes of a whole image (see the xfail test below).
+PROPOSED_MAX_IMAGE_BYTES = 1 << 40
 TIME_BOUND = 10.0  # seconds per example: far above any read here, far below a hang
 
 ARRAYS = [
@@ -77,8 +79,12 @@ def damaged(draw, data: bytes, frames_from: int):
     return bytes(out)
 
 
-def _bounded(read):
-    """``read()``'s result, or None for an accepted error; checks time and memory."""
+def _bounded(read, claimed_bytes: int = 0):
+    """``read()``'s result, or None for an accepted error; checks time and memory.
+
+    ``claimed_bytes`` is the size of the image a (damaged) blob claims: reading it
+    whole allocates its output array, which is the caller's request, not a leak.
+    """
     tracemalloc.start()
     started = time.monotonic()
     try:
@@ -88,11 +94,25 @@ def _bounded(read):
     except (RumiFormatError, OSError) as exc:
         event(getattr(exc, "rule", type(exc).__name__))
         return None
+    except MemoryError:
+        # Known gap (xfail test below): no limit on a whole image's size yet.
+        assert claimed_bytes > PROPOSED_MAX_IMAGE_BYTES
+        event("MemoryError for an image claim past the proposed limit")
+        return None
     finally:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert time.monotonic() - started < TIME_BOUND
-        assert peak < MEMORY_BOUND
+        assert peak < MEMORY_BOUND + 2 * claimed_bytes
+
+
+def _claimed_bytes(blob: bytes) -> int:
+    try:
+        header = Header.from_bytes(blob)
+    except RumiFormatError:
+        return 0
+    bands, length, width = header.grid.shape
+    return bands * length * width * np.dtype(header.sample_type.dtype).itemsize
 
 
 def _readers(path, header):
@@ -133,7 +153,7 @@ def test_a_damaged_blob_with_a_sound_file_gives_exact_values_or_an_error(tmp_pat
     path.write_bytes(original)
     bad_blob = data.draw(damaged(blob, 0))
     for read in _readers(path, bad_blob):
-        values = _bounded(read)
+        values = _bounded(read, _claimed_bytes(bad_blob))
         if values is None:
             continue
         if values.dtype != expected.dtype and _only_the_sample_type_differs(bad_blob, blob):
@@ -161,6 +181,19 @@ def test_a_blob_naming_another_sample_type_of_the_same_width_is_refused(files, t
     assert Header.from_bytes(bytes(lying)).sample_type.name == "float16"
     with pytest.raises(RumiFormatError, match="blob.matches-file"):
         xr.open_dataset(path, engine="rumi", header=bytes(lying)).band_data.values
+
+
+@pytest.mark.xfail(strict=True, reason="Limits has no bound on a whole image: a 28-byte blob claiming an 8 TiB "
+                   "image of 2**24 small frames opens, and reading it raises MemoryError; fix in format/limits.py + grid.py")
+def test_a_blob_claiming_a_huge_image_of_allowed_frames_is_refused_at_open(tmp_path):
+    import struct
+
+    # 4096 x 4096 positions of 512 x 512 uint16: 2**24 frames (= max_frames) of 512 KiB each, 8 TiB in all.
+    claim = struct.pack("<IHIIHHHBBBIB", 0x45564F4C, 1, 4096 * 512, 4096 * 512, 512, 512, 1, 16, 1, 0, 100, 0)
+    path = tmp_path / "claim.rumi"
+    path.write_bytes(b"")
+    with pytest.raises(RumiFormatError, match="blob.limits"):
+        xr.open_dataset(path, engine="rumi", header=claim, georeferencing=False).band_data.values
 
 
 @FUZZ

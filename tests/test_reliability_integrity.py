@@ -202,3 +202,18 @@ def test_the_numcodecs_codec_bounds_decoding_even_without_a_chunk_shape(monkeypa
     frame = encode_frame(np.zeros((1, 64, 64), np.uint8), "id>zstd")
     assert len(numcodecs.get_codec({"id": "openzl"}).decode(frame)) == 64 * 64
     assert bounds and all(b is not None and b <= xarray_rumi.Limits().max_frame_bytes for b in bounds)
+
+
+def test_a_blob_claiming_huge_frames_does_not_make_a_local_read_allocate_them(tmp_path, written):
+    """count_min of ~1 GiB: every frame range runs far past the 2 KiB file."""
+    path, blob, *_ = written
+    claim = bytearray(blob)
+    claim[23:27] = (1 << 30).to_bytes(4, "little")  # count_min
+    tracemalloc.start()
+    try:
+        with pytest.raises(OSError, match="short read"):
+            xarray_rumi.open_image(path, bytes(claim), read_georef=False).read()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 1 << 20

@@ -146,7 +146,11 @@ def _pread_many(path: str, starts, stops) -> list[bytes]:
     # open, one pread per range and one close, with no read-ahead.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
-        return [os.pread(fd, b - a, a) for a, b in zip(starts, stops)]
+        # Ask for no more than the file holds: pread allocates what it is asked for
+        # first, and a damaged blob may claim frames of gigabytes.  The caller's
+        # length check then reports the short read.
+        size = os.fstat(fd).st_size
+        return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)]
     finally:
         os.close(fd)
 
