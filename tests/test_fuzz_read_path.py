@@ -24,7 +24,7 @@ from xarray_rumi import RumiFormatError
 from xarray_rumi.codecs import OpenZLCodec
 from xarray_rumi.format.blob import Header
 
-FUZZ = settings(max_examples=120, deadline=None, database=None,
+FUZZ = settings(max_examples=100, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 MEMORY_BOUND = 16 << 20  # bytes of Python/numpy allocation per read, beyond the output the blob claims
 #: Proposed Limits bound on the decoded bytes of a whole image (see the xfail test below).
