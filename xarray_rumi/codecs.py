@@ -41,6 +41,7 @@ from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec  # zarr's ow
 from zarr.core.common import parse_named_configuration
 from zarr.registry import get_ndbuffer_class, register_codec
 
+from .format.limits import DEFAULT_LIMITS
 from .errors import RumiFormatError
 from .format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from .io.frames import encode_frame, frame_version
@@ -249,7 +250,8 @@ def _same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 def _decompress(data: memoryview, limit: int | None) -> np.ndarray:
     frame_version(data)
     try:
-        return geozl.decompress(data, max_output_size=limit)
+        # without a chunk shape, the same per-frame bound as every other decode
+        return geozl.decompress(data, max_output_size=limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
     except (RuntimeError, ValueError) as exc:
         raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
 

@@ -137,6 +137,12 @@ class FrameGrid:
                 f"a frame of {self.largest_frame_samples} samples of {bytes_per_sample} bytes exceeds "
                 f"Limits.max_frame_bytes ({limits.max_frame_bytes})",
             )
+        image_bytes = self.samples_per_pixel * self.image_length * self.image_width * (bytes_per_sample or 0)
+        if image_bytes > limits.max_image_bytes:
+            raise RumiFormatError(
+                f"{rule}.limits",
+                f"an image of {image_bytes} decoded bytes exceeds Limits.max_image_bytes ({limits.max_image_bytes})",
+            )
         return self
 
     def frame_index(self, row: int, col: int, band: int = 0) -> int:

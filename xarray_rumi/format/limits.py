@@ -27,9 +27,11 @@ class Limits:
     max_frame_bytes: int = 1 << 30
     #: compressed bytes of one frame; a larger TileByteCounts entry is refused.
     max_frame_byte_count: int = (1 << 31) - 1
+    #: decoded bytes of a whole image (B * Y * X * bytes per sample), 1 TiB.
+    max_image_bytes: int = 1 << 40
 
     def __post_init__(self) -> None:
-        for name in ("max_frames", "max_frame_bytes", "max_frame_byte_count"):
+        for name in ("max_frames", "max_frame_bytes", "max_frame_byte_count", "max_image_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} must be at least 1")
 
