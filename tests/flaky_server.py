@@ -37,7 +37,9 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from servers import LoopbackServer
 
 FAULTS = ("500", "503", "drop", "short", "truncated", "slow", "flip", "whole")
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
@@ -57,7 +59,7 @@ def ranged_get(method: str, path: str, headers) -> bool:
     return method == "GET" and "Range" in headers
 
 
-class FlakyProxy:
+class FlakyProxy(LoopbackServer):
     """An HTTP proxy on 127.0.0.1 that fails on purpose; use as a context manager."""
 
     def __init__(self, upstream: str, faults=(), *, always: str | None = None, when=ranged_get,
@@ -154,18 +156,5 @@ class FlakyProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
+        self._serve(Handler)
         return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"

@@ -24,8 +24,29 @@ class Request:
     sent: int
 
 
+class LoopbackServer:
+    """Runs a request handler on 127.0.0.1 in a thread; the servers below share it."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        # a short poll interval: shutdown() waits for it, once per test
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+
 @dataclass
-class RangeServer:
+class RangeServer(LoopbackServer):
     """An HTTP server for ``root`` on 127.0.0.1; use as a context manager."""
 
     root: str
@@ -88,21 +109,8 @@ class RangeServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # a short poll interval: shutdown() waits for it, once per test
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
+        self._serve(Handler)
         return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
 
     def get_requests(self) -> list[Request]:
         """GET requests only (fsspec may also send HEAD to learn a size)."""
