@@ -53,6 +53,30 @@ def test_open_cube_dimension_coordinate(scenes):
     assert cube.band_data.mean(("band", "y", "x")).compute().shape == (3,)
 
 
+@pytest.mark.parametrize("dim", [
+    "time",
+    pd.Index([10, 20, 30], name="step"),
+    pd.Index([10, 20, 30]),  # unnamed: xr.concat calls it "concat_dim"
+    xr.DataArray([1.5, 2.5, 3.5], dims="depth", attrs={"units": "m"}),
+], ids=["name", "index", "unnamed index", "dataarray"])
+def test_open_cube_is_what_xr_concat_of_the_opened_images_gives(scenes, dim):
+    paths, blobs, _ = scenes
+    datasets = [xr.open_dataset(p, engine="rumi", header=b, chunks={}) for p, b in zip(paths, blobs)]
+    expected = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
+                         join="override", combine_attrs="override")
+    cube = open_cube(paths, blobs, dim=dim)
+    xr.testing.assert_identical(cube, expected)
+    assert cube.band_data.chunks == expected.band_data.chunks
+    assert list(cube.xindexes) == list(expected.xindexes)
+
+
+def test_open_cube_with_other_chunks_rechunks_each_image(scenes):
+    paths, blobs, values = scenes
+    cube = open_cube(paths, blobs, chunks={"x": 64, "y": 64})
+    assert cube.band_data.chunks[2:] == ((45,), (64, 6))
+    np.testing.assert_array_equal(cube.band_data.values, values)
+
+
 def test_xr_concat_and_open_mfdataset_keep_frame_chunks(scenes):
     paths, blobs, values = scenes
     datasets = [xr.open_dataset(p, engine="rumi", header=b, chunks={}) for p, b in zip(paths, blobs)]

@@ -8,12 +8,13 @@ stacks the lazily opened images so every Dask chunk is still one frame.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 
 import xarray as xr
 
-from .backend import open_rumi_image
+from .backend import VARIABLE, image_coordinates, image_variable, open_rumi_image
 from .reader import RumiImage
 
 #: What must agree for Images to form a Cube, in the order they are checked.
@@ -92,14 +93,17 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
     ]
     check_aligned(images, paths)
     chunks = {} if chunks is None else chunks
-    datasets = [
-        # Hand over what is already known: re-opening reads nothing.
-        xr.open_dataset(path, engine="rumi", header=image.header, georeferencing=image.georeferencing,
-                        storage_options=storage_options, chunks=chunks)
-        for path, image in zip(paths, images)
-    ]
-    cube = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
-                     join="override", combine_attrs="override")
+    if chunks == {}:
+        cube = _stack(images, dim)
+    else:
+        datasets = [
+            # Hand over what is already known: re-opening reads nothing.
+            xr.open_dataset(path, engine="rumi", header=image.header, georeferencing=image.georeferencing,
+                            storage_options=storage_options, chunks=chunks)
+            for path, image in zip(paths, images)
+        ]
+        cube = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
+                         join="override", combine_attrs="override")
     encoding = cube.band_data.encoding
     # One blob per image: the stacked variable records them all, in stacking order.
     encoding.pop("header", None)
@@ -107,6 +111,39 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
     encoding["headers"] = [image.header.to_bytes() for image in images]
     encoding["sources"] = paths
     return cube
+
+
+def _stack(images: Sequence[RumiImage], dim) -> xr.Dataset:
+    """The Cube ``xr.concat`` of the opened images gives, built in one step.
+
+    The images are aligned, so they share every coordinate: stacking their
+    frame-chunked arrays costs microseconds an image, where opening each
+    through ``xr.open_dataset`` and concatenating costs milliseconds.
+    """
+    import dask.array
+
+    with contextlib.suppress(ImportError):
+        import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
+
+    variables = [image_variable(image, chunked=True) for image in images]
+    name = _dimension_name(dim)
+    first = variables[0]
+    data = dask.array.stack([variable.data for variable in variables])
+    stacked = xr.Variable((name, *first.dims), data, attrs=first.attrs, encoding=dict(first.encoding))
+    cube = xr.Dataset({VARIABLE: stacked}, coords=image_coordinates(images[0]))
+    return cube if name is dim else cube.assign_coords({name: dim})
+
+
+def _dimension_name(dim):
+    """The new dimension's name, as ``xr.concat`` takes it from a name, an index or a 1-D array."""
+    if isinstance(dim, xr.DataArray | xr.Variable):
+        (name,) = dim.dims
+        return name
+    try:
+        hash(dim)  # a pandas Index claims to be Hashable, then refuses to be hashed
+    except TypeError:
+        return getattr(dim, "name", None) or "concat_dim"
+    return dim
 
 
 def _headers_for(paths: list[str], headers) -> list:
