@@ -175,24 +175,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     xarray_rumi.errors.RumiFormatError: file-profile.little-endian: the TIFF header must begin with II, got b'MM'
     """
     _check_header(data)
-    entries = _entries(data)
-    tags = [e[0] for e in entries]
-    for tag in tags:
-        if tag not in TAG_NAMES:
-            rule = _FORBIDDEN.get(tag, "fixed-ifd.tags")
-            raise RumiFormatError(rule, f"the IFD holds tag {tag}, which the fixed IFD does not allow")
-    if len(set(tags)) != len(tags) or sorted(tags) != tags:
-        raise RumiFormatError("fixed-ifd.order", f"tags must appear once each in rising order, got {tags}")
-    if len(tags) != TAG_COUNT:
-        missing = sorted(set(TAG_NAMES) - set(tags))
-        raise RumiFormatError("fixed-ifd.tags", f"the IFD lacks {[TAG_NAMES[t] for t in missing]}")
-    by_tag = {}
-    for tag, type_code, count, field in entries:
-        if type_code != TAG_TYPES[tag]:
-            raise RumiFormatError(
-                "fixed-ifd.types", f"{TAG_NAMES[tag]} must have type {TAG_TYPES[tag]}, got {type_code}"
-            )
-        by_tag[tag] = (count, field)
+    by_tag = _tag_table(_entries(data))
 
     def inline_scalar(tag: int) -> int:
         count, field = by_tag[tag]
@@ -241,6 +224,29 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     return ParsedIFD(grid, sample, georef, tile_offsets, tile_byte_counts, base_frame_offset(grid))
 
 
+def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
+    """Each tag's count and, when stored inline, its values, from a file's first 252 bytes.
+
+    The BigTIFF header and the tag table are checked as :func:`parse_prefix`
+    checks them (the fixed tags, once each, in rising order, with their
+    types); counts and values are the caller's to compare, with a header blob
+    for instance.  Values stored after the IFD are ``None``.
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> grid = FrameGrid(40, 30, 16, 16, 2)
+    >>> head = parse_head(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 12)[:252])
+    >>> head[IMAGE_WIDTH], head[SAMPLE_FORMAT], head[TILE_OFFSETS]
+    ((1, (40,)), (2, (2, 2)), (12, None))
+    """
+    _check_header(head)
+    stated = {}
+    for tag, (count, field) in _tag_table(_entries(head)).items():
+        type_code = TAG_TYPES[tag]
+        inline = TYPE_SIZES[type_code] * count <= 8
+        stated[tag] = (count, tuple(np.frombuffer(field, _TYPE_CODES[type_code], count=count).tolist()) if inline else None)
+    return stated
+
+
 def _check_header(data: bytes) -> None:
     # What the first bytes say comes first: a short PNG or classic TIFF is named as such.
     head = bytes(data[:BIGTIFF_HEADER_SIZE])
@@ -276,6 +282,28 @@ def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
         tag, type_code, count = struct.unpack_from("<HHQ", data, at)
         entries.append((tag, type_code, count, bytes(data[at + 12: at + 20])))
     return entries
+
+
+def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[int, bytes]]:
+    """``{tag: (count, value field)}`` once the entries are exactly the fixed tags, in order, with their types."""
+    tags = [e[0] for e in entries]
+    for tag in tags:
+        if tag not in TAG_NAMES:
+            rule = _FORBIDDEN.get(tag, "fixed-ifd.tags")
+            raise RumiFormatError(rule, f"the IFD holds tag {tag}, which the fixed IFD does not allow")
+    if len(set(tags)) != len(tags) or sorted(tags) != tags:
+        raise RumiFormatError("fixed-ifd.order", f"tags must appear once each in rising order, got {tags}")
+    if len(tags) != TAG_COUNT:
+        missing = sorted(set(TAG_NAMES) - set(tags))
+        raise RumiFormatError("fixed-ifd.tags", f"the IFD lacks {[TAG_NAMES[t] for t in missing]}")
+    by_tag = {}
+    for tag, type_code, count, field in entries:
+        if type_code != TAG_TYPES[tag]:
+            raise RumiFormatError(
+                "fixed-ifd.types", f"{TAG_NAMES[tag]} must have type {TAG_TYPES[tag]}, got {type_code}"
+            )
+        by_tag[tag] = (count, field)
+    return by_tag
 
 
 def _values(data: bytes, by_tag: dict, spp: int, n: int) -> dict[int, bytes]:
