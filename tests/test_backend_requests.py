@@ -1,9 +1,12 @@
 """What the engine fetches, counted on a Range HTTP server started by the test.
 
 With a blob and caller-supplied georeferencing, opening sends nothing; with a
-blob alone, one 160-byte read; without one, one read of the IFD.  Loading
+blob alone, the 160 bytes of georeferencing and the 252-byte IFD head the blob
+is checked against, in one batch; without one, one read of the IFD.  Loading
 sends one request per frame, each exactly that frame's byte range, and a
-window (or ``.rio.clip_box``) fetches only the frames inside it.
+window (or ``.rio.clip_box``) fetches only the frames inside it.  A blob the
+open did not check is checked on the first read: one more request, for the
+IFD head, once per process.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from xarray_rumi.format.layout import base_frame_offset, georeferencing_offset
 
 CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
 SHAPE, TILE = (2, 100, 120), 32  # 4 x 4 grid positions, edges of 4 and 24 px
+IFD_HEAD = (0, 252)  # what a blob is checked against: the BigTIFF header and the IFD
 
 
 def _values():
@@ -48,6 +52,11 @@ def _frame_ranges(header, indices):
     return sorted(zip(starts.tolist(), stops.tolist()))
 
 
+def _frames_and_head(header, indices):
+    """The frames' ranges and the IFD head: what a first read through an unchecked blob asks for."""
+    return sorted(_frame_ranges(header, indices) + [IFD_HEAD])
+
+
 def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
     server, url, header, _ = served
     ds = _open(url, header, chunks={})
@@ -57,13 +66,25 @@ def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
     assert undefined.rio.crs is None
 
 
-def test_blob_alone_reads_only_the_georeferencing_block(served):
-    server, url, header, _ = served
+def test_blob_alone_reads_the_georeferencing_block_and_the_ifd_head_together(served):
+    server, url, header, values = served
     ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes())
     start = georeferencing_offset(header.grid)
-    assert [r.range for r in server.get_requests()] == [(start, start + 160)]
+    assert sorted(r.range for r in server.get_requests()) == [IFD_HEAD, (start, start + 160)]
     assert start + 160 == base_frame_offset(header.grid)
     assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
+    server.requests.clear()
+    np.testing.assert_array_equal(ds.band_data[:, :32, :32].values, values[:, :32, :32])
+    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, _window_frames(
+        header, slice(None), slice(0, 32), slice(0, 32)))  # checked at open: reads check nothing more
+
+
+def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served):
+    server, url, header, _ = served
+    ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes(), verify=False)
+    start = georeferencing_offset(header.grid)
+    assert [r.range for r in server.get_requests()] == [(start, start + 160)]
+    assert ds.rio.crs.to_epsg() == CRS
 
 
 def test_no_blob_reads_the_ifd_in_one_request(served):
@@ -76,15 +97,44 @@ def test_no_blob_reads_the_ifd_in_one_request(served):
     assert ds.rio.crs.to_epsg() == CRS
 
 
-def test_full_chunked_load_is_one_exact_request_per_frame(served):
+def test_full_chunked_load_is_one_exact_request_per_frame_and_one_head(served):
     server, url, header, values = served
     data = _open(url, header, chunks={}).band_data.data
     assert data.npartitions == header.frame_count
     np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=2), values)
     requests = server.get_requests()
-    assert len(requests) == header.frame_count
-    assert sorted(r.range for r in requests) == _frame_ranges(header, range(header.frame_count))
-    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset
+    # However many threads meet the unchecked blob at once, one fetches the head; the others wait.
+    assert len(requests) == header.frame_count + 1
+    assert sorted(r.range for r in requests) == _frames_and_head(header, range(header.frame_count))
+    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset + 252
+    server.requests.clear()
+    np.testing.assert_array_equal(_open(url, header, chunks={}).band_data.values, values)
+    assert len(server.get_requests()) == header.frame_count  # checked once per process: not again
+
+
+def test_verify_false_trusts_the_blob_and_the_check_is_made_once_per_process(served):
+    server, url, header, values = served
+    blob = header.to_bytes()
+    unverified = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, verify=False)
+    np.testing.assert_array_equal(unverified.band_data.values, values)
+    assert IFD_HEAD not in [r.range for r in server.get_requests()]
+    for _ in range(3):
+        xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False).band_data[0, 0, 0].values
+    assert [r.range for r in server.get_requests()].count(IFD_HEAD) == 1
+
+
+def test_a_blob_checked_at_open_travels_checked_with_the_pickled_image(served):
+    """A Dask graph ships the image to workers: they need not check the blob again."""
+    import pickle
+
+    from xarray_rumi.backend import open_rumi_image
+
+    server, url, header, _ = served
+    checked = open_rumi_image(url, header=header.to_bytes())  # the open checks it
+    unchecked = open_rumi_image(url, header=header.to_bytes(), verify=False, georeferencing=False)
+    assert pickle.loads(pickle.dumps(checked)).blob_checked
+    assert unchecked.blob_checked  # this process knows the pair now: the flag records it
+    assert not open_rumi_image(f"{url}?other", header=header.to_bytes(), georeferencing=False).blob_checked
 
 
 def _window_frames(header, bands, rows, cols):
@@ -102,9 +152,9 @@ def test_window_fetches_only_its_frames(served, chunks, bands):
     np.testing.assert_array_equal(window, values[bands, rows, cols])
     touched = _window_frames(header, bands, rows, cols)
     requests = server.get_requests()
-    assert len(touched) in (4, 8) and len(requests) <= len(touched)
-    assert sorted(r.range for r in requests) == _frame_ranges(header, touched)
-    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum())
+    assert len(touched) in (4, 8) and len(requests) <= len(touched) + 1
+    assert sorted(r.range for r in requests) == _frames_and_head(header, touched)
+    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum()) + 252
 
 
 def test_scattered_rows_fetch_only_the_frames_holding_them(served):
@@ -114,7 +164,7 @@ def test_scattered_rows_fetch_only_the_frames_holding_them(served):
     np.testing.assert_array_equal(picked, values[:, [1, 99]][:, :, [0, 119]])
     grid = header.grid
     corners = {grid.frame_index(r, c, b) for r in (0, 3) for c in (0, 3) for b in range(SHAPE[0])}
-    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, sorted(corners))
+    assert sorted(r.range for r in server.get_requests()) == _frames_and_head(header, sorted(corners))
 
 
 def test_rio_clip_box_reads_only_frames_inside(served):
@@ -129,7 +179,7 @@ def test_rio_clip_box_reads_only_frames_inside(served):
     np.testing.assert_array_equal(clipped.band_data.values, values[:, rows, cols])
     touched = _window_frames(header, slice(None), rows, cols)
     assert len(touched) < header.frame_count
-    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, touched)
+    assert sorted(r.range for r in server.get_requests()) == _frames_and_head(header, touched)
 
 
 def test_a_server_that_ignores_range_is_an_error_not_wrong_pixels(served):

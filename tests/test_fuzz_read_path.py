@@ -136,33 +136,64 @@ def test_a_damaged_blob_with_a_sound_file_gives_exact_values_or_an_error(tmp_pat
     bad_blob = data.draw(damaged(blob, 0))
     for read in _readers(path, bad_blob):
         values = _bounded(read, _claimed_bytes(bad_blob))
-        if values is None:
-            continue
-        if values.dtype != expected.dtype and _only_the_sample_type_differs(bad_blob, blob):
-            # Known gap (xfail test below): a blob naming another type of the same
-            # width reinterprets the file's exact bytes.  Anything else must be exact.
-            assert values.tobytes() == expected.tobytes()
-            continue
-        np.testing.assert_array_equal(values, expected)
+        if values is not None:
+            np.testing.assert_array_equal(values, expected)
+            assert values.dtype == expected.dtype
 
 
-def _only_the_sample_type_differs(bad: bytes, good: bytes) -> bool:
-    a, b = Header.from_bytes(bad), Header.from_bytes(good)
-    return (a.grid, a.count_min, a.count_bits, a.packed) == (b.grid, b.count_min, b.count_bits, b.packed) and (
-        a.sample_type.bytes_per_sample == b.sample_type.bytes_per_sample)
-
-
-@pytest.mark.xfail(strict=True, reason="a blob is not checked against the file's IFD when opening with it: "
-                   "a same-width sample type (uint16 -> float16) reinterprets the bytes; fix in backend/reader")
-def test_a_blob_naming_another_sample_type_of_the_same_width_is_refused(files, tmp_path):
-    original, blob, expected = files[0]  # uint16
-    path = tmp_path / "sound.rumi"
-    path.write_bytes(original)
+def _lying_about_the_sample_type(blob: bytes) -> bytes:
     lying = bytearray(blob)
     lying[21] = 3  # sample_format 3 (IEEE float): float16, two bytes like uint16
     assert Header.from_bytes(bytes(lying)).sample_type.name == "float16"
-    with pytest.raises(RumiFormatError, match="blob.matches-file"):
-        xr.open_dataset(path, engine="rumi", header=bytes(lying)).band_data.values
+    return bytes(lying)
+
+
+WINDOW = (0, slice(3, 9), slice(2, 5))  # six rows of one band, across two frames of the 16 px grid
+# Every way of reading through a blob: checked at open (the georeferencing is read anyway),
+# or, when the open reads nothing, on the first frame read.
+LYING_READS = {
+    "open": lambda path, blob: xr.open_dataset(path, engine="rumi", header=blob).band_data.values,
+    "first-read": lambda path, blob: xr.open_dataset(path, engine="rumi", header=blob,
+                                                     georeferencing=False).band_data.values,
+    "first-read-window": lambda path, blob: xr.open_dataset(path, engine="rumi", header=blob, crs=4326,
+                                                            transform=(1, 0, 0, 0, -1, 0)).band_data[WINDOW].values,
+    "first-read-dask": lambda path, blob: xr.open_dataset(path, engine="rumi", header=blob, georeferencing=False,
+                                                          chunks={}).band_data.values,
+    "open_image": lambda path, blob: xarray_rumi.open_image(path, blob).read(),
+    "open_image-first-read": lambda path, blob: xarray_rumi.open_image(path, blob, read_georef=False).read(),
+}
+
+
+@pytest.mark.parametrize("how", LYING_READS)
+def test_a_blob_naming_another_sample_type_of_the_same_width_is_refused(files, tmp_path, how):
+    original, blob, expected = files[0]  # uint16
+    path = tmp_path / "sound.rumi"
+    path.write_bytes(original)
+    with pytest.raises(RumiFormatError, match=r"blob.matches-file: blob says float16 \(sample format 3, 16 bits\), "
+                       r"the file's IFD says uint16 \(sample format 1, 16 bits\)"):
+        LYING_READS[how](path, _lying_about_the_sample_type(blob))
+    read = LYING_READS[how](path, blob)  # the true blob still reads
+    np.testing.assert_array_equal(read, expected[WINDOW] if how.endswith("window") else expected)
+
+
+@pytest.mark.parametrize("how", ["open", "first-read"])
+def test_the_sample_type_is_checked_for_five_bands_and_more_whose_sample_formats_lie_after_the_ifd(tmp_path, how):
+    values = np.random.default_rng(4).integers(0, 5000, (13, 20, 24)).astype(np.uint16)
+    path = tmp_path / "thirteen.rumi"
+    blob = xarray_rumi.write(path, values, tile_size=16, write_header=False)
+    with pytest.raises(RumiFormatError, match="blob.matches-file: blob says float16"):
+        LYING_READS[how](path, _lying_about_the_sample_type(blob))
+    np.testing.assert_array_equal(LYING_READS[how](path, blob), values)
+
+
+def test_verify_false_trusts_the_blob(files, tmp_path):
+    """The documented cost of verify=False: a lying blob is believed."""
+    original, blob, expected = files[0]
+    path = tmp_path / "sound.rumi"
+    path.write_bytes(original)
+    believed = xr.open_dataset(path, engine="rumi", header=_lying_about_the_sample_type(blob), georeferencing=False,
+                               verify=False).band_data.values
+    assert believed.dtype == np.float16 and believed.tobytes() == expected.tobytes()
 
 
 def test_a_blob_claiming_a_huge_image_of_allowed_frames_is_refused_at_open(tmp_path):

@@ -16,13 +16,19 @@ import pytest
 import xarray as xr
 
 import xarray_rumi
-from flaky_server import FlakyProxy
+from flaky_server import FlakyProxy, ranged_get
 from servers import RangeServer
 from xarray_rumi import RumiFormatError
 from xarray_rumi.io.retry import DEFAULT_POLICY, RetryPolicy
 from xarray_rumi.io.source import ByteSource
 
 EXPECTED = np.random.default_rng(7).integers(0, 4000, (2, 40, 48), dtype=np.uint16)
+IFD_HEAD = "bytes=0-251"  # the Range header of the 252 bytes a blob is checked against
+
+
+def frame_gets(method: str, path: str, headers) -> bool:
+    """Ranged GETs other than the IFD head's, which a first read fetches beside its frames."""
+    return ranged_get(method, path, headers) and headers["Range"] != IFD_HEAD
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +80,13 @@ def test_a_persistent_failure_is_an_oserror_naming_url_and_range_after_bounded_a
         with pytest.raises(OSError) as info:
             ds.band_data[0, :16, :16].values  # exactly frame 0: one range
         elapsed = time.monotonic() - started
-        frame_reads = [r for r in proxy.requests if r.fault]
+        failed = [r.range for r in proxy.requests if r.fault]
     message = str(info.value)
     assert url in message and f"bytes {start}-{stop}" in message and "500" in message
     assert f"after {DEFAULT_POLICY.attempts} attempts" in message
-    assert len(frame_reads) == DEFAULT_POLICY.attempts  # bounded
+    # Bounded: the frame and the IFD head (a first read checks the blob) were each tried that often.
+    assert failed.count(f"bytes={start}-{stop - 1}") == DEFAULT_POLICY.attempts
+    assert failed.count(IFD_HEAD) == DEFAULT_POLICY.attempts and len(failed) == 2 * DEFAULT_POLICY.attempts
     # Backoff: at least the jittered minimum of the waits between the attempts.
     minimum = sum(min(DEFAULT_POLICY.backoff * DEFAULT_POLICY.factor**i, DEFAULT_POLICY.max_backoff)
                   for i in range(DEFAULT_POLICY.attempts - 1)) * (1 - DEFAULT_POLICY.jitter)
@@ -121,16 +129,50 @@ def test_a_missing_object_is_not_retried(origin):
     with FlakyProxy(server.url) as proxy:
         with pytest.raises(FileNotFoundError):
             xr.open_dataset(f"{proxy.url}/missing.rumi", engine="rumi", header=blob).band_data.values
-        assert len([r for r in proxy.requests if r.method == "GET"]) == 1
+        # The georeferencing and the IFD head, asked for together at open: each once.
+        assert len([r for r in proxy.requests if r.method == "GET"]) == 2
 
 
 def test_a_bit_flipped_in_transit_is_caught_by_the_checksum_never_returned(origin):
     server, blob = origin
-    with FlakyProxy(server.url, ["flip"]) as proxy:
+    with FlakyProxy(server.url, ["flip"], when=frame_gets) as proxy:
         ds = xr.open_dataset(f"{proxy.url}/scene.rumi", engine="rumi", header=blob, georeferencing=False, chunks={})
         with pytest.raises(RumiFormatError, match="frame.decode"):
             ds.band_data[0, :16, :16].values
         assert proxy.faults_injected == ["flip"]
+
+
+def test_a_bit_flipped_in_the_ifd_head_in_transit_is_an_error_never_other_values(origin):
+    server, blob = origin
+    with FlakyProxy(server.url, ["flip"], when=lambda *request: not frame_gets(*request)) as proxy:
+        ds = xr.open_dataset(f"{proxy.url}/scene.rumi", engine="rumi", header=blob, georeferencing=False)
+        with pytest.raises(RumiFormatError):
+            ds.band_data[0, :16, :16].values
+        assert [r.range for r in proxy.requests if r.fault] == [IFD_HEAD]
+
+
+def test_retry_is_an_argument_of_open_dataset_and_travels_with_the_pickled_dataset(origin):
+    import pickle
+
+    server, blob = origin
+    frame = xarray_rumi.open_image(server.url + "/scene.rumi", blob, read_georef=False).frame_range(0)
+    with FlakyProxy(server.url, ["503"], when=frame_gets) as proxy:
+        ds = xr.open_dataset(f"{proxy.url}/scene.rumi", engine="rumi", header=blob, georeferencing=False,
+                             chunks={}, retry=RetryPolicy(attempts=1))
+        ds = pickle.loads(pickle.dumps(ds))  # as a Dask graph ships it to workers
+        with pytest.raises(OSError, match=rf"bytes {frame[0]}-{frame[1]} of .* after 1 attempts: .*503"):
+            ds.band_data[0, :16, :16].values
+        assert [r.fault for r in proxy.requests if r.range == f"bytes={frame[0]}-{frame[1] - 1}"] == ["503"]
+    with FlakyProxy(server.url, ["503"], when=frame_gets) as proxy:  # the default policy rides it out
+        ds = xr.open_dataset(f"{proxy.url}/scene.rumi", engine="rumi", header=blob, georeferencing=False, chunks={})
+        np.testing.assert_array_equal(ds.band_data[0, :16, :16].values, EXPECTED[0, :16, :16])
+        assert [r.fault for r in proxy.requests if r.range == f"bytes={frame[0]}-{frame[1] - 1}"] == ["503", None]
+
+
+def test_retry_must_be_a_policy(origin):
+    _, blob = origin
+    with pytest.raises(TypeError, match="RetryPolicy"):
+        xr.open_dataset("scene.rumi", engine="rumi", header=blob, retry=3)
 
 
 def test_the_blob_and_the_ifd_are_fetched_with_retries_too(origin):

@@ -99,6 +99,34 @@ def test_a_damaged_payload_is_refused_by_every_reader(tmp_path, written):
         xarray_rumi.validate(broken, blob)
 
 
+@pytest.fixture(scope="module")
+def four_frames_one_flipped(tmp_path_factory):
+    """Noise in four 32 px frames, frame 2's payload with one bit flipped (it still decodes, wrongly)."""
+    values = np.random.default_rng(12).integers(0, 65535, (1, 64, 64), dtype=np.uint16)
+    path = tmp_path_factory.mktemp("flipped") / "four.rumi"
+    blob = xarray_rumi.write(path, values, tile_size=32, compression="portable", write_header=False)
+    header = Header.from_bytes(blob)
+    path.write_bytes(_flip(path.read_bytes(), (header.offset(2) + header.offset(3)) // 2))
+    return path, blob, values
+
+
+@pytest.mark.parametrize("window", [(0, slice(32, 64), slice(0, 32)), (slice(None),) * 3],
+                         ids=["one-frame", "all-four-frames"])
+@pytest.mark.parametrize("chunks", [None, {}], ids=["lazy", "dask"])
+def test_verify_false_through_open_dataset_skips_the_checksums(four_frames_one_flipped, window, chunks):
+    import pickle
+
+    path, blob, values = four_frames_one_flipped
+    with pytest.raises(RumiFormatError, match="checksum"):
+        xr.open_dataset(path, engine="rumi", header=blob, chunks=chunks).band_data[window].values
+    trusting = pickle.loads(pickle.dumps(xr.open_dataset(path, engine="rumi", header=blob, chunks=chunks,
+                                                         verify=False)))  # as shipped to a worker
+    unchecked = trusting.band_data[window].values
+    assert unchecked.shape == values[window].shape and not np.array_equal(unchecked, values[window])
+    # Only frame 2 (rows 32..63, columns 0..31) is damaged: the others are exact, checked or not.
+    np.testing.assert_array_equal(trusting.band_data[0, :32, :].values, values[0, :32, :])
+
+
 @pytest.mark.parametrize("cut", [1, 100, "half"])
 def test_a_truncated_file_is_a_short_read_never_decoded(tmp_path, written, cut):
     path, blob, data, header, _ = written

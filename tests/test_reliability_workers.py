@@ -114,3 +114,24 @@ def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(c
     assert os.listdir(tmp_path) == ["scene.rumi"]  # no header, no temporary
     assert target.read_bytes() == b"the previous version"
     client.wait_for_workers(2, timeout=60)
+
+
+def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_each(client, http_server):
+    """The array is pickled to the workers; each checks the blob once, on its first frame."""
+    from xarray_rumi import RumiFormatError
+    from xarray_rumi.format.blob import Header
+
+    georef = dict(crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
+    blob = xarray_rumi.write(f"{http_server.root}/scene.rumi", VALUES, tile_size=TILE, **georef)
+    url = f"{http_server.url}/scene.rumi"
+    ds = xr.open_dataset(url, engine="rumi", header=blob, chunks={}, **georef)
+    assert http_server.requests == []  # the open reads nothing
+    for _ in range(2):
+        np.testing.assert_array_equal(ds.band_data.compute().values, VALUES)
+    ranges = [r.range for r in http_server.get_requests()]
+    heads = ranges.count((0, 252))
+    assert 1 <= heads <= len(_pids(client))  # once per worker process, however many tasks it ran
+    assert len(ranges) - heads == 2 * Header.from_bytes(blob).frame_count  # and every frame once per compute
+    lying = blob[:21] + bytes([3]) + blob[22:]  # float16, as wide as uint16
+    with pytest.raises(RumiFormatError, match="blob.matches-file"):
+        xr.open_dataset(url, engine="rumi", header=lying, chunks={}, **georef).band_data.compute()

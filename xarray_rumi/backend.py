@@ -6,6 +6,9 @@ works on it.  What differs is the cost of opening: with a header blob the
 frames are located without reading the file, and each Dask task fetches the
 exact byte range of one frame and decodes it.  The array in the graph holds
 only a URL, storage options and the blob, so tasks run on worker processes.
+Before pixels read through a blob are returned, the blob is checked against
+the file's IFD head (``reader.check_blob_against_ifd_head``): at open when the
+open reads the georeferencing anyway, else once per process on the first read.
 
 >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
 >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -20,6 +23,7 @@ only a URL, storage options and the blob, so tasks run on worker processes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -36,9 +40,14 @@ from .format.geo import georeferencing as build_georeferencing
 from .format.grid import FrameUnit
 from .format.limits import DEFAULT_LIMITS, Limits
 from .io.frames import decode_frame
+from .io.retry import DEFAULT_POLICY, RetryPolicy
 from .reader import RumiImage, open_image, read_georeferencing
 
 VARIABLE = "band_data"
+#: Compressed bytes a read over many frames fetches at a time: a few frames per
+#: decoding thread, so memory stays near the result's size while a remote read
+#: is still a batch of concurrent requests.
+DECODE_BATCH = 2 * 1024 * 1024
 
 
 class RumiBackendArray(BackendArray):
@@ -46,6 +55,8 @@ class RumiBackendArray(BackendArray):
 
     Reads and decodes only the frames a selection touches.  Picklable: it is
     the image's address and blob, never bytes of the file or an open handle.
+    ``verify=False`` trusts the file and the blob: no frame checksums, no
+    check of the blob against the file.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -56,8 +67,9 @@ class RumiBackendArray(BackendArray):
            [50, 51]], dtype=int16)
     """
 
-    def __init__(self, image: RumiImage):
+    def __init__(self, image: RumiImage, *, verify: bool = True):
         self.image = image
+        self.verify = verify
         self.shape = image.grid.shape
         self.dtype = image.sample_type.dtype
 
@@ -84,22 +96,28 @@ class RumiBackendArray(BackendArray):
 
     def _read_window(self, bands: range, rows: range, cols: range) -> np.ndarray:
         """A contiguous window, which is what every Dask chunk asks for."""
+        grid, sample = self.image.grid, self.image.sample_type
         frame = self._frame_at(bands, rows, cols)
         if frame is not None:
             # The chunk is exactly one frame: one range read, and the decoded frame
             # is the result as it is, with no copy into an output array.
             start, stop = self.image.frame_range(frame)
-            payload = self.image.source.read(start, stop)
-            return decode_frame(payload, self.image.sample_type, self.image.grid.frame_shape(frame))
-        grid = self.image.grid
+            payload, = self.image.fetch([start], [stop], check_blob=self.verify)
+            return decode_frame(payload, sample, grid.frame_shape(frame), verify=self.verify)
         window = (bands, rows, cols)
         out = np.empty(tuple(len(r) for r in window), self.dtype)
 
-        def place(k: int, frame: np.ndarray) -> None:
+        def decode_into_place(k: int, payload: bytes) -> None:
             spans = [_overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
-            out[tuple(o for o, _ in spans)] = frame[tuple(i for _, i in spans)]
+            target = out[tuple(o for o, _ in spans)]
+            shape = grid.frame_shape(k)
+            if target.shape == shape:
+                # The whole frame lies in the window: decoded straight into its place.
+                decode_frame(payload, sample, shape, verify=self.verify, out=target)
+            else:
+                target[...] = decode_frame(payload, sample, shape, verify=self.verify)[tuple(i for _, i in spans)]
 
-        self._decode_each(grid.frames_touching(bands, rows, cols), place)
+        self._decode_each(grid.frames_touching(bands, rows, cols), decode_into_place)
         return out
 
     def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
@@ -129,36 +147,37 @@ class RumiBackendArray(BackendArray):
             touched = (positions[:, None] * grid.samples_per_pixel + np.unique(bands)[None, :]).ravel()
         axes = (bands, rows, cols)
 
-        def place(k: int, frame: np.ndarray) -> None:
+        def decode_and_place(k: int, payload: bytes) -> None:
+            frame = decode_frame(payload, self.image.sample_type, grid.frame_shape(k), verify=self.verify)
             window = grid.frame_window(k)
             inside = [np.flatnonzero((a >= w.start) & (a < w.stop)) for a, w in zip(axes, window)]
             local = [a[i] - w.start for a, i, w in zip(axes, inside, window)]
             out[np.ix_(*inside)] = frame[np.ix_(*local)]
 
-        self._decode_each(touched, place)
+        self._decode_each(touched, decode_and_place)
         return out
 
-    def _decode_each(self, touched: np.ndarray, place) -> None:
-        """Fetch frames ``touched`` in one batch, then decode each and ``place(k, frame)`` it.
+    def _decode_each(self, touched: np.ndarray, decode_and_place) -> None:
+        """Fetch frames ``touched`` in batches of about :data:`DECODE_BATCH`, ``decode_and_place(k, payload)`` each.
 
-        Decoding releases the GIL, so a window over several frames decodes them
-        on a small shared thread pool; each frame's pixels go to a disjoint part
-        of the output, and only a few decoded frames exist at any time.
+        Decoding releases the GIL, so the frames of a batch decode on a small
+        shared thread pool, each into a disjoint part of the output, while the
+        calling thread fetches the next batch: at most two batches of
+        compressed bytes are held at once, whatever the window's size.
         """
         if not len(touched):
             return
-        starts, stops = self.image.header.ranges(touched)
-        payloads = self.image.source.read_many(starts, stops)
-        grid, sample = self.image.grid, self.image.sample_type
-
-        def decode_and_place(k: int, payload: bytes) -> None:
-            place(k, decode_frame(payload, sample, grid.frame_shape(k)))
-
+        batches = self.image.iter_batches(touched, batch_bytes=DECODE_BATCH, check_blob=self.verify)
         if len(touched) == 1:
-            decode_and_place(int(touched[0]), payloads[0])
+            (_, (payload,)), = batches
+            decode_and_place(int(touched[0]), payload)
             return
-        # list() re-raises the first failure (a damaged frame) here, in the caller.
-        list(_decode_pool().map(decode_and_place, touched.tolist(), payloads))
+        decoding = iter(())
+        for indices, payloads in batches:
+            # list() re-raises the first failure (a damaged frame) here, in the caller.
+            list(decoding)
+            decoding = _decode_pool().map(decode_and_place, indices.tolist(), payloads)
+        list(decoding)
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None
@@ -238,31 +257,50 @@ def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferen
 
 
 def open_rumi_image(filename_or_obj, *, header=None, storage_options=None, crs=None, transform=None,
-                    raster_type=None, georeferencing=None, limits: Limits = DEFAULT_LIMITS) -> RumiImage:
+                    raster_type=None, georeferencing=None, limits: Limits = DEFAULT_LIMITS, verify: bool = True,
+                    retry: RetryPolicy = DEFAULT_POLICY) -> RumiImage:
     """Open a rumi image with its georeferencing, reading as little as possible.
 
     - no ``header``: the IFD (usually one read) gives the frames and the
       georeferencing; caller-supplied georeferencing replaces the file's.
-    - a ``header`` and caller-supplied georeferencing: nothing is read.
-    - a ``header`` alone: the 160 bytes of georeferencing, one read.
+    - a ``header`` and caller-supplied georeferencing: nothing is read; the
+      blob is checked against the file's IFD head on the first frame read.
+    - a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
+      head, in one batched read, and the blob is checked against the head.
+
+    ``verify=False`` skips the check of the blob (and the frame checksums,
+    see :class:`RumiBackendArray`).  ``retry`` is how remote reads are retried.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint16"), compression="portable")
+    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # float16, as wide as uint16
+    >>> open_rumi_image(path, header=lying)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says uint16 (sample format 1, 16 bits)
     """
     path = os.fspath(filename_or_obj) if isinstance(filename_or_obj, (str, os.PathLike)) else None
     if not isinstance(path, str):
         raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be an xarray_rumi.io.retry.RetryPolicy, got {type(retry).__name__}")
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
+    image = open_image(path, header, storage_options=storage_options, limits=limits, read_georef=False, retry=retry)
+    if supplied is not None:
+        return dataclasses.replace(image, georeferencing=supplied)
     if header is None:
-        image = open_image(path, None, storage_options=storage_options, limits=limits)
-        return image if supplied is None else RumiImage(image.source, image.header, supplied)
-    image = open_image(path, header, storage_options=storage_options, limits=limits, read_georef=False)
-    georef = supplied if supplied is not None else read_georeferencing(image.source, image.header)
-    return RumiImage(image.source, image.header, georef)
+        return image
+    georef = read_georeferencing(image.source, image.header, check_blob=verify)
+    return dataclasses.replace(image, georeferencing=georef, blob_checked=image.blob_checked or verify)
 
 
-def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
+def image_variable(image: RumiImage, *, chunked: bool = False, verify: bool = True) -> xr.Variable:
     """``band_data`` of an opened image: lazy, or with ``chunked`` one Dask chunk per frame.
 
     The chunked form is what ``xr.open_dataset(..., chunks={})`` gives, built
     directly (catalogs open thousands of images this way, under 1 ms each).
+    ``verify`` is :class:`RumiBackendArray`'s.
     """
     grid, georef = image.grid, image.georeferencing
     defined = georef is not None and georef.is_defined
@@ -279,13 +317,15 @@ def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
         "raster_type": raster_type.name.lower(),
         "header": image.header.to_bytes(),
     }
-    data = indexing.LazilyIndexedArray(RumiBackendArray(image))
+    data = indexing.LazilyIndexedArray(RumiBackendArray(image, verify=verify))
     if chunked:
         import dask.array
 
         adapter = indexing.ImplicitToExplicitIndexingAdapter(data, indexing.OuterIndexer)
         # The blob and the address name the frames exactly: a stable Dask name.
-        token = hashlib.blake2b(image.source.url.encode() + encoding["header"], digest_size=16).hexdigest()
+        # An unverified read is another computation: it must not stand in for a verified one.
+        named = image.source.url.encode() + encoding["header"] + (b"" if verify else b"\0unverified")
+        token = hashlib.blake2b(named, digest_size=16).hexdigest()
         chunks = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
         # meta=np.ndarray, as xarray's own chunking gives lazily indexed backend arrays
         data = dask.array.from_array(adapter, chunks=chunks, name=f"rumi-{token}", lock=False, meta=np.ndarray)
@@ -301,9 +341,9 @@ def image_coordinates(image: RumiImage) -> dict:
     return coords
 
 
-def image_dataset(image: RumiImage, *, name: str = VARIABLE) -> xr.Dataset:
+def image_dataset(image: RumiImage, *, name: str = VARIABLE, verify: bool = True) -> xr.Dataset:
     """The dataset of an opened image: ``name`` on ``(band, y, x)`` plus coordinates."""
-    return xr.Dataset({name: image_variable(image)}, coords=image_coordinates(image))
+    return xr.Dataset({name: image_variable(image, verify=verify)}, coords=image_coordinates(image))
 
 
 class RumiBackendEntrypoint(BackendEntrypoint):
@@ -313,23 +353,27 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     to rebuild it from the IFD.  ``crs=``/``transform=``/``raster_type=``
     supply georeferencing (with a blob, opening then reads nothing at all);
     ``georeferencing=False`` opens without a CRS and without reading one.
+    ``verify=False`` trusts the file and the blob (no frame checksums, no
+    check of the blob against the file); ``retry=`` is a
+    :class:`~xarray_rumi.io.retry.RetryPolicy` for remote reads.
     """
 
     description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily, one Dask chunk per frame"
     url = "https://pypi.org/project/xarray-rumi/"  # the distribution name in pyproject.toml; docs/backend.md
     open_dataset_parameters = (
         "filename_or_obj", "drop_variables", "header", "storage_options",
-        "crs", "transform", "raster_type", "georeferencing", "limits",
+        "crs", "transform", "raster_type", "georeferencing", "limits", "verify", "retry",
     )
 
     def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, storage_options=None,
                      crs=None, transform=None, raster_type=None, georeferencing=None,
-                     limits: Limits = DEFAULT_LIMITS) -> xr.Dataset:
+                     limits: Limits = DEFAULT_LIMITS, verify: bool = True,
+                     retry: RetryPolicy = DEFAULT_POLICY) -> xr.Dataset:
         image = open_rumi_image(
             filename_or_obj, header=header, storage_options=storage_options, crs=crs, transform=transform,
-            raster_type=raster_type, georeferencing=georeferencing, limits=limits,
+            raster_type=raster_type, georeferencing=georeferencing, limits=limits, verify=verify, retry=retry,
         )
-        dataset = image_dataset(image)
+        dataset = image_dataset(image, verify=verify)
         if drop_variables is not None:
             dataset = dataset.drop_vars(drop_variables, errors="ignore")
         return dataset
