@@ -50,7 +50,9 @@ def test_open_catalog_reads_no_file(tmp_path, http_server):
     assert [ds.band_data.rio.crs.to_epsg() for ds in datasets] == [32633] * 4
     assert datasets[0].band_data.data.chunksize == (1, 16, 16)
     assert [int(ds.band_data[0, 0, 0]) for ds in datasets] == [0, 1, 2, 3]
-    assert len(http_server.get_requests()) == 4  # one frame each, nothing else
+    requests = http_server.get_requests()
+    # One frame each, and each image's first read checks its blob against the file's IFD head.
+    assert sorted(r.range == (0, 252) for r in requests) == [False] * 4 + [True] * 4
 
 
 def test_collection_groups_images_by_grid(tmp_path):

@@ -243,3 +243,13 @@ def test_a_blob_claiming_huge_frames_does_not_make_a_local_read_allocate_them(tm
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert peak < 1 << 20
+
+
+@pytest.mark.parametrize("chunks", [None, {"x": 64}], ids=["frame-chunks", "rechunked"])
+def test_verify_false_reaches_every_image_of_a_cube(four_frames_one_flipped, chunks):
+    path, blob, values = four_frames_one_flipped
+    with pytest.raises(RumiFormatError, match="checksum"):
+        xarray_rumi.open_cube([path, path], [blob, blob], chunks=chunks).band_data.values
+    trusting = xarray_rumi.open_cube([path, path], [blob, blob], chunks=chunks, verify=False)
+    unchecked = trusting.band_data.values
+    assert unchecked.shape == (2, *values.shape) and not np.array_equal(unchecked[1], values)

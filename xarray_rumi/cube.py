@@ -94,12 +94,13 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
     check_aligned(images, paths)
     chunks = {} if chunks is None else chunks
     if chunks == {}:
-        cube = _stack(images, dim)
+        cube = _stack(images, dim, verify=open_kwargs.get("verify", True))
     else:
+        # Hand over what is already known (re-opening reads nothing), and the rest as given.
+        reopen = {k: v for k, v in open_kwargs.items() if k not in _GEOREFERENCING_KWARGS}
         datasets = [
-            # Hand over what is already known: re-opening reads nothing.
             xr.open_dataset(path, engine="rumi", header=image.header, georeferencing=image.georeferencing,
-                            storage_options=storage_options, chunks=chunks)
+                            storage_options=storage_options, chunks=chunks, **reopen)
             for path, image in zip(paths, images)
         ]
         cube = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
@@ -113,7 +114,10 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
     return cube
 
 
-def _stack(images: Sequence[RumiImage], dim) -> xr.Dataset:
+_GEOREFERENCING_KWARGS = ("crs", "transform", "raster_type", "georeferencing")
+
+
+def _stack(images: Sequence[RumiImage], dim, *, verify: bool) -> xr.Dataset:
     """The Cube ``xr.concat`` of the opened images gives, built in one step.
 
     The images are aligned, so they share every coordinate: stacking their
@@ -125,7 +129,7 @@ def _stack(images: Sequence[RumiImage], dim) -> xr.Dataset:
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
 
-    variables = [image_variable(image, chunked=True) for image in images]
+    variables = [image_variable(image, chunked=True, verify=verify) for image in images]
     name = _dimension_name(dim)
     first = variables[0]
     data = dask.array.stack([variable.data for variable in variables])
