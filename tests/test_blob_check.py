@@ -21,7 +21,8 @@ from xarray_rumi import RumiFormatError
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameUnit
-from xarray_rumi.reader import CheckedBlobs, check_blob_against_ifd_head, ifd_head_ranges
+from xarray_rumi.format.head import check_blob_against_ifd_head, ifd_head_ranges
+from xarray_rumi.io.checked import CheckedBlobs
 
 VALUES = np.random.default_rng(3).integers(0, 3000, (2, 40, 48), dtype=np.uint16)
 

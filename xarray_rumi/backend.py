@@ -7,7 +7,7 @@ frames are located without reading the file, and each Dask task fetches the
 exact byte range of one frame and decodes it.  The array in the graph holds
 only a URL, storage options and the blob, so tasks run on worker processes.
 Before pixels read through a blob are returned, the blob is checked against
-the file's IFD head (``reader.check_blob_against_ifd_head``): at open when the
+the file's IFD head (``format.head.check_blob_against_ifd_head``): at open when the
 open reads the georeferencing anyway, else once per process on the first read.
 
 >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi

@@ -7,16 +7,13 @@ A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open
 reads the georeferencing anyway (the head comes in the same batched read),
 otherwise on the process's first frame read of that file and blob (the head
-comes in the same batch as the frames).  :data:`checked_blobs` remembers the
+comes in the same batch as the frames).  :data:`~xarray_rumi.io.checked.checked_blobs` remembers the
 pairs checked, so later reads in the process pay nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -24,18 +21,12 @@ import numpy as np
 
 from .errors import RumiFormatError
 from .format.blob import Header
-from .format.dtypes import SAMPLE_TYPES
 from .format.geo import Georeferencing
-from .format.grid import FrameGrid, FrameUnit
-from .format.ifd import (
-    BITS_PER_SAMPLE, IMAGE_LENGTH, IMAGE_WIDTH, SAMPLE_FORMAT, SAMPLES_PER_PIXEL, TAG_NAMES, TILE_BYTE_COUNTS,
-    TILE_LENGTH, TILE_OFFSETS, TILE_WIDTH, check_frame_layout, parse_head, parse_prefix, prefix_size,
-)
-from .format.layout import (
-    BIGTIFF_HEADER_SIZE, GEOREFERENCING_SIZE, IFD_SIZE, MODEL_TRANSFORMATION_SIZE, external_sizes,
-    georeferencing_offset,
-)
+from .format.head import check_blob_against_ifd_head, ifd_head_ranges
+from .format.ifd import check_frame_layout, parse_prefix, prefix_size
+from .format.layout import GEOREFERENCING_SIZE, MODEL_TRANSFORMATION_SIZE, georeferencing_offset
 from .format.limits import DEFAULT_LIMITS, Limits
+from .io.checked import blob_key, checked_blobs
 from .io.frames import decode_frame
 from .io.retry import DEFAULT_POLICY, RetryPolicy
 from .io.source import ByteSource, read_bytes
@@ -44,175 +35,6 @@ from .io.source import ByteSource, read_bytes
 READ_BATCH = 32 * 1024 * 1024
 #: The first read of a file without a blob; enough for the IFD of ~5,000 frames.
 FIRST_READ = 64 * 1024
-#: The fixed head of every rumi file: the BigTIFF header and the IFD (spec: *Placement*).
-IFD_HEAD_SIZE = BIGTIFF_HEADER_SIZE + IFD_SIZE
-
-
-# -- checking a blob against its file ------------------------------------------
-
-
-def ifd_head_ranges(grid: FrameGrid) -> list[tuple[int, int]]:
-    """The byte ranges of a file that :func:`check_blob_against_ifd_head` needs for ``grid``.
-
-    The 252-byte head; with five or more bands BitsPerSample and SampleFormat
-    no longer fit their entries, so the head range also takes BitsPerSample's
-    values (right after the IFD) and a second range SampleFormat's (right
-    before the georeferencing).
-
-    >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3))
-    [(0, 252)]
-    >>> ifd_head_ranges(FrameGrid(100, 100, 100, 100, 13))
-    [(0, 278), (434, 460)]
-    """
-    external = external_sizes(grid.samples_per_pixel, grid.frame_count)
-    if SAMPLE_FORMAT not in external:
-        return [(0, IFD_HEAD_SIZE)]
-    sample_formats = georeferencing_offset(grid) - external[SAMPLE_FORMAT]
-    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (sample_formats, sample_formats + external[SAMPLE_FORMAT])]
-
-
-def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes = b"") -> None:
-    """Refuse a blob that disagrees with what its file's IFD head states (``blob.matches-file``).
-
-    ``head`` and ``sample_formats`` are the bytes of :func:`ifd_head_ranges`.
-    Every field both state must agree: the image and tile sizes, the band
-    count, the sample type, the frame count (so the frame unit) and, where
-    they fit in their entries (one or two frames), the frame byte counts.  A
-    head that is not a rumi IFD raises the file's rule (``file-profile.*``,
-    ``fixed-ifd.*``).
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint16"), compression="portable")
-    >>> head = open(path, "rb").read(252)
-    >>> check_blob_against_ifd_head(Header.from_bytes(blob), head)
-    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # sample_format 3: float16, as wide as uint16
-    >>> check_blob_against_ifd_head(Header.from_bytes(lying), head)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says uint16 (sample format 1, 16 bits)
-    """
-    stated = parse_head(head)
-    grid = blob.grid
-    for tag, name in ((IMAGE_WIDTH, "image_width"), (IMAGE_LENGTH, "image_length"), (TILE_WIDTH, "tile_width"),
-                      (TILE_LENGTH, "tile_length"), (SAMPLES_PER_PIXEL, "samples_per_pixel")):
-        _agree(f"{name} {getattr(grid, name)}", stated[tag], (getattr(grid, name),), TAG_NAMES[tag])
-    _check_sample_type(blob, stated, head[IFD_HEAD_SIZE:], sample_formats)
-    _check_frame_count(grid, stated[TILE_OFFSETS][0])
-    counts = tuple(blob.byte_counts().tolist()) if grid.frame_count <= 2 else None
-    _agree(f"frame byte counts {counts}", stated[TILE_BYTE_COUNTS], counts, "TileByteCounts")
-    _agree(f"frame offsets ({blob.base_frame_offset},)", stated[TILE_OFFSETS],
-           (blob.base_frame_offset,) if grid.frame_count == 1 else None, "TileOffsets")
-
-
-def _agree(blob_says: str, stated: tuple[int, tuple | None], expected: tuple | None, tag_name: str) -> None:
-    """Raise unless a tag the head states inline holds ``expected`` (``None``: the blob does not say)."""
-    count, values = stated
-    if expected is None or values == expected:
-        return
-    file_says = values if values is None or len(values) != 1 else values[0]
-    raise RumiFormatError("blob.matches-file", f"blob says {blob_says}, the file's IFD says "
-                          f"{file_says if values is not None else f'{count} values'} ({tag_name})")
-
-
-def _check_sample_type(blob: Header, stated: dict, bits_out_of_line: bytes, formats_out_of_line: bytes) -> None:
-    # Same-width types (uint16, int16, float16, bfloat16) decode from the same bytes:
-    # only these two tags tell them apart.
-    bits = _per_band(stated[BITS_PER_SAMPLE][1], bits_out_of_line, blob.grid.samples_per_pixel)
-    formats = _per_band(stated[SAMPLE_FORMAT][1], formats_out_of_line, blob.grid.samples_per_pixel)
-    sample = blob.sample_type
-    if set(bits) == {sample.bits_per_sample} and set(formats) == {sample.sample_format}:
-        return
-    if len(set(bits)) == 1 and len(set(formats)) == 1:
-        file_type = SAMPLE_TYPES.get((formats[0], bits[0]))
-        says = f"{file_type.name if file_type else 'no valid type'} (sample format {formats[0]}, {bits[0]} bits)"
-    else:
-        says = f"sample formats {formats} and bits {bits} across its bands"
-    raise RumiFormatError("blob.matches-file", f"blob says {sample.name} (sample format {sample.sample_format}, "
-                          f"{sample.bits_per_sample} bits), the file's IFD says {says}")
-
-
-def _per_band(inline: tuple | None, out_of_line: bytes, bands: int) -> tuple:
-    """A per-band SHORT tag's values: inline in its entry, or the bytes fetched from after the IFD."""
-    if inline is not None:
-        return inline
-    return tuple(np.frombuffer(out_of_line, "<u2", count=min(bands, len(out_of_line) // 2)).tolist())
-
-
-def _check_frame_count(grid: FrameGrid, file_frames: int) -> None:
-    if file_frames == grid.frame_count:
-        return
-    units = {grid.positions * grid.samples_per_pixel: FrameUnit.TILE, grid.positions: FrameUnit.CELL}
-    if file_frames in units:
-        raise RumiFormatError("blob.matches-file", f"blob frame_unit is {grid.frame_unit.name.lower()}, "
-                              f"the file's TileOffsets say {units[file_frames].name.lower()}")
-    raise RumiFormatError("blob.matches-file", f"blob says {grid.frame_count} frames, the file's IFD says "
-                          f"{file_frames} (TileOffsets)")
-
-
-class CheckedBlobs:
-    """The (file, blob) pairs this process has checked against the file: bounded, thread-safe.
-
-    Oldest entries go first once ``max_entries`` are held; a pair forgotten is
-    only checked again.  :meth:`lock_for` gives the threads reading one pair
-    one lock, so one of them checks while the others wait for its verdict.
-
-    >>> checked = CheckedBlobs(max_entries=2)
-    >>> for key in (b"a", b"b", b"c"):
-    ...     checked.add(key)
-    >>> b"a" in checked, b"c" in checked, len(checked)
-    (False, True, 2)
-    """
-
-    def __init__(self, max_entries: int = 4096):
-        self.max_entries = max_entries
-        self._lock = threading.Lock()
-        self._checked: OrderedDict[bytes, None] = OrderedDict()
-        self._checking: dict[bytes, threading.Lock] = {}
-
-    def __contains__(self, key: bytes) -> bool:
-        with self._lock:
-            return key in self._checked
-
-    def __len__(self) -> int:
-        return len(self._checked)
-
-    def add(self, key: bytes) -> None:
-        with self._lock:
-            self._checked[key] = None
-            self._checked.move_to_end(key)
-            while len(self._checked) > self.max_entries:
-                self._checked.popitem(last=False)
-
-    def lock_for(self, key: bytes) -> threading.Lock:
-        """The lock a thread holds while it checks ``key``."""
-        with self._lock:
-            return self._checking.setdefault(key, threading.Lock())
-
-    def release(self, key: bytes, lock: threading.Lock) -> None:
-        """Release ``lock`` after checking ``key``; threads waiting on it then see the verdict."""
-        with self._lock:
-            if self._checking.get(key) is lock:
-                del self._checking[key]
-        lock.release()
-
-    def _after_fork(self) -> None:
-        # A lock held by another thread at fork time would never be released in the child.
-        self._lock = threading.Lock()
-        self._checking = {}
-
-
-#: The (file, blob) pairs this process has checked: what makes later reads of them free.
-checked_blobs = CheckedBlobs()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=checked_blobs._after_fork)
-
-
-def blob_key(source: ByteSource, header: Header) -> bytes:
-    """What names a (file, blob) pair in :data:`checked_blobs`: a digest of the address and the blob."""
-    options = repr(sorted(source.storage_options.items()))  # another endpoint may hold another file
-    return hashlib.blake2b(b"\0".join([source.url.encode(), options.encode(), header.to_bytes()]),
-                           digest_size=16).digest()
 
 
 @dataclass(frozen=True)

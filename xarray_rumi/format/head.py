@@ -1,0 +1,138 @@
+"""Checking a blob against the fixed head of its file's IFD (spec rule ``blob.matches-file``).
+
+A blob locates every frame without opening the file, but nothing in a frame
+says whether its samples are uint16 or float16: two types of one width decode
+from the same bytes.  The first 252 bytes of every rumi file (the BigTIFF
+header and the fixed IFD) state the image and tile sizes, the band count and
+the sample type, so comparing them with the blob is what keeps a wrong blob
+from reinterpreting a sound file.  Pure functions over bytes: what is read,
+and when, is the reader's concern.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RumiFormatError
+from .blob import Header
+from .dtypes import SAMPLE_TYPES
+from .grid import FrameGrid, FrameUnit
+from .ifd import (
+    BITS_PER_SAMPLE,
+    IMAGE_LENGTH,
+    IMAGE_WIDTH,
+    SAMPLE_FORMAT,
+    SAMPLES_PER_PIXEL,
+    TAG_NAMES,
+    TILE_BYTE_COUNTS,
+    TILE_LENGTH,
+    TILE_OFFSETS,
+    TILE_WIDTH,
+    parse_head,
+)
+from .layout import BIGTIFF_HEADER_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
+
+#: The fixed head of every rumi file: the BigTIFF header and the IFD (spec: *Placement*).
+IFD_HEAD_SIZE = BIGTIFF_HEADER_SIZE + IFD_SIZE
+
+
+def ifd_head_ranges(grid: FrameGrid) -> list[tuple[int, int]]:
+    """The byte ranges of a file that :func:`check_blob_against_ifd_head` needs for ``grid``.
+
+    The 252-byte head; with five or more bands BitsPerSample and SampleFormat
+    no longer fit their entries, so the head range also takes BitsPerSample's
+    values (right after the IFD) and a second range SampleFormat's (right
+    before the georeferencing).
+
+    >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3))
+    [(0, 252)]
+    >>> ifd_head_ranges(FrameGrid(100, 100, 100, 100, 13))
+    [(0, 278), (434, 460)]
+    """
+    external = external_sizes(grid.samples_per_pixel, grid.frame_count)
+    if SAMPLE_FORMAT not in external:
+        return [(0, IFD_HEAD_SIZE)]
+    sample_formats = georeferencing_offset(grid) - external[SAMPLE_FORMAT]
+    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (sample_formats, sample_formats + external[SAMPLE_FORMAT])]
+
+
+def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes = b"") -> None:
+    """Refuse a blob that disagrees with what its file's IFD head states (``blob.matches-file``).
+
+    ``head`` and ``sample_formats`` are the bytes of :func:`ifd_head_ranges`.
+    Every field both state must agree: the image and tile sizes, the band
+    count, the sample type, the frame count (so the frame unit) and, where
+    they fit in their entries (one or two frames), the frame byte counts.  A
+    head that is not a rumi IFD raises the file's rule (``file-profile.*``,
+    ``fixed-ifd.*``).
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint16"), compression="portable")
+    >>> head = open(path, "rb").read(252)
+    >>> check_blob_against_ifd_head(Header.from_bytes(blob), head)
+    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # sample_format 3: float16, as wide as uint16
+    >>> check_blob_against_ifd_head(Header.from_bytes(lying), head)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says uint16 (sample format 1, 16 bits)
+    """
+    stated = parse_head(head)
+    grid = blob.grid
+    for tag, name in ((IMAGE_WIDTH, "image_width"), (IMAGE_LENGTH, "image_length"), (TILE_WIDTH, "tile_width"),
+                      (TILE_LENGTH, "tile_length"), (SAMPLES_PER_PIXEL, "samples_per_pixel")):
+        _agree(f"{name} {getattr(grid, name)}", stated[tag], (getattr(grid, name),), TAG_NAMES[tag])
+    _check_sample_type(blob, stated, head[IFD_HEAD_SIZE:], sample_formats)
+    _check_frame_count(grid, stated[TILE_OFFSETS][0])
+    counts = tuple(blob.byte_counts().tolist()) if grid.frame_count <= 2 else None
+    _agree(f"frame byte counts {counts}", stated[TILE_BYTE_COUNTS], counts, "TileByteCounts")
+    _agree(f"frame offsets ({blob.base_frame_offset},)", stated[TILE_OFFSETS],
+           (blob.base_frame_offset,) if grid.frame_count == 1 else None, "TileOffsets")
+
+
+def _agree(blob_says: str, stated: tuple[int, tuple | None], expected: tuple | None, tag_name: str) -> None:
+    """Raise unless a tag the head states inline holds ``expected`` (``None``: the blob does not say)."""
+    count, values = stated
+    if expected is None or values == expected:
+        return
+    file_says = values if values is None or len(values) != 1 else values[0]
+    raise RumiFormatError("blob.matches-file", f"blob says {blob_says}, the file's IFD says "
+                          f"{file_says if values is not None else f'{count} values'} ({tag_name})")
+
+
+def _check_sample_type(blob: Header, stated: dict, bits_out_of_line: bytes, formats_out_of_line: bytes) -> None:
+    # Same-width types (uint16, int16, float16, bfloat16) decode from the same bytes:
+    # only these two tags tell them apart.
+    bits = _per_band(stated[BITS_PER_SAMPLE][1], bits_out_of_line, blob.grid.samples_per_pixel)
+    formats = _per_band(stated[SAMPLE_FORMAT][1], formats_out_of_line, blob.grid.samples_per_pixel)
+    sample = blob.sample_type
+    if set(bits) == {sample.bits_per_sample} and set(formats) == {sample.sample_format}:
+        return
+    if len(set(bits)) == 1 and len(set(formats)) == 1:
+        file_type = SAMPLE_TYPES.get((formats[0], bits[0]))
+        says = f"{file_type.name if file_type else 'no valid type'} (sample format {formats[0]}, {bits[0]} bits)"
+    else:
+        says = f"sample formats {formats} and bits {bits} across its bands"
+    raise RumiFormatError("blob.matches-file", f"blob says {sample.name} (sample format {sample.sample_format}, "
+                          f"{sample.bits_per_sample} bits), the file's IFD says {says}")
+
+
+def _per_band(inline: tuple | None, out_of_line: bytes, bands: int) -> tuple:
+    """A per-band SHORT tag's values: inline in its entry, or the bytes fetched from after the IFD."""
+    if inline is not None:
+        return inline
+    return tuple(np.frombuffer(out_of_line, "<u2", count=min(bands, len(out_of_line) // 2)).tolist())
+
+
+def _check_frame_count(grid: FrameGrid, file_frames: int) -> None:
+    if file_frames == grid.frame_count:
+        return
+    units = {grid.positions * grid.samples_per_pixel: FrameUnit.TILE, grid.positions: FrameUnit.CELL}
+    if file_frames in units:
+        raise RumiFormatError("blob.matches-file", f"blob frame_unit is {grid.frame_unit.name.lower()}, "
+                              f"the file's TileOffsets say {units[file_frames].name.lower()}")
+    raise RumiFormatError("blob.matches-file", f"blob says {grid.frame_count} frames, the file's IFD says "
+                          f"{file_frames} (TileOffsets)")
+
+
+__all__ = ["IFD_HEAD_SIZE", "check_blob_against_ifd_head", "ifd_head_ranges"]
