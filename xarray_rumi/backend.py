@@ -30,9 +30,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
+from xarray.indexes import PandasIndex
 
 from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 from .format.geo import Georeferencing, RasterType
@@ -332,13 +334,28 @@ def image_variable(image: RumiImage, *, chunked: bool = False, verify: bool = Tr
     return xr.Variable(("band", "y", "x"), data, attrs=attrs, encoding=encoding)
 
 
-def image_coordinates(image: RumiImage) -> dict:
-    """``band``, the spatial coordinates and ``spatial_ref`` of an opened image."""
+def image_coordinates(image: RumiImage) -> xr.Coordinates:
+    """``band``, the spatial coordinates and ``spatial_ref`` of an opened image, with their indexes.
+
+    The indexes are the ones xarray would infer (a ``PandasIndex`` for each
+    dimension coordinate), built directly: inferring them is half the cost of
+    building an image's dataset.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 3, 4), "uint8"), crs=4326, transform=(1, 0, 10, 0, -1, 50))
+    >>> coords = image_coordinates(xarray_rumi.open_image(path, blob))
+    >>> sorted(coords.xindexes), coords["x"].values.tolist()
+    (['band', 'x', 'y'], [10.5, 11.5, 12.5, 13.5])
+    """
     grid, georef = image.grid, image.georeferencing
-    coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
-    coords.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
-    coords[GRID_MAPPING] = xr.Variable((), np.int64(0), attrs=grid_mapping_attrs(georef))
-    return coords
+    values = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
+    values.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
+    variables = {name: xr.Variable(*value) for name, value in values.items()}
+    variables[GRID_MAPPING] = xr.Variable((), np.int64(0), attrs=grid_mapping_attrs(georef))
+    indexes = {name: PandasIndex(pd.Index(variable.values, name=name), name)
+               for name, variable in variables.items() if variable.dims == (name,)}
+    return xr.Coordinates(variables, indexes=indexes)
 
 
 def image_dataset(image: RumiImage, *, name: str = VARIABLE, verify: bool = True) -> xr.Dataset:

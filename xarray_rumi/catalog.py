@@ -140,6 +140,6 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
                           georeferencing_of(row))
         key = (image.grid.shape, image.georeferencing)
         if key not in shared:
-            shared[key] = xr.Coordinates(image_coordinates(image))
+            shared[key] = image_coordinates(image)
         datasets.append(xr.Dataset({VARIABLE: image_variable(image, chunked=chunks == {})}, coords=shared[key]))
     return datasets

@@ -218,6 +218,19 @@ def resolve_crs(crs) -> tuple[int, ModelType]:
     >>> resolve_crs("EPSG:4326")
     (4326, <ModelType.GEOGRAPHIC: 2>)
     """
+    if isinstance(crs, (int, str)):
+        # An EPSG code or a string names one CRS for good: resolve it once per process
+        # (pyproj costs ~0.1 ms, as much as the rest of opening an image with a blob).
+        return _resolve_named_crs(crs)
+    return _resolve_crs(crs)
+
+
+@lru_cache(maxsize=256, typed=True)  # typed: True is not EPSG:1
+def _resolve_named_crs(crs: int | str) -> tuple[int, ModelType]:
+    return _resolve_crs(crs)
+
+
+def _resolve_crs(crs) -> tuple[int, ModelType]:
     from pyproj import CRS
     from pyproj.exceptions import CRSError
 
