@@ -1,20 +1,22 @@
 """Choosing how to compress frames: lossless recipes, chosen by measuring.
 
 Every rumi frame is self-contained, so the writer may pick a recipe per frame.
-``"auto"`` profiles a few sample frames against every GeoZL/OpenZL graph,
-keeps the few best, and lets each frame take the smallest of those;
-``"portable"`` does the same among graphs that use only OpenZL's built-in
-codecs.  Ties go to the simpler (faster) recipe, deterministically, so the
-same data always gives the same bytes.  ``"lossy:<error>"`` is the only way
-to lose information: it chooses as ``auto`` does among GeoZL's quantising
-graphs, and the error bound lives in each frame, the one place the spec allows.
+``"auto"`` measures every GeoZL/OpenZL graph on small windows of a few sample
+frames, lets the few best compete on larger windows of the same samples, and
+encodes the frames with the winner; ``"portable"`` lets the graphs that use
+only OpenZL's built-in codecs compete the same way.  Ties go to the simpler
+(faster) recipe, deterministically, so the same data always gives the same
+bytes.  ``"lossy:<error>"`` is the only way to lose information: it chooses
+as ``auto`` does among GeoZL's quantising graphs, and the error bound lives
+in each frame, the one place the spec allows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import functools
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import geozl
 import numpy as np
@@ -24,10 +26,24 @@ from .io.frames import FORMAT_VERSION, PORTABLE_RECIPES, applicable, encode_fram
 
 #: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
 FINALISTS = 1
-#: How many of the graphs profiled on one sample go on to compete on all samples.
-SHORTLIST = 6
 SAMPLE_FRAMES = 3
-#: Profiling runs every graph, so it sees at most this many rows x columns of a sample.
+#: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
+QUICK_WINDOW = 48
+#: Backends the quick pass first tries with every predictor: general-purpose LZ, which ranks
+#: predictors by how small and regular their residuals are.
+REFERENCE_BACKENDS = ("zstd", "transpose>zstd")
+#: The best predictors by the reference backends, tried with every other backend too.
+PREDICTORS = 3
+#: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
+#: in flat or few-valued regions): they cannot rank graphs, so the profile window ranks them.
+QUICK_MIN_BYTES = 1024
+#: How many graphs, distinct in size on the quick windows, go on to the profile windows.
+SHORTLIST = 4
+#: How many of those, best on the middle sample's profile window, go on to the other samples'.
+CONTENDERS = 2
+#: The same for ``"portable"``, whose five recipes are its shortlist.
+PORTABLE_CONTENDERS = 3
+#: The shortlist competes on this many rows x columns at the centre of each sample.
 PROFILE_WINDOW = 256
 #: Terminal codecs that need an OpenZL frame format newer than the pinned one.
 _UNPINNED_CODECS = ("pivco", "sparse")
@@ -127,63 +143,210 @@ def _as_raster(stored: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(stored).reshape(bands, h, -1)
 
 
-def _central_window(stored: np.ndarray) -> np.ndarray:
+def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarray:
     h, w = stored.shape[1:3]
-    y0, x0 = max(0, (h - PROFILE_WINDOW) // 2), max(0, (w - PROFILE_WINDOW) // 2)
-    return stored[:, y0:y0 + PROFILE_WINDOW, x0:x0 + PROFILE_WINDOW]
+    y0, x0 = max(0, (h - size) // 2), max(0, (w - size) // 2)
+    return stored[:, y0:y0 + size, x0:x0 + size]
 
 
-def choose(samples: list[np.ndarray], compression: str) -> Recipes:
+def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
+    """The quick windows of the samples as one raster of planes (edge samples smaller than the first left out)."""
+    windows = [_as_raster(_central_window(s, QUICK_WINDOW)) for s in samples]
+    return np.concatenate([w for w in windows if w.shape == windows[0].shape])
+
+
+@functools.lru_cache(maxsize=None)
+def _graph_names(storage: str, error) -> tuple[str, ...]:
+    """Every GeoZL graph for elements of ``storage`` at the pinned version: a property of geozl, not of data."""
+    ramp = (np.arange(256) % 61).astype(storage).reshape(1, 16, 16)
+    rows = geozl.profile(ramp, prior=None, reps=1, planes=1, error=error)
+    return tuple(sorted((row["graph"] for row in rows if not any(c in row["graph"] for c in _UNPINNED_CODECS)),
+                        key=_simplicity))
+
+
+class _Measurer:
+    """Encoded sizes of many (stored, candidate) pairs, on the calling thread and ``workers - 1`` helpers.
+
+    GeoZL releases the GIL while it encodes, so the helpers measure in parallel.
+    Each size is a pure function of its pair: the threads change when, not what.
+    """
+
+    def __init__(self, workers: int, error):
+        self.error = error
+        self._pool = ThreadPoolExecutor(workers - 1) if workers > 1 else None
+        self._helpers = workers - 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def sizes(self, jobs: list[tuple[np.ndarray, str]]) -> list[int | None]:
+        """The frame length of each job, ``None`` where the candidate does not apply."""
+        sizes: list[int | None] = [None] * len(jobs)
+        lock, order, failed = threading.Lock(), iter(range(len(jobs))), []
+
+        def work():
+            while not failed:
+                with lock:
+                    i = next(order, None)
+                if i is None:
+                    return
+                stored, candidate = jobs[i]
+                try:
+                    sizes[i] = len(_encode(stored, candidate, self.error))
+                except RuntimeError:  # the recipe does not apply, or not at the pinned version
+                    pass
+                except BaseException:
+                    failed.append(True)
+                    raise
+
+        helpers = [self._pool.submit(work) for _ in range(min(self._helpers, len(jobs) - 1))] if self._pool else []
+        try:
+            work()
+        finally:
+            for helper in helpers:
+                helper.result()
+        return sizes
+
+
+def _distinct_best(sizes: dict[str, int], count: int, *, distinct: bool = True, by=None) -> list[str]:
+    """The ``count`` smallest, simplest first on a tie; ``distinct``: one graph per size (or per ``by``).
+
+    Graphs that encode the quick windows to exactly the same length are, as a
+    rule, the same encoding under two names (for one-byte samples GeoZL's
+    ``field_lz`` and ``zstd`` backends coincide): keeping both would waste
+    a place on the shortlist.
+    """
+    kept, seen = [], set()
+    for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
+        key = by(graph) if by else sizes[graph]
+        if not distinct or key not in seen:
+            seen.add(key)
+            kept.append(graph)
+        if len(kept) == count:
+            break
+    return kept
+
+
+def _fixed(compression) -> Recipes | None:
+    """The recipes of a ``compression`` that needs no measuring, else ``None`` (it is chosen)."""
+    if isinstance(compression, openzl.ext.Compressor):
+        # Compressors hold native state; their serialised form travels to Dask workers.
+        return Recipes((), compressor=compression.serialize())
+    if compression in ("auto", "portable") or lossy_error(compression) is not None:
+        return None
+    if not isinstance(compression, str) or ">" not in compression:
+        raise ValueError(
+            "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
+            f"'planar>zigzag>zstd', got {compression!r}"
+        )
+    return Recipes((compression,))
+
+
+def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
     ``compression`` is ``"auto"``, ``"portable"``, ``"lossy:<error>"``, a
     GeoZL recipe string such as ``"planar>zigzag>zstd"`` (used for every frame
     as given), or an ``openzl.ext.Compressor`` with its starting graph
     selected (every frame goes through that graph, as one numeric stream).
+    ``workers`` threads measure.
 
     >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
     >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
     True
     """
-    if isinstance(compression, openzl.ext.Compressor):
-        # Compressors hold native state; their serialised form travels to Dask workers.
-        return Recipes((), compressor=compression.serialize())
+    return _choose_each([samples], compression, workers)[0]
+
+
+def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int) -> list[Recipes]:
+    """One :class:`Recipes` per list of sample frames, all measured together on one pool."""
+    fixed = _fixed(compression)
+    if fixed is not None:
+        return [fixed] * len(sample_sets)
     error = lossy_error(compression)
-    if compression not in ("auto", "portable") and error is None:
-        if not isinstance(compression, str) or ">" not in compression:
-            raise ValueError(
-                "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
-                f"'planar>zigzag>zstd', got {compression!r}"
-            )
-        return Recipes((compression,))
-    windows = [_central_window(s) for s in samples]
-    if compression == "portable":
-        shortlist = [r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)]
-    else:
-        # Profiling tries every graph: do it once, on the middle sample, then
-        # let the best few compete on all samples.
-        middle = _as_raster(windows[len(windows) // 2])
-        try:
-            rows = geozl.profile(middle, prior=None, reps=1, planes=middle.shape[0], error=error)
-        except ValueError as exc:  # an error bound GeoZL does not understand
-            raise ValueError(f"compression {compression!r}: {exc}") from None
-        if middle.shape[0] > 1:  # a cell frame: also predict between bands
-            across = middle.reshape(1, middle.shape[0], -1)
-            rows += [{**row, "graph": row["graph"] + INTERBAND}
-                     for row in geozl.profile(across, prior=None, reps=1, planes=1, error=error)]
-        ranked_once = sorted(rows, key=lambda row: (row["bytes"], *_simplicity(row["graph"])))
-        shortlist = [row["graph"] for row in ranked_once
-                     if not any(codec in row["graph"] for codec in _UNPINNED_CODECS)][:SHORTLIST]
-    totals = {}
-    for recipe in shortlist:
-        try:
-            # encode_frame refuses a frame not at the pinned OpenZL version
-            totals[recipe] = sum(len(_encode(w, recipe, error)) for w in windows)
-        except RuntimeError:
-            continue  # the recipe does not apply to these samples
-    ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
-    return Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error)
+    windows = [[_central_window(s) for s in samples] for samples in sample_sets]
+    middles = [ws[len(ws) // 2] for ws in windows]
+    others = [ws[:len(ws) // 2] + ws[len(ws) // 2 + 1:] for ws in windows]
+    with _Measurer(workers, error) as measurer:
+        if compression == "portable":
+            shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
+            contenders = PORTABLE_CONTENDERS
+        else:
+            shortlists = _shortlists(sample_sets, middles, compression, measurer)
+            contenders = CONTENDERS
+        # the shortlist on the middle sample's profile window, the best of it on the others' too
+        on_middle = _measure_all(measurer, middles, shortlists)
+        finals = [_distinct_best(sizes, contenders, distinct=False) for sizes in on_middle]
+        sizes = iter(measurer.sizes([(w, c) for ws, final in zip(others, finals) for c in final for w in ws]))
+    chosen = []
+    for ws, final, first in zip(others, finals, on_middle):
+        totals = {}
+        for candidate in final:
+            lengths = [next(sizes) for _ in ws]
+            if None not in lengths:
+                totals[candidate] = first[candidate] + sum(lengths)
+        ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
+        chosen.append(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error))
+    return chosen
+
+
+def _predictor(candidate: str) -> str:
+    """The part of a GeoZL graph before its backend: ``"med>zigzag"`` of ``"med>zigzag>transpose>zstd"``."""
+    recipe, at, geometry = candidate.partition("@")
+    stages = recipe.split(">")
+    head = stages[:2] if len(stages) > 2 and stages[1] == "zigzag" else stages[:1]
+    return ">".join(head) + at + geometry
+
+
+def _backend(candidate: str) -> str:
+    recipe = candidate.partition("@")[0]
+    return recipe[len(_predictor(recipe)) + 1:]
+
+
+def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[list[str]]:
+    """Per sample list, the graphs worth measuring on the profile windows.
+
+    The quick raster (the samples' quick windows stacked as planes, a few
+    thousand pixels) ranks every predictor with the reference backends, then
+    the best predictors with every backend.  Where it is nearly empty, every
+    graph is ranked on the middle sample's profile window instead.
+    """
+    try:
+        names = [_graph_names(samples[0].dtype.str, measurer.error) for samples in sample_sets]
+    except ValueError as exc:  # an error bound GeoZL does not understand
+        raise ValueError(f"compression {compression!r}: {exc}") from None
+    candidates = [
+        list(graphs) + ([g + INTERBAND for g in graphs] if samples[0].shape[0] > 1 else [])  # cell: across bands too
+        for graphs, samples in zip(names, sample_sets)
+    ]
+    rasters = [_quick_raster(samples) for samples in sample_sets]
+    ranked = _measure_all(measurer, rasters, [[c for c in cs if _backend(c) in REFERENCE_BACKENDS]
+                                              for cs in candidates])
+    empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and _as_raster(middle).size > raster.size)
+             for sizes, middle, raster in zip(ranked, middles, rasters)]
+    best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS, by=_predictor))) for sizes in ranked]
+    more = [[] if skip else [c for c in cs if c not in sizes and _predictor(c) in top]
+            for cs, sizes, top, skip in zip(candidates, ranked, best, empty)]
+    for sizes, extra in zip(ranked, _measure_all(measurer, rasters, more)):
+        sizes.update(extra)
+    if any(empty):
+        retry = [i for i, skip in enumerate(empty) if skip]
+        again = _measure_all(measurer, [_as_raster(middles[i]) for i in retry], [candidates[i] for i in retry])
+        for i, sizes in zip(retry, again):
+            ranked[i] = sizes
+    return [_distinct_best(sizes, SHORTLIST) for sizes in ranked]
+
+
+def _measure_all(measurer: _Measurer, rasters, candidates) -> list[dict[str, int]]:
+    """``{candidate: size}`` of each raster's candidates, those that apply."""
+    jobs = [(raster, c) for raster, cs in zip(rasters, candidates) for c in cs]
+    sizes = iter(measurer.sizes(jobs))
+    return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
 
 
 def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
@@ -191,15 +354,27 @@ def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
     return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
 
 
-def plan(grid, frame_at, compression: str) -> tuple[Recipes, ...]:
+def sample_frames(grid, compression) -> list[int]:
+    """The frame indices :func:`plan` asks ``frame_at`` for, in order (none when nothing is chosen)."""
+    if _fixed(compression) is not None:
+        return []
+    slots = grid.frames_per_position
+    return [p * slots + slot for slot in range(slots) for p in sample_indices(grid.positions)]
+
+
+def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes, ...]:
     """Recipes per band slot: one per band for tile frames, one for cell frames.
 
     Bands differ (an alpha band is not a red band), and a tile frame holds a
     single band, so each band gets recipes measured on its own frames.
-    ``frame_at(k)`` returns the storage elements of frame ``k``.
+    ``frame_at(k)`` returns the storage elements of frame ``k``; ``workers``
+    threads measure, all band slots at once.
     """
     slots = grid.frames_per_position
+    fixed = _fixed(compression)
+    if fixed is not None:
+        return (fixed,) * slots
+    frames = iter(sample_frames(grid, compression))
     positions = sample_indices(grid.positions)
-    return tuple(
-        choose([frame_at(p * slots + slot) for p in positions], compression) for slot in range(slots)
-    )
+    sample_sets = [[frame_at(next(frames)) for _ in positions] for _ in range(slots)]
+    return tuple(_choose_each(sample_sets, compression, workers))
