@@ -245,3 +245,46 @@ def test_an_openzl_graph_can_be_passed_through(tmp_path):
     xarray_rumi.write(tmp_path / "dask.rumi", da.from_array(data, chunks=(1, 40, 40)), tile_size=32,
                       compression=compressor)
     assert (tmp_path / "dask.rumi").read_bytes() == (tmp_path / "np.rumi").read_bytes()
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+def test_dask_windows_write_the_same_bytes_on_any_local_scheduler(tmp_path, monkeypatch, scheduler):
+    import dask
+
+    write_module = __import__("sys").modules["xarray_rumi.write"]
+    monkeypatch.setattr(write_module, "LOCAL_WINDOW_BYTES", 1)  # a window of 2 x workers frames: many windows
+    data = _smooth((2, 150, 170))
+    xarray_rumi.write(tmp_path / "np.rumi", data, tile_size=32)
+    with dask.config.set(scheduler=scheduler):
+        xarray_rumi.write(tmp_path / "dask.rumi", da.from_array(data, chunks=(1, 50, 60)), tile_size=32)
+    assert (tmp_path / "dask.rumi").read_bytes() == (tmp_path / "np.rumi").read_bytes()
+
+
+def test_a_failed_background_flush_fails_the_write_and_keeps_the_old_file(tmp_path, monkeypatch):
+    write_module = __import__("sys").modules["xarray_rumi.write"]
+    monkeypatch.setattr(write_module, "WRITEBACK_BYTES", 1)  # flush after every frame
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    target = tmp_path / "scene.rumi"
+    target.write_bytes(b"the previous version")
+    with pytest.raises(OSError, match="Input/output error"):
+        xarray_rumi.write(target, np.random.default_rng(0).integers(0, 999, (1, 300, 300), "uint16"), tile_size=32)
+    assert target.read_bytes() == b"the previous version"
+    assert sorted(os.listdir(tmp_path)) == ["scene.rumi"]
+
+
+def test_replacing_a_file_leaves_open_readers_the_old_one(tmp_path):
+    target = tmp_path / "scene.rumi"
+    old = _smooth((1, 64, 64))
+    xarray_rumi.write(target, old, tile_size=32)
+    previous = target.read_bytes()
+    with open(target, "rb") as reader:
+        target.chmod(0)  # the writer need not be able to read what it replaces
+        new = old + 1
+        xarray_rumi.write(target, new, tile_size=32)
+        assert reader.read() == previous
+    assert np.array_equal(open_image(target).read(), new)
+    assert sorted(os.listdir(tmp_path)) == ["scene.rumi", "scene.rumi.header"]
