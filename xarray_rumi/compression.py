@@ -29,9 +29,10 @@ FINALISTS = 1
 SAMPLE_FRAMES = 3
 #: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
 QUICK_WINDOW = 48
-#: Backends the quick pass first tries with every predictor: general-purpose LZ, which ranks
-#: predictors by how small and regular their residuals are.
-REFERENCE_BACKENDS = ("zstd", "transpose>zstd")
+#: The backend the quick pass first tries with every predictor, the first of these it has:
+#: general-purpose LZ, which ranks predictors by how small and regular their residuals are
+#: (on byte planes where the elements have several bytes: faster, and as telling).
+REFERENCE_BACKENDS = ("transpose>zstd", "zstd")
 #: The best predictors by the reference backends, tried with every other backend too.
 PREDICTORS = 3
 #: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
@@ -312,7 +313,7 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
     """Per sample list, the graphs worth measuring on the profile windows.
 
     The quick raster (the samples' quick windows stacked as planes, a few
-    thousand pixels) ranks every predictor with the reference backends, then
+    thousand pixels) ranks every predictor with its reference backend, then
     the best predictors with every backend.  Where it is nearly empty, every
     graph is ranked on the middle sample's profile window instead.
     """
@@ -325,8 +326,7 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
         for graphs, samples in zip(names, sample_sets)
     ]
     rasters = [_quick_raster(samples) for samples in sample_sets]
-    ranked = _measure_all(measurer, rasters, [[c for c in cs if _backend(c) in REFERENCE_BACKENDS]
-                                              for cs in candidates])
+    ranked = _measure_all(measurer, rasters, [_references(cs) for cs in candidates])
     empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and _as_raster(middle).size > raster.size)
              for sizes, middle, raster in zip(ranked, middles, rasters)]
     best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS, by=_predictor))) for sizes in ranked]
@@ -340,6 +340,15 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
         for i, sizes in zip(retry, again):
             ranked[i] = sizes
     return [_distinct_best(sizes, SHORTLIST) for sizes in ranked]
+
+
+def _references(candidates: list[str]) -> list[str]:
+    """Each predictor with its reference backend (the first of ``REFERENCE_BACKENDS`` it has)."""
+    backends: dict[str, dict[str, str]] = {}
+    for c in candidates:
+        backends.setdefault(_predictor(c), {})[_backend(c)] = c
+    return [next(found[b] for b in REFERENCE_BACKENDS if b in found)
+            for found in backends.values() if any(b in found for b in REFERENCE_BACKENDS)]
 
 
 def _measure_all(measurer: _Measurer, rasters, candidates) -> list[dict[str, int]]:
