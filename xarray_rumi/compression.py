@@ -38,13 +38,15 @@ PREDICTORS = 3
 #: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
 #: in flat or few-valued regions): they cannot rank graphs, so the profile window ranks them.
 QUICK_MIN_BYTES = 1024
-#: How many graphs, distinct in size on the quick windows, go on to the profile windows.
+#: How many graphs, distinct in size on the quick windows, go on to the trial window.
 SHORTLIST = 4
-#: How many of those, best on the middle sample's profile window, go on to the other samples'.
+#: The shortlist is tried on this many rows x columns at the centre of the middle sample.
+TRIAL_WINDOW = 128
+#: How many of the shortlist, best on the trial window, compete on the profile windows.
 CONTENDERS = 2
 #: The same for ``"portable"``, whose five recipes are its shortlist.
 PORTABLE_CONTENDERS = 3
-#: The shortlist competes on this many rows x columns at the centre of each sample.
+#: The contenders compete on this many rows x columns at the centre of each sample.
 PROFILE_WINDOW = 256
 #: Terminal codecs that need an OpenZL frame format newer than the pinned one.
 _UNPINNED_CODECS = ("pivco", "sparse")
@@ -213,8 +215,8 @@ class _Measurer:
         return sizes
 
 
-def _distinct_best(sizes: dict[str, int], count: int, *, distinct: bool = True, by=None) -> list[str]:
-    """The ``count`` smallest, simplest first on a tie; ``distinct``: one graph per size (or per ``by``).
+def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
+    """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``).
 
     Graphs that encode the quick windows to exactly the same length are, as a
     rule, the same encoding under two names (for one-byte samples GeoZL's
@@ -224,7 +226,7 @@ def _distinct_best(sizes: dict[str, int], count: int, *, distinct: bool = True, 
     kept, seen = [], set()
     for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
         key = by(graph) if by else sizes[graph]
-        if not distinct or key not in seen:
+        if key not in seen:
             seen.add(key)
             kept.append(graph)
         if len(kept) == count:
@@ -270,9 +272,7 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
     if fixed is not None:
         return [fixed] * len(sample_sets)
     error = lossy_error(compression)
-    windows = [[_central_window(s) for s in samples] for samples in sample_sets]
-    middles = [ws[len(ws) // 2] for ws in windows]
-    others = [ws[:len(ws) // 2] + ws[len(ws) // 2 + 1:] for ws in windows]
+    middles = [samples[len(samples) // 2] for samples in sample_sets]
     with _Measurer(workers, error) as measurer:
         if compression == "portable":
             shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
@@ -280,17 +280,18 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
         else:
             shortlists = _shortlists(sample_sets, middles, compression, measurer)
             contenders = CONTENDERS
-        # the shortlist on the middle sample's profile window, the best of it on the others' too
-        on_middle = _measure_all(measurer, middles, shortlists)
-        finals = [_distinct_best(sizes, contenders, distinct=False) for sizes in on_middle]
-        sizes = iter(measurer.sizes([(w, c) for ws, final in zip(others, finals) for c in final for w in ws]))
+        # the shortlist on the middle sample's trial window, the best of it on every profile window
+        trials = _measure_all(measurer, [_central_window(m, TRIAL_WINDOW) for m in middles], shortlists)
+        finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
+        windows = [[_central_window(s) for s in samples] for samples in sample_sets]
+        sizes = iter(measurer.sizes([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
     chosen = []
-    for ws, final, first in zip(others, finals, on_middle):
+    for ws, final in zip(windows, finals):
         totals = {}
         for candidate in final:
             lengths = [next(sizes) for _ in ws]
             if None not in lengths:
-                totals[candidate] = first[candidate] + sum(lengths)
+                totals[candidate] = sum(lengths)
         ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
         chosen.append(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error))
     return chosen
@@ -327,8 +328,9 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
     ]
     rasters = [_quick_raster(samples) for samples in sample_sets]
     ranked = _measure_all(measurer, rasters, [_references(cs) for cs in candidates])
-    empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and _as_raster(middle).size > raster.size)
-             for sizes, middle, raster in zip(ranked, middles, rasters)]
+    profiles = [_as_raster(_central_window(m)) for m in middles]
+    empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and profile.size > raster.size)
+             for sizes, profile, raster in zip(ranked, profiles, rasters)]
     best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS, by=_predictor))) for sizes in ranked]
     more = [[] if skip else [c for c in cs if c not in sizes and _predictor(c) in top]
             for cs, sizes, top, skip in zip(candidates, ranked, best, empty)]
@@ -336,7 +338,7 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
         sizes.update(extra)
     if any(empty):
         retry = [i for i, skip in enumerate(empty) if skip]
-        again = _measure_all(measurer, [_as_raster(middles[i]) for i in retry], [candidates[i] for i in retry])
+        again = _measure_all(measurer, [profiles[i] for i in retry], [candidates[i] for i in retry])
         for i, sizes in zip(retry, again):
             ranked[i] = sizes
     return [_distinct_best(sizes, SHORTLIST) for sizes in ranked]
