@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from xarray_rumi import compression
-from xarray_rumi.compression import FALLBACK, INTERBAND, QUICK_MIN_BYTES, choose, plan, sample_frames
+from xarray_rumi.compression import (FALLBACK, INTERBAND, QUICK_MIN_BYTES, choose, plan, profile_window,
+                                     sample_frames)
 from xarray_rumi.format.grid import FrameGrid, FrameUnit
 
 
@@ -51,6 +52,8 @@ def test_plan_asks_for_the_frames_sample_frames_names():
 
     recipes = plan(grid, frame_at, "auto", workers=2)
     assert asked == sample_frames(grid, "auto") and len(recipes) == 2
+    # the centre of each frame is all that is measured
+    assert plan(grid, lambda k: data[profile_window(grid.frame_window(k))], "auto") == recipes
     assert sample_frames(grid, "planar>zigzag>zstd") == []
     assert plan(grid, lambda k: pytest.fail("a given recipe needs no samples"), "planar>zigzag>zstd")[0].candidates \
         == ("planar>zigzag>zstd",)
@@ -84,9 +87,29 @@ def test_graphs_that_encode_alike_take_one_place_on_the_shortlist():
 
 def test_edge_samples_smaller_than_the_quick_window_stay_out_of_it():
     samples = [np.zeros((1, 512, 512), np.uint16), np.zeros((1, 512, 20), np.uint16)]
-    assert compression._quick_raster(samples).shape == (1, 48, 48)
+    assert compression._quick_raster(samples).shape == (1, compression.QUICK_WINDOW, compression.QUICK_WINDOW)
 
 
 def test_a_lossy_bound_geozl_refuses_names_the_compression():
     with pytest.raises(ValueError, match="compression 'lossy:BOGUS'"):
         choose([_terrain((1, 64, 64)).astype("float32")], "lossy:BOGUS")
+
+
+def _choose_in_child(queue):
+    samples = [_terrain((1, 128, 128), seed) for seed in range(3)]
+    queue.put(choose(samples, "auto", workers=2).candidates)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_measures_without_the_parents_helper_threads():
+    import multiprocessing
+
+    samples = [_terrain((1, 128, 128), seed) for seed in range(3)]
+    expected = choose(samples, "auto", workers=2).candidates  # the parent now has a helper thread
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_choose_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == expected

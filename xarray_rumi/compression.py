@@ -14,6 +14,7 @@ in each frame, the one place the spec allows.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,13 +29,14 @@ from .io.frames import FORMAT_VERSION, PORTABLE_RECIPES, applicable, encode_fram
 FINALISTS = 1
 SAMPLE_FRAMES = 3
 #: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
-QUICK_WINDOW = 48
+QUICK_WINDOW = 40
 #: The backend the quick pass first tries with every predictor, the first of these it has:
 #: general-purpose LZ, which ranks predictors by how small and regular their residuals are
 #: (on byte planes where the elements have several bytes: faster, and as telling).
 REFERENCE_BACKENDS = ("transpose>zstd", "zstd")
-#: The best predictors by the reference backends, tried with every other backend too.
-PREDICTORS = 3
+#: The best predictors by their reference, tried with every other backend too; one more for
+#: one-byte elements, whose only reference (plain zstd) ranks predictors less surely.
+PREDICTORS = 2
 #: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
 #: in flat or few-valued regions): they cannot rank graphs, so the profile window ranks them.
 QUICK_MIN_BYTES = 1024
@@ -167,24 +169,46 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
                         key=_simplicity))
 
 
+_helpers_lock = threading.Lock()
+_helpers: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
+
+
+def _helper_pool(count: int) -> ThreadPoolExecutor:
+    """Helper threads kept for the process: each keeps its GeoZL graphs from one image to the next.
+
+    Building a graph and its first use cost about as much as one measurement
+    on a quick window, and every graph is measured once per image.
+    """
+    global _helpers
+    with _helpers_lock:
+        if _helpers is None or _helpers[1] < count:
+            old, _helpers = _helpers, (ThreadPoolExecutor(count, thread_name_prefix="rumi-measure"), count)
+            if old is not None:
+                old[0].shutdown(wait=False)  # what it runs still finishes
+        return _helpers[0]
+
+
+def _forget_helpers():
+    global _helpers, _helpers_lock
+    _helpers, _helpers_lock = None, threading.Lock()  # a forked child has none of the parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helpers)
+
+
 class _Measurer:
     """Encoded sizes of many (stored, candidate) pairs, on the calling thread and ``workers - 1`` helpers.
 
     GeoZL releases the GIL while it encodes, so the helpers measure in parallel.
     Each size is a pure function of its pair: the threads change when, not what.
+    The calling thread measures too, so a helper busy for another writer only
+    delays, never blocks, this one.
     """
 
     def __init__(self, workers: int, error):
         self.error = error
-        self._pool = ThreadPoolExecutor(workers - 1) if workers > 1 else None
-        self._helpers = workers - 1
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._pool is not None:
-            self._pool.shutdown()
+        self._helpers = max(0, workers - 1)
 
     def sizes(self, jobs: list[tuple[np.ndarray, str]]) -> list[int | None]:
         """The frame length of each job, ``None`` where the candidate does not apply."""
@@ -206,7 +230,8 @@ class _Measurer:
                     failed.append(True)
                     raise
 
-        helpers = [self._pool.submit(work) for _ in range(min(self._helpers, len(jobs) - 1))] if self._pool else []
+        count = min(self._helpers, len(jobs) - 1)
+        helpers = [_helper_pool(self._helpers).submit(work) for _ in range(count)] if count > 0 else []
         try:
             work()
         finally:
@@ -273,18 +298,18 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
         return [fixed] * len(sample_sets)
     error = lossy_error(compression)
     middles = [samples[len(samples) // 2] for samples in sample_sets]
-    with _Measurer(workers, error) as measurer:
-        if compression == "portable":
-            shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
-            contenders = PORTABLE_CONTENDERS
-        else:
-            shortlists = _shortlists(sample_sets, middles, compression, measurer)
-            contenders = CONTENDERS
-        # the shortlist on the middle sample's trial window, the best of it on every profile window
-        trials = _measure_all(measurer, [_central_window(m, TRIAL_WINDOW) for m in middles], shortlists)
-        finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
-        windows = [[_central_window(s) for s in samples] for samples in sample_sets]
-        sizes = iter(measurer.sizes([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
+    measurer = _Measurer(workers, error)
+    if compression == "portable":
+        shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
+        contenders = PORTABLE_CONTENDERS
+    else:
+        shortlists = _shortlists(sample_sets, middles, compression, measurer)
+        contenders = CONTENDERS
+    # the shortlist on the middle sample's trial window, the best of it on every profile window
+    trials = _measure_all(measurer, [_central_window(m, TRIAL_WINDOW) for m in middles], shortlists)
+    finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
+    windows = [[_central_window(s) for s in samples] for samples in sample_sets]
+    sizes = iter(measurer.sizes([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
     chosen = []
     for ws, final in zip(windows, finals):
         totals = {}
@@ -331,7 +356,8 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
     profiles = [_as_raster(_central_window(m)) for m in middles]
     empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and profile.size > raster.size)
              for sizes, profile, raster in zip(ranked, profiles, rasters)]
-    best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS, by=_predictor))) for sizes in ranked]
+    best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS + (samples[0].dtype.itemsize == 1), by=_predictor)))
+            for sizes, samples in zip(ranked, sample_sets)]
     more = [[] if skip else [c for c in cs if c not in sizes and _predictor(c) in top]
             for cs, sizes, top, skip in zip(candidates, ranked, best, empty)]
     for sizes, extra in zip(ranked, _measure_all(measurer, rasters, more)):
@@ -373,13 +399,29 @@ def sample_frames(grid, compression) -> list[int]:
     return [p * slots + slot for slot in range(slots) for p in sample_indices(grid.positions)]
 
 
+def profile_window(frame_window: tuple[slice, slice, slice]) -> tuple[slice, slice, slice]:
+    """The part of a frame (``grid.frame_window(k)``) that choosing measures: its central profile window.
+
+    >>> profile_window((slice(0, 1), slice(512, 1024), slice(0, 100)))
+    (slice(0, 1, None), slice(640, 896, None), slice(0, 100, None))
+    """
+    bands, rows, cols = frame_window
+    return bands, _centred(rows, PROFILE_WINDOW), _centred(cols, PROFILE_WINDOW)
+
+
+def _centred(extent: slice, size: int) -> slice:
+    start = extent.start + max(0, (extent.stop - extent.start - size) // 2)
+    return slice(start, min(extent.stop, start + size))
+
+
 def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes, ...]:
     """Recipes per band slot: one per band for tile frames, one for cell frames.
 
     Bands differ (an alpha band is not a red band), and a tile frame holds a
     single band, so each band gets recipes measured on its own frames.
-    ``frame_at(k)`` returns the storage elements of frame ``k``; ``workers``
-    threads measure, all band slots at once.
+    ``frame_at(k)`` returns the storage elements of frame ``k``, or just of
+    its :func:`profile_window` (all that is measured, every smaller window
+    being centred in it); ``workers`` threads measure, all band slots at once.
     """
     slots = grid.frames_per_position
     fixed = _fixed(compression)
@@ -387,5 +429,5 @@ def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes
         return (fixed,) * slots
     frames = iter(sample_frames(grid, compression))
     positions = sample_indices(grid.positions)
-    sample_sets = [[frame_at(next(frames)) for _ in positions] for _ in range(slots)]
+    sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
     return tuple(_choose_each(sample_sets, compression, workers))
