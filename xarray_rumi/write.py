@@ -29,7 +29,7 @@ from .format.grid import FrameGrid, FrameUnit
 from .format.ifd import build_prefix
 from .format.layout import base_frame_offset
 from .format.limits import DEFAULT_LIMITS
-from .compression import Recipes, lossy_error, plan, sample_frames
+from .compression import Recipes, lossy_error, plan, profile_window, sample_frames
 from .io.source import ByteSource
 
 
@@ -94,7 +94,9 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         recipes = plan(grid, stored.__getitem__, compression, workers=workers)
         frames = _dask_encoded_frames(source, grid, sample, recipes, workers)
     else:
-        recipes = plan(grid, lambda k: _stored_frame(array, grid, sample, k), compression, workers=workers)
+        # only the centre of a sample frame is measured: no need to copy the rest
+        recipes = plan(grid, lambda k: sample.encode(np.asarray(array[profile_window(grid.frame_window(k))])),
+                       compression, workers=workers)
         frames = _threaded_encoded_frames(array, grid, sample, recipes, workers)
     target = ByteSource.of(path, storage_options)
     if progress is not None:
@@ -159,11 +161,6 @@ def _tile_shape(tile_size) -> tuple[int, int]:
     if len(sizes) != 2 or not all(1 <= v <= 65535 for v in sizes):
         raise ValueError(f"tile_size must be an int or (tile_length, tile_width) between 1 and 65535, got {tile_size!r}")
     return sizes
-
-
-def _stored_frame(array, grid: FrameGrid, sample: SampleType, index: int) -> np.ndarray:
-    bands, rows, cols = grid.frame_window(index)
-    return sample.encode(np.asarray(array[bands, rows, cols]))
 
 
 def _writer_threads() -> int:
