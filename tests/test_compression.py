@@ -68,7 +68,7 @@ def test_the_quick_pass_keeps_what_measuring_everything_would_find(shape):
     assert size <= 1.01 * _brute_force(samples)
 
 
-def test_nearly_empty_quick_windows_are_ranked_on_the_profile_window():
+def test_nearly_empty_quick_windows_rank_every_graph_on_the_trial_window():
     # few classes in large flat patches: the quick windows hold a few hundred bytes
     y, x = np.mgrid[0:512, 0:512]
     classes = (((np.sin(x / 90) + np.cos(y / 70) + 2) * 3).astype("uint8") % 7)[None]

@@ -38,7 +38,7 @@ REFERENCE_BACKENDS = ("transpose>zstd", "zstd")
 #: one-byte elements, whose only reference (plain zstd) ranks predictors less surely.
 PREDICTORS = 2
 #: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
-#: in flat or few-valued regions): they cannot rank graphs, so the profile window ranks them.
+#: in flat or few-valued regions): they cannot rank graphs, so the trial window ranks them all.
 QUICK_MIN_BYTES = 1024
 #: How many graphs, distinct in size on the quick windows, go on to the trial window.
 SHORTLIST = 4
@@ -297,16 +297,16 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
     if fixed is not None:
         return [fixed] * len(sample_sets)
     error = lossy_error(compression)
-    middles = [samples[len(samples) // 2] for samples in sample_sets]
+    trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
     measurer = _Measurer(workers, error)
     if compression == "portable":
         shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
         contenders = PORTABLE_CONTENDERS
     else:
-        shortlists = _shortlists(sample_sets, middles, compression, measurer)
+        shortlists = _shortlists(sample_sets, trial_windows, compression, measurer)
         contenders = CONTENDERS
     # the shortlist on the middle sample's trial window, the best of it on every profile window
-    trials = _measure_all(measurer, [_central_window(m, TRIAL_WINDOW) for m in middles], shortlists)
+    trials = _measure_all(measurer, trial_windows, shortlists)
     finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
     windows = [[_central_window(s) for s in samples] for samples in sample_sets]
     sizes = iter(measurer.sizes([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
@@ -335,13 +335,13 @@ def _backend(candidate: str) -> str:
     return recipe[len(_predictor(recipe)) + 1:]
 
 
-def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[list[str]]:
-    """Per sample list, the graphs worth measuring on the profile windows.
+def _shortlists(sample_sets, trial_windows, compression, measurer: _Measurer) -> list[list[str]]:
+    """Per sample list, the graphs worth trying on the trial window.
 
     The quick raster (the samples' quick windows stacked as planes, a few
     thousand pixels) ranks every predictor with its reference backend, then
     the best predictors with every backend.  Where it is nearly empty, every
-    graph is ranked on the middle sample's profile window instead.
+    graph is ranked on the trial window instead.
     """
     try:
         names = [_graph_names(samples[0].dtype.str, measurer.error) for samples in sample_sets]
@@ -353,9 +353,8 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
     ]
     rasters = [_quick_raster(samples) for samples in sample_sets]
     ranked = _measure_all(measurer, rasters, [_references(cs) for cs in candidates])
-    profiles = [_as_raster(_central_window(m)) for m in middles]
-    empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and profile.size > raster.size)
-             for sizes, profile, raster in zip(ranked, profiles, rasters)]
+    empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and trial.size > raster.size)
+             for sizes, trial, raster in zip(ranked, trial_windows, rasters)]
     best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS + (samples[0].dtype.itemsize == 1), by=_predictor)))
             for sizes, samples in zip(ranked, sample_sets)]
     more = [[] if skip else [c for c in cs if c not in sizes and _predictor(c) in top]
@@ -364,7 +363,7 @@ def _shortlists(sample_sets, middles, compression, measurer: _Measurer) -> list[
         sizes.update(extra)
     if any(empty):
         retry = [i for i, skip in enumerate(empty) if skip]
-        again = _measure_all(measurer, [profiles[i] for i in retry], [candidates[i] for i in retry])
+        again = _measure_all(measurer, [trial_windows[i] for i in retry], [candidates[i] for i in retry])
         for i, sizes in zip(retry, again):
             ranked[i] = sizes
     return [_distinct_best(sizes, SHORTLIST) for sizes in ranked]
