@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 
 from xarray_rumi import compression
-from xarray_rumi.compression import (FALLBACK, INTERBAND, QUICK_MIN_BYTES, choose, plan, profile_window,
-                                     sample_frames)
+from xarray_rumi.compression import (
+    FALLBACK,
+    INTERBAND,
+    QUICK_MIN_BYTES,
+    choose,
+    plan,
+    profile_window,
+    sample_frames,
+)
 from xarray_rumi.format.grid import FrameGrid, FrameUnit
 
 

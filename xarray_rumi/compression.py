@@ -160,7 +160,7 @@ def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([w for w in windows if w.shape == windows[0].shape])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _graph_names(storage: str, error) -> tuple[str, ...]:
     """Every GeoZL graph for elements of ``storage`` at the pinned version: a property of geozl, not of data."""
     ramp = (np.arange(256) % 61).astype(storage).reshape(1, 16, 16)
