@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+from collections import OrderedDict
 
 import geozl
 import numpy as np
@@ -77,15 +78,32 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
         # a lossy graph fixes its quantiser's domain from the data it is built on
         graph = geozl.graph(raster, recipe, width=width, planes=planes, error=error)
     else:
-        key = (recipe, raster.dtype.str, width, planes)
-        cache = _graphs.__dict__.setdefault("cache", {})
-        graph = cache.get(key)
-        if graph is None:
-            graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=planes)
+        graph = _cached_graph(raster, recipe, width, planes)
     frame = geozl.compress(raster, graph=graph)
     if frame[0] != 0xC0 + FORMAT_VERSION:
         raise RuntimeError(f"geozl wrote OpenZL format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
     return frame
+
+
+#: Built graphs a thread keeps (~130 KB each): enough for every recipe a write of one image
+#: measures and uses, bounded because writer threads live as long as the process.
+GRAPHS_PER_THREAD = 96
+
+
+def _cached_graph(raster: np.ndarray, recipe: str, width: int, planes: int):
+    """This thread's graph for ``recipe`` on rasters like ``raster``, built once and reused (least recently used go)."""
+    cache = _graphs.__dict__.get("cache")
+    if cache is None:
+        cache = _graphs.cache = OrderedDict()
+    key = (recipe, raster.dtype.str, width, planes)
+    graph = cache.get(key)
+    if graph is None:
+        graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=planes)
+        if len(cache) > GRAPHS_PER_THREAD:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return graph
 
 
 def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int, int, int], *,
