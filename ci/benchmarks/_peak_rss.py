@@ -6,8 +6,7 @@ MODE is ``lazy`` (``open_dataset`` without Dask, ``.values``), ``dask``
 (``open_dataset(chunks={})`` computed on 2 threads), ``bare-place`` (fetch
 and decode every frame into one preallocated array: the floor) or
 ``geotiff`` (rioxarray, ``chunks={}``, 2 threads); ``bare-into`` decodes
-each frame into its place with ``decode_frame(out=)``; ``proposed`` is the
-window read proposed for the backend (``_proposed.py``).  Prints one JSON line:
+each frame into its place with ``decode_frame(out=)``.  Prints one JSON line:
 ``baseline`` (RSS after imports and opening, before the read), ``peak``
 (the address space's peak RSS during the read, ``VmHWM`` reset just before
 it), ``nbytes`` (the result's size) and ``ru_maxrss`` (``getrusage``'s
@@ -93,11 +92,6 @@ def main(mode: str, path: str, blob_file: str, tif: str) -> None:
                 payload = image.source.read(int(starts[k]), int(stops[k]))
                 decode_frame(payload, sample, grid.frame_shape(k), out=out[grid.frame_window(k)])
             return out
-    elif mode == "proposed":
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import _proposed
-
-        read = lambda: _proposed.read_full(image, 2)  # noqa: E731
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     reset_high_water_mark()

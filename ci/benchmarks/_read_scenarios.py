@@ -23,7 +23,6 @@ from read import bare_loop, geotiff_full, make_raster, rumi_full, rumi_persist, 
 from xarray_rumi.io.frames import decode_frame
 from xarray_rumi.reader import open_image
 
-import _proposed
 from _report import Row, interleaved, speed_row, time_row
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
@@ -55,7 +54,6 @@ def make(root: str, bands: int, size: int, tile: int = 512) -> Raster:
     np.testing.assert_array_equal(rumi_full(rumi, blob, 2, TRANSFORM), values)
     np.testing.assert_array_equal(geotiff_full(tif, 2), values)
     np.testing.assert_array_equal(lazy_full(rumi, blob), values)
-    np.testing.assert_array_equal(_proposed.read_full(open_image(rumi, blob, read_georef=False)), values)
     np.testing.assert_array_equal(bare_into(rumi, blob, 2), values)
     return Raster(values, rumi, blob, tif)
 
@@ -94,8 +92,6 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
     cases["persist 2T"] = lambda: rumi_persist(raster.rumi, raster.blob, 2, TRANSFORM)
     cases["bare +place 2T"] = lambda: bare_loop(raster.rumi, raster.blob, 2, "place")
     cases["bare decode into (out=) 2T"] = lambda: bare_into(raster.rumi, raster.blob, 2)
-    cases["proposed lazy read 2T"] = lambda: _proposed.read_full(open_image(raster.rumi, raster.blob,
-                                                                            read_georef=False))
     times = interleaved(cases, repeats)
     rows = []
     for t in (1, 2):
@@ -124,8 +120,6 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
                   note="decode_frame(out=) into one array"),
         speed_row("lazy .values (no Dask) 2T", times["lazy .values (no Dask) 2T"], "bare fetch+decode 2T", bare2,
                   note="backend's own 2-thread pool, frames placed into one array"),
-        speed_row("proposed lazy read 2T", times["proposed lazy read 2T"], "bare fetch+decode 2T", bare2,
-                  note="_proposed.py: batched fetch, decode_frame(out=)"),
     ]
     return rows
 
@@ -203,7 +197,6 @@ def peak_memory(raster: Raster, root: str) -> list[Row]:
     modes = {
         "bare +place (anchor)": "bare-place",
         "bare decode into (out=)": "bare-into",
-        "proposed lazy read 2T": "proposed",
         "lazy .values (no Dask)": "lazy",
         "open_dataset chunks={} compute 2T": "dask",
         "GeoTIFF rioxarray compute 2T": "geotiff",

@@ -28,6 +28,8 @@ class CheckedBlobs:
     ...     checked.add(key)
     >>> b"a" in checked, b"c" in checked, len(checked)
     (False, True, 2)
+    >>> checked.clear(); len(checked)
+    0
     """
 
     def __init__(self, max_entries: int = 4096):
@@ -49,6 +51,11 @@ class CheckedBlobs:
             self._checked.move_to_end(key)
             while len(self._checked) > self.max_entries:
                 self._checked.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every pair: each is checked again on its next read (as in a new process)."""
+        with self._lock:
+            self._checked.clear()
 
     def lock_for(self, key: bytes) -> threading.Lock:
         """The lock a thread holds while it checks ``key``."""
