@@ -91,6 +91,9 @@ class FlakyProxy(LoopbackServer):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two sends: without this a small response
+            # waits ~40 ms for the client's delayed ACK (Nagle).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass

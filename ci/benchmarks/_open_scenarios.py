@@ -6,7 +6,6 @@ Requests over HTTP are counted by the test suite's ``RangeServer``
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import shutil
@@ -40,19 +39,6 @@ TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
 MILLISECOND = 1e-3
 
 
-@contextlib.contextmanager
-def _serve(root: str):
-    """A running RangeServer that sends each response at once.
-
-    The test server writes headers and body in two sends; with Nagle's
-    algorithm on, the body of a small response then waits for the client's
-    delayed ACK (~40 ms), which would be timed as if it were the reader's.
-    """
-    with RangeServer(root) as server:
-        server._httpd.RequestHandlerClass.disable_nagle_algorithm = True
-        yield server
-
-
 def _requests(server: RangeServer, run) -> int:
     server.requests.clear()
     checked_blobs.clear()  # count what a process's first open of the image asks for, blob check included
@@ -64,7 +50,7 @@ def opening(root: str, path: str, blob: bytes, repeats: int, catalog_files: int)
     """Scenario 3: opening with a blob, without one (local and HTTP), and many images from a catalog."""
     name = os.path.basename(path)
     rows = []
-    with _serve(os.path.dirname(path)) as server:
+    with RangeServer(os.path.dirname(path)) as server:
         url = f"{server.url}/{name}"
         cases = {
             "blob + crs/transform, local": lambda: xr.open_dataset(path, engine="rumi", header=blob, crs=CRS,
@@ -120,7 +106,7 @@ def _catalog(root: str, path: str, count: int, repeats: int) -> list[Row]:
         opens.append(time.perf_counter() - start)
     assert len(datasets) == count
     per_image = statistics.median(opens) / count
-    with _serve(directory) as server:
+    with RangeServer(directory) as server:
         table = catalog.read(table_path)
         table["url"] = [f"{server.url}/{os.path.basename(p)}" for p in table["url"]]
         requests = _requests(server, lambda: catalog.open_catalog(table))
