@@ -14,9 +14,7 @@ in each frame, the one place the spec allows.
 from __future__ import annotations
 
 import functools
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import geozl
@@ -24,6 +22,7 @@ import numpy as np
 import openzl.ext
 
 from .io.frames import FORMAT_VERSION, PORTABLE_RECIPES, applicable, encode_frame
+from .measure import Measurer
 
 #: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
 FINALISTS = 1
@@ -169,77 +168,6 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
                         key=_simplicity))
 
 
-_helpers_lock = threading.Lock()
-_helpers: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
-
-
-def _helper_pool(count: int) -> ThreadPoolExecutor:
-    """Helper threads kept for the process: each keeps its GeoZL graphs from one image to the next.
-
-    Building a graph and its first use cost about as much as one measurement
-    on a quick window, and every graph is measured once per image.
-    """
-    global _helpers
-    with _helpers_lock:
-        if _helpers is None or _helpers[1] < count:
-            old, _helpers = _helpers, (ThreadPoolExecutor(count, thread_name_prefix="rumi-measure"), count)
-            if old is not None:
-                old[0].shutdown(wait=False)  # what it runs still finishes
-        return _helpers[0]
-
-
-def _forget_helpers():
-    global _helpers, _helpers_lock
-    _helpers, _helpers_lock = None, threading.Lock()  # a forked child has none of the parent's threads
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_helpers)
-
-
-class _Measurer:
-    """Encoded sizes of many (stored, candidate) pairs, on the calling thread and ``workers - 1`` helpers.
-
-    GeoZL releases the GIL while it encodes, so the helpers measure in parallel.
-    Each size is a pure function of its pair: the threads change when, not what.
-    The calling thread measures too, so a helper busy for another writer only
-    delays, never blocks, this one.
-    """
-
-    def __init__(self, workers: int, error):
-        self.error = error
-        self._helpers = max(0, workers - 1)
-
-    def sizes(self, jobs: list[tuple[np.ndarray, str]]) -> list[int | None]:
-        """The frame length of each job, ``None`` where the candidate does not apply."""
-        sizes: list[int | None] = [None] * len(jobs)
-        lock, order, failed = threading.Lock(), iter(range(len(jobs))), []
-
-        def work():
-            while not failed:
-                with lock:
-                    i = next(order, None)
-                if i is None:
-                    return
-                stored, candidate = jobs[i]
-                try:
-                    sizes[i] = len(_encode(stored, candidate, self.error))
-                except RuntimeError:  # the recipe does not apply, or not at the pinned version
-                    pass
-                except BaseException:
-                    failed.append(True)
-                    raise
-
-        count = min(self._helpers, len(jobs) - 1)
-        helpers = [_helper_pool(self._helpers).submit(work) for _ in range(count)] if count > 0 else []
-        try:
-            work()
-        finally:
-            for helper in helpers:
-                helper.result()
-        return sizes
-
-
 def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
     """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``).
 
@@ -298,12 +226,12 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
         return [fixed] * len(sample_sets)
     error = lossy_error(compression)
     trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
-    measurer = _Measurer(workers, error)
+    measurer = Measurer(workers, functools.partial(_encode, error=error))
     if compression == "portable":
         shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
         contenders = PORTABLE_CONTENDERS
     else:
-        shortlists = _shortlists(sample_sets, trial_windows, compression, measurer)
+        shortlists = _shortlists(sample_sets, trial_windows, compression, error, measurer)
         contenders = CONTENDERS
     # the shortlist on the middle sample's trial window, the best of it on every profile window
     trials = _measure_all(measurer, trial_windows, shortlists)
@@ -335,7 +263,7 @@ def _backend(candidate: str) -> str:
     return recipe[len(_predictor(recipe)) + 1:]
 
 
-def _shortlists(sample_sets, trial_windows, compression, measurer: _Measurer) -> list[list[str]]:
+def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer) -> list[list[str]]:
     """Per sample list, the graphs worth trying on the trial window.
 
     The quick raster (the samples' quick windows stacked as planes, a few
@@ -344,7 +272,7 @@ def _shortlists(sample_sets, trial_windows, compression, measurer: _Measurer) ->
     graph is ranked on the trial window instead.
     """
     try:
-        names = [_graph_names(samples[0].dtype.str, measurer.error) for samples in sample_sets]
+        names = [_graph_names(samples[0].dtype.str, error) for samples in sample_sets]
     except ValueError as exc:  # an error bound GeoZL does not understand
         raise ValueError(f"compression {compression!r}: {exc}") from None
     candidates = [
@@ -378,7 +306,7 @@ def _references(candidates: list[str]) -> list[str]:
             for found in backends.values() if any(b in found for b in REFERENCE_BACKENDS)]
 
 
-def _measure_all(measurer: _Measurer, rasters, candidates) -> list[dict[str, int]]:
+def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]]:
     """``{candidate: size}`` of each raster's candidates, those that apply."""
     jobs = [(raster, c) for raster, cs in zip(rasters, candidates) for c in cs]
     sizes = iter(measurer.sizes(jobs))
