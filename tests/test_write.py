@@ -251,8 +251,9 @@ def test_an_openzl_graph_can_be_passed_through(tmp_path):
 def test_dask_windows_write_the_same_bytes_on_any_local_scheduler(tmp_path, monkeypatch, scheduler):
     import dask
 
-    write_module = __import__("sys").modules["xarray_rumi.write"]
-    monkeypatch.setattr(write_module, "LOCAL_WINDOW_BYTES", 1)  # a window of 2 x workers frames: many windows
+    from xarray_rumi import encoded_frames
+
+    monkeypatch.setattr(encoded_frames, "LOCAL_WINDOW_BYTES", 1)  # a window of 2 x workers frames: many windows
     data = _smooth((2, 150, 170))
     xarray_rumi.write(tmp_path / "np.rumi", data, tile_size=32)
     with dask.config.set(scheduler=scheduler):

@@ -1,7 +1,7 @@
 """Writing compliant rumi files from numpy, xarray and Dask.
 
 Frames are encoded in frame-index order by a small thread pool (the encoder
-releases the GIL) with a bounded number in flight, streamed to a temporary
+releases the GIL; ``encoded_frames.py``) with a bounded number in flight, streamed to a temporary
 file after the fixed-size prefix, and the file is renamed into place only
 when complete: a failure leaves nothing at the target path.  The same pool
 measures the sample frames that choose the recipes, and a local file is
@@ -17,11 +17,12 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .compression import lossy_error, plan, profile_window, sample_frames
+from .encoded_frames import DaskFrames, dask_encoded_frames, threaded_encoded_frames, writer_threads
 from .format.blob import Header
 from .format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from .format.geo import RasterType, georeferencing
@@ -29,17 +30,12 @@ from .format.grid import FrameGrid, FrameUnit
 from .format.ifd import build_prefix
 from .format.layout import base_frame_offset
 from .format.limits import DEFAULT_LIMITS
-from .compression import Recipes, lossy_error, plan, profile_window, sample_frames
 from .io.source import ByteSource
-
 
 #: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.
 _DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
 #: A local file is handed to the disk each time this much more has been written.
 WRITEBACK_BYTES = 4 * 2**20
-#: Without a cluster, Dask computes about this many bytes of frames at a time, and at most two
-#: such windows are in memory.
-LOCAL_WINDOW_BYTES = 16 * 2**20
 
 
 def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=None, raster_type=None,
@@ -86,18 +82,18 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
-    workers = _writer_threads()
+    workers = writer_threads()
     if _is_dask(array):
-        source = _DaskFrames(array, grid)
+        source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
         stored = {k: sample.encode(np.asarray(v)) for k, v in zip(indices, source.compute(indices))}
         recipes = plan(grid, stored.__getitem__, compression, workers=workers)
-        frames = _dask_encoded_frames(source, grid, sample, recipes, workers)
+        frames = dask_encoded_frames(source, grid, sample, recipes, workers)
     else:
         # only the centre of a sample frame is measured: no need to copy the rest
         recipes = plan(grid, lambda k: sample.encode(np.asarray(array[profile_window(grid.frame_window(k))])),
                        compression, workers=workers)
-        frames = _threaded_encoded_frames(array, grid, sample, recipes, workers)
+        frames = threaded_encoded_frames(array, grid, sample, recipes, workers)
     target = ByteSource.of(path, storage_options)
     if progress is not None:
         frames = _reporting(frames, progress)
@@ -163,10 +159,6 @@ def _tile_shape(tile_size) -> tuple[int, int]:
     return sizes
 
 
-def _writer_threads() -> int:
-    return min(4, os.cpu_count() or 1)
-
-
 def _reporting(frames, progress):
     for frame in frames:
         yield frame
@@ -175,123 +167,6 @@ def _reporting(frames, progress):
 
 def _is_dask(array) -> bool:
     return type(array).__module__.startswith("dask")
-
-
-def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
-    return recipes.encode(sample.encode(np.asarray(block)))
-
-
-def _threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
-                             workers: int | None = None):
-    """Encoded frames in frame order from a thread pool (the encoder releases the GIL)."""
-    workers = workers or _writer_threads()
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for k in range(grid.frame_count):
-            bands, rows, cols = grid.frame_window(k)
-            slot = recipes[k % grid.frames_per_position]
-            pending.append(pool.submit(_encode_one, array[bands, rows, cols], sample, slot))
-            if len(pending) >= 2 * workers:  # bounded: a few frames in memory, not the image
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-class _DaskFrames:
-    """A Dask array rechunked to the frame grid (one block a frame), computed a window of frames at a time.
-
-    Each ``dask.compute`` call spends milliseconds in Dask's expression layer
-    whatever its size, so the graph is materialised once, and each window goes
-    straight to the active scheduler, culled to what it needs.  Dask's array
-    optimisation, which ``compute`` would apply, is a performance pass only;
-    on the graphs measured (``from_array``, ``map_blocks`` chains, rechunks)
-    it changed no task and cost ~40 us a frame, so the graph is used as it is.
-    """
-
-    def __init__(self, array, grid: FrameGrid):
-        from dask.base import get_scheduler
-
-        bands_per_frame = grid.bands_per_frame
-        chunks = (
-            (bands_per_frame,) * (grid.samples_per_pixel // bands_per_frame),
-            _sizes(grid.image_length, grid.tile_length),
-            _sizes(grid.image_width, grid.tile_width),
-        )
-        self.array = array.rechunk(chunks)
-        self._grid = grid
-        self._graph = dict(self.array.__dask_graph__())
-        self._scheduler = get_scheduler(collections=[self.array])
-
-    def key(self, k: int) -> tuple:
-        row, col, band = self._grid.frame_location(k)
-        return (self.array.name, band, row, col)
-
-    def compute(self, indices) -> list:
-        """The blocks of frames ``indices``, in order."""
-        from dask.optimization import cull
-
-        keys = [self.key(k) for k in indices]
-        return list(self._scheduler(cull(self._graph, keys)[0], keys)) if keys else []
-
-
-def _dask_encoded_frames(source: _DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
-                         workers: int | None = None):
-    """Encoded frames in frame order, a window of frames at a time.
-
-    On a distributed cluster each frame is compressed by a Dask task where
-    its block lives, so raw frames never travel; otherwise Dask's scheduler
-    computes a window of blocks while the writer's pool compresses the
-    window before it.  Either way only a few windows are in memory.
-    """
-    workers = workers or _writer_threads()
-    client = _distributed_client()
-    if client is not None:
-        yield from _cluster_encoded_frames(client, source, grid, sample, recipes)
-        return
-    window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for start in range(0, grid.frame_count, window):
-            indices = range(start, min(start + window, grid.frame_count))
-            # computed while the pool still compresses the previous window
-            blocks = source.compute(indices)
-            pending.extend(pool.submit(_encode_one, block, sample, recipes[k % grid.frames_per_position])
-                           for k, block in zip(indices, blocks))
-            while len(pending) > window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-def _cluster_encoded_frames(client, source: _DaskFrames, grid: FrameGrid, sample: SampleType,
-                            recipes: tuple[Recipes, ...]):
-    import dask
-
-    blocks = source.array.to_delayed(optimize_graph=False)
-    encode = dask.delayed(_encode_one, pure=True)
-    window = 4 * len(client.scheduler_info()["workers"])
-    for start in range(0, grid.frame_count, window):
-        batch = []
-        for k in range(start, min(start + window, grid.frame_count)):
-            row, col, band = grid.frame_location(k)
-            batch.append(encode(blocks[band, row, col], sample, recipes[k % grid.frames_per_position]))
-        yield from client.gather(client.compute(batch))
-
-
-def _sizes(extent: int, tile: int) -> tuple[int, ...]:
-    full, rest = divmod(extent, tile)
-    return (tile,) * full + ((rest,) if rest else ())
-
-
-def _distributed_client():
-    try:
-        from distributed import get_client
-    except ImportError:
-        return None
-    try:
-        return get_client()
-    except ValueError:  # no client is active
-        return None
 
 
 def _write_atomically(target: ByteSource, grid: FrameGrid, frames, make_prefix) -> np.ndarray:
