@@ -39,7 +39,7 @@ from xarray.indexes import PandasIndex
 from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 from .format.geo import Georeferencing, RasterType
 from .format.geo import georeferencing as build_georeferencing
-from .format.grid import FrameUnit
+from .format.grid import FrameUnit, overlap
 from .format.limits import DEFAULT_LIMITS, Limits
 from .io.frames import decode_frame
 from .io.retry import DEFAULT_POLICY, RetryPolicy
@@ -110,7 +110,7 @@ class RumiBackendArray(BackendArray):
         out = np.empty(tuple(len(r) for r in window), self.dtype)
 
         def decode_into_place(k: int, payload: bytes) -> None:
-            spans = [_overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
+            spans = [overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
             target = out[tuple(o for o, _ in spans)]
             shape = grid.frame_shape(k)
             if target.shape == shape:
@@ -194,12 +194,6 @@ def _decode_pool() -> ThreadPoolExecutor:
             workers = min(4, os.cpu_count() or 1)
             _pool = (os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix="rumi-decode"))
         return _pool[1]
-
-
-def _overlap(frame: slice, window: range) -> tuple[slice, slice]:
-    """``(slice into the window, slice into the frame)`` where they intersect."""
-    lo, hi = max(frame.start, window.start), min(frame.stop, window.stop)
-    return slice(lo - window.start, hi - window.start), slice(lo - frame.start, hi - frame.start)
 
 
 def _is_int(k) -> bool:

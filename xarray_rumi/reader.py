@@ -22,6 +22,7 @@ import numpy as np
 from .errors import RumiFormatError
 from .format.blob import Header
 from .format.geo import Georeferencing
+from .format.grid import overlap
 from .format.head import check_blob_against_ifd_head, ifd_head_ranges
 from .format.ifd import check_frame_layout, parse_prefix, prefix_size
 from .format.layout import GEOREFERENCING_SIZE, MODEL_TRANSFORMATION_SIZE, georeferencing_offset
@@ -163,15 +164,9 @@ class RumiImage:
         indices = grid.frames_touching(b, y, x)
         for k, frame in self.iter_frames(indices):
             fb, fy, fx = grid.frame_window(k)
-            ob, oy, ox = _overlap(fb, b), _overlap(fy, y), _overlap(fx, x)
+            ob, oy, ox = overlap(fb, b), overlap(fy, y), overlap(fx, x)
             out[ob[0], oy[0], ox[0]] = frame[ob[1], oy[1], ox[1]]
         return out
-
-
-def _overlap(frame: slice, window: range) -> tuple[slice, slice]:
-    """``(slice into the window, slice into the frame)`` of their intersection."""
-    lo, hi = max(frame.start, window.start), min(frame.stop, window.stop)
-    return slice(lo - window.start, hi - window.start), slice(lo - frame.start, hi - frame.start)
 
 
 def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,

@@ -199,3 +199,17 @@ class FrameGrid:
             self.image_length - (self.tiles_down - 1) * self.tile_length,
             self.image_width - (self.tiles_across - 1) * self.tile_width,
         )
+
+
+def overlap(frame: slice, window: range) -> tuple[slice, slice]:
+    """``(slice into the window, slice into the frame)`` where one axis of a frame and a window intersect.
+
+    ``frame`` is one axis of :meth:`FrameGrid.frame_window`, ``window`` the
+    part of the image being read, so a read places
+    ``out[into_window] = decoded[into_frame]`` axis by axis.
+
+    >>> overlap(slice(32, 64), range(40, 100))
+    (slice(0, 24, None), slice(8, 32, None))
+    """
+    lo, hi = max(frame.start, window.start), min(frame.stop, window.stop)
+    return slice(lo - window.start, hi - window.start), slice(lo - frame.start, hi - frame.start)
