@@ -76,21 +76,19 @@ def main(mode: str, path: str, blob_file: str, tif: str) -> None:
 
         ds = xr.open_dataset(tif, engine="rasterio", chunks={}, lock=False, mask_and_scale=False)
         read = lambda: ds.band_data.data.compute(scheduler="threads", num_workers=2)  # noqa: E731
-    elif mode == "bare-place":
+    elif mode in ("bare-place", "bare-into"):
+        into = mode == "bare-into"
+
         def read():
             out = np.empty(grid.shape, sample.dtype)
             starts, stops = image.header.ranges(np.arange(grid.frame_count))
             for k in range(grid.frame_count):
                 payload = image.source.read(int(starts[k]), int(stops[k]))
-                out[grid.frame_window(k)] = decode_frame(payload, sample, grid.frame_shape(k))
-            return out
-    elif mode == "bare-into":
-        def read():
-            out = np.empty(grid.shape, sample.dtype)
-            starts, stops = image.header.ranges(np.arange(grid.frame_count))
-            for k in range(grid.frame_count):
-                payload = image.source.read(int(starts[k]), int(stops[k]))
-                decode_frame(payload, sample, grid.frame_shape(k), out=out[grid.frame_window(k)])
+                place = out[grid.frame_window(k)]
+                if into:  # decoded straight into its place
+                    decode_frame(payload, sample, grid.frame_shape(k), out=place)
+                else:  # decoded, then copied
+                    place[...] = decode_frame(payload, sample, grid.frame_shape(k))
             return out
     else:
         raise SystemExit(f"unknown mode {mode!r}")
