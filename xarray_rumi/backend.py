@@ -26,8 +26,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -43,6 +41,7 @@ from .format.grid import FrameUnit, overlap
 from .format.limits import DEFAULT_LIMITS, Limits
 from .io.frames import decode_frame
 from .io.retry import DEFAULT_POLICY, RetryPolicy
+from .io.threads import ProcessThreads, default_threads
 from .reader import RumiImage, open_image, read_georeferencing
 
 VARIABLE = "band_data"
@@ -178,22 +177,12 @@ class RumiBackendArray(BackendArray):
         for indices, payloads in batches:
             # list() re-raises the first failure (a damaged frame) here, in the caller.
             list(decoding)
-            decoding = _decode_pool().map(decode_and_place, indices.tolist(), payloads)
+            decoding = _decode_threads.get(default_threads()).map(decode_and_place, indices.tolist(), payloads)
         list(decoding)
 
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
-
-
-def _decode_pool() -> ThreadPoolExecutor:
-    """The process's decoding threads, made on first use (and again after a fork)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            workers = min(4, os.cpu_count() or 1)
-            _pool = (os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix="rumi-decode"))
-        return _pool[1]
+#: The process's decoding threads, shared by every read.
+_decode_threads = ProcessThreads("rumi-decode")
 
 
 def _is_int(k) -> bool:

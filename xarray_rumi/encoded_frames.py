@@ -9,7 +9,6 @@ frame is compressed by a Dask task where its block lives.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,14 +17,11 @@ import numpy as np
 from .compression import Recipes
 from .format.dtypes import SampleType
 from .format.grid import FrameGrid
+from .io.threads import default_threads
 
 #: Without a cluster, Dask computes about this many bytes of frames at a time, and at most two
 #: such windows are in memory.
 LOCAL_WINDOW_BYTES = 16 * 2**20
-
-
-def writer_threads() -> int:
-    return min(4, os.cpu_count() or 1)
 
 
 def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
@@ -35,7 +31,7 @@ def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
 def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
                              workers: int | None = None):
     """Encoded frames in frame order from a thread pool (the encoder releases the GIL)."""
-    workers = workers or writer_threads()
+    workers = workers or default_threads()
     with ThreadPoolExecutor(workers) as pool:
         pending = deque()
         for k in range(grid.frame_count):
@@ -94,7 +90,7 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     computes a window of blocks while the writer's pool compresses the
     window before it.  Either way only a few windows are in memory.
     """
-    workers = workers or writer_threads()
+    workers = workers or default_threads()
     client = _distributed_client()
     if client is not None:
         yield from _cluster_encoded_frames(client, source, grid, sample, recipes)
@@ -145,4 +141,4 @@ def _distributed_client():
         return None
 
 
-__all__ = ["DaskFrames", "dask_encoded_frames", "threaded_encoded_frames", "writer_threads"]
+__all__ = ["DaskFrames", "dask_encoded_frames", "threaded_encoded_frames"]

@@ -9,38 +9,15 @@ built from one image to the next.
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-_helpers_lock = threading.Lock()
-_helpers: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
+from .io.threads import ProcessThreads
 
-
-def _helper_pool(count: int) -> ThreadPoolExecutor:
-    """Helper threads kept for the process: each keeps its GeoZL graphs from one image to the next.
-
-    Building a graph and its first use cost about as much as one measurement
-    on a quick window, and every graph is measured once per image.
-    """
-    global _helpers
-    with _helpers_lock:
-        if _helpers is None or _helpers[1] < count:
-            old, _helpers = _helpers, (ThreadPoolExecutor(count, thread_name_prefix="rumi-measure"), count)
-            if old is not None:
-                old[0].shutdown(wait=False)  # what it runs still finishes
-        return _helpers[0]
-
-
-def _forget_helpers():
-    global _helpers, _helpers_lock
-    _helpers, _helpers_lock = None, threading.Lock()  # a forked child has none of the parent's threads
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_helpers)
+#: Kept for the process: each helper keeps its GeoZL graphs from one image to the next (building a
+#: graph and its first use cost about as much as one measurement on a quick window).
+_helper_threads = ProcessThreads("rumi-measure")
 
 
 class Measurer:
@@ -84,7 +61,7 @@ class Measurer:
                     raise
 
         count = min(self._helpers, len(jobs) - 1)
-        helpers = [_helper_pool(self._helpers).submit(work) for _ in range(count)] if count > 0 else []
+        helpers = [_helper_threads.get(self._helpers).submit(work) for _ in range(count)] if count > 0 else []
         try:
             work()
         finally:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .compression import lossy_error, plan, profile_window, sample_frames
-from .encoded_frames import DaskFrames, dask_encoded_frames, threaded_encoded_frames, writer_threads
+from .encoded_frames import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .format.blob import Header
 from .format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from .format.geo import RasterType, georeferencing
@@ -31,6 +31,7 @@ from .format.ifd import build_prefix
 from .format.layout import base_frame_offset
 from .format.limits import DEFAULT_LIMITS
 from .io.source import ByteSource
+from .io.threads import default_threads
 
 #: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.
 _DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
@@ -82,7 +83,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
-    workers = writer_threads()
+    workers = default_threads()
     if _is_dask(array):
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
