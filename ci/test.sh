@@ -9,7 +9,8 @@ python3 -m venv "$venv"
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet ".[test]"
+# Pinned versions (ci/constraints.txt) so a release on PyPI cannot break a landing.
+python -m pip install --quiet ".[test]" --constraint ci/constraints.txt
 
 # The README's test command, after its install step:
 python -m pytest
