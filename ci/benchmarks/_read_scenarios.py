@@ -92,6 +92,8 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
     cases["persist 2T"] = lambda: rumi_persist(raster.rumi, raster.blob, 2, TRANSFORM)
     cases["bare +place 2T"] = lambda: bare_loop(raster.rumi, raster.blob, 2, "place")
     cases["bare decode into (out=) 2T"] = lambda: bare_into(raster.rumi, raster.blob, 2)
+    cases["compute, Dask's synchronous scheduler"] = lambda: rumi_full(raster.rumi, raster.blob, 1, TRANSFORM,
+                                                                       scheduler="sync")
     times = interleaved(cases, repeats)
     rows = []
     for t in (1, 2):
@@ -120,6 +122,9 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
                   note="decode_frame(out=) into one array"),
         speed_row("lazy .values (no Dask) 2T", times["lazy .values (no Dask) 2T"], "bare fetch+decode 2T", bare2,
                   note="backend's own 2-thread pool, frames placed into one array"),
+        speed_row("compute, Dask's synchronous scheduler", times["compute, Dask's synchronous scheduler"],
+                  "bare fetch+decode 1T", times["bare fetch+decode 1T"],
+                  note="open_dataset(chunks={}) on one thread without the threaded scheduler's hand-offs"),
     ]
     return rows
 

@@ -99,9 +99,9 @@ def bare_loop(path: str, blob: bytes, threads: int, mode: str) -> None:
         return list(pool.map(one, range(grid.frame_count)))
 
 
-def rumi_full(path: str, blob: bytes, threads: int, transform) -> np.ndarray:
+def rumi_full(path: str, blob: bytes, threads: int, transform, scheduler: str = "threads") -> np.ndarray:
     ds = xr.open_dataset(path, engine="rumi", header=blob, crs=32618, transform=transform, chunks={})
-    return ds.band_data.data.compute(scheduler="threads", num_workers=threads)
+    return ds.band_data.data.compute(scheduler=scheduler, num_workers=threads)
 
 
 def rumi_persist(path: str, blob: bytes, threads: int, transform):
