@@ -253,3 +253,49 @@ def test_damaged_frame_in_a_multi_frame_window_raises(written, tmp_path):
     with pytest.raises(RumiFormatError, match="frame"):
         ds.band_data.values
     assert same_values(ds.band_data[:, :16, :16].values, files["uint16", "cell"][2][:, :16, :16])
+
+
+def test_batches_queue_behind_each_other_and_at_most_two_are_held(written, monkeypatch):
+    """A read over many batches never leaves the pool waiting at a batch's end, and stays two batches ahead at most.
+
+    One frame per batch: the first frame's decoding waits until another
+    thread has started on the next batch, which happens only if that batch
+    was queued before the first finished; and each fetch happens only once
+    every frame two batches back is decoded (the bound on compressed bytes held).
+    """
+    import threading
+
+    import xarray_rumi.backend as backend
+    from xarray_rumi.reader import RumiImage
+
+    _, files = written
+    path, blob, values = files["uint16", "tile"]
+    monkeypatch.setattr(backend, "DECODE_BATCH", 1)
+    monkeypatch.setattr(backend, "default_threads", lambda: 2)
+    decoded, decoded_at_fetch, started = [], [], []
+    next_batch_started, first_waited, lock = threading.Event(), [], threading.Lock()
+
+    def recording_decode(*args, **kwargs):
+        with lock:
+            first = not started
+            started.append(1)
+        if first:
+            first_waited.append(next_batch_started.wait(timeout=10))
+        else:
+            next_batch_started.set()
+        result = decode(*args, **kwargs)
+        decoded.append(1)
+        return result
+
+    def recording_fetch(self, *args, **kwargs):
+        decoded_at_fetch.append(len(decoded))
+        return fetch(self, *args, **kwargs)
+
+    decode, fetch = backend.decode_frame, RumiImage.fetch
+    monkeypatch.setattr(backend, "decode_frame", recording_decode)
+    monkeypatch.setattr(RumiImage, "fetch", recording_fetch)
+    da = xr.open_dataset(path, engine="rumi", header=blob).band_data
+    assert same_values(da.values, values)
+    assert first_waited == [True]
+    assert len(decoded_at_fetch) == len(decoded) == 3 * 3 * 3
+    assert all(done >= k - 1 for k, done in enumerate(decoded_at_fetch))

@@ -23,6 +23,7 @@ open reads the georeferencing anyway, else once per process on the first read.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import os
@@ -163,8 +164,11 @@ class RumiBackendArray(BackendArray):
 
         Decoding releases the GIL, so the frames of a batch decode on a small
         shared thread pool, each into a disjoint part of the output, while the
-        calling thread fetches the next batch: at most two batches of
-        compressed bytes are held at once, whatever the window's size.
+        calling thread fetches the next batch.  A fetched batch is queued
+        behind the one decoding, so the threads go on without waiting at the
+        end of each batch; the next fetch waits for the older of the two, so
+        at most two batches of compressed bytes are held at once, whatever
+        the window's size.
         """
         if not len(touched):
             return
@@ -173,12 +177,15 @@ class RumiBackendArray(BackendArray):
             (_, (payload,)), = batches
             decode_and_place(int(touched[0]), payload)
             return
-        decoding = iter(())
+        pool = _decode_threads.get(default_threads())
+        in_flight = collections.deque()
         for indices, payloads in batches:
-            # list() re-raises the first failure (a damaged frame) here, in the caller.
+            in_flight.append(pool.map(decode_and_place, indices.tolist(), payloads))
+            if len(in_flight) == 2:
+                # list() re-raises the first failure (a damaged frame) here, in the caller.
+                list(in_flight.popleft())
+        for decoding in in_flight:
             list(decoding)
-            decoding = _decode_threads.get(default_threads()).map(decode_and_place, indices.tolist(), payloads)
-        list(decoding)
 
 
 #: The process's decoding threads, shared by every read.
