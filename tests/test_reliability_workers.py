@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import cloudpickle
 import dask
@@ -66,6 +67,26 @@ def _pids(client) -> set[int]:
     return set(client.run(os.getpid).values())
 
 
+def _running_workers(dask_scheduler) -> int:
+    return sum(worker.status.name == "running" for worker in dask_scheduler.workers.values())
+
+
+def _wait_for_two_workers(client, timeout: float = 60) -> None:
+    """Until the nannies have replaced every killed worker, asking the scheduler only.
+
+    Not ``client.wait_for_workers``: with a cluster it overwrites the
+    cluster's list of workers with snapshots of the scheduler's, racing the
+    cluster's own status watcher, and closing the cluster then fails with a
+    KeyError for a worker removed that the list no longer held (seen with
+    distributed 2026.7.1).
+    """
+    deadline = time.monotonic() + timeout
+    while client.run_on_scheduler(_running_workers) < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than 2 workers running after {timeout} s")
+        time.sleep(0.1)
+
+
 def test_a_worker_killed_during_a_read_is_retried_and_the_result_is_exact(client, tmp_path):
     path = tmp_path / "scene.rumi"
     blob = xarray_rumi.write(path, VALUES, tile_size=TILE)
@@ -76,7 +97,7 @@ def test_a_worker_killed_during_a_read_is_retried_and_the_result_is_exact(client
     values = ds.band_data.compute().values
     assert os.path.exists(marker)  # a worker did die inside a frame decode
     np.testing.assert_array_equal(values, VALUES)
-    client.wait_for_workers(2, timeout=60)
+    _wait_for_two_workers(client)
     assert _pids(client) != before  # the nanny replaced the killed process
 
 
@@ -102,7 +123,7 @@ def test_a_worker_killed_during_a_write_still_writes_the_exact_file(client, tmp_
     assert blob == xarray_rumi.write(reference, VALUES, tile_size=TILE, compression="portable")
     assert target.read_bytes() == reference.read_bytes()
     assert sorted(os.listdir(target.parent)) == ["scene.rumi", "scene.rumi.header"]  # no temporary
-    client.wait_for_workers(2, timeout=60)
+    _wait_for_two_workers(client)
 
 
 def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(client, tmp_path):
@@ -113,7 +134,7 @@ def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(c
         xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
     assert os.listdir(tmp_path) == ["scene.rumi"]  # no header, no temporary
     assert target.read_bytes() == b"the previous version"
-    client.wait_for_workers(2, timeout=60)
+    _wait_for_two_workers(client)
 
 
 def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_each(client, http_server):
