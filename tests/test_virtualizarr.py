@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -198,11 +199,16 @@ def test_damaged_frame_behind_icechunk_raises(tmp_path):
     path, blob, data = make(tmp_path, 1, 64, 64, 32, "tile", "uint16", False)
     back = reopen_icechunk(open_virtual(path, header=blob), tmp_path)
     header = load_header(blob)
+    written = os.stat(path)
     with open(path, "r+b") as f:   # damage frame 2 (row 1, column 0) after the repository was written
         f.seek(header.offset(2) + header.byte_count(2) // 2)
         byte = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([byte[0] ^ 0x55]))
+    # Silent damage (bit rot, a bad copy) leaves the modification time as it was. Icechunk refuses
+    # every chunk of a file modified after the commit, so without this the test would depend on
+    # whether the write above landed in a later clock tick than the commit.
+    os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))
     np.testing.assert_array_equal(back.band_data[:, :32, :].values, data[:, :32, :])
     with pytest.raises(RumiFormatError, match="frame"):
         back.band_data[:, 32:, :32].values
