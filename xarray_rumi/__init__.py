@@ -13,9 +13,9 @@ from importlib.metadata import PackageNotFoundError, version
 from . import accessor  # noqa: F401  (registers .rumi on DataArray and Dataset)
 from .errors import RumiFormatError
 from .format.limits import Limits
-from .reader import header_from_file, open_image
-from .validate import validate
-from .write import write
+from .reading.image import header_from_file, open_image
+from .reading.validate import validate
+from .writing.write import write
 
 try:
     __version__ = version("xarray-rumi")
@@ -24,11 +24,17 @@ except PackageNotFoundError:  # running from a source tree
 
 # Names whose modules pull in optional dependencies (zarr, kerchunk, ...) load on first use.
 _LAZY = {
-    "references": "xarray_rumi.refs",
-    "RumiParser": "xarray_rumi.refs",
-    "open_cube": "xarray_rumi.cube",
-    "open_catalog": "xarray_rumi.catalog",
-    "open_collection": "xarray_rumi.collection",
+    "references": "xarray_rumi.virtual.kerchunk",
+    "RumiParser": "xarray_rumi.virtual.kerchunk",
+    "open_cube": "xarray_rumi.dataset.cube",
+    "open_catalog": "xarray_rumi.dataset.catalog",
+    "open_collection": "xarray_rumi.dataset.collection",
+}
+
+_SUBMODULES = {
+    "catalog": "xarray_rumi.dataset.catalog",
+    "collection": "xarray_rumi.dataset.collection",
+    "convert": "xarray_rumi.writing.convert",
 }
 
 
@@ -37,8 +43,8 @@ def __getattr__(name):
 
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in ("catalog", "collection", "convert"):  # submodules with optional dependencies
-        return importlib.import_module(f"xarray_rumi.{name}")
+    if name in _SUBMODULES:  # modules with optional dependencies, by their short names
+        return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'xarray_rumi' has no attribute {name!r}")
 
 

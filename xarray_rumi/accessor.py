@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from .write import write
+from .writing.write import write
 
 
 @xr.register_dataarray_accessor("rumi")

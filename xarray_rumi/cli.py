@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
 
 #: Commands whose modules need optional dependencies, and the extra that brings them.
 _EXTRAS = {"convert": "geo", "refs": "zarr"}
-_MODULES = {"convert": "xarray_rumi.convert", "refs": "xarray_rumi.refs"}
+_MODULES = {"convert": "xarray_rumi.writing.convert", "refs": "xarray_rumi.virtual.kerchunk"}
 
 
 def _extra_commands():
@@ -98,7 +98,7 @@ def _missing_command(command: str, error: ImportError):
 
 
 def _info(args) -> int:
-    from .reader import open_image
+    from .reading.image import open_image
 
     image = open_image(args.file, header=args.header)
     header, grid = image.header, image.grid
@@ -124,7 +124,7 @@ def _info(args) -> int:
 
 
 def _validate(args) -> int:
-    from .validate import validate
+    from .reading.validate import validate
 
     validate(args.file, args.header)
     print(f"{args.file}: valid rumi 0.1.0")
@@ -132,7 +132,7 @@ def _validate(args) -> int:
 
 
 def _header(args) -> int:
-    from .reader import header_from_file
+    from .reading.image import header_from_file
 
     blob = header_from_file(args.file)
     output = args.output or f"{args.file}.header"
@@ -155,8 +155,8 @@ def _demo(args) -> int:
     import xarray as xr
     from pyproj import CRS
 
-    from .validate import validate
-    from .write import write
+    from .reading.validate import validate
+    from .writing.write import write
 
     out_dir = args.out or tempfile.mkdtemp(prefix="rumi-demo-")
     os.makedirs(out_dir, exist_ok=True)

@@ -20,14 +20,14 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi import catalog
-from xarray_rumi.backend import image_dataset, open_rumi_image
-from xarray_rumi.cube import open_cube
+from xarray_rumi.dataset.engine import image_dataset, open_rumi_image
+from xarray_rumi.dataset.cube import open_cube
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
-from xarray_rumi.io.checked import checked_blobs
-from xarray_rumi.io.frames import decode_frame
-from xarray_rumi.reader import open_image
+from xarray_rumi.reading.checked import checked_blobs
+from xarray_rumi.frames.codec import decode_frame
+from xarray_rumi.reading.image import open_image
 
 from _report import Row, interleaved, time_row
 

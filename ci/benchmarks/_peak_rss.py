@@ -24,8 +24,8 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from xarray_rumi.io.frames import decode_frame
-from xarray_rumi.reader import open_image
+from xarray_rumi.frames.codec import decode_frame
+from xarray_rumi.reading.image import open_image
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
 

@@ -20,8 +20,8 @@ import xarray as xr
 
 import xarray_rumi
 from read import bare_loop, geotiff_full, make_raster, rumi_full, rumi_persist, write_geotiff
-from xarray_rumi.io.frames import decode_frame
-from xarray_rumi.reader import open_image
+from xarray_rumi.frames.codec import decode_frame
+from xarray_rumi.reading.image import open_image
 
 from _report import Row, interleaved, speed_row, time_row
 
@@ -151,7 +151,7 @@ def windows(raster: Raster, count: int) -> list[Row]:
 
     from xarray.core.indexing import BasicIndexer
 
-    from xarray_rumi.backend import RumiBackendArray
+    from xarray_rumi.dataset.engine import RumiBackendArray
 
     array = RumiBackendArray(image)
 

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import xarray_rumi
-from xarray_rumi.compression import plan
+from xarray_rumi.frames.choose import plan
 from xarray_rumi.format.dtypes import sample_type_for_dtype
 from xarray_rumi.format.grid import FrameGrid
-from xarray_rumi.io.frames import encode_frame
+from xarray_rumi.frames.codec import encode_frame
 
 from _report import Row, interleaved, speed_row
 

@@ -8,7 +8,7 @@ Run from the repository root::
 Frames of three kinds of 512 x 512 data (smooth terrain, terrain plus noise,
 pure noise; uint16) are encoded as ``xarray_rumi.write`` encodes them
 (``compression="auto"`` recipes and ``"portable"``), then decoded with
-``xarray_rumi.io.frames.decode_frame(..., verify=True)`` (the default: both
+``xarray_rumi.frames.codec.decode_frame(..., verify=True)`` (the default: both
 checksums) and ``verify=False``, interleaved on every repeat so machine noise
 hits both alike.  Printed: decoded MB/s (best of ``--repeats``) and the ratio.
 """
@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from xarray_rumi.compression import plan
+from xarray_rumi.frames.choose import plan
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
-from xarray_rumi.io.frames import decode_frame
+from xarray_rumi.frames.codec import decode_frame
 
 SAMPLE = sample_type_from_name("uint16")
 

@@ -48,8 +48,8 @@ import numpy as np
 import xarray as xr
 
 import xarray_rumi
-from xarray_rumi.io.frames import decode_frame
-from xarray_rumi.reader import open_image
+from xarray_rumi.frames.codec import decode_frame
+from xarray_rumi.reading.image import open_image
 
 
 def make_raster(bands: int, size: int, seed: int = 0) -> np.ndarray:
@@ -114,7 +114,7 @@ def backend_frames(path: str, blob: bytes, threads: int) -> list:
     """The engine's BackendArray asked for every frame window on a thread pool: no Dask, no xarray layers."""
     from xarray.core.indexing import BasicIndexer
 
-    from xarray_rumi.backend import RumiBackendArray, open_rumi_image
+    from xarray_rumi.dataset.engine import RumiBackendArray, open_rumi_image
 
     array = RumiBackendArray(open_rumi_image(path, header=blob, georeferencing=False))
     grid = array.image.grid

@@ -34,12 +34,12 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.cli import demo_raster
-from xarray_rumi.codecs import OpenZLChunks
+from xarray_rumi.virtual.codec import OpenZLChunks
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
-from xarray_rumi.reader import load_header
-from xarray_rumi.refs import Located, build_references
+from xarray_rumi.reading.image import load_header
+from xarray_rumi.virtual.kerchunk import Located, build_references
 
 
 def best(fn, repeats):

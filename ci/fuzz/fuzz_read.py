@@ -35,7 +35,7 @@ import xarray as xr
 with atheris.instrument_imports(include=["xarray_rumi"]):
     import xarray_rumi
     from xarray_rumi import RumiFormatError
-    from xarray_rumi.codecs import OpenZLCodec
+    from xarray_rumi.virtual.codec import OpenZLCodec
     from xarray_rumi.format.blob import Header
     from xarray_rumi.format.dtypes import sample_type_for_dtype
 

@@ -1,0 +1,94 @@
+"""Catalogs and collections: open thousands of images from their rows, reading nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xarray_rumi
+from xarray_rumi.dataset.catalog import build, open_catalog, read
+from xarray_rumi.dataset.collection import open_collection
+
+pytest.importorskip("pyarrow")
+
+
+def _images(directory, count, size=32, crs=32633):
+    paths = []
+    for i in range(count):
+        path = directory / f"img{i}.rumi"
+        xarray_rumi.write(path, np.full((2, size, size), i, "uint16"), tile_size=16, crs=crs,
+                          transform=(10, 0, 500000, 0, -10, 4000000))
+        paths.append(path)
+    return paths
+
+
+def test_catalog_records_what_opening_needs(tmp_path):
+    paths = _images(tmp_path, 3)
+    table = build(paths, tmp_path / "c.parquet")
+    back = read(tmp_path / "c.parquet")
+    assert list(back.url) == [str(p) for p in paths]
+    assert [bytes(h) for h in back.header] == [p.with_name(p.name + ".header").read_bytes() for p in paths]
+    row = back.iloc[0]
+    assert (row.bands, row.height, row.width, row.sample_type, row.epsg) == (2, 32, 32, "uint16", 32633)
+    assert (row.minx, row.miny, row.maxx, row.maxy) == (500000, 4000000 - 320, 500000 + 320, 4000000)
+    assert list(table.columns)[:2] == ["url", "header"]
+
+
+def test_catalog_is_geoparquet_when_geopandas_is_there(tmp_path):
+    geopandas = pytest.importorskip("geopandas")
+    build(_images(tmp_path, 1), tmp_path / "c.parquet")
+    frame = geopandas.read_parquet(tmp_path / "c.parquet")
+    assert frame.geometry.iloc[0].bounds == (500000, 4000000 - 320, 500000 + 320, 4000000)
+
+
+def test_open_catalog_reads_no_file(tmp_path, http_server):
+    paths = _images(tmp_path, 4)
+    local = read(build(paths, tmp_path / "c.parquet"))
+    local["url"] = [f"{http_server.url}/{p.name}" for p in paths]
+    datasets = open_catalog(local, chunks={})
+    assert http_server.get_requests() == []
+    assert [ds.band_data.rio.crs.to_epsg() for ds in datasets] == [32633] * 4
+    assert datasets[0].band_data.data.chunksize == (1, 16, 16)
+    assert [int(ds.band_data[0, 0, 0]) for ds in datasets] == [0, 1, 2, 3]
+    requests = http_server.get_requests()
+    # One frame each, and each image's first read checks its blob against the file's IFD head.
+    assert sorted(r.range == (0, 252) for r in requests) == [False] * 4 + [True] * 4
+
+
+def test_collection_groups_images_by_grid(tmp_path):
+    first = _images(tmp_path, 3)
+    other = tmp_path / "other"
+    other.mkdir()
+    second = _images(other, 2, size=48, crs=4326)
+    table = build([first[0], second[0], first[1], first[2], second[1]], tmp_path / "c.parquet")
+    tree = open_collection(table, chunks={})
+    assert sorted(tree.children) == ["grid_0", "grid_1"]
+    cube = tree["grid_0"].dataset
+    assert cube.band_data.dims == ("n", "band", "y", "x")
+    assert cube.band_data.shape == (3, 2, 32, 32)
+    assert cube.band_data.data.chunksize == (1, 1, 16, 16)
+    assert cube.band_data.sel(band=1).mean(("y", "x")).values.tolist() == [0, 1, 2]
+    assert list(cube.url.values) == [str(first[0]), str(first[1]), str(first[2])]
+    assert tree["grid_1"].dataset.band_data.shape == (2, 2, 48, 48)
+    assert tree["grid_1"].dataset.rio.crs.to_epsg() == 4326
+
+
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_open_catalog_gives_what_open_dataset_gives(tmp_path, chunks):
+    import xarray as xr
+
+    paths = _images(tmp_path, 2)
+    table = build(paths, tmp_path / "c.parquet")
+    fast = open_catalog(table, chunks=chunks)
+    for path, ds in zip(paths, fast):
+        slow = xr.open_dataset(path, engine="rumi", chunks=chunks)
+        xr.testing.assert_identical(ds, slow)
+        assert ds.band_data.chunks == slow.band_data.chunks
+        assert ds.band_data.encoding == slow.band_data.encoding
+        assert (ds.band_data.values == slow.band_data.values).all()
+
+
+def test_open_catalog_with_other_chunks(tmp_path):
+    [ds] = open_catalog(build(_images(tmp_path, 1), tmp_path / "c.parquet"), chunks={"band": 2, "y": 32, "x": 32})
+    assert ds.band_data.data.chunksize == (2, 32, 32)
+    assert int(ds.band_data.sum()) == 0

@@ -1,0 +1,227 @@
+"""What the engine fetches, counted on a Range HTTP server started by the test.
+
+With a blob and caller-supplied georeferencing, opening sends nothing; with a
+blob alone, the 160 bytes of georeferencing and the 252-byte IFD head the blob
+is checked against, in one batch; without one, one read of the IFD.  Loading
+sends one request per frame, each exactly that frame's byte range, and a
+window (or ``.rio.clip_box``) fetches only the frames inside it.  A blob the
+open did not check is checked on the first read: one more request, for the
+IFD head, once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import xarray_rumi
+from xarray_rumi.format.blob import Header
+from xarray_rumi.format.layout import base_frame_offset, georeferencing_offset
+
+CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
+SHAPE, TILE = (2, 100, 120), 32  # 4 x 4 grid positions, edges of 4 and 24 px
+IFD_HEAD = (0, 252)  # what a blob is checked against: the BigTIFF header and the IFD
+
+
+def _values():
+    y, x = np.mgrid[0:SHAPE[1], 0:SHAPE[2]]
+    noise = np.random.default_rng(1).integers(0, 50, SHAPE)
+    return (np.stack([y * 7 + x, y * x]) + noise).astype("uint16")
+
+
+@pytest.fixture(params=["tile", "cell"])
+def served(request, http_server):
+    """``(server, url, header, values)`` for a georeferenced image in both frame units."""
+    values = _values()
+    path = f"{http_server.root}/scene.rumi"
+    blob = xarray_rumi.write(path, values, tile_size=TILE, frame_unit=request.param, crs=CRS, transform=TRANSFORM)
+    return http_server, f"{http_server.url}/scene.rumi", Header.from_bytes(blob), values
+
+
+def _open(url, header, **kwargs):
+    return xr.open_dataset(url, engine="rumi", header=header.to_bytes(), crs=CRS, transform=TRANSFORM, **kwargs)
+
+
+def _frame_ranges(header, indices):
+    starts, stops = header.ranges(np.asarray(indices))
+    return sorted(zip(starts.tolist(), stops.tolist()))
+
+
+def _frames_and_head(header, indices):
+    """The frames' ranges and the IFD head: what a first read through an unchecked blob asks for."""
+    return sorted(_frame_ranges(header, indices) + [IFD_HEAD])
+
+
+def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
+    server, url, header, _ = served
+    ds = _open(url, header, chunks={})
+    undefined = xr.open_dataset(url, engine="rumi", header=header.to_bytes(), georeferencing=False)
+    assert server.requests == []  # not a GET, not a HEAD
+    assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
+    assert undefined.rio.crs is None
+
+
+def test_blob_alone_reads_the_georeferencing_block_and_the_ifd_head_together(served):
+    server, url, header, values = served
+    ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes())
+    start = georeferencing_offset(header.grid)
+    assert sorted(r.range for r in server.get_requests()) == [IFD_HEAD, (start, start + 160)]
+    assert start + 160 == base_frame_offset(header.grid)
+    assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
+    server.requests.clear()
+    np.testing.assert_array_equal(ds.band_data[:, :32, :32].values, values[:, :32, :32])
+    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, _window_frames(
+        header, slice(None), slice(0, 32), slice(0, 32)))  # checked at open: reads check nothing more
+
+
+def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served):
+    server, url, header, _ = served
+    ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes(), verify=False)
+    start = georeferencing_offset(header.grid)
+    assert [r.range for r in server.get_requests()] == [(start, start + 160)]
+    assert ds.rio.crs.to_epsg() == CRS
+
+
+def test_no_blob_reads_the_ifd_in_one_request(served):
+    server, url, header, _ = served
+    ds = xr.open_dataset(url, engine="rumi")
+    (request,) = server.get_requests()
+    # reader.read_ifd asks for the first 64 KiB at once: one request covers the prefix.
+    assert request.range[0] == 0 and request.sent >= header.base_frame_offset
+    assert ds.band_data.encoding["header"] == header.to_bytes()
+    assert ds.rio.crs.to_epsg() == CRS
+
+
+def test_full_chunked_load_is_one_exact_request_per_frame_and_one_head(served):
+    server, url, header, values = served
+    data = _open(url, header, chunks={}).band_data.data
+    assert data.npartitions == header.frame_count
+    np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=2), values)
+    requests = server.get_requests()
+    # However many threads meet the unchecked blob at once, one fetches the head; the others wait.
+    assert len(requests) == header.frame_count + 1
+    assert sorted(r.range for r in requests) == _frames_and_head(header, range(header.frame_count))
+    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset + 252
+    server.requests.clear()
+    np.testing.assert_array_equal(_open(url, header, chunks={}).band_data.values, values)
+    assert len(server.get_requests()) == header.frame_count  # checked once per process: not again
+
+
+def test_verify_false_trusts_the_blob_and_the_check_is_made_once_per_process(served):
+    server, url, header, values = served
+    blob = header.to_bytes()
+    unverified = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, verify=False)
+    np.testing.assert_array_equal(unverified.band_data.values, values)
+    assert IFD_HEAD not in [r.range for r in server.get_requests()]
+    for _ in range(3):
+        xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False).band_data[0, 0, 0].values
+    assert [r.range for r in server.get_requests()].count(IFD_HEAD) == 1
+
+
+def test_a_blob_checked_at_open_travels_checked_with_the_pickled_image(served):
+    """A Dask graph ships the image to workers: they need not check the blob again."""
+    import pickle
+
+    from xarray_rumi.dataset.engine import open_rumi_image
+
+    server, url, header, _ = served
+    checked = open_rumi_image(url, header=header.to_bytes())  # the open checks it
+    unchecked = open_rumi_image(url, header=header.to_bytes(), verify=False, georeferencing=False)
+    assert pickle.loads(pickle.dumps(checked)).blob_checked
+    assert unchecked.blob_checked  # this process knows the pair now: the flag records it
+    assert not open_rumi_image(f"{url}?other", header=header.to_bytes(), georeferencing=False).blob_checked
+
+
+def _window_frames(header, bands, rows, cols):
+    return header.grid.frames_touching(range(*bands.indices(SHAPE[0])), range(rows.start, rows.stop),
+                                       range(cols.start, cols.stop))
+
+
+@pytest.mark.parametrize("chunks", [None, {}], ids=["lazy", "dask"])
+@pytest.mark.parametrize("bands", [slice(None), slice(1, 2)], ids=["all-bands", "band-2"])
+def test_window_fetches_only_its_frames(served, chunks, bands):
+    server, url, header, values = served
+    rows, cols = slice(40, 70), slice(10, 50)  # tile rows 1-2, tile columns 0-1
+    ds = _open(url, header, chunks=chunks)
+    window = ds.band_data[bands, rows, cols].values
+    np.testing.assert_array_equal(window, values[bands, rows, cols])
+    touched = _window_frames(header, bands, rows, cols)
+    requests = server.get_requests()
+    assert len(touched) in (4, 8) and len(requests) <= len(touched) + 1
+    assert sorted(r.range for r in requests) == _frames_and_head(header, touched)
+    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum()) + 252
+
+
+def test_scattered_rows_fetch_only_the_frames_holding_them(served):
+    server, url, header, values = served
+    ds = _open(url, header)
+    picked = ds.band_data.isel(y=[1, 99], x=[0, 119]).values
+    np.testing.assert_array_equal(picked, values[:, [1, 99]][:, :, [0, 119]])
+    grid = header.grid
+    corners = {grid.frame_index(r, c, b) for r in (0, 3) for c in (0, 3) for b in range(SHAPE[0])}
+    assert sorted(r.range for r in server.get_requests()) == _frames_and_head(header, sorted(corners))
+
+
+def test_rio_clip_box_reads_only_frames_inside(served):
+    server, url, header, values = served
+    ds = _open(url, header, chunks={})
+    # x 500000 + 30 * [40, 70), y 4000000 - 30 * [35, 60): pixel columns 40..69, rows 35..59.
+    clipped = ds.rio.clip_box(minx=500000 + 30 * 40 + 1, maxx=500000 + 30 * 70 - 1,
+                              miny=4000000 - 30 * 60 + 1, maxy=4000000 - 30 * 35 - 1)
+    assert server.requests == []  # clipping is lazy
+    rows = slice(int((4000000 - clipped.y.values[0]) // 30), int((4000000 - clipped.y.values[-1]) // 30) + 1)
+    cols = slice(int((clipped.x.values[0] - 500000) // 30), int((clipped.x.values[-1] - 500000) // 30) + 1)
+    np.testing.assert_array_equal(clipped.band_data.values, values[:, rows, cols])
+    touched = _window_frames(header, slice(None), rows, cols)
+    assert len(touched) < header.frame_count
+    assert sorted(r.range for r in server.get_requests()) == _frames_and_head(header, touched)
+
+
+def test_a_server_that_ignores_range_is_an_error_not_wrong_pixels(served):
+    """http.server's handler answers every GET with the whole file (status 200)."""
+    server, _, header, _ = served
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=server.root))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/scene.rumi"
+        ds = _open(url, header, chunks={})
+        with pytest.raises(OSError, match="ignored the byte range"):
+            ds.band_data[:, :32, :32].values
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_limits_are_passed_to_the_reader(served):
+    from xarray_rumi import Limits, RumiFormatError
+
+    _, url, header, _ = served
+    with pytest.raises(RumiFormatError, match="limits"):
+        xr.open_dataset(url, engine="rumi", header=header.to_bytes(), limits=Limits(max_frames=4),
+                        georeferencing=False)
+
+
+def test_sources_reuse_one_file_system_across_pickling(served):
+    """Tasks unpickled in a worker look their file system up again and share it."""
+    import pickle
+
+    from xarray_rumi.dataset.engine import open_rumi_image
+
+    _, url, header, _ = served
+    image = open_rumi_image(url, header=header.to_bytes(), georeferencing=False)
+    image.source.read(0, 16)  # looks the file system up
+    copy = pickle.loads(pickle.dumps(image.source))
+    assert "_fs_path" not in pickle.loads(pickle.dumps(image)).source.__dict__  # no live objects pickled
+    assert copy._fs_path[0] is image.source._fs_path[0]

@@ -1,0 +1,158 @@
+"""Dying workers: a worker process killed (SIGKILL) during a read or a write.
+
+One ``LocalCluster`` of 2 worker processes serves the module, with
+``distributed.scheduler.allowed-failures`` at 1: a task survives one worker
+dying under it (Dask reschedules it), and a second death raises
+``KilledWorker``.  The kill comes from inside a task, on its first attempt
+only, gated by a marker file created with ``O_EXCL`` (exactly one process wins).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import cloudpickle
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+
+import xarray_rumi
+
+distributed = pytest.importorskip("distributed")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import this test module
+
+VALUES = np.random.default_rng(5).integers(0, 60000, (2, 96, 80), dtype=np.uint16)
+TILE = 32
+META = np.empty((0, 0, 0), VALUES.dtype)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+    ) as cluster, distributed.Client(cluster) as running:
+        yield running
+
+
+def _die_first_time(marker: str, spare: int) -> None:
+    """SIGKILL this process, unless it is ``spare`` (the test's), if none has died for ``marker`` yet."""
+    if os.getpid() == spare:  # dask may call a block function in the client, to infer its output
+        return
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _install_killer_in_decode(marker: str, spare: int) -> None:
+    """On a worker: the next frame decode (of any task) kills the process, once."""
+    import xarray_rumi.dataset.engine as backend
+
+    decode = backend.decode_frame
+
+    def dying_decode(*args, **kwargs):
+        _die_first_time(marker, spare)
+        return decode(*args, **kwargs)
+
+    backend.decode_frame = dying_decode
+
+
+def _pids(client) -> set[int]:
+    return set(client.run(os.getpid).values())
+
+
+def _running_workers(dask_scheduler) -> int:
+    return sum(worker.status.name == "running" for worker in dask_scheduler.workers.values())
+
+
+def _wait_for_two_workers(client, timeout: float = 60) -> None:
+    """Until the nannies have replaced every killed worker, asking the scheduler only.
+
+    Not ``client.wait_for_workers``: with a cluster it overwrites the
+    cluster's list of workers with snapshots of the scheduler's, racing the
+    cluster's own status watcher, and closing the cluster then fails with a
+    KeyError for a worker removed that the list no longer held (seen with
+    distributed 2026.7.1).
+    """
+    deadline = time.monotonic() + timeout
+    while client.run_on_scheduler(_running_workers) < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than 2 workers running after {timeout} s")
+        time.sleep(0.1)
+
+
+def test_a_worker_killed_during_a_read_is_retried_and_the_result_is_exact(client, tmp_path):
+    path = tmp_path / "scene.rumi"
+    blob = xarray_rumi.write(path, VALUES, tile_size=TILE)
+    marker = str(tmp_path / "killed-during-read")
+    before = _pids(client)
+    client.run(_install_killer_in_decode, marker, os.getpid())
+    ds = xr.open_dataset(path, engine="rumi", header=blob, chunks={})
+    values = ds.band_data.compute().values
+    assert os.path.exists(marker)  # a worker did die inside a frame decode
+    np.testing.assert_array_equal(values, VALUES)
+    _wait_for_two_workers(client)
+    assert _pids(client) != before  # the nanny replaced the killed process
+
+
+def _kill_once_then_pass(block, marker: str, spare: int):
+    _die_first_time(marker, spare)
+    return block
+
+
+def _always_kill(block, spare: int):
+    if os.getpid() != spare:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return block
+
+
+def test_a_worker_killed_during_a_write_still_writes_the_exact_file(client, tmp_path):
+    marker = str(tmp_path / "killed-during-write")
+    lazy = da.from_array(VALUES, chunks=(1, TILE, TILE)).map_blocks(_kill_once_then_pass, marker, os.getpid(), meta=META)
+    target = tmp_path / "out" / "scene.rumi"
+    target.parent.mkdir()
+    blob = xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
+    assert os.path.exists(marker)
+    reference = tmp_path / "reference.rumi"
+    assert blob == xarray_rumi.write(reference, VALUES, tile_size=TILE, compression="portable")
+    assert target.read_bytes() == reference.read_bytes()
+    assert sorted(os.listdir(target.parent)) == ["scene.rumi", "scene.rumi.header"]  # no temporary
+    _wait_for_two_workers(client)
+
+
+def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(client, tmp_path):
+    target = tmp_path / "scene.rumi"
+    target.write_bytes(b"the previous version")
+    lazy = da.from_array(VALUES, chunks=(1, TILE, TILE)).map_blocks(_always_kill, os.getpid(), meta=META)
+    with pytest.raises(distributed.scheduler.KilledWorker):
+        xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
+    assert os.listdir(tmp_path) == ["scene.rumi"]  # no header, no temporary
+    assert target.read_bytes() == b"the previous version"
+    _wait_for_two_workers(client)
+
+
+def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_each(client, http_server):
+    """The array is pickled to the workers; each checks the blob once, on its first frame."""
+    from xarray_rumi import RumiFormatError
+    from xarray_rumi.format.blob import Header
+
+    georef = dict(crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
+    blob = xarray_rumi.write(f"{http_server.root}/scene.rumi", VALUES, tile_size=TILE, **georef)
+    url = f"{http_server.url}/scene.rumi"
+    ds = xr.open_dataset(url, engine="rumi", header=blob, chunks={}, **georef)
+    assert http_server.requests == []  # the open reads nothing
+    for _ in range(2):
+        np.testing.assert_array_equal(ds.band_data.compute().values, VALUES)
+    ranges = [r.range for r in http_server.get_requests()]
+    heads = ranges.count((0, 252))
+    assert 1 <= heads <= len(_pids(client))  # once per worker process, however many tasks it ran
+    assert len(ranges) - heads == 2 * Header.from_bytes(blob).frame_count  # and every frame once per compute
+    lying = blob[:21] + bytes([3]) + blob[22:]  # float16, as wide as uint16
+    with pytest.raises(RumiFormatError, match="blob.matches-file"):
+        xr.open_dataset(url, engine="rumi", header=lying, chunks={}, **georef).band_data.compute()

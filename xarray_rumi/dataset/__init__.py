@@ -1,0 +1,1 @@
+"""The xarray face: the ``rumi`` engine, coordinates, Cubes, catalogs and collections."""

@@ -1,0 +1,65 @@
+"""Collections in the rumi data model: images grouped by grid into Cubes.
+
+Images that share a grid (shape, bands, tiles, frame unit, sample type, CRS
+and transform) stack into a Cube ``(n, band, y, x)``; images on different
+grids cannot, so a CubeCollection is an ``xr.DataTree`` with one Cube per
+grid.  Everything opens from catalog rows: no file is read.
+"""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from .. import catalog as catalog_module
+
+#: What two images must share to stack into one Cube.
+GRID_KEY = ("bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type", "epsg",
+            "raster_type", "transform")
+
+
+def _key(row) -> tuple:
+    values = []
+    for name in GRID_KEY:
+        value = getattr(row, name)
+        values.append(tuple(value) if name == "transform" else (None if _missing(value) else value))
+    return tuple(values)
+
+
+def _missing(value) -> bool:
+    import pandas as pd
+
+    return value is None or (not isinstance(value, (list, tuple, bytes, str)) and bool(pd.isna(value)))
+
+
+def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_options=None) -> xr.DataTree:
+    """Open images as a CubeCollection: one DataTree node (a Cube) per grid.
+
+    ``paths_or_catalog`` is a list of paths/URLs (their IFDs are read once),
+    a catalog Parquet path or a catalog DataFrame (nothing is read).  Each
+    node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
+    ``url`` coordinate along ``dim``; nodes are numbered in order of first
+    appearance.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> d = tempfile.mkdtemp()
+    >>> for i, size in enumerate([16, 16, 24]):
+    ...     _ = xarray_rumi.write(os.path.join(d, f"{i}.rumi"), np.full((1, size, size), i, "uint8"), tile_size=8)
+    >>> tree = open_collection([os.path.join(d, f"{i}.rumi") for i in range(3)])
+    >>> {name: dict(node.dataset.sizes) for name, node in tree.children.items()}
+    {'grid_0': {'n': 2, 'band': 1, 'y': 16, 'x': 16}, 'grid_1': {'n': 1, 'band': 1, 'y': 24, 'x': 24}}
+    """
+    import pandas as pd
+
+    if isinstance(paths_or_catalog, (list, tuple)):
+        table = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
+    else:
+        table = catalog_module.read(paths_or_catalog)
+    groups: dict[tuple, list[int]] = {}
+    for position, row in enumerate(table.itertuples()):
+        groups.setdefault(_key(row), []).append(position)
+    datasets = catalog_module.open_catalog(table, chunks=chunks, storage_options=storage_options)
+    nodes = {}
+    for number, members in enumerate(groups.values()):
+        cube = xr.concat([datasets[i] for i in members], dim=dim, coords="minimal", compat="override", join="exact")
+        nodes[f"grid_{number}"] = cube.assign_coords(url=(dim, [table.url.iloc[i] for i in members]))
+    return xr.DataTree.from_dict(nodes)

@@ -1,0 +1,107 @@
+"""Spatial coordinates and the CF grid mapping, exactly as rioxarray's engine builds them.
+
+A rumi file and the same raster as a GeoTIFF must open to the same ``x``/``y``
+coordinates, ``spatial_ref`` attributes and ``.rio.transform()``.  rioxarray
+follows GDAL, whose geotransform always refers to pixel *corners*; a rumi
+PixelIsPoint matrix maps pixel indices to pixel *centres* (GeoTIFF's
+convention), so it is shifted back by half a pixel here, as GDAL does.
+
+Only numpy and pyproj are used: rioxarray is optional, and what it reads back
+(``spatial_ref`` / ``crs_wkt`` / ``GeoTransform``) is plain attributes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..format.geo import Georeferencing, RasterType
+
+GRID_MAPPING = "spatial_ref"
+
+
+def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
+    """The GDAL-style affine ``(a, b, c, d, e, f)``: pixel (0, 0) is the outer corner.
+
+    Undefined georeferencing gives the identity, as GDAL reports for a file
+    without georeferencing.
+
+    >>> g = Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985))
+    >>> corner_transform(g)
+    (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
+    """
+    if georef is None or not georef.is_defined:
+        return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+    a, b, c, d, e, f = georef.transform
+    if georef.raster_type is RasterType.POINT:
+        # The matrix maps index (0, 0) to the first pixel's centre; move half a
+        # pixel back, with GDAL's exact arithmetic so coordinates agree bit for bit.
+        c -= a * 0.5 + b * 0.5
+        f -= d * 0.5 + e * 0.5
+    return (a, b, c, d, e, f)
+
+
+def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dict:
+    """Pixel-centre coordinates, as ``rioxarray.rioxarray.affine_to_coords`` gives them.
+
+    North-up (no rotation terms): 1-D ``x`` and ``y``.  Rotated: 2-D ``xc`` and
+    ``yc`` on ``(y, x)``, and no ``x``/``y`` coordinates at all.
+
+    >>> c = spatial_coords((30.0, 0.0, 100.0, 0.0, -30.0, 900.0), width=3, height=2)
+    >>> c["x"][1].tolist(), c["y"][1].tolist()
+    ([115.0, 145.0, 175.0], [885.0, 855.0])
+    """
+    a, b, c, d, e, f = transform
+    # ``affine * Affine.translation(0.5, 0.5)`` then applied to integer indices, in
+    # the same order of operations as the affine package, so values are identical.
+    c, f = a * 0.5 + b * 0.5 + c, d * 0.5 + e * 0.5 + f
+    cols, rows = np.arange(width), np.arange(height)
+    if b == 0 and d == 0:
+        return {"x": ("x", cols * a + 0 * b + c), "y": ("y", 0 * d + rows * e + f)}
+    col_grid, row_grid = np.meshgrid(cols, rows)
+    return {
+        "xc": (("y", "x"), col_grid * a + row_grid * b + c),
+        "yc": (("y", "x"), col_grid * d + row_grid * e + f),
+    }
+
+
+def gdal_geotransform(transform: tuple[float, ...]) -> str:
+    """The ``GeoTransform`` attribute: GDAL's order ``c a b f d e`` as rioxarray writes it.
+
+    >>> gdal_geotransform((30.0, 0.0, 100.0, 0.0, -30.0, 900.0))
+    '100.0 30.0 0.0 900.0 0.0 -30.0'
+    """
+    a, b, c, d, e, f = (float(v) for v in transform)
+    return " ".join(str(v) for v in (c, a, b, f, d, e))
+
+
+@lru_cache(maxsize=256)
+def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
+    from pyproj import CRS
+
+    # rioxarray takes the WKT from rasterio, i.e. GDAL's WKT1 with its AXIS
+    # clauses, and derives the CF attributes from that same WKT; doing the same
+    # keeps the attributes identical.
+    wkt = CRS.from_epsg(epsg).to_wkt("WKT1_GDAL", output_axis_rule=True)
+    attrs = CRS.from_wkt(wkt).to_cf()
+    attrs["spatial_ref"] = wkt
+    attrs["crs_wkt"] = wkt
+    return tuple(attrs.items())
+
+
+def grid_mapping_attrs(georef: Georeferencing | None) -> dict:
+    """Attributes of the ``spatial_ref`` coordinate: CF grid mapping, WKT, GeoTransform.
+
+    With no CRS only ``GeoTransform`` is written, like rioxarray does for a
+    file without georeferencing: there is no CRS, and no made-up one.
+
+    >>> grid_mapping_attrs(None)
+    {'GeoTransform': '0.0 1.0 0.0 0.0 0.0 1.0'}
+    >>> g = Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90))
+    >>> grid_mapping_attrs(g)["grid_mapping_name"]
+    'latitude_longitude'
+    """
+    attrs = dict(_crs_attrs(georef.epsg)) if georef is not None and georef.is_defined else {}
+    attrs["GeoTransform"] = gdal_geotransform(corner_transform(georef))
+    return attrs

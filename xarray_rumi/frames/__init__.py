@@ -1,0 +1,1 @@
+"""The frame codec: one self-contained OpenZL frame each, and choosing how to compress."""

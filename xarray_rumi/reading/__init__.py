@@ -1,0 +1,1 @@
+"""Opening rumi files, reading their frames and validating them."""

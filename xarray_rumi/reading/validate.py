@@ -1,0 +1,57 @@
+"""Checking a file (and optionally its blob) against every rule of rumi 0.1.0."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RumiFormatError
+from ..format.limits import DEFAULT_LIMITS, Limits
+from ..frames.codec import decode_frame, frame_version
+from ..io.source import ByteSource
+from .image import RumiImage, check_blob_matches, load_header, read_ifd
+
+
+
+def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Raise :class:`RumiFormatError` naming the first rule ``path`` breaks.
+
+    Checks the BigTIFF profile, the fixed IFD and its placement, the
+    georeferencing, the frame layout, the file's length, every frame (it must
+    decode to exactly its grid position's size, all at one OpenZL format
+    version) and, when ``header`` is given, that the blob is valid and agrees
+    with the file.  Memory stays bounded by one batch of frames.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 50, 50), "int16"), tile_size=32)
+    >>> validate(path, blob)   # returns None when the file complies
+    """
+    source = ByteSource.of(path, storage_options)
+    _, file_header = read_ifd(source, limits)
+    if header is not None:
+        check_blob_matches(load_header(header, storage_options, limits), file_header)
+    size = source.size()
+    if size != file_header.file_size:
+        rule = "frames.truncated" if size < file_header.file_size else "frames.trailing-bytes"
+        raise RumiFormatError(rule, f"the frames end at byte {file_header.file_size}, but the file is {size} bytes")
+    _check_frames(source, file_header)
+
+
+def _check_frames(source: ByteSource, header) -> None:
+    """Decode every frame, a batch of reads at a time, all at one OpenZL version."""
+    grid, sample = header.grid, header.sample_type
+    pinned = None
+    for k, payload in RumiImage(source, header).iter_payloads(np.arange(grid.frame_count)):
+        try:
+            version = frame_version(payload)
+            if pinned is None:
+                pinned = version
+            elif version != pinned:
+                raise RumiFormatError(
+                    "frames.format-version",
+                    f"it uses OpenZL format version {version}, but frame 0 uses {pinned}; "
+                    "all frames must share one pinned version",
+                )
+            decode_frame(payload, sample, grid.frame_shape(k))
+        except RumiFormatError as exc:
+            raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None

@@ -1,0 +1,295 @@
+"""Kerchunk (version 1) references to the frames of rumi files, and ``rumi refs``.
+
+The references describe one Zarr v2 group, laid out as rioxarray's engine
+opens the file: ``band_data`` on ``(band, y, x)`` with one chunk per frame
+(``(1, T_l, T_w)`` for tile frames, ``(B, T_l, T_w)`` for cell frames) and one
+``[url, offset, length]`` reference per frame, plus ``x``, ``y``, ``band`` and
+``spatial_ref`` inlined.  The chunks decode with the ``"openzl"`` numcodecs
+codec, whose configuration carries what it needs to place cut edge frames
+(see :mod:`xarray_rumi.virtual.codec` and :mod:`xarray_rumi.virtual.edges`).
+
+From a header blob, no frame is read: only the 160 bytes of georeferencing,
+and not even those when the caller passes ``crs`` and ``transform``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .codec import OpenZLCodec, zarr_dtype
+from ..dataset.coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
+from .edges import chunk_references
+from ..format.blob import Header
+from ..format.geo import Georeferencing, georeferencing
+from ..reading.image import load_header, open_image, read_georeferencing
+
+VARIABLE = "band_data"
+
+
+@dataclass(frozen=True)
+class Located:
+    """What references need of one file: its URL, header and georeferencing."""
+
+    url: str
+    header: Header
+    georeferencing: Georeferencing | None
+
+
+def locate(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type="area") -> Located:
+    """Header and georeferencing of a file, reading as little as the arguments allow.
+
+    With a ``header`` and ``crs``/``transform`` nothing is read; with a header
+    alone, 160 bytes; without one, the IFD.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, crs=4326,
+    ...                          transform=(0.1, 0, 10, 0, -0.1, 50))
+    >>> located = locate(path, blob)
+    >>> located.header.frame_count, located.georeferencing.epsg
+    (4, 4326)
+    """
+    url = _url(path)
+    supplied = georeferencing(crs, transform, raster_type) if (crs is not None or transform is not None) else None
+    if header is None:
+        image = open_image(url, None, storage_options=storage_options)
+        return Located(url, image.header, supplied or image.georeferencing)
+    blob = load_header(header, storage_options)
+    if supplied is None:
+        supplied = read_georeferencing(open_image(url, blob, storage_options=storage_options, read_georef=False).source, blob)
+    return Located(url, blob, supplied)
+
+
+def references(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type="area") -> dict:
+    """Kerchunk version-1 references to every frame of a rumi file.
+
+    ``header`` is blob bytes, a path/URL of a blob file, or ``None`` (parse the
+    IFD).  ``crs`` and ``transform`` (as for :func:`xarray_rumi.write`) replace
+    the file's georeferencing and save its one read.
+
+    >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> data = np.arange(2 * 5 * 7, dtype="uint16").reshape(2, 5, 7)
+    >>> blob = xarray_rumi.write(path, data, tile_size=4, crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
+    >>> refs = references(path, blob)
+    >>> header = load_header(blob)   # band 1 of grid row 1, column 0 is frame 5
+    >>> refs["refs"]["band_data/1.1.0"] == [path, header.offset(5), header.byte_count(5)]
+    True
+    >>> ds = xr.open_dataset("reference://", engine="zarr", backend_kwargs={"consolidated": False,
+    ...                      "storage_options": {"fo": refs}})
+    >>> bool((ds.band_data.values == data).all()), float(ds.x[0])
+    (True, 500005.0)
+    """
+    located = locate(path, header, storage_options=storage_options, crs=crs, transform=transform, raster_type=raster_type)
+    return build_references([located])
+
+
+def cube_references(paths, dim: str, headers=None, *, storage_options=None) -> dict:
+    """One reference set stacking grid-aligned files along a new dimension ``dim``.
+
+    The files must share grid, frame unit, sample type and georeferencing;
+    ``band_data`` is then ``(dim, band, y, x)`` with one chunk per frame, and
+    one edge table covers all files.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{n}.rumi") for n in range(2)]
+    >>> blobs = [xarray_rumi.write(p, np.full((1, 6, 6), n, "uint8"), tile_size=4) for n, p in enumerate(paths)]
+    >>> refs = cube_references(paths, "time", blobs)
+    >>> json.loads(refs["refs"]["band_data/.zarray"])["shape"], sorted(k for k in refs["refs"] if k.startswith("band_data/1."))
+    ([2, 1, 6, 6], ['band_data/1.0.0.0', 'band_data/1.0.0.1', 'band_data/1.0.1.0', 'band_data/1.0.1.1'])
+    """
+    headers = list(headers) if headers is not None else [None] * len(paths)
+    if len(headers) != len(paths):
+        raise ValueError(f"{len(paths)} files but {len(headers)} headers")
+    located = [locate(p, h, storage_options=storage_options) for p, h in zip(paths, headers)]
+    return build_references(located, dim=dim)
+
+
+def check_aligned(located: list[Located]) -> None:
+    """Refuse images that do not stack into one Cube."""
+    first = located[0]
+    for other in located[1:]:
+        if other.header.grid != first.header.grid:
+            raise ValueError(f"{other.url} is not on the grid of {first.url}: {other.header.grid} vs {first.header.grid}")
+        if other.header.sample_type != first.header.sample_type:
+            raise ValueError(f"{other.url} holds {other.header.sample_type.name}, {first.url} {first.header.sample_type.name}")
+        if other.georeferencing != first.georeferencing:
+            raise ValueError(f"{other.url} is not grid-aligned with {first.url}: their georeferencing differs")
+
+
+def build_references(located: list[Located], dim: str | None = None) -> dict:
+    """The reference set of one image, or of a Cube along ``dim`` (see :func:`cube_references`)."""
+    if not located:
+        raise ValueError("no files to reference")
+    check_aligned(located)
+    header, georef = located[0].header, located[0].georeferencing
+    grid, sample = header.grid, header.sample_type
+    plan = chunk_references([item.header for item in located])
+    chunk = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
+    codec = OpenZLCodec(sample_type=sample.name, chunk_shape=chunk, image_shape=(grid.image_length, grid.image_width),
+                        **plan.codec_config())
+    lead_shape, lead_chunk, lead_dims = ((len(located),), (1,), [dim]) if dim else ((), (), [])
+    dtype = zarr_dtype(sample)
+    coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
+    coords.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
+    attrs = {
+        "_ARRAY_DIMENSIONS": [*lead_dims, "band", "y", "x"],
+        "coordinates": coordinates_attribute(coords),
+        "grid_mapping": GRID_MAPPING,
+        "rumi_sample_type": sample.name,
+    }
+    if georef is not None and georef.is_defined:
+        attrs["AREA_OR_POINT"] = georef.raster_type.name.title()
+    if dim:
+        attrs["rumi_sources"] = [item.url for item in located]
+    refs = {".zgroup": _json({"zarr_format": 2}), ".zattrs": _json({})}
+    refs[f"{VARIABLE}/.zarray"] = _json(_zarray((*lead_shape, *grid.shape), (*lead_chunk, *chunk), dtype, codec.get_config()))
+    refs[f"{VARIABLE}/.zattrs"] = _json(attrs)
+
+    keys = _chunk_keys(grid)
+    for n, item in enumerate(located):
+        prefix = f"{VARIABLE}/{n}." if dim else f"{VARIABLE}/"
+        for key, start, length in zip(keys, plan.starts[n].tolist(), plan.lengths[n].tolist()):
+            refs[prefix + key] = [item.url, start, length]
+
+    for name, (dims, values) in coords.items():
+        refs.update(_inline(name, np.asarray(values), [dims] if isinstance(dims, str) else list(dims), {}))
+    refs.update(_inline(GRID_MAPPING, np.array(0, np.int64), [], grid_mapping_attrs(georef)))
+    return {"version": 1, "refs": refs}
+
+
+def coordinates_attribute(coords: dict) -> str:
+    """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates.
+
+    Dimension coordinates need no mention; xarray makes the others coordinates
+    only when a variable lists them.
+
+    >>> coordinates_attribute({"x": ("x", []), "xc": (("y", "x"), []), "yc": (("y", "x"), [])})
+    'spatial_ref xc yc'
+    """
+    extra = [name for name, (dims, _) in coords.items() if not isinstance(dims, str)]
+    return " ".join([GRID_MAPPING, *extra])
+
+
+def _chunk_keys(grid) -> list[str]:
+    """``band.row.col`` of every frame, in frame-index order."""
+    position, band = np.divmod(np.arange(grid.frame_count, dtype=np.int64), grid.frames_per_position)
+    row, col = np.divmod(position, grid.tiles_across)
+    return [f"{b}.{r}.{c}" for b, r, c in zip(band.tolist(), row.tolist(), col.tolist())]
+
+
+def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
+    # fill_value null: rumi has no nodata, and a Zarr v2 fill value would become
+    # _FillValue in xarray and mask real pixels.
+    return {
+        "zarr_format": 2, "shape": list(shape), "chunks": list(chunks), "dtype": np.dtype(dtype).str,
+        "compressor": compressor, "filters": None, "fill_value": None, "order": "C", "dimension_separator": ".",
+    }
+
+
+def _inline(name: str, values: np.ndarray, dims: list[str], attrs: dict) -> dict:
+    """A small array stored whole in the references, as one base64 chunk."""
+    values = np.array(values, order="C")  # ascontiguousarray would make a 0-d array 1-d
+    key = ".".join("0" for _ in values.shape) or "0"
+    return {
+        f"{name}/.zarray": _json(_zarray(values.shape, values.shape, values.dtype, None)),
+        f"{name}/.zattrs": _json({"_ARRAY_DIMENSIONS": dims, **attrs}),
+        f"{name}/{key}": "base64:" + base64.b64encode(values.astype(values.dtype.newbyteorder("<")).tobytes()).decode(),
+    }
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _url(path) -> str:
+    path = os.fspath(path)
+    if "://" in path and not path.startswith("file://"):
+        return path
+    return os.path.abspath(path.removeprefix("file://"))
+
+
+def __getattr__(name):
+    # The VirtualiZarr parser imports virtualizarr: load it on first use only.
+    if name == "RumiParser":
+        from .parser import RumiParser
+
+        return RumiParser
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- rumi refs ------------------------------------------------------------------
+
+def add_command(subparsers) -> None:
+    """Add ``rumi refs FILE [FILE ...] [-o OUT] [--cube DIM]`` to the ``rumi`` command."""
+    refs = subparsers.add_parser(
+        "refs", help="write Kerchunk references to the frames of rumi files",
+        description="One reference JSON per file (beside it, or in the -o directory when several), "
+                    "or with --cube DIM one JSON stacking grid-aligned files along a new dimension. "
+                    "A FILE.header blob beside a file is used when present.",
+    )
+    refs.add_argument("file", nargs="+")
+    refs.add_argument("-o", "--output", help="output JSON (one file or --cube) or directory (several files)")
+    refs.add_argument("--cube", metavar="DIM", help="stack the files along a new dimension DIM into one reference set")
+    refs.set_defaults(run=run_refs)
+
+
+def _beside_header(path: str):
+    """``<path>.header`` when it exists (one HEAD request for a remote file), else ``None``."""
+    blob = f"{path}.header"
+    if "://" not in path:
+        return blob if os.path.exists(blob) else None
+    from fsspec.core import url_to_fs
+
+    fs, target = url_to_fs(blob)
+    return blob if fs.exists(target) else None
+
+
+def run_refs(args) -> int:
+    """Run ``rumi refs``; returns the exit status."""
+    files = list(args.file)
+    if args.cube:
+        if not args.output:
+            print("rumi refs: --cube needs -o OUT.json", file=sys.stderr)
+            return 2
+        result = cube_references(files, args.cube, [_beside_header(f) for f in files])
+        _write_json(args.output, result)
+        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, {_frame_count(result)} frame references, "
+              f"{_moved_count(result)} moved")
+        return 0
+    if args.output and len(files) > 1:
+        os.makedirs(args.output, exist_ok=True)
+    for path in files:
+        result = references(path, _beside_header(path))
+        if args.output and len(files) > 1:
+            target = os.path.join(args.output, os.path.basename(path) + ".json")
+        else:
+            target = args.output or f"{path}.json"
+        _write_json(target, result)
+        print(f"wrote {target}: {_frame_count(result)} frame references, {_moved_count(result)} moved")
+    return 0
+
+
+def _frame_count(result: dict) -> int:
+    return sum(1 for key, value in result["refs"].items() if key.startswith(f"{VARIABLE}/") and isinstance(value, list))
+
+
+def _moved_count(result: dict) -> int:
+    """References that start before their frame (see :mod:`xarray_rumi.virtual.edges`)."""
+    zarray = json.loads(result["refs"][f"{VARIABLE}/.zarray"])
+    moved = {length for length, _ in zarray["compressor"].get("moved_lengths", [])}
+    return sum(1 for key, value in result["refs"].items()
+               if key.startswith(f"{VARIABLE}/") and isinstance(value, list) and value[2] in moved)
+
+
+def _write_json(path: str, value: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, separators=(",", ":"))
+    os.replace(tmp, path)

@@ -1,0 +1,1 @@
+"""Writing compliant rumi files from numpy, xarray and Dask, and converting GeoTIFFs."""
