@@ -12,8 +12,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import accessor  # noqa: F401  (registers .rumi on DataArray and Dataset)
 from .errors import RumiFormatError
+from .format.geo import Georeferencing
 from .format.limits import Limits
-from .reading.image import header_from_file, open_image
+from .io.retry import RetryPolicy
+from .reading.open import header_from_file, open_image
 from .reading.validate import validate
 from .writing.write import write
 
@@ -25,7 +27,7 @@ except PackageNotFoundError:  # running from a source tree
 # Names whose modules pull in optional dependencies (zarr, kerchunk, ...) load on first use.
 _LAZY = {
     "references": "xarray_rumi.virtual.kerchunk",
-    "RumiParser": "xarray_rumi.virtual.kerchunk",
+    "RumiParser": "xarray_rumi.virtual.parser",
     "open_cube": "xarray_rumi.dataset.cube",
     "open_catalog": "xarray_rumi.dataset.catalog",
     "open_collection": "xarray_rumi.dataset.collection",
@@ -49,6 +51,6 @@ def __getattr__(name):
 
 
 __all__ = [
-    "Limits", "RumiFormatError", "RumiParser", "__version__", "header_from_file", "open_catalog",
-    "open_collection", "open_cube", "open_image", "references", "validate", "write",
+    "Georeferencing", "Limits", "RetryPolicy", "RumiFormatError", "RumiParser", "__version__", "header_from_file",
+    "open_catalog", "open_collection", "open_cube", "open_image", "references", "validate", "write",
 ]

@@ -98,7 +98,7 @@ def _missing_command(command: str, error: ImportError):
 
 
 def _info(args) -> int:
-    from .reading.image import open_image
+    from .reading.open import open_image
 
     image = open_image(args.file, header=args.header)
     header, grid = image.header, image.grid
@@ -132,7 +132,7 @@ def _validate(args) -> int:
 
 
 def _header(args) -> int:
-    from .reading.image import header_from_file
+    from .reading.open import header_from_file
 
     blob = header_from_file(args.file)
     output = args.output or f"{args.file}.header"

@@ -20,14 +20,14 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi import catalog
-from xarray_rumi.dataset.engine import image_dataset, open_rumi_image
+from xarray_rumi.dataset.engine import image_dataset
 from xarray_rumi.dataset.cube import open_cube
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
 from xarray_rumi.reading.checked import checked_blobs
 from xarray_rumi.frames.codec import decode_frame
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 from _report import Row, interleaved, time_row
 
@@ -57,8 +57,8 @@ def opening(root: str, path: str, blob: bytes, repeats: int, catalog_files: int)
                                                                    transform=TRANSFORM),
             "blob + crs/transform, HTTP": lambda: xr.open_dataset(url, engine="rumi", header=blob, crs=CRS,
                                                                   transform=TRANSFORM),
-            "engine alone (open_rumi_image + image_dataset)": lambda: image_dataset(
-                open_rumi_image(path, header=blob, crs=CRS, transform=TRANSFORM)),
+            "engine alone (open_image + image_dataset)": lambda: image_dataset(
+                open_image(path, header=blob, crs=CRS, transform=TRANSFORM)),
             "xarray's floor: xr.Dataset of the same variable and coords": lambda: _same_dataset(path, blob),
             "blob only, local": lambda: xr.open_dataset(path, engine="rumi", header=blob),
             "blob only, HTTP": lambda: xr.open_dataset(url, engine="rumi", header=blob),
@@ -133,7 +133,7 @@ def cube(root: str, count: int, repeats: int) -> list[Row]:
 
     opened = each_open()
     stacked = open_cube(paths, blobs)
-    image = open_image(first, blob, read_georef=False)
+    image = open_image(first, blob, georeferencing=False)
     grid, sample = image.grid, image.sample_type
 
     def bare_reduce():
@@ -199,7 +199,7 @@ def huge(root: str, frames: int, repeats: int) -> list[Row]:
     lazy_bytes, lazy_objects = _memory_and_objects(lazy)
     graph_bytes, graph_objects = _memory_and_objects(graph)
     start = time.perf_counter()
-    located = open_image(path, blob, read_georef=False).header.ranges([grid.frame_count - 1])
+    located = open_image(path, blob, georeferencing=False).header.ranges([grid.frame_count - 1])
     locate_seconds = time.perf_counter() - start
     assert int(located[1][0] - located[0][0]) == counts[-1]
     n = grid.frame_count

@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from xarray_rumi.frames.codec import decode_frame
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
 
@@ -58,7 +58,7 @@ def main(mode: str, path: str, blob_file: str, tif: str) -> None:
     warnings.simplefilter("ignore")
     with open(blob_file, "rb") as f:
         blob = f.read()
-    image = open_image(path, blob, read_georef=False)
+    image = open_image(path, blob, georeferencing=False)
     grid, sample = image.grid, image.sample_type
     # Load the decoder's shared library before the baseline: it is not the read's memory.
     start, stop = image.frame_range(grid.frame_count - 1)

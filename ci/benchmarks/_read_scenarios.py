@@ -21,7 +21,7 @@ import xarray as xr
 import xarray_rumi
 from read import bare_loop, geotiff_full, make_raster, rumi_full, rumi_persist, write_geotiff
 from xarray_rumi.frames.codec import decode_frame
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 from _report import Row, interleaved, speed_row, time_row
 
@@ -60,7 +60,7 @@ def make(root: str, bands: int, size: int, tile: int = 512) -> Raster:
 
 def bare_into(path: str, blob: bytes, threads: int) -> np.ndarray:
     """The bare loop for a read that returns one array: each frame decoded into its place (``out=``)."""
-    image = open_image(path, blob, read_georef=False)
+    image = open_image(path, blob, georeferencing=False)
     grid, sample = image.grid, image.sample_type
     starts, stops = image.header.ranges(np.arange(grid.frame_count))
     out = np.empty(grid.shape, sample.dtype)
@@ -135,7 +135,7 @@ def windows(raster: Raster, count: int) -> list[Row]:
     _, height, width = raster.values.shape
     corners = rng.integers(0, [height - WINDOW, width - WINDOW], (count, 2)).tolist()
     opened = xr.open_dataset(raster.rumi, engine="rumi", header=raster.blob, crs=CRS, transform=TRANSFORM)
-    image = open_image(raster.rumi, raster.blob, read_georef=False)
+    image = open_image(raster.rumi, raster.blob, georeferencing=False)
     grid, sample = image.grid, image.sample_type
     # The same pool size as the backend's decoding pool, so only the work differs.
     pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1))

@@ -31,7 +31,7 @@ import numpy as np
 import rasterio
 
 import xarray_rumi
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
 REAL = ["RGB.byte.tif", "shade.tif", "RGBA.uint16.tif", "small_dem_3m_merged.tif", "cint16.tif"]

@@ -49,7 +49,7 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.frames.codec import decode_frame
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 
 def make_raster(bands: int, size: int, seed: int = 0) -> np.ndarray:
@@ -84,7 +84,7 @@ def bare_loop(path: str, blob: bytes, threads: int, mode: str) -> None:
     one, hot in cache), ``"keep"`` keeps them all (fresh memory, as any read that
     returns the data needs), ``"place"`` copies each into one output array.
     """
-    image = open_image(path, blob, read_georef=False)
+    image = open_image(path, blob, georeferencing=False)
     grid, sample, header = image.grid, image.sample_type, image.header
     starts, stops = header.ranges(np.arange(grid.frame_count))
     out = np.empty(grid.shape, sample.dtype) if mode == "place" else None
@@ -114,9 +114,9 @@ def backend_frames(path: str, blob: bytes, threads: int) -> list:
     """The engine's BackendArray asked for every frame window on a thread pool: no Dask, no xarray layers."""
     from xarray.core.indexing import BasicIndexer
 
-    from xarray_rumi.dataset.engine import RumiBackendArray, open_rumi_image
+    from xarray_rumi.dataset.engine import RumiBackendArray
 
-    array = RumiBackendArray(open_rumi_image(path, header=blob, georeferencing=False))
+    array = RumiBackendArray(open_image(path, header=blob, georeferencing=False))
     grid = array.image.grid
     windows = [grid.frame_window(k) for k in range(grid.frame_count)]
     with ThreadPoolExecutor(threads) as pool:

@@ -38,8 +38,9 @@ from xarray_rumi.virtual.codec import OpenZLChunks
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
-from xarray_rumi.reading.image import load_header
-from xarray_rumi.virtual.kerchunk import Located, build_references
+from xarray_rumi.reading.open import load_header
+from xarray_rumi.dataset.layout import Layout
+from xarray_rumi.virtual.kerchunk import layout_references
 
 
 def best(fn, repeats):
@@ -103,7 +104,7 @@ def main(argv=None) -> None:
     grid = FrameGrid(100_000, 100_000, 512, 512, 4)
     counts = np.random.default_rng(0).integers(200_000, 300_000, grid.frame_count)
     big = Header.from_byte_counts(grid, sample_type_from_name("uint16"), counts)
-    seconds = best(lambda: build_references([Located("s3://bucket/big.rumi", big, None)]), args.repeats)
+    seconds = best(lambda: layout_references(Layout((big,), ("s3://bucket/big.rumi",), None)), args.repeats)
     print(f"\nreferences for {grid.frame_count} frames (no file read): {seconds:.2f} s")
 
     header = load_header(blob)

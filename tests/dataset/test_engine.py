@@ -221,7 +221,7 @@ def test_multi_frame_windows_decode_on_the_pool(written, monkeypatch):
     """A lazy window over several frames decodes them off the calling thread (decoding releases the GIL)."""
     import threading
 
-    import xarray_rumi.dataset.engine as backend
+    import xarray_rumi.reading.image as reader
 
     _, files = written
     path, blob, values = files["float64", "tile"]
@@ -231,8 +231,8 @@ def test_multi_frame_windows_decode_on_the_pool(written, monkeypatch):
         threads.append(threading.get_ident())
         return decode(*args, **kwargs)
 
-    decode = backend.decode_frame
-    monkeypatch.setattr(backend, "decode_frame", recording)
+    decode = reader.decode_frame
+    monkeypatch.setattr(reader, "decode_frame", recording)
     da = xr.open_dataset(path, engine="rumi", header=blob).band_data
     assert same_values(da[:, 10:30, 5:40].values, values[:, 10:30, 5:40])
     assert len(threads) == 3 * 2 * 3 and threading.get_ident() not in threads
@@ -265,13 +265,13 @@ def test_batches_queue_behind_each_other_and_at_most_two_are_held(written, monke
     """
     import threading
 
-    import xarray_rumi.dataset.engine as backend
+    import xarray_rumi.reading.image as reader
     from xarray_rumi.reading.image import RumiImage
 
     _, files = written
     path, blob, values = files["uint16", "tile"]
-    monkeypatch.setattr(backend, "DECODE_BATCH", 1)
-    monkeypatch.setattr(backend, "default_threads", lambda: 2)
+    monkeypatch.setattr(reader, "DECODE_BATCH", 1)
+    monkeypatch.setattr(reader, "default_threads", lambda: 2)
     decoded, decoded_at_fetch, started = [], [], []
     next_batch_started, first_waited, lock = threading.Event(), [], threading.Lock()
 
@@ -291,8 +291,8 @@ def test_batches_queue_behind_each_other_and_at_most_two_are_held(written, monke
         decoded_at_fetch.append(len(decoded))
         return fetch(self, *args, **kwargs)
 
-    decode, fetch = backend.decode_frame, RumiImage.fetch
-    monkeypatch.setattr(backend, "decode_frame", recording_decode)
+    decode, fetch = reader.decode_frame, RumiImage.fetch
+    monkeypatch.setattr(reader, "decode_frame", recording_decode)
     monkeypatch.setattr(RumiImage, "fetch", recording_fetch)
     da = xr.open_dataset(path, engine="rumi", header=blob).band_data
     assert same_values(da.values, values)

@@ -127,14 +127,19 @@ def test_a_blob_checked_at_open_travels_checked_with_the_pickled_image(served):
     """A Dask graph ships the image to workers: they need not check the blob again."""
     import pickle
 
-    from xarray_rumi.dataset.engine import open_rumi_image
+    from xarray_rumi.reading.checked import checked_blobs
 
-    server, url, header, _ = served
-    checked = open_rumi_image(url, header=header.to_bytes())  # the open checks it
-    unchecked = open_rumi_image(url, header=header.to_bytes(), verify=False, georeferencing=False)
-    assert pickle.loads(pickle.dumps(checked)).blob_checked
-    assert unchecked.blob_checked  # this process knows the pair now: the flag records it
-    assert not open_rumi_image(f"{url}?other", header=header.to_bytes(), georeferencing=False).blob_checked
+    server, url, header, values = served
+    checked = xarray_rumi.open_image(url, header=header.to_bytes())  # the open checks it
+    shipped = pickle.dumps(checked)
+    unverified = pickle.dumps(xarray_rumi.open_image(f"{url}?other", header=header.to_bytes(), verify=False,
+                                                     georeferencing=False))
+    checked_blobs.clear()  # as in a worker process, which has checked nothing
+    requests = len(server.get_requests())
+    np.testing.assert_array_equal(pickle.loads(shipped).read(), values)
+    assert IFD_HEAD not in [r.range for r in server.get_requests()[requests:]]
+    assert checked.blob_key in checked_blobs  # recorded where the image was loaded
+    assert pickle.loads(unverified).blob_key not in checked_blobs  # never checked: nothing to carry
 
 
 def _window_frames(header, bands, rows, cols):
@@ -217,10 +222,8 @@ def test_sources_reuse_one_file_system_across_pickling(served):
     """Tasks unpickled in a worker look their file system up again and share it."""
     import pickle
 
-    from xarray_rumi.dataset.engine import open_rumi_image
-
     _, url, header, _ = served
-    image = open_rumi_image(url, header=header.to_bytes(), georeferencing=False)
+    image = xarray_rumi.open_image(url, header=header.to_bytes(), georeferencing=False)
     image.source.read(0, 16)  # looks the file system up
     copy = pickle.loads(pickle.dumps(image.source))
     assert "_fs_path" not in pickle.loads(pickle.dumps(image)).source.__dict__  # no live objects pickled

@@ -19,7 +19,7 @@ def check_round_trip(path, blob, expected: np.ndarray, dtype) -> None:
     xarray_rumi.validate(path, blob)
     assert xarray_rumi.header_from_file(path) == blob
     data = path.read_bytes()
-    header = xarray_rumi.open_image(path, blob, read_georef=False).header
+    header = xarray_rumi.open_image(path, blob, georeferencing=False).header
     assert {data[o] for o in header.offsets().tolist()} == {0xC0 + 24}  # every frame at the pinned version
     for header in (blob, None):
         image = xarray_rumi.open_image(path, header)
@@ -150,7 +150,7 @@ def test_georeferenced_round_trip(tmp_path):
         georef = xarray_rumi.open_image(path, header).georeferencing
         assert (georef.epsg, georef.model_type.name, georef.raster_type.name) == (32633, "PROJECTED", "POINT")
         assert georef.transform == transform
-    assert xarray_rumi.open_image(path, blob, read_georef=False).georeferencing is None
+    assert not xarray_rumi.open_image(path, blob, georeferencing=False).georeferencing.is_defined
 
 
 def test_zero_pixel_images_are_refused(tmp_path):

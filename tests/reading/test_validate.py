@@ -159,7 +159,7 @@ def test_over_http(tmp_path, http_server):
     xarray_rumi.validate(url, blob)
     assert xarray_rumi.header_from_file(url) == blob
     http_server.requests.clear()
-    image = xarray_rumi.open_image(url, blob, read_georef=False)
+    image = xarray_rumi.open_image(url, blob, georeferencing=False)
     assert http_server.get_requests() == []  # a blob locates everything: opening reads nothing
     window = image.read(slice(1, 2), slice(0, 16), slice(16, 32))  # exactly one frame
     assert np.array_equal(window, values[1:2, 0:16, 16:32])

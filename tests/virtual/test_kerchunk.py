@@ -12,7 +12,7 @@ import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.virtual.edges import ambiguous_edges, chunk_references
 from xarray_rumi.format.dtypes import sample_type_from_name
-from xarray_rumi.reading.image import load_header, open_image
+from xarray_rumi.reading.open import load_header, open_image
 from xarray_rumi.virtual.kerchunk import add_command, cube_references, references
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))
@@ -166,10 +166,15 @@ def test_references_read_no_frame_with_a_blob(tmp_path, monkeypatch):
     reads = []
     from xarray_rumi.io.source import ByteSource
 
-    original = ByteSource.read
-    monkeypatch.setattr(ByteSource, "read", lambda self, a, b, **kw: reads.append((a, b)) or original(self, a, b, **kw))
+    read, read_many = ByteSource.read, ByteSource.read_many
+    monkeypatch.setattr(ByteSource, "read", lambda self, a, b, **kw: reads.append((a, b)) or read(self, a, b, **kw))
+    monkeypatch.setattr(ByteSource, "read_many",
+                        lambda self, starts, stops: reads.extend(zip(starts, stops)) or read_many(self, starts, stops))
     refs = references(path, blob)
-    assert [b - a for a, b in reads] == [160]   # the georeferencing tags only
+    # the IFD head the blob is checked against, and the georeferencing tags, in one batched read
+    assert [b - a for a, b in reads] == [252, 160]
+    reads.clear()
+    assert references(path, blob, verify=False) == refs and [b - a for a, b in reads] == [160]
     reads.clear()
     refs_given = references(path, blob, **UTM)
     assert reads == [] and refs_given == refs
@@ -284,7 +289,8 @@ def test_rumi_refs_over_http_uses_the_blob_beside_the_file(tmp_path, http_server
     http_server.requests.clear()
     assert main(["refs", f"{http_server.url}/a.rumi", "-o", str(out)]) == 0
     file_reads = [r.range for r in http_server.get_requests() if r.path == "/a.rumi"]
-    assert [b - a for a, b in file_reads] == [160]   # the blob located every frame: georeferencing only
+    # the blob located every frame: the IFD head it is checked against and the georeferencing only
+    assert [b - a for a, b in file_reads] == [252, 160]
     ds = open_refs(json.load(open(out)), remote_protocol="http", remote_options={"asynchronous": True})
     np.testing.assert_array_equal(ds.band_data.values, data)
 
@@ -308,10 +314,10 @@ def test_cube_refuses_images_on_different_grids(tmp_path):
     xarray_rumi.write(a, np.zeros((1, 32, 32), "uint8"), tile_size=16, **UTM)
     xarray_rumi.write(b, np.zeros((1, 32, 32), "uint8"), tile_size=16, crs=32633,
                       transform=(10.0, 0.0, 500010.0, 0.0, -10.0, 6000000.0))
-    with pytest.raises(ValueError, match="grid-aligned"):
+    with pytest.raises(ValueError, match="cannot stack into a Cube: image 1 .* has transform"):
         cube_references([a, b], "time")
     xarray_rumi.write(b, np.zeros((1, 32, 32), "uint8"), tile_size=8, **UTM)
-    with pytest.raises(ValueError, match="grid"):
+    with pytest.raises(ValueError, match="cannot stack into a Cube: image 1 .* has tile size"):
         cube_references([a, b], "time")
 
 

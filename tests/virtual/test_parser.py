@@ -19,7 +19,7 @@ from virtualizarr.manifests import ManifestArray, ManifestStore  # noqa: E402
 import xarray_rumi  # noqa: E402
 from xarray_rumi import RumiParser  # noqa: E402
 from xarray_rumi.virtual.edges import chunk_references  # noqa: E402
-from xarray_rumi.reading.image import load_header, open_image  # noqa: E402
+from xarray_rumi.reading.open import load_header, open_image  # noqa: E402
 from xarray_rumi.virtual.kerchunk import references  # noqa: E402
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))
@@ -147,9 +147,14 @@ def test_parser_reads_nothing_with_blob_and_georeferencing(tmp_path, monkeypatch
 
     path, blob, data = make(tmp_path, 1, 40, 40, 16, "tile", "uint8", False)
     reads = []
-    original = vzparser._RegistrySource.read
-    monkeypatch.setattr(vzparser._RegistrySource, "read", lambda self, a, b, **kw: reads.append(b - a) or original(self, a, b, **kw))
+    read, read_many = vzparser._RegistrySource.read, vzparser._RegistrySource.read_many
+    monkeypatch.setattr(vzparser._RegistrySource, "read", lambda self, a, b, **kw: reads.append(b - a) or read(self, a, b, **kw))
+    monkeypatch.setattr(vzparser._RegistrySource, "read_many", lambda self, starts, stops: reads.extend(
+        b - a for a, b in zip(starts, stops)) or read_many(self, starts, stops))
     open_virtual(path, header=blob)
+    assert reads == [252, 160]   # the IFD head the blob is checked against, and the georeferencing
+    reads.clear()
+    open_virtual(path, header=blob, verify=False)
     assert reads == [160]
     reads.clear()
     vds = open_virtual(path, header=blob, **UTM)
@@ -183,7 +188,9 @@ def test_manifest_store_over_http_reads_only_touched_frames(tmp_path, http_serve
     http = ObjectStoreRegistry({http_server.url: HTTPStore.from_url(http_server.url, client_options={"allow_http": True})})
     http_server.requests.clear()
     store = RumiParser(header=blob)(f"{http_server.url}/a.rumi", http)
-    assert [r.range[1] - r.range[0] for r in http_server.get_requests()] == [160]   # the georeferencing only
+    # the IFD head and the georeferencing, which the object store fetches in one request; no frame
+    (request,) = http_server.get_requests()
+    assert request.range[0] == 0 and request.range[1] <= load_header(blob).base_frame_offset
     http_server.requests.clear()
     ds = xr.open_zarr(store, consolidated=False, zarr_format=3)
     window = ds.band_data.isel(band=0, y=slice(40, 60), x=slice(70, 100)).values   # row 1, columns 2 and 3

@@ -19,7 +19,8 @@ import numpy as np
 from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
 from ..format.blob import Header
 from ..io.source import ByteSource
-from ..reading.image import RumiImage, open_image
+from ..reading.image import RumiImage
+from ..reading.open import open_image
 
 COLUMNS = (
     "url", "header", "bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type",
@@ -121,7 +122,8 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
     """
     import xarray as xr
 
-    from .engine import VARIABLE, image_coordinates, image_variable
+    from .engine import image_coordinates, image_variable
+    from .layout import VARIABLE
 
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)

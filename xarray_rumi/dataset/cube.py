@@ -14,49 +14,10 @@ from collections.abc import Sequence
 
 import xarray as xr
 
-from .engine import VARIABLE, image_coordinates, image_variable, open_rumi_image
 from ..reading.image import RumiImage
-
-#: What must agree for Images to form a Cube, in the order they are checked.
-ALIGNMENT = ("shape", "transform", "crs", "tile size", "frame unit", "sample type")
-
-
-def alignment_key(image: RumiImage) -> dict:
-    """The properties :func:`open_cube` compares, named as in its error messages."""
-    grid, georef = image.grid, image.georeferencing
-    defined = georef is not None and georef.is_defined
-    return {
-        "shape": grid.shape,
-        # The raster type belongs with the transform: the same matrix read as
-        # PixelIsArea or PixelIsPoint puts pixels half a pixel apart.
-        "transform": (georef.transform, georef.raster_type.name.lower()) if defined else None,
-        "crs": f"EPSG:{georef.epsg}" if defined else None,
-        "tile size": (grid.tile_length, grid.tile_width),
-        "frame unit": grid.frame_unit.name.lower(),
-        "sample type": image.sample_type.name,
-    }
-
-
-def check_aligned(images: Sequence[RumiImage], names: Sequence[str] | None = None) -> None:
-    """Raise ``ValueError`` naming the first property in which an image differs from the first one.
-
-    Misaligned images are each valid rumi files, so this is not a
-    ``RumiFormatError``: they simply form an ImageCollection, not a Cube.
-    """
-    names = list(names) if names is not None else [img.source.url for img in images]
-    reference = alignment_key(images[0])
-    for position, image in enumerate(images[1:], start=1):
-        key = alignment_key(image)
-        for prop in ALIGNMENT:
-            if key[prop] != reference[prop]:
-                raise ValueError(
-                    f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
-                    f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}"
-                )
-
-
-def _describe(value) -> str:
-    return "none (no georeferencing)" if value is None else str(value)
+from ..reading.open import open_image
+from .engine import image_variable, layout_coordinates
+from .layout import VARIABLE, cube_layout
 
 
 def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=None, **open_kwargs) -> xr.Dataset:
@@ -88,13 +49,13 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
         raise ValueError("open_cube needs at least one path")
     headers = _headers_for(paths, headers)
     images = [
-        open_rumi_image(path, header=header, storage_options=storage_options, **open_kwargs)
+        open_image(path, header=header, storage_options=storage_options, **open_kwargs)
         for path, header in zip(paths, headers)
     ]
-    check_aligned(images, paths)
+    layout = cube_layout(images, _dimension_name(dim), paths)
     chunks = {} if chunks is None else chunks
     if chunks == {}:
-        cube = _stack(images, dim, verify=open_kwargs.get("verify", True))
+        cube = _stack(images, layout, dim)
     else:
         # Hand over what is already known (re-opening reads nothing), and the rest as given.
         reopen = {k: v for k, v in open_kwargs.items() if k not in _GEOREFERENCING_KWARGS}
@@ -105,19 +66,14 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
         ]
         cube = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
                          join="override", combine_attrs="override")
-    encoding = cube.band_data.encoding
-    # One blob per image: the stacked variable records them all, in stacking order.
-    encoding.pop("header", None)
-    encoding.pop("source", None)
-    encoding["headers"] = [image.header.to_bytes() for image in images]
-    encoding["sources"] = paths
+    cube.band_data.encoding = layout.encoding
     return cube
 
 
 _GEOREFERENCING_KWARGS = ("crs", "transform", "raster_type", "georeferencing")
 
 
-def _stack(images: Sequence[RumiImage], dim, *, verify: bool) -> xr.Dataset:
+def _stack(images: Sequence[RumiImage], layout, dim) -> xr.Dataset:
     """The Cube ``xr.concat`` of the opened images gives, built in one step.
 
     The images are aligned, so they share every coordinate: stacking their
@@ -129,13 +85,10 @@ def _stack(images: Sequence[RumiImage], dim, *, verify: bool) -> xr.Dataset:
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
 
-    variables = [image_variable(image, chunked=True, verify=verify) for image in images]
-    name = _dimension_name(dim)
-    first = variables[0]
-    data = dask.array.stack([variable.data for variable in variables])
-    stacked = xr.Variable((name, *first.dims), data, attrs=first.attrs, encoding=dict(first.encoding))
-    cube = xr.Dataset({VARIABLE: stacked}, coords=image_coordinates(images[0]))
-    return cube if name is dim else cube.assign_coords({name: dim})
+    data = dask.array.stack([image_variable(image, chunked=True).data for image in images])
+    stacked = xr.Variable(layout.dims, data, attrs=layout.attrs)
+    cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
+    return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})
 
 
 def _dimension_name(dim):
@@ -163,4 +116,4 @@ def _headers_for(paths: list[str], headers) -> list:
     return headers
 
 
-__all__ = ["ALIGNMENT", "alignment_key", "check_aligned", "open_cube"]
+__all__ = ["open_cube"]

@@ -79,15 +79,55 @@ def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes
     """
     stated = parse_head(head)
     grid = blob.grid
-    for tag, name in ((IMAGE_WIDTH, "image_width"), (IMAGE_LENGTH, "image_length"), (TILE_WIDTH, "tile_width"),
-                      (TILE_LENGTH, "tile_length"), (SAMPLES_PER_PIXEL, "samples_per_pixel")):
-        _agree(f"{name} {getattr(grid, name)}", stated[tag], (getattr(grid, name),), TAG_NAMES[tag])
-    _check_sample_type(blob, stated, head[IFD_HEAD_SIZE:], sample_formats)
+    _check_sizes(grid, {tag: stated[tag] for tag in _SIZE_TAGS})
+    bands = grid.samples_per_pixel
+    _check_sample_type(blob.sample_type, _per_band(stated[BITS_PER_SAMPLE][1], head[IFD_HEAD_SIZE:], bands),
+                       _per_band(stated[SAMPLE_FORMAT][1], sample_formats, bands))
     _check_frame_count(grid, stated[TILE_OFFSETS][0])
     counts = tuple(blob.byte_counts().tolist()) if grid.frame_count <= 2 else None
     _agree(f"frame byte counts {counts}", stated[TILE_BYTE_COUNTS], counts, "TileByteCounts")
     _agree(f"frame offsets ({blob.base_frame_offset},)", stated[TILE_OFFSETS],
            (blob.base_frame_offset,) if grid.frame_count == 1 else None, "TileOffsets")
+
+
+def check_blob_against_file(blob: Header, file_header: Header) -> None:
+    """Refuse a blob that disagrees with its file's whole IFD (``blob.matches-file``).
+
+    ``file_header`` is the header rebuilt from the file's IFD, as validating
+    parses it whole.  The same rule as :func:`check_blob_against_ifd_head`,
+    with the same messages, and every frame's byte count compared.
+
+    >>> from .dtypes import sample_type_from_name
+    >>> grid = FrameGrid(8, 8, 4, 4, 1)
+    >>> file_header = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [10, 11, 12, 13])
+    >>> check_blob_against_file(file_header, file_header)
+    >>> check_blob_against_file(Header.from_byte_counts(grid, sample_type_from_name("uint8"), [10, 11, 12, 14]),
+    ...                         file_header)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says frame 3 holds 14 bytes, the file's IFD says 13 (TileByteCounts)
+    """
+    file_grid = file_header.grid
+    _check_sizes(blob.grid, {tag: (1, (getattr(file_grid, name),)) for tag, name in _SIZE_TAGS.items()})
+    file_sample = file_header.sample_type
+    bands = file_grid.samples_per_pixel
+    _check_sample_type(blob.sample_type, (file_sample.bits_per_sample,) * bands, (file_sample.sample_format,) * bands)
+    _check_frame_count(blob.grid, file_grid.frame_count)
+    differ = np.flatnonzero(blob.byte_counts() != file_header.byte_counts())
+    if differ.size:
+        k = int(differ[0])
+        raise RumiFormatError("blob.matches-file", f"blob says frame {k} holds {blob.byte_count(k)} bytes, "
+                              f"the file's IFD says {file_header.byte_count(k)} (TileByteCounts)")
+
+
+#: The size tags of the IFD head and the grid fields they state.
+_SIZE_TAGS = {IMAGE_WIDTH: "image_width", IMAGE_LENGTH: "image_length", TILE_WIDTH: "tile_width",
+              TILE_LENGTH: "tile_length", SAMPLES_PER_PIXEL: "samples_per_pixel"}
+
+
+def _check_sizes(grid: FrameGrid, stated: dict) -> None:
+    for tag, name in _SIZE_TAGS.items():
+        _agree(f"{name} {getattr(grid, name)}", stated[tag], (getattr(grid, name),), TAG_NAMES[tag])
 
 
 def _agree(blob_says: str, stated: tuple[int, tuple | None], expected: tuple | None, tag_name: str) -> None:
@@ -100,12 +140,9 @@ def _agree(blob_says: str, stated: tuple[int, tuple | None], expected: tuple | N
                           f"{file_says if values is not None else f'{count} values'} ({tag_name})")
 
 
-def _check_sample_type(blob: Header, stated: dict, bits_out_of_line: bytes, formats_out_of_line: bytes) -> None:
+def _check_sample_type(sample, bits: tuple, formats: tuple) -> None:
     # Same-width types (uint16, int16, float16, bfloat16) decode from the same bytes:
     # only these two tags tell them apart.
-    bits = _per_band(stated[BITS_PER_SAMPLE][1], bits_out_of_line, blob.grid.samples_per_pixel)
-    formats = _per_band(stated[SAMPLE_FORMAT][1], formats_out_of_line, blob.grid.samples_per_pixel)
-    sample = blob.sample_type
     if set(bits) == {sample.bits_per_sample} and set(formats) == {sample.sample_format}:
         return
     if len(set(bits)) == 1 and len(set(formats)) == 1:
@@ -135,4 +172,4 @@ def _check_frame_count(grid: FrameGrid, file_frames: int) -> None:
                           f"{file_frames} (TileOffsets)")
 
 
-__all__ = ["IFD_HEAD_SIZE", "check_blob_against_ifd_head", "ifd_head_ranges"]
+__all__ = ["IFD_HEAD_SIZE", "check_blob_against_file", "check_blob_against_ifd_head", "ifd_head_ranges"]

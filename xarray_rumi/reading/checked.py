@@ -83,7 +83,8 @@ if hasattr(os, "register_at_fork"):
 
 def blob_key(source: ByteSource, header: Header) -> bytes:
     """What names a (file, blob) pair in :data:`checked_blobs`: a digest of the address and the blob."""
-    options = repr(sorted(source.storage_options.items()))  # another endpoint may hold another file
+    # another endpoint may hold another file under the same URL
+    options = repr(sorted(getattr(source, "storage_options", {}).items()))
     return hashlib.blake2b(b"\0".join([source.url.encode(), options.encode(), header.to_bytes()]),
                            digest_size=16).digest()
 

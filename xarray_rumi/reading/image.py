@@ -1,65 +1,68 @@
-"""Opening a rumi file: header from a blob or the IFD, then frames by index.
+"""An opened rumi image and the one reader of its frames.
 
-With a blob, locating any frame needs no read of the file.  Without one the
-IFD is parsed from the start of the file, usually in a single read.
+Every face reads pixels here: the engine's ``BackendArray`` (through Dask or
+lazily), ``RumiImage.read``, validation.  A read fetches the frames a
+selection touches in batches of byte ranges and decodes them in parallel
+(the decoder releases the GIL), each straight into its place in the result.
 
 A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open
-reads the georeferencing anyway (the head comes in the same batched read),
-otherwise on the process's first frame read of that file and blob (the head
-comes in the same batch as the frames).  :data:`~xarray_rumi.reading.checked.checked_blobs` remembers the
-pairs checked, so later reads in the process pay nothing.
+reads the georeferencing anyway (:mod:`xarray_rumi.reading.open`), otherwise
+on the process's first frame read of that file and blob, whose batch then
+also fetches the head.  The record of checked pairs
+(:data:`~xarray_rumi.reading.checked.checked_blobs`) is the only state of
+that check; a pickled image carries the fact that its pair was checked into
+the process that loads it.
 """
 
 from __future__ import annotations
 
-import os
+import collections
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from ..errors import RumiFormatError
 from ..format.blob import Header
 from ..format.geo import Georeferencing
 from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
-from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
-from ..format.layout import GEOREFERENCING_SIZE, MODEL_TRANSFORMATION_SIZE, georeferencing_offset
-from ..format.limits import DEFAULT_LIMITS, Limits
-from .checked import blob_key, checked_blobs
 from ..frames.codec import decode_frame
-from ..io.retry import DEFAULT_POLICY, RetryPolicy
-from ..io.source import ByteSource, read_bytes
+from ..io.source import ByteSource
+from ..io.threads import ProcessThreads, default_threads
+from .checked import blob_key, checked_blobs
 
-#: Compressed bytes fetched together when reading many frames.
+log = logging.getLogger(__name__)
+
+#: Compressed bytes a read over many frames fetches at a time: a few frames per
+#: decoding thread, so memory stays near the result's size while a remote read
+#: is still a batch of concurrent requests.
+DECODE_BATCH = 2 * 1024 * 1024
+#: Compressed bytes fetched together when frames are only checked, not placed (validation).
 READ_BATCH = 32 * 1024 * 1024
-#: The first read of a file without a blob; enough for the IFD of ~5,000 frames.
-FIRST_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
 class RumiImage:
-    """An opened rumi file: where it is, its header, and (when read) its georeferencing.
+    """An opened rumi file: where it is, its header, its georeferencing (when known), and how to read it.
+
+    ``verify=False`` trusts the file and the blob: no frame checksums and no
+    check of the blob against the file.  Picklable: the address and the
+    blob, never bytes of the file or an open handle.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> blob = xarray_rumi.write(path, np.arange(12, dtype="uint8").reshape(3, 4), tile_size=2)
-    >>> image = open_image(path, header=blob)
-    >>> image.read().shape
-    (1, 3, 4)
+    >>> image = xarray_rumi.open_image(path, header=blob)
+    >>> image.read().shape, image.read(rows=slice(1, 2)).tolist()
+    ((1, 3, 4), [[[4, 5, 6, 7]]])
     """
 
     source: ByteSource
     header: Header
     georeferencing: Georeferencing | None = None
-    #: Whether the blob was known to agree with the file when it was opened (by
-    #: this process); pickled, so the copies a Dask graph ships need not check again.
-    blob_checked: bool = False
-
-    @cached_property
-    def blob_key(self) -> bytes:
-        return blob_key(self.source, self.header)
+    verify: bool = True
 
     @property
     def grid(self):
@@ -69,11 +72,22 @@ class RumiImage:
     def sample_type(self):
         return self.header.sample_type
 
+    @cached_property
+    def blob_key(self) -> bytes:
+        return blob_key(self.source, self.header)
+
+    def __reduce__(self):
+        # The check of the blob travels as a fact about the pair, recorded where the image is loaded.
+        checked = self.verify and self.blob_key in checked_blobs
+        return _load_image, (self.source, self.header, self.georeferencing, self.verify, checked)
+
+    # -- bytes ------------------------------------------------------------
+
     def frame_range(self, index: int) -> tuple[int, int]:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
-    def fetch(self, starts, stops, *, check_blob: bool = True) -> list[bytes]:
+    def fetch(self, starts, stops) -> list[bytes]:
         """The bytes ``[starts[i], stops[i])`` of frames, once the blob is known to match the file.
 
         On this process's first read of a blob not yet checked, the file's IFD
@@ -81,9 +95,8 @@ class RumiImage:
         against it before anything is returned: one more small range, no
         extra round trip.  Threads that meet an unchecked blob together fetch
         their frames meanwhile and wait for one thread's verdict.
-        ``check_blob=False`` trusts the blob.
         """
-        if not check_blob or self.blob_checked or self.blob_key in checked_blobs:
+        if not self.verify or self.blob_key in checked_blobs:
             return self._read_ranges(starts, stops)
         key = self.blob_key
         lock = checked_blobs.lock_for(key)
@@ -99,8 +112,7 @@ class RumiImage:
             checks = ifd_head_ranges(self.grid)
             # The head goes last, so a failing read names a frame's range first.
             payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)])
-            check_blob_against_ifd_head(self.header, *payloads[len(payloads) - len(checks):])
-            checked_blobs.add(key)
+            self._check_head(*payloads[len(payloads) - len(checks):])
             return payloads[:len(payloads) - len(checks)]
         finally:
             checked_blobs.release(key, lock)
@@ -108,8 +120,14 @@ class RumiImage:
     def check_blob(self) -> None:
         """Check the blob against the file's IFD head now, reading only that (one or two small ranges)."""
         checks = ifd_head_ranges(self.grid)
-        pieces = self.source.read_many([a for a, _ in checks], [b for _, b in checks])
-        check_blob_against_ifd_head(self.header, *pieces)
+        self._check_head(*self.source.read_many([a for a, _ in checks], [b for _, b in checks]))
+
+    def _check_head(self, head: bytes, sample_formats: bytes = b"") -> None:
+        try:
+            check_blob_against_ifd_head(self.header, head, sample_formats)
+        except Exception as exc:
+            log.info("refused the blob of %s: %s", self.source.url, exc)
+            raise
         checked_blobs.add(self.blob_key)
 
     def _read_ranges(self, starts, stops) -> list[bytes]:
@@ -117,26 +135,7 @@ class RumiImage:
             return [self.source.read(int(starts[0]), int(stops[0]))]
         return self.source.read_many(starts, stops)
 
-    def read_frames(self, indices, *, verify: bool = True) -> list[np.ndarray]:
-        """Decode frames ``indices``, each ``(bands, h, w)``, fetched in batched reads."""
-        return [frame for _, frame in self.iter_frames(indices, verify=verify)]
-
-    def iter_frames(self, indices, *, verify: bool = True):
-        """``(index, frame)`` for frames ``indices``, decoded one at a time.
-
-        Only one batch of compressed frames and one decoded frame are held at
-        once, so a caller placing frames into an output needs no more.
-        """
-        grid, sample = self.grid, self.sample_type
-        for k, payload in self.iter_payloads(indices, check_blob=verify):
-            yield k, decode_frame(payload, sample, grid.frame_shape(k), verify=verify)
-
-    def iter_payloads(self, indices, *, check_blob: bool = True):
-        """``(index, compressed frame)`` for frames ``indices``, fetched about 32 MiB at a time."""
-        for batch, payloads in self.iter_batches(indices, check_blob=check_blob):
-            yield from zip(batch.tolist(), payloads)
-
-    def iter_batches(self, indices, *, batch_bytes: int = READ_BATCH, check_blob: bool = True):
+    def iter_batches(self, indices, *, batch_bytes: int = DECODE_BATCH):
         """``(indices, compressed frames)`` for frames ``indices`` in order, one :meth:`fetch` per batch.
 
         A batch holds at most ``batch_bytes`` of frames (or one larger frame),
@@ -149,166 +148,127 @@ class RumiImage:
         while first < indices.size:
             limit = (ends[first - 1] if first else 0) + batch_bytes
             last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
-            yield indices[first:last], self.fetch(starts[first:last], stops[first:last], check_blob=check_blob)
+            yield indices[first:last], self.fetch(starts[first:last], stops[first:last])
             first = last
 
+    def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
+        """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
+        for batch, payloads in self.iter_batches(indices, batch_bytes=batch_bytes):
+            yield from zip(batch.tolist(), payloads)
+
+    # -- pixels -------------------------------------------------------------
+
+    def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
+        """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given)."""
+        return decode_frame(payload, self.sample_type, self.grid.frame_shape(index), verify=self.verify, out=out)
+
+    def read_frames(self, indices) -> list[np.ndarray]:
+        """Frames ``indices``, each ``(bands, h, w)``, decoded in order."""
+        return [self.decode(k, payload) for k, payload in self.iter_payloads(indices)]
+
     def read(self, bands: slice = slice(None), rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
-        """The ``(band, y, x)`` window as an array, reading only the frames it touches."""
-        grid = self.grid
-        b = range(*bands.indices(grid.samples_per_pixel))
-        y = range(*rows.indices(grid.image_length))
-        x = range(*cols.indices(grid.image_width))
-        if b.step != 1 or y.step != 1 or x.step != 1:
+        """The ``(band, y, x)`` window of contiguous slices, reading only the frames it touches."""
+        window = [range(*s.indices(n)) for s, n in zip((bands, rows, cols), self.grid.shape)]
+        if any(r.step != 1 for r in window):
             raise ValueError("read() takes contiguous slices; index the result for strides")
-        out = np.empty((len(b), len(y), len(x)), self.sample_type.dtype)
-        indices = grid.frames_touching(b, y, x)
-        for k, frame in self.iter_frames(indices):
-            fb, fy, fx = grid.frame_window(k)
-            ob, oy, ox = overlap(fb, b), overlap(fy, y), overlap(fx, x)
-            out[ob[0], oy[0], ox[0]] = frame[ob[1], oy[1], ox[1]]
+        return self.read_window(*window)
+
+    def read_window(self, bands: range, rows: range, cols: range) -> np.ndarray:
+        """A contiguous ``(band, y, x)`` window (what every Dask chunk asks for)."""
+        grid = self.grid
+        frame = self._frame_at(bands, rows, cols)
+        if frame is not None:
+            # The window is exactly one frame: one range read, and the decoded frame
+            # is the result as it is, with no copy into an output array.
+            (payload,) = self.fetch(*([v] for v in self.frame_range(frame)))
+            return self.decode(frame, payload)
+        window = (bands, rows, cols)
+        out = np.empty(tuple(len(r) for r in window), self.sample_type.dtype)
+
+        def decode_into_place(k: int, payload: bytes) -> None:
+            spans = [overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
+            target = out[tuple(o for o, _ in spans)]
+            if target.shape == grid.frame_shape(k):
+                self.decode(k, payload, out=target)  # the whole frame lies in the window
+            else:
+                target[...] = self.decode(k, payload)[tuple(i for _, i in spans)]
+
+        self._decode_each(grid.frames_touching(bands, rows, cols), decode_into_place)
         return out
 
+    def read_points(self, bands: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The outer selection of in-range indices ``bands x rows x cols``, decoding the frames holding any."""
+        grid = self.grid
+        out = np.empty((bands.size, rows.size, cols.size), self.sample_type.dtype)
+        if out.size == 0:
+            return out
+        tile_rows = np.unique(rows // grid.tile_length)
+        tile_cols = np.unique(cols // grid.tile_width)
+        positions = (tile_rows[:, None] * grid.tiles_across + tile_cols[None, :]).ravel()
+        if grid.frames_per_position == 1:
+            touched = positions
+        else:
+            touched = (positions[:, None] * grid.frames_per_position + np.unique(bands)[None, :]).ravel()
+        axes = (bands, rows, cols)
 
-def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
-                retry: RetryPolicy = DEFAULT_POLICY) -> Header:
-    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file.
+        def decode_and_place(k: int, payload: bytes) -> None:
+            frame = self.decode(k, payload)
+            window = grid.frame_window(k)
+            inside = [np.flatnonzero((a >= w.start) & (a < w.stop)) for a, w in zip(axes, window)]
+            local = [a[i] - w.start for a, i, w in zip(axes, inside, window)]
+            out[np.ix_(*inside)] = frame[np.ix_(*local)]
 
-    >>> load_header(bytes(28))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.magic: expected 0x45564F4C (bytes 4C 4F 56 45), got 0x00000000
-    """
-    if isinstance(header, Header):
-        return header
-    if isinstance(header, (bytes, bytearray, memoryview)):
-        return Header.from_bytes(bytes(header), limits)
-    if isinstance(header, (str, os.PathLike)):
-        return Header.from_bytes(read_bytes(header, storage_options, retry), limits)
-    raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; got {type(header).__name__}")
+        self._decode_each(touched, decode_and_place)
+        return out
 
+    def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
+        """The frame whose window is exactly this one, if there is one."""
+        grid = self.grid
+        if rows.start % grid.tile_length or cols.start % grid.tile_width or bands.start % grid.bands_per_frame:
+            return None
+        index = grid.frame_index(rows.start // grid.tile_length, cols.start // grid.tile_width, bands.start)
+        if index >= grid.frame_count:
+            return None
+        same = all((w.start, w.stop) == (r.start, r.stop) for w, r in zip(grid.frame_window(index), (bands, rows, cols)))
+        return index if same else None
 
-def read_ifd(source: ByteSource, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """Parse the IFD and check the frame layout; returns ``(ParsedIFD, Header)``.
+    def _decode_each(self, touched: np.ndarray, decode_and_place) -> None:
+        """Fetch frames ``touched`` in batches of about :data:`DECODE_BATCH`, ``decode_and_place(k, payload)`` each.
 
-    One read of :data:`FIRST_READ` bytes, and a second only when the IFD's
-    values need more.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((2, 40, 40), "uint8"), tile_size=16, compression="portable")
-    >>> parsed, header = read_ifd(ByteSource.of(path))
-    >>> header.to_bytes() == blob, int(parsed.tile_offsets[0]) == header.base_frame_offset
-    (True, True)
-    """
-    head = source.read(0, FIRST_READ, exact=False)
-    needed = prefix_size(head, limits)
-    if needed > len(head):
-        # A short first read means the file ended; otherwise make sure the file
-        # holds what the IFD claims before asking for that much.
-        if len(head) < FIRST_READ or (source.is_local and source.size() < needed):
-            raise RumiFormatError(
-                "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
-            )
-        head += source.read(len(head), needed, exact=False)
-    parsed = parse_prefix(head, limits, check_registry=check_registry)
-    check_frame_layout(parsed, limits)
-    header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
-    if isinstance(source, ByteSource):  # this blob is the file's own: opening with it later needs no check
-        checked_blobs.add(blob_key(source, header))
-    return parsed, header
-
-
-def read_georeferencing(source: ByteSource, header: Header, *, check_blob: bool = False) -> Georeferencing:
-    """The georeferencing of a file whose blob is known: one 160-byte read.
-
-    Both tags' values always end where the frames begin, so the blob alone
-    says where they are.  With ``check_blob`` the file's IFD head comes in the
-    same batched read (two ranges, which the SampleFormat values of five or
-    more bands, stored just before the georeferencing, join) and the blob is
-    checked against it, unless this process has checked it already.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), crs=32618,
-    ...                          transform=(30, 0, 500000, 0, -30, 4000000), compression="portable")
-    >>> read_georeferencing(ByteSource.of(path), Header.from_bytes(blob)).epsg
-    32618
-    """
-    start = georeferencing_offset(header.grid)
-    stop = start + GEOREFERENCING_SIZE
-    key = blob_key(source, header) if check_blob else None
-    if key is None or key in checked_blobs:
-        data = source.read(start, stop)
-    else:
-        head, *sample_formats = ifd_head_ranges(header.grid)
-        if sample_formats:
-            start = sample_formats[0][0]
-        head_bytes, data = source.read_many([head[0], start], [head[1], stop])
-        data, sample_format_bytes = data[-GEOREFERENCING_SIZE:], data[:-GEOREFERENCING_SIZE]
-        check_blob_against_ifd_head(header, head_bytes, sample_format_bytes)
-        checked_blobs.add(key)
-    return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
+        The frames of a batch decode on the process's shared threads, each
+        into a disjoint part of the output, while the calling thread fetches
+        the next batch.  A fetched batch is queued behind the one decoding,
+        so the threads go on without waiting at the end of each batch; the
+        next fetch waits for the older of the two, so at most two batches of
+        compressed bytes are held at once, whatever the window's size.
+        """
+        if not len(touched):
+            return
+        batches = self.iter_batches(touched, batch_bytes=DECODE_BATCH)
+        if len(touched) == 1:
+            ((_, (payload,)),) = batches
+            decode_and_place(int(touched[0]), payload)
+            return
+        pool = _decode_threads.get(default_threads())
+        in_flight = collections.deque()
+        for indices, payloads in batches:
+            in_flight.append(pool.map(decode_and_place, indices.tolist(), payloads))
+            if len(in_flight) == 2:
+                # list() re-raises the first failure (a damaged frame) here, in the caller.
+                list(in_flight.popleft())
+        for decoding in in_flight:
+            list(decoding)
 
 
-def open_image(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS,
-               read_georef: bool = True, retry: RetryPolicy = DEFAULT_POLICY) -> RumiImage:
-    """Open a rumi file from a path or fsspec URL.
-
-    ``header`` is blob bytes, a path/URL of a blob file, or ``None`` to rebuild
-    it from the IFD.  With a blob the georeferencing and the IFD head come in
-    one batched read, and the blob is checked against the head; with a blob
-    and ``read_georef=False`` nothing is read, and the blob is checked on the
-    first frame read.  ``retry`` is how remote reads are retried.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.arange(24, dtype="int16").reshape(2, 3, 4), tile_size=2,
-    ...                          frame_unit="cell", compression="portable")
-    >>> image = open_image(path, header=blob)
-    >>> image.grid.frame_count, image.read(slice(1, 2), slice(0, 1)).tolist()
-    (4, [[[12, 13, 14, 15]]])
-    """
-    source = ByteSource.of(path, storage_options, retry)
-    if header is None:
-        parsed, blob = read_ifd(source, limits)
-        return RumiImage(source, blob, parsed.georeferencing, blob_checked=True)
-    blob = load_header(header, storage_options, limits, retry)
-    georef = read_georeferencing(source, blob, check_blob=True) if read_georef else None
-    return RumiImage(source, blob, georef, blob_checked=blob_key(source, blob) in checked_blobs)
+#: The process's decoding threads, shared by every read.
+_decode_threads = ProcessThreads("rumi-decode")
 
 
-def header_from_file(path, *, storage_options=None) -> bytes:
-    """Rebuild the header blob of a rumi file from its IFD.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((3, 64, 64), "uint16"), tile_size=32)
-    >>> header_from_file(path) == blob
-    True
-    """
-    _, header = read_ifd(ByteSource.of(path, storage_options))
-    return header.to_bytes()
+def _load_image(source, header, georeferencing, verify, checked) -> RumiImage:
+    image = RumiImage(source, header, georeferencing, verify)
+    if checked:
+        checked_blobs.add(image.blob_key)
+    return image
 
 
-def check_blob_matches(blob: Header, file_header: Header) -> None:
-    """Refuse a blob that disagrees with the file it is meant for (``blob.matches-file``).
-
-    For a single-band image either frame unit agrees: the layouts are the same.
-    """
-    a, b = blob.grid, file_header.grid
-    for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel"):
-        if getattr(a, name) != getattr(b, name):
-            raise RumiFormatError("blob.matches-file", f"blob {name} is {getattr(a, name)}, the file says {getattr(b, name)}")
-    if blob.sample_type != file_header.sample_type:
-        raise RumiFormatError(
-            "blob.matches-file",
-            f"blob sample type is {blob.sample_type.name}, the file's is {file_header.sample_type.name}",
-        )
-    if a.frame_unit != b.frame_unit and a.samples_per_pixel != 1:
-        raise RumiFormatError(
-            "blob.matches-file", f"blob frame_unit is {a.frame_unit.name.lower()}, the file's TileOffsets say {b.frame_unit.name.lower()}"
-        )
-    if blob.count_min != file_header.count_min or blob.packed != file_header.packed or blob.count_bits != file_header.count_bits:
-        diff = np.flatnonzero(blob.byte_counts() != file_header.byte_counts())
-        where = f" (first at frame {int(diff[0])})" if diff.size else ""
-        raise RumiFormatError("blob.matches-file", f"blob frame byte counts differ from TileByteCounts{where}")
+__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage"]

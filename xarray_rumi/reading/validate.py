@@ -6,9 +6,11 @@ import numpy as np
 
 from ..errors import RumiFormatError
 from ..format.limits import DEFAULT_LIMITS, Limits
-from ..frames.codec import decode_frame, frame_version
+from ..format.head import check_blob_against_file
+from ..frames.codec import frame_version
 from ..io.source import ByteSource
-from .image import RumiImage, check_blob_matches, load_header, read_ifd
+from .image import RumiImage
+from .open import load_header, read_ifd
 
 
 
@@ -29,7 +31,7 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
     source = ByteSource.of(path, storage_options)
     _, file_header = read_ifd(source, limits)
     if header is not None:
-        check_blob_matches(load_header(header, storage_options, limits), file_header)
+        check_blob_against_file(load_header(header, storage_options, limits), file_header)
     size = source.size()
     if size != file_header.file_size:
         rule = "frames.truncated" if size < file_header.file_size else "frames.trailing-bytes"
@@ -39,9 +41,9 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
 
 def _check_frames(source: ByteSource, header) -> None:
     """Decode every frame, a batch of reads at a time, all at one OpenZL version."""
-    grid, sample = header.grid, header.sample_type
+    image = RumiImage(source, header)  # the file's own header: nothing to check it against
     pinned = None
-    for k, payload in RumiImage(source, header).iter_payloads(np.arange(grid.frame_count)):
+    for k, payload in image.iter_payloads(np.arange(header.frame_count)):
         try:
             version = frame_version(payload)
             if pinned is None:
@@ -52,6 +54,6 @@ def _check_frames(source: ByteSource, header) -> None:
                     f"it uses OpenZL format version {version}, but frame 0 uses {pinned}; "
                     "all frames must share one pinned version",
                 )
-            decode_frame(payload, sample, grid.frame_shape(k))
+            image.decode(k, payload)
         except RumiFormatError as exc:
             raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None

@@ -18,62 +18,28 @@ import base64
 import json
 import os
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
+from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
+from ..dataset.coords import GRID_MAPPING
+from ..reading.open import open_image
 from .codec import OpenZLCodec, zarr_dtype
-from ..dataset.coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 from .edges import chunk_references
-from ..format.blob import Header
-from ..format.geo import Georeferencing, georeferencing
-from ..reading.image import load_header, open_image, read_georeferencing
-
-VARIABLE = "band_data"
 
 
-@dataclass(frozen=True)
-class Located:
-    """What references need of one file: its URL, header and georeferencing."""
-
-    url: str
-    header: Header
-    georeferencing: Georeferencing | None
-
-
-def locate(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type="area") -> Located:
-    """Header and georeferencing of a file, reading as little as the arguments allow.
-
-    With a ``header`` and ``crs``/``transform`` nothing is read; with a header
-    alone, 160 bytes; without one, the IFD.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, crs=4326,
-    ...                          transform=(0.1, 0, 10, 0, -0.1, 50))
-    >>> located = locate(path, blob)
-    >>> located.header.frame_count, located.georeferencing.epsg
-    (4, 4326)
-    """
-    url = _url(path)
-    supplied = georeferencing(crs, transform, raster_type) if (crs is not None or transform is not None) else None
-    if header is None:
-        image = open_image(url, None, storage_options=storage_options)
-        return Located(url, image.header, supplied or image.georeferencing)
-    blob = load_header(header, storage_options)
-    if supplied is None:
-        supplied = read_georeferencing(open_image(url, blob, storage_options=storage_options, read_georef=False).source, blob)
-    return Located(url, blob, supplied)
-
-
-def references(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type="area") -> dict:
+def references(path, header=None, **open_kwargs) -> dict:
     """Kerchunk version-1 references to every frame of a rumi file.
 
-    ``header`` is blob bytes, a path/URL of a blob file, or ``None`` (parse the
-    IFD).  ``crs`` and ``transform`` (as for :func:`xarray_rumi.write`) replace
-    the file's georeferencing and save its one read.
+    ``header`` and the keyword arguments are :func:`xarray_rumi.open_image`'s
+    (``storage_options``, ``crs``/``transform``/``raster_type``,
+    ``georeferencing``, ``limits``, ``verify``, ``retry``): with a blob and
+    ``crs``/``transform`` nothing is read; with a blob alone, the 160 bytes of
+    georeferencing and the IFD head it is checked against; without one, the
+    IFD.
 
     >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
+    >>> from xarray_rumi.reading.open import load_header
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> data = np.arange(2 * 5 * 7, dtype="uint16").reshape(2, 5, 7)
     >>> blob = xarray_rumi.write(path, data, tile_size=4, crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
@@ -86,16 +52,16 @@ def references(path, header=None, *, storage_options=None, crs=None, transform=N
     >>> bool((ds.band_data.values == data).all()), float(ds.x[0])
     (True, 500005.0)
     """
-    located = locate(path, header, storage_options=storage_options, crs=crs, transform=transform, raster_type=raster_type)
-    return build_references([located])
+    return layout_references(image_layout(open_image(_url(path), header, **open_kwargs)))
 
 
-def cube_references(paths, dim: str, headers=None, *, storage_options=None) -> dict:
+def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
     """One reference set stacking grid-aligned files along a new dimension ``dim``.
 
     The files must share grid, frame unit, sample type and georeferencing;
     ``band_data`` is then ``(dim, band, y, x)`` with one chunk per frame, and
-    one edge table covers all files.
+    one edge table covers all files.  ``open_kwargs`` go to
+    :func:`xarray_rumi.open_image` for every file.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{n}.rumi") for n in range(2)]
@@ -107,74 +73,40 @@ def cube_references(paths, dim: str, headers=None, *, storage_options=None) -> d
     headers = list(headers) if headers is not None else [None] * len(paths)
     if len(headers) != len(paths):
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
-    located = [locate(p, h, storage_options=storage_options) for p, h in zip(paths, headers)]
-    return build_references(located, dim=dim)
-
-
-def check_aligned(located: list[Located]) -> None:
-    """Refuse images that do not stack into one Cube."""
-    first = located[0]
-    for other in located[1:]:
-        if other.header.grid != first.header.grid:
-            raise ValueError(f"{other.url} is not on the grid of {first.url}: {other.header.grid} vs {first.header.grid}")
-        if other.header.sample_type != first.header.sample_type:
-            raise ValueError(f"{other.url} holds {other.header.sample_type.name}, {first.url} {first.header.sample_type.name}")
-        if other.georeferencing != first.georeferencing:
-            raise ValueError(f"{other.url} is not grid-aligned with {first.url}: their georeferencing differs")
-
-
-def build_references(located: list[Located], dim: str | None = None) -> dict:
-    """The reference set of one image, or of a Cube along ``dim`` (see :func:`cube_references`)."""
-    if not located:
+    if not paths:
         raise ValueError("no files to reference")
-    check_aligned(located)
-    header, georef = located[0].header, located[0].georeferencing
-    grid, sample = header.grid, header.sample_type
-    plan = chunk_references([item.header for item in located])
-    chunk = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
-    codec = OpenZLCodec(sample_type=sample.name, chunk_shape=chunk, image_shape=(grid.image_length, grid.image_width),
-                        **plan.codec_config())
-    lead_shape, lead_chunk, lead_dims = ((len(located),), (1,), [dim]) if dim else ((), (), [])
-    dtype = zarr_dtype(sample)
-    coords = {"band": ("band", np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
-    coords.update(spatial_coords(corner_transform(georef), grid.image_width, grid.image_length))
+    images = [open_image(_url(p), h, **open_kwargs) for p, h in zip(paths, headers)]
+    return layout_references(cube_layout(images, dim))
+
+
+def layout_references(layout: Layout) -> dict:
+    """The reference set of an image's or a Cube's :class:`~xarray_rumi.dataset.layout.Layout`."""
+    grid, sample = layout.grid, layout.sample_type
+    plan = chunk_references(list(layout.headers))
+    codec = OpenZLCodec(sample_type=sample.name, chunk_shape=layout.chunks[-3:],
+                        image_shape=(grid.image_length, grid.image_width), **plan.codec_config())
     attrs = {
-        "_ARRAY_DIMENSIONS": [*lead_dims, "band", "y", "x"],
-        "coordinates": coordinates_attribute(coords),
+        "_ARRAY_DIMENSIONS": list(layout.dims),
+        "coordinates": layout.coordinates_attribute,
         "grid_mapping": GRID_MAPPING,
         "rumi_sample_type": sample.name,
+        **layout.attrs,
     }
-    if georef is not None and georef.is_defined:
-        attrs["AREA_OR_POINT"] = georef.raster_type.name.title()
-    if dim:
-        attrs["rumi_sources"] = [item.url for item in located]
+    if layout.stack_dim is not None:
+        attrs["rumi_sources"] = list(layout.sources)
     refs = {".zgroup": _json({"zarr_format": 2}), ".zattrs": _json({})}
-    refs[f"{VARIABLE}/.zarray"] = _json(_zarray((*lead_shape, *grid.shape), (*lead_chunk, *chunk), dtype, codec.get_config()))
+    refs[f"{VARIABLE}/.zarray"] = _json(_zarray(layout.shape, layout.chunks, zarr_dtype(sample), codec.get_config()))
     refs[f"{VARIABLE}/.zattrs"] = _json(attrs)
 
     keys = _chunk_keys(grid)
-    for n, item in enumerate(located):
-        prefix = f"{VARIABLE}/{n}." if dim else f"{VARIABLE}/"
+    for n, url in enumerate(layout.sources):
+        prefix = f"{VARIABLE}/{n}." if layout.stack_dim is not None else f"{VARIABLE}/"
         for key, start, length in zip(keys, plan.starts[n].tolist(), plan.lengths[n].tolist()):
-            refs[prefix + key] = [item.url, start, length]
+            refs[prefix + key] = [url, start, length]
 
-    for name, (dims, values) in coords.items():
-        refs.update(_inline(name, np.asarray(values), [dims] if isinstance(dims, str) else list(dims), {}))
-    refs.update(_inline(GRID_MAPPING, np.array(0, np.int64), [], grid_mapping_attrs(georef)))
+    for name, coordinate in layout.coords.items():
+        refs.update(_inline(name, np.asarray(coordinate.values), list(coordinate.dims), coordinate.attrs))
     return {"version": 1, "refs": refs}
-
-
-def coordinates_attribute(coords: dict) -> str:
-    """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates.
-
-    Dimension coordinates need no mention; xarray makes the others coordinates
-    only when a variable lists them.
-
-    >>> coordinates_attribute({"x": ("x", []), "xc": (("y", "x"), []), "yc": (("y", "x"), [])})
-    'spatial_ref xc yc'
-    """
-    extra = [name for name, (dims, _) in coords.items() if not isinstance(dims, str)]
-    return " ".join([GRID_MAPPING, *extra])
 
 
 def _chunk_keys(grid) -> list[str]:
@@ -213,15 +145,6 @@ def _url(path) -> str:
     if "://" in path and not path.startswith("file://"):
         return path
     return os.path.abspath(path.removeprefix("file://"))
-
-
-def __getattr__(name):
-    # The VirtualiZarr parser imports virtualizarr: load it on first use only.
-    if name == "RumiParser":
-        from .parser import RumiParser
-
-        return RumiParser
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- rumi refs ------------------------------------------------------------------

@@ -24,20 +24,21 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dataset.coords import GRID_MAPPING
+from ..dataset.layout import VARIABLE, Layout, image_layout
+from ..reading.open import caller_georeferencing, open_image
 from .codec import OpenZLBytesCodec, OpenZLChunks, OpenZLZarrCodec, zarr_dtype
-from ..dataset.coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 from .edges import chunk_references
-from ..format.geo import georeferencing
-from ..reading.image import load_header, read_georeferencing, read_ifd
-from .kerchunk import VARIABLE, coordinates_attribute
 
 
 class RumiParser:
     """Parse a rumi file for ``virtualizarr.open_virtual_dataset``.
 
-    ``header`` is blob bytes, a path/URL of a blob file, or ``None`` (parse the
-    IFD).  ``crs``/``transform`` replace the file's georeferencing; with a
-    header and both of them, nothing is read from the file.
+    ``header`` and the keyword arguments are :func:`xarray_rumi.open_image`'s
+    (``storage_options`` for a blob file, ``crs``/``transform``/``raster_type``,
+    ``georeferencing``, ``limits``, ``verify``, ``retry``); the file itself is
+    read through the caller's object store registry.  With a header and
+    ``crs``/``transform``, nothing is read from the file.
 
     ``codec`` is how ``band_data`` names the OpenZL codec in its zarr v3
     metadata: ``"openzl"``, the array-to-bytes codec (the default; resolves
@@ -57,36 +58,27 @@ class RumiParser:
     ((2, 2, 2), 'openzl')
     """
 
-    def __init__(self, header=None, *, crs=None, transform=None, raster_type="area", storage_options=None,
-                 codec: str = "openzl"):
+    def __init__(self, header=None, *, codec: str = "openzl", **open_kwargs):
         if codec not in ("openzl", "numcodecs.openzl"):
             raise ValueError(f"codec must be 'openzl' or 'numcodecs.openzl', got {codec!r}")
+        # Refuse contradictory georeferencing now, not at the first file.
+        caller_georeferencing(*(open_kwargs.get(k) for k in ("crs", "transform", "raster_type", "georeferencing")))
         self.codec = codec
         self.header = header
-        self.crs, self.transform, self.raster_type = crs, transform, raster_type
-        self.storage_options = storage_options
+        self.open_kwargs = open_kwargs
 
     def __call__(self, url: str, registry):
         from virtualizarr.manifests import ManifestGroup, ManifestStore
 
-        source = _RegistrySource(url, registry)
-        supplied = None
-        if self.crs is not None or self.transform is not None:
-            supplied = georeferencing(self.crs, self.transform, self.raster_type)
-        if self.header is None:
-            parsed, header = read_ifd(source)
-            georef = supplied or parsed.georeferencing
-        else:
-            header = load_header(self.header, self.storage_options)
-            georef = supplied or read_georeferencing(source, header)
-
+        image = open_image(_RegistrySource(url, registry), self.header, **self.open_kwargs)
+        layout = image_layout(image)
         coordinates = _CoordinateStore(registry)
-        values = {"band": ("band", np.arange(1, header.grid.samples_per_pixel + 1, dtype=np.int64))}
-        values.update(spatial_coords(corner_transform(georef), header.grid.image_width, header.grid.image_length))
-        arrays = {VARIABLE: _frames_array(url, header, georef, self.codec, coordinates_attribute(values))}
-        for name, (dims, data) in values.items():
-            arrays[name] = coordinates.array(name, np.asarray(data), [dims] if isinstance(dims, str) else list(dims))
-        arrays[GRID_MAPPING] = _scalar_array(grid_mapping_attrs(georef))
+        arrays = {VARIABLE: _frames_array(url, layout, self.codec)}
+        for name, coordinate in layout.coords.items():
+            if name == GRID_MAPPING:
+                arrays[name] = _scalar_array(coordinate.attrs)
+            else:
+                arrays[name] = coordinates.array(name, np.asarray(coordinate.values), list(coordinate.dims))
         return ManifestStore(group=ManifestGroup(arrays=arrays, attributes={}), registry=registry)
 
 
@@ -94,14 +86,13 @@ def _uri(url: str) -> str:
     return url if "://" in url else Path(url).absolute().as_uri()
 
 
-def _frames_array(url: str, header, georef, codec_name: str, coordinates: str):
+def _frames_array(url: str, layout: Layout, codec_name: str):
     from virtualizarr.manifests import ChunkManifest, ManifestArray
     from virtualizarr.manifests.utils import create_v3_array_metadata
 
-    grid, sample = header.grid, header.sample_type
-    plan = chunk_references([header])
-    chunk = (grid.bands_per_frame, grid.tile_length, grid.tile_width)
-    config = dict(sample_type=sample.name, chunk_shape=chunk, image_shape=(grid.image_length, grid.image_width),
+    grid, sample = layout.grid, layout.sample_type
+    plan = chunk_references([layout.header])
+    config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width),
                   **plan.codec_config())
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
@@ -110,12 +101,11 @@ def _frames_array(url: str, header, georef, codec_name: str, coordinates: str):
             warnings.simplefilter("ignore")
             bytes_codec = OpenZLBytesCodec(**OpenZLChunks(**config).to_config())
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
-    attrs = {"coordinates": coordinates, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name}
-    if georef is not None and georef.is_defined:
-        attrs["AREA_OR_POINT"] = georef.raster_type.name.title()
+    attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
+             **layout.attrs}
     metadata = create_v3_array_metadata(
-        shape=grid.shape, data_type=zarr_dtype(sample), chunk_shape=chunk, fill_value=0,
-        codecs=codecs, attributes=attrs, dimension_names=["band", "y", "x"],
+        shape=layout.shape, data_type=zarr_dtype(sample), chunk_shape=layout.chunks, fill_value=0,
+        codecs=codecs, attributes=attrs, dimension_names=list(layout.dims),
     )
     # Frame-index order is (row, col, band) for tile frames: the chunk grid is (band, row, col).
     grid_shape = (grid.samples_per_pixel // grid.bands_per_frame, grid.tiles_down, grid.tiles_across)
@@ -168,22 +158,42 @@ class _CoordinateStore:
 
 
 class _RegistrySource:
-    """Byte ranges of ``url`` through a VirtualiZarr object store registry (what the reader needs of a source)."""
+    """Byte ranges of ``url`` through a VirtualiZarr object store registry: the opener's byte source."""
+
+    storage_options: dict = {}  # the registry holds the credentials; nothing to tell sources apart by
+    is_local = False
 
     def __init__(self, url: str, registry):
         self.url = url
         self.store, self.path = registry.resolve(url)
 
+    def size(self) -> int:
+        import obstore
+
+        return int(obstore.head(self.store, self.path)["size"])
+
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         import obstore
 
         if not exact:  # a first read that may run past the end of a small file
-            size = obstore.head(self.store, self.path)["size"]
-            stop = min(stop, size)
+            stop = min(stop, self.size())
         data = bytes(obstore.get_range(self.store, self.path, start=start, end=stop)) if stop > start else b""
-        if exact and len(data) != stop - start:
-            raise OSError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
+        _check_length(self.url, start, stop, data)
         return data
+
+    def read_many(self, starts, stops) -> list[bytes]:
+        import obstore
+
+        starts, stops = [int(s) for s in starts], [int(s) for s in stops]
+        out = [bytes(b) for b in obstore.get_ranges(self.store, self.path, starts=starts, ends=stops)]
+        for data, start, stop in zip(out, starts, stops):
+            _check_length(self.url, start, stop, data)
+        return out
+
+
+def _check_length(url: str, start: int, stop: int, data: bytes) -> None:
+    if len(data) != stop - start:
+        raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
 __all__ = ["RumiParser"]

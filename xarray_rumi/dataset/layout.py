@@ -1,0 +1,215 @@
+"""What every face shows of an opened image or a Cube: one pure description.
+
+The engine (``xr.open_dataset(..., engine="rumi")``), Cubes, catalogs,
+Kerchunk references and the VirtualiZarr parser all present a rumi image as
+rioxarray's engine presents a GeoTIFF: ``band_data`` on ``(band, y, x)``, a
+1-based ``band``, pixel-centre ``x``/``y`` (or 2-D ``xc``/``yc`` when the
+grid is rotated), a ``spatial_ref`` grid-mapping coordinate and
+``AREA_OR_POINT``.  Each of them adapts the :class:`Layout` built here, so
+their dims, coordinates and attributes cannot drift apart.  Numpy and pyproj
+only: no xarray, no Zarr, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ..format.blob import Header
+from ..format.geo import Georeferencing, RasterType
+from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
+
+#: The data variable every face shows, as rioxarray's engine names it.
+VARIABLE = "band_data"
+#: What must agree for Images to form a Cube, in the order it is checked.
+ALIGNMENT = ("shape", "transform", "crs", "tile size", "frame unit", "sample type")
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """One coordinate variable: its dimensions, values and attributes."""
+
+    dims: tuple[str, ...]
+    values: np.ndarray
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """``band_data`` of one image, or of a Cube of aligned images stacked along ``stack_dim``.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 30, 20), "uint16"), tile_size=16, crs=32633,
+    ...                          transform=(10, 0, 5e5, 0, -10, 6e6))
+    >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
+    >>> layout.dims, layout.shape, layout.chunks, layout.attrs
+    (('band', 'y', 'x'), (2, 30, 20), (1, 16, 16), {'AREA_OR_POINT': 'Area'})
+    >>> list(layout.coords), layout.coords["x"].values[:2].tolist()
+    (['band', 'x', 'y', 'spatial_ref'], [500005.0, 500015.0])
+    """
+
+    headers: tuple[Header, ...]
+    sources: tuple[str, ...]
+    georeferencing: Georeferencing | None
+    #: The name of the stacking dimension of a Cube; ``None`` for one image.
+    stack_dim: str | None = None
+
+    @property
+    def header(self) -> Header:
+        return self.headers[0]
+
+    @property
+    def grid(self):
+        return self.header.grid
+
+    @property
+    def sample_type(self):
+        return self.header.sample_type
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        return (*self._stack(self.stack_dim), "band", "y", "x")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self._stack(len(self.headers)), *self.grid.shape)
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """One frame: ``(1, T_l, T_w)`` for tile frames, ``(B, T_l, T_w)`` for cell frames (1 image deep)."""
+        grid = self.grid
+        return (*self._stack(1), grid.bands_per_frame, grid.tile_length, grid.tile_width)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """What the reader returns (the Zarr faces may widen it, see ``virtual.codec.zarr_dtype``)."""
+        return self.sample_type.dtype
+
+    @property
+    def raster_type(self) -> RasterType:
+        georef = self.georeferencing
+        return georef.raster_type if georef is not None else RasterType.AREA
+
+    @property
+    def attrs(self) -> dict:
+        """``band_data``'s attributes: ``AREA_OR_POINT`` where the image has georeferencing."""
+        georef = self.georeferencing
+        return {"AREA_OR_POINT": self.raster_type.name.title()} if georef is not None and georef.is_defined else {}
+
+    @cached_property
+    def coords(self) -> dict[str, Coordinate]:
+        """``band``, the spatial coordinates and ``spatial_ref``, in that order."""
+        grid = self.grid
+        coords = {"band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
+        for name, (dims, values) in spatial_coords(corner_transform(self.georeferencing),
+                                                   grid.image_width, grid.image_length).items():
+            coords[name] = Coordinate((dims,) if isinstance(dims, str) else tuple(dims), values)
+        coords[GRID_MAPPING] = Coordinate((), np.int64(0), grid_mapping_attrs(self.georeferencing))
+        return coords
+
+    @property
+    def coordinates_attribute(self) -> str:
+        """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates.
+
+        Dimension coordinates need no mention; xarray makes the others
+        coordinates only when a variable lists them.
+        """
+        extra = [name for name, c in self.coords.items() if len(c.dims) > 1]
+        return " ".join([GRID_MAPPING, *extra])
+
+    @property
+    def encoding(self) -> dict:
+        """What the engine records in ``band_data.encoding``: how the file was written and where it is."""
+        grid = self.grid
+        encoding = {"source": self.sources[0]} if self.stack_dim is None else {}
+        encoding.update({
+            "grid_mapping": GRID_MAPPING,
+            # One Dask chunk per frame: chunks={} follows these.
+            "preferred_chunks": {"band": grid.bands_per_frame, "y": grid.tile_length, "x": grid.tile_width},
+            "tile_size": (grid.tile_length, grid.tile_width),
+            "frame_unit": grid.frame_unit.name.lower(),
+            "sample_type": self.sample_type.name,
+            "raster_type": self.raster_type.name.lower(),
+        })
+        if self.stack_dim is None:
+            encoding["header"] = self.header.to_bytes()
+        else:  # one blob per image, in stacking order
+            encoding["headers"] = [h.to_bytes() for h in self.headers]
+            encoding["sources"] = list(self.sources)
+        return encoding
+
+    def _stack(self, value) -> tuple:
+        return () if self.stack_dim is None else (value,)
+
+
+def image_layout(image) -> Layout:
+    """The :class:`Layout` of one opened image (a :class:`~xarray_rumi.reading.image.RumiImage`)."""
+    return Layout((image.header,), (image.source.url,), image.georeferencing)
+
+
+def cube_layout(images: Sequence, dim: str, names: Sequence[str] | None = None) -> Layout:
+    """The :class:`Layout` of aligned images stacked along a new dimension ``dim``.
+
+    Raises ``ValueError`` naming the first of :data:`ALIGNMENT` in which an
+    image differs from the first (see :func:`check_aligned`).
+    """
+    if not images:
+        raise ValueError("a Cube needs at least one image")
+    check_aligned(images, names)
+    return Layout(tuple(i.header for i in images), tuple(i.source.url for i in images), images[0].georeferencing,
+                  stack_dim=dim)
+
+
+def alignment_key(image) -> dict:
+    """The properties :func:`check_aligned` compares, named as in its error messages."""
+    grid, georef = image.grid, image.georeferencing
+    defined = georef is not None and georef.is_defined
+    return {
+        "shape": grid.shape,
+        # The raster type belongs with the transform: the same matrix read as
+        # PixelIsArea or PixelIsPoint puts pixels half a pixel apart.
+        "transform": (georef.transform, georef.raster_type.name.lower()) if defined else None,
+        "crs": f"EPSG:{georef.epsg}" if defined else None,
+        "tile size": (grid.tile_length, grid.tile_width),
+        "frame unit": grid.frame_unit.name.lower(),
+        "sample type": image.sample_type.name,
+    }
+
+
+def check_aligned(images: Sequence, names: Sequence[str] | None = None) -> None:
+    """Raise ``ValueError`` naming the first property in which an image differs from the first one.
+
+    Misaligned images are each valid rumi files, so this is not a
+    ``RumiFormatError``: they simply form an ImageCollection, not a Cube.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> d = tempfile.mkdtemp()
+    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 8, n), "uint8")))
+    ...           for p, n in ((os.path.join(d, "a.rumi"), 8), (os.path.join(d, "b.rumi"), 9))]
+    >>> check_aligned(images, ["a", "b"])
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot stack into a Cube: image 1 ('b') has shape (1, 8, 9), but image 0 ('a') has (1, 8, 8)
+    """
+    names = list(names) if names is not None else [image.source.url for image in images]
+    reference = alignment_key(images[0])
+    for position, image in enumerate(images[1:], start=1):
+        key = alignment_key(image)
+        for prop in ALIGNMENT:
+            if key[prop] != reference[prop]:
+                raise ValueError(
+                    f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
+                    f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}"
+                )
+
+
+def _describe(value) -> str:
+    return "none (no georeferencing)" if value is None else str(value)
+
+
+__all__ = ["ALIGNMENT", "VARIABLE", "Coordinate", "Layout", "alignment_key", "check_aligned", "cube_layout",
+           "image_layout"]

@@ -1,0 +1,223 @@
+"""The one opener: a rumi image from a path, URL or byte source and (optionally) its blob.
+
+Every face opens images here (the engine, Cubes, catalogs, Kerchunk
+references, the VirtualiZarr parser, the CLI), with the same parameters and
+the same defaults, reading as little as the arguments allow:
+
+- no ``header``: the IFD (usually one read) gives the frames and the
+  georeferencing; caller-supplied georeferencing replaces the file's.
+- a ``header`` and caller-supplied georeferencing (or
+  ``georeferencing=False``): nothing is read; the blob is checked against the
+  file's IFD head on the process's first frame read.
+- a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
+  head in one batched read, and the blob is checked against the head.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from ..errors import RumiFormatError
+from ..format.blob import Header
+from ..format.geo import Georeferencing, RasterType
+from ..format.geo import georeferencing as build_georeferencing
+from ..format.head import ifd_head_ranges
+from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
+from ..format.layout import GEOREFERENCING_SIZE, MODEL_TRANSFORMATION_SIZE, georeferencing_offset
+from ..format.limits import DEFAULT_LIMITS, Limits
+from ..io.retry import DEFAULT_POLICY, RetryPolicy
+from ..io.source import ByteSource, read_bytes
+from .checked import blob_key, checked_blobs
+from .image import RumiImage
+
+#: The first read of a file without a blob; enough for the IFD of ~5,000 frames.
+FIRST_READ = 64 * 1024
+
+
+def open_image(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type=None,
+               georeferencing=None, limits: Limits = DEFAULT_LIMITS, verify: bool = True,
+               retry: RetryPolicy = DEFAULT_POLICY, read_georef: bool | None = None) -> RumiImage:
+    """Open a rumi image, reading as little as the arguments allow (see the module's description).
+
+    ``path`` is a local path, an fsspec URL, or a byte source (an object
+    with ``url``, ``read``, ``read_many``, ``is_local`` and ``size``, such as
+    :class:`~xarray_rumi.io.source.ByteSource`).  ``header`` is blob bytes, a
+    path/URL of a blob file, a :class:`~xarray_rumi.format.blob.Header`, or
+    ``None`` to rebuild it from the IFD.  ``crs``/``transform``/``raster_type``
+    or a :class:`~xarray_rumi.Georeferencing` replace the file's
+    georeferencing; ``georeferencing=False`` means no CRS, and reads nothing
+    for it.  ``verify=False`` trusts the file and the blob (no check of the
+    blob against the file, no frame checksums).  ``retry`` is how remote
+    reads are retried; ``limits`` bound what an untrusted blob or IFD may
+    claim.  ``read_georef=False`` is the older spelling of
+    ``georeferencing=False``.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.arange(24, dtype="int16").reshape(2, 3, 4), tile_size=2,
+    ...                          frame_unit="cell", compression="portable")
+    >>> image = open_image(path, header=blob)
+    >>> image.grid.frame_count, image.read(slice(1, 2), slice(0, 1)).tolist()
+    (4, [[[12, 13, 14, 15]]])
+    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # float16, as wide as int16
+    >>> open_image(path, header=lying)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says int16 (sample format 2, 16 bits)
+    """
+    if read_georef is not None:
+        warnings.warn("read_georef= is deprecated; pass georeferencing=False", DeprecationWarning, stacklevel=2)
+        if not read_georef and georeferencing is None and crs is None and transform is None:
+            georeferencing = False
+    if not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be an xarray_rumi.RetryPolicy, got {type(retry).__name__}")
+    supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
+    source = byte_source(path, storage_options, retry)
+    if header is None:
+        parsed, blob = read_ifd(source, limits)
+        return RumiImage(source, blob, supplied or parsed.georeferencing, verify)
+    blob = load_header(header, storage_options, limits, retry)
+    if supplied is None:
+        supplied = read_georeferencing(source, blob, check_blob=verify)
+    return RumiImage(source, blob, supplied, verify)
+
+
+def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY):
+    """The byte source of ``path``: a :class:`ByteSource` for a path or URL, a source as it is."""
+    if isinstance(path, (str, os.PathLike)):
+        return ByteSource.of(path, storage_options, retry)
+    if all(hasattr(path, name) for name in ("url", "read", "read_many")):
+        return path
+    raise TypeError(f"a rumi image opens from a path, an fsspec URL or a byte source, not {type(path).__name__}")
+
+
+def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferencing=None) -> Georeferencing | None:
+    """The georeferencing the caller supplies, or ``None`` to take the file's.
+
+    ``georeferencing=False`` means "no CRS, read nothing for it"; a
+    :class:`Georeferencing` is used as given; ``crs`` + ``transform`` (and
+    optionally ``raster_type``, default ``"area"``) build one, checked as a
+    writer checks them.  ``raster_type`` alone is refused: it would silently
+    do nothing, since the file's own georeferencing says its raster type.
+
+    >>> caller_georeferencing() is None
+    True
+    >>> caller_georeferencing(georeferencing=False).is_defined
+    False
+    >>> caller_georeferencing(crs=4326, transform=(1, 0, 0, 0, -1, 0)).epsg
+    4326
+    """
+    given = crs is not None or transform is not None
+    if isinstance(georeferencing, Georeferencing):
+        if given or raster_type is not None:
+            raise ValueError("pass either georeferencing=Georeferencing(...) or crs=/transform=/raster_type=, not both")
+        return georeferencing
+    if georeferencing is False:
+        if given:
+            raise ValueError("georeferencing=False means no CRS; it cannot be combined with crs= or transform=")
+        return Georeferencing(raster_type=RasterType.parse(raster_type or "area"))
+    if georeferencing not in (None, True):
+        raise TypeError(f"georeferencing must be None, False or a Georeferencing, got {georeferencing!r}")
+    if not given:
+        if raster_type is not None:
+            raise ValueError("raster_type= overrides the file's georeferencing only together with crs= and transform=")
+        return None
+    return build_georeferencing(crs, transform, raster_type or "area")
+
+
+def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
+                retry: RetryPolicy = DEFAULT_POLICY) -> Header:
+    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file.
+
+    >>> load_header(bytes(28))
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.magic: expected 0x45564F4C (bytes 4C 4F 56 45), got 0x00000000
+    """
+    if isinstance(header, Header):
+        return header
+    if isinstance(header, (bytes, bytearray, memoryview)):
+        return Header.from_bytes(bytes(header), limits)
+    if isinstance(header, (str, os.PathLike)):
+        return Header.from_bytes(read_bytes(header, storage_options, retry), limits)
+    raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; got {type(header).__name__}")
+
+
+def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
+    """Parse the IFD and check the frame layout; returns ``(ParsedIFD, Header)``.
+
+    One read of :data:`FIRST_READ` bytes, and a second only when the IFD's
+    values need more.  The header is the file's own, so the pair is recorded
+    as checked: reading through it later checks nothing.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 40, 40), "uint8"), tile_size=16, compression="portable")
+    >>> parsed, header = read_ifd(ByteSource.of(path))
+    >>> header.to_bytes() == blob, int(parsed.tile_offsets[0]) == header.base_frame_offset
+    (True, True)
+    """
+    head = source.read(0, FIRST_READ, exact=False)
+    needed = prefix_size(head, limits)
+    if needed > len(head):
+        # A short first read means the file ended; otherwise make sure the file
+        # holds what the IFD claims before asking for that much.
+        if len(head) < FIRST_READ or (source.is_local and source.size() < needed):
+            raise RumiFormatError(
+                "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
+            )
+        head += source.read(len(head), needed, exact=False)
+    parsed = parse_prefix(head, limits, check_registry=check_registry)
+    check_frame_layout(parsed, limits)
+    header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
+    checked_blobs.add(blob_key(source, header))
+    return parsed, header
+
+
+def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> Georeferencing:
+    """The georeferencing of a file whose blob is known: one 160-byte read.
+
+    Both tags' values always end where the frames begin, so the blob alone
+    says where they are.  With ``check_blob`` the file's IFD head comes in the
+    same batched read (two ranges, which the SampleFormat values of five or
+    more bands, stored just before the georeferencing, join) and the blob is
+    checked against it, unless this process has checked it already.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), crs=32618,
+    ...                          transform=(30, 0, 500000, 0, -30, 4000000), compression="portable")
+    >>> read_georeferencing(ByteSource.of(path), Header.from_bytes(blob)).epsg
+    32618
+    """
+    start = georeferencing_offset(header.grid)
+    stop = start + GEOREFERENCING_SIZE
+    image = RumiImage(source, header)
+    if not check_blob or image.blob_key in checked_blobs:
+        data = source.read(start, stop)
+    else:
+        head, *sample_formats = ifd_head_ranges(header.grid)
+        if sample_formats:
+            start = sample_formats[0][0]
+        head_bytes, data = source.read_many([head[0], start], [head[1], stop])
+        data, sample_format_bytes = data[-GEOREFERENCING_SIZE:], data[:-GEOREFERENCING_SIZE]
+        image._check_head(head_bytes, sample_format_bytes)
+    return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
+
+
+def header_from_file(path, *, storage_options=None) -> bytes:
+    """Rebuild the header blob of a rumi file from its IFD.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((3, 64, 64), "uint16"), tile_size=32)
+    >>> header_from_file(path) == blob
+    True
+    """
+    _, header = read_ifd(ByteSource.of(path, storage_options))
+    return header.to_bytes()
+
+
+__all__ = ["FIRST_READ", "caller_georeferencing", "header_from_file", "load_header", "open_image", "read_georeferencing",
+           "read_ifd"]
