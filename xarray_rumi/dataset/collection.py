@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from .. import catalog as catalog_module
+from . import catalog as catalog_module
 
 #: What two images must share to stack into one Cube.
 GRID_KEY = ("bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type", "epsg",

@@ -36,8 +36,7 @@ import geozl
 import numpy as np
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
-from zarr.abc.codec import ArrayBytesCodec
-from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec  # zarr's own numcodecs wrapper
+from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 from zarr.registry import get_ndbuffer_class, register_codec
 
@@ -384,23 +383,57 @@ class OpenZLZarrCodec(ArrayBytesCodec):
 
 
 
-class OpenZLBytesCodec(_NumcodecsBytesBytesCodec, codec_name="openzl"):
+@dataclass(frozen=True)
+class OpenZLBytesCodec(BytesBytesCodec):
     """zarr v3 ``"numcodecs.openzl"``: the numcodecs codec behind zarr's ``bytes`` serializer.
 
     Chunks decode to the little-endian bytes of the full chunk, so this form
     needs ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
     because VirtualiZarr's Kerchunk writer keeps bytes-to-bytes codecs but
-    drops array-to-bytes ones (see :mod:`xarray_rumi.virtual.parser`).
+    drops array-to-bytes ones (see :mod:`xarray_rumi.virtual.parser`).  Its
+    metadata is what zarr writes for a numcodecs codec (``{"name":
+    "numcodecs.openzl", "configuration": {...}}``), and ``codec_config`` is
+    the numcodecs form, which VirtualiZarr's writers read.
 
-    >>> import warnings, zarr
-    >>> with warnings.catch_warnings():   # zarr: numcodecs codecs are not in the v3 spec
-    ...     warnings.simplefilter("ignore")
-    ...     a = zarr.create_array({}, shape=(3, 3), dtype="complex64", compressors=[
-    ...         OpenZLBytesCodec(sample_type="cint16", chunk_shape=[3, 3])])
-    ...     a[:] = np.full((3, 3), 2 - 1j, "complex64")
-    ...     complex(a[1, 1])
-    (2-1j)
+    >>> import zarr
+    >>> a = zarr.create_array({}, shape=(3, 3), dtype="complex64", compressors=[
+    ...     OpenZLBytesCodec(sample_type="cint16", chunk_shape=[3, 3])])
+    >>> a[:] = np.full((3, 3), 2 - 1j, "complex64")
+    >>> complex(a[1, 1]), a.metadata.codecs[1].to_dict()["name"]
+    ((2-1j), 'numcodecs.openzl')
     """
+
+    is_fixed_size = False
+    codec_config: dict
+
+    def __init__(self, **config):
+        if config.pop("id", OpenZLCodec.codec_id) != OpenZLCodec.codec_id:
+            raise ValueError(f"numcodecs.openzl takes the configuration of codec id 'openzl', got {config}")
+        object.__setattr__(self, "codec_config", {"id": OpenZLCodec.codec_id, **OpenZLChunks(**config).to_config()})
+
+    @cached_property
+    def _codec(self) -> OpenZLCodec:
+        return OpenZLCodec.from_config(self.codec_config)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> OpenZLBytesCodec:
+        _, configuration = parse_named_configuration(data, "numcodecs.openzl", require_configuration=False)
+        return cls(**(configuration or {}))
+
+    def to_dict(self) -> dict:
+        configuration = {k: v for k, v in self.codec_config.items() if k != "id"}
+        return {"name": "numcodecs.openzl", "configuration": configuration}
+
+    async def _decode_single(self, chunk_bytes, chunk_spec):
+        raw = await asyncio.to_thread(self._codec.decode, chunk_bytes.as_numpy_array())
+        return chunk_spec.prototype.buffer.from_bytes(raw)
+
+    async def _encode_single(self, chunk_bytes, chunk_spec):
+        frame = await asyncio.to_thread(self._codec.encode, chunk_bytes.as_numpy_array())
+        return chunk_spec.prototype.buffer.from_bytes(frame)
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec) -> int:
+        raise NotImplementedError("OpenZL frames are variable-size")
 
 
 def _register_bytes_codec() -> None:

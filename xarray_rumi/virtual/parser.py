@@ -19,7 +19,6 @@ meaning is in its attributes.
 from __future__ import annotations
 
 import uuid
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -97,9 +96,7 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
-        with warnings.catch_warnings():  # zarr's "numcodecs codecs are not in the v3 spec": known, chosen
-            warnings.simplefilter("ignore")
-            bytes_codec = OpenZLBytesCodec(**OpenZLChunks(**config).to_config())
+        bytes_codec = OpenZLBytesCodec(**OpenZLChunks(**config).to_config())
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
     attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
              **layout.attrs}
