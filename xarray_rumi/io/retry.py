@@ -6,16 +6,54 @@ with exponential backoff and jitter; an error that retrying cannot fix (404,
 403, a malformed request) is raised at once.  What is returned is always the
 exact byte range asked for: a retry never changes what a read means, only
 whether it succeeds.
+
+Where retries live
+------------------
+:class:`RetryPolicy` is the one retry mechanism of a read.  File systems that
+retry by themselves have theirs turned off for our reads
+(:func:`xarray_rumi.io.source.single_try_file_system`), rather than the
+reverse, because only this layer
+
+- sees every store: fsspec's HTTP file system does not retry at all;
+- checks lengths, so a body cut short with an agreeing ``Content-Length`` is
+  retried like any other transient failure;
+- can keep a bound the caller chose: s3fs wraps each read in two nested
+  loops of 5 tries around botocore's own 5 (one persistently failing S3 read
+  was 25 requests for a ``503 SlowDown`` and 250 for a dropped connection,
+  and our 5 attempts multiplied that again);
+- logs each retry, under ``xarray_rumi.io`` like the rest of the subpackage.
+
+A caller who wants botocore's retries back sets them in ``storage_options``
+(``config_kwargs={"retries": ...}``); they then multiply with ``attempts``.
+
+Each retry is logged at INFO with what was read (URL and byte range), the
+attempt that failed and why.  Giving up is not logged: it raises an
+``OSError`` that says the same, and a caller who handles that error should
+not also see a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
 
+logger = logging.getLogger(__name__)
+
 #: HTTP statuses worth another try: timeouts, throttling and server-side errors.
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+#: S3 error codes worth another try whatever their status (S3's ``RequestTimeout`` is a 400):
+#: those botocore's standard retry mode treats as transient or throttling, which it
+#: retried for us before its retries were turned off.
+TRANSIENT_ERROR_CODES = frozenset({
+    "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
+    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled",
+    "SlowDown", "EC2ThrottledException",
+})
 
 
 @dataclass(frozen=True)
@@ -65,9 +103,10 @@ class TransientReadError(OSError):
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the read that raised ``exc`` may succeed.
 
-    Timeouts, dropped or refused connections, bodies cut short and the HTTP
-    statuses in :data:`TRANSIENT_STATUSES` are transient; a missing object,
-    a permission error or any other status is not.  Recognised by attributes
+    Timeouts, dropped or refused connections, bodies cut short, the HTTP
+    statuses in :data:`TRANSIENT_STATUSES` and the S3 error codes in
+    :data:`TRANSIENT_ERROR_CODES` are transient; a missing object, a
+    permission error or any other status is not.  Recognised by attributes
     and class names, so neither aiohttp nor botocore needs to be installed.
 
     >>> is_transient(TimeoutError()), is_transient(ConnectionResetError()), is_transient(FileNotFoundError())
@@ -77,41 +116,62 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, (TimeoutError, ConnectionError, TransientReadError)):
         return True
+    if _error_code(exc) in TRANSIENT_ERROR_CODES:
+        return True
     status = _status(exc)
     if status is not None:
         return status in TRANSIENT_STATUSES
     names = {cls.__name__ for cls in type(exc).__mro__}
     # aiohttp: a connection that broke or a payload cut short; botocore/urllib3:
-    # the same seen through their own types.
+    # the same seen through their own types (HTTPClientError is botocore's base of
+    # them all).  ResponseParserError: throttled S3 answers can carry broken XML,
+    # which s3fs retried for that reason.
     return bool(names & {
         "ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
         "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "ProtocolError",
         "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
+        "HTTPClientError", "ResponseParserError",
     })
+
+
+def _causes(exc: BaseException | None):
+    """``exc`` and the errors it was raised from, a few deep (s3fs wraps botocore's error in an OSError)."""
+    for _ in range(5):
+        if exc is None:
+            return
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _error_code(exc: BaseException) -> str | None:
+    """The S3 error code behind ``exc`` (``SlowDown``, ``RequestTimeout``), if any."""
+    for cause in _causes(exc):
+        response = getattr(cause, "response", None)  # botocore.exceptions.ClientError
+        if isinstance(response, dict) and isinstance(response.get("Error"), dict):
+            return response["Error"].get("Code")
+    return None
 
 
 def _status(exc: BaseException | None) -> int | None:
     """The HTTP status behind ``exc`` or the errors it was raised from, if any."""
-    for _ in range(5):  # s3fs wraps botocore's error in an OSError: look a few causes deep
-        if exc is None:
-            return None
-        status = getattr(exc, "status", None)  # aiohttp.ClientResponseError
+    for cause in _causes(exc):
+        status = getattr(cause, "status", None)  # aiohttp.ClientResponseError
         if isinstance(status, int):
             return status
-        response = getattr(exc, "response", None)  # botocore.exceptions.ClientError
+        response = getattr(cause, "response", None)  # botocore.exceptions.ClientError
         if isinstance(response, dict):
             code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if isinstance(code, int):
                 return code
-        exc = exc.__cause__ or exc.__context__
     return None
 
 
 def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
     """``read()``, tried again on transient errors; a clear ``OSError`` when it cannot be done.
 
-    ``describe`` names what is read (the URL and byte range) for the error;
-    it may be a function called only when the error is made.
+    ``describe`` names what is read (the URL and byte range) for the log and
+    the error; it may be a function, called only when one is written.  Each
+    retry is logged at INFO on ``xarray_rumi.io.retry``; giving up raises.
 
     >>> calls = []
     >>> def flaky():
@@ -127,7 +187,7 @@ def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
     ZeroDivisionError: division by zero
     """
     waits = policy.waits()
-    for attempt in range(policy.attempts):
+    for attempt in range(1, policy.attempts + 1):
         try:
             return read()
         except Exception as exc:  # noqa: BLE001 - classified, and re-raised unless transient
@@ -135,10 +195,13 @@ def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
                 if isinstance(exc, OSError) or not _looks_like_storage(exc):
                     raise
                 raise OSError(f"cannot read {_text(describe)}: {_reason(exc)}") from exc
-            if attempt == policy.attempts - 1:
+            if attempt == policy.attempts:
                 raise OSError(
                     f"cannot read {_text(describe)} after {policy.attempts} attempts: {_reason(exc)}") from exc
-            time.sleep(waits[attempt])
+            wait = waits[attempt - 1]
+            logger.info("%s: attempt %d of %d failed, retrying in %.2f s: %s",
+                        _text(describe), attempt, policy.attempts, wait, _reason(exc))
+            time.sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -152,5 +215,8 @@ def _looks_like_storage(exc: BaseException) -> bool:
 
 
 def _reason(exc: BaseException) -> str:
+    """``exc`` in one line, with the status and S3 code behind it (s3fs's OSErrors hide them)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text
+    reason = f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text
+    hidden = [str(x) for x in (_status(exc), _error_code(exc)) if x is not None and str(x) not in reason]
+    return f"{reason} ({' '.join(hidden)})" if hidden else reason
