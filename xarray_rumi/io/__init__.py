@@ -1,1 +1,5 @@
-"""Bytes in and out: ranges of a file (source) and single frames (frames)."""
+"""Bytes from anywhere: exact byte ranges of a path or URL (``source``), how
+remote reads are retried (``retry``) and the process's worker threads (``threads``).
+
+Retries are logged at INFO under the ``xarray_rumi.io`` logger.
+"""

@@ -6,16 +6,20 @@ looked up again (fsspec caches instances, so it is reused across tasks).
 Local files are read with ``os.pread``; nothing is read ahead.
 
 Remote reads are retried on transient errors (5xx, dropped connections,
-timeouts, bodies cut short) under a bounded :class:`~xarray_rumi.io.retry.RetryPolicy`;
-whatever cannot be read raises an ``OSError`` naming the URL and byte range.
-Every read is checked by length: a short or over-long answer is never returned.
+timeouts, bodies cut short) under a bounded :class:`~xarray_rumi.io.retry.RetryPolicy`,
+through a file system whose own retries are off (:func:`single_try_file_system`),
+so the policy's ``attempts`` is what one failing read costs; whatever cannot be
+read raises an ``OSError`` naming the URL and byte range.  Every read is checked
+by length: a short or over-long answer is never returned.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import sys
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -27,14 +31,76 @@ def _is_local(url: str) -> bool:
     return "://" not in url or url.startswith("file://")
 
 
+def single_try_file_system(url: str, storage_options: dict | None = None):
+    """The fsspec file system and path of ``url``, its own retries turned off for reads.
+
+    Reads retry under a :class:`~xarray_rumi.io.retry.RetryPolicy` alone (the
+    module docstring of :mod:`xarray_rumi.io.retry` says why).  Of the file
+    systems we read through, only s3fs retries by itself: it gets s3fs's
+    retry loops cut to one try and botocore's retries off, unless
+    ``storage_options`` set botocore's (``config_kwargs={"retries": ...}``).
+    fsspec's HTTP file system does not retry; aiohttp under it sends an
+    idempotent request once more when the connection drops before an answer
+    (RFC 9112, section 9.3.1), which no public option turns off.  Chained
+    URLs (``simplecache::s3://...``) and other file systems are used as
+    fsspec makes them.
+
+    The file system is fsspec's cached instance for these options, separate
+    from the one ``fsspec.filesystem("s3", **storage_options)`` gives, which
+    keeps its retries.
+
+    >>> fs, path = single_try_file_system("s3://bucket/scene.rumi", {"anon": True})
+    >>> path, fs.retries, fs.config_kwargs["retries"]
+    ('bucket/scene.rumi', 1, {'total_max_attempts': 1, 'mode': 'standard'})
+    >>> fs is single_try_file_system("s3://bucket/other.rumi", {"anon": True})[0]
+    True
+    """
+    fs, path = url_to_fs(url, **(storage_options or {}))
+    s3fs = sys.modules.get("s3fs")  # an S3FileSystem means fsspec has imported s3fs
+    if s3fs is not None and type(fs) is s3fs.S3FileSystem:
+        fs = _single_try_s3(fs.storage_args, fs.storage_options)
+    return fs, path
+
+
+def _single_try_s3(args, kwargs):
+    return _single_try_s3_class()(*args, **kwargs)
+
+
+@cache
+def _single_try_s3_class():
+    """s3fs's file system, trying each request once; made on first use, as s3fs is optional."""
+    from s3fs import S3FileSystem
+
+    class SingleTryS3FileSystem(S3FileSystem):
+        # s3fs wraps every ranged GET in two nested loops of ``retries`` tries; a
+        # class attribute, not an option, so a subclass sets it.  fsspec caches
+        # instances per class, so those of plain S3FileSystem keep their 5.
+        retries = 1
+
+        def __init__(self, *args, config_kwargs=None, **kwargs):
+            config_kwargs = copy.deepcopy(config_kwargs or {})
+            # With both keys given, botocore uses the setting as it is; otherwise it
+            # writes into the dict, which (not copied) would change the caller's
+            # storage options and with them fsspec's cache key.
+            config_kwargs.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+            super().__init__(*args, config_kwargs=config_kwargs, **kwargs)
+
+        def __reduce__(self):
+            # The class is made in a function, so pickle finds it through one.
+            return _single_try_s3, (self.storage_args, self.storage_options)
+
+    return SingleTryS3FileSystem
+
+
 @dataclass(frozen=True)
 class ByteSource:
-    """Where a file lives.
+    """Where a file lives, and exact byte ranges of it.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
-    >>> ByteSource(str(p)).read(1, 4)
-    b'bcd'
+    >>> source = ByteSource(str(p))
+    >>> source.read(1, 4), source.read_many([0, 4], [2, 6]), source.size()
+    (b'bcd', [b'ab', b'ef'], 6)
     """
 
     url: str
@@ -56,7 +122,12 @@ class ByteSource:
 
     @cached_property
     def _fs_path(self):
+        # As the caller configured it, the file system's own retries included: writes use it.
         return url_to_fs(self.url, **self.storage_options)
+
+    @cached_property
+    def _read_fs_path(self):
+        return single_try_file_system(self.url, self.storage_options)
 
     def __getstate__(self):
         # Ship only the address; file systems are looked up again where used.
@@ -76,7 +147,7 @@ class ByteSource:
             data = _pread_many(self.local_path, [start], [stop])[0]
             _check_length(self.url, start, stop, data, exact=exact, remote=False)
             return data
-        fs, path = self._fs_path
+        fs, path = self._read_fs_path
 
         def attempt() -> bytes:
             data = fs.cat_file(path, start=start, end=stop)
@@ -97,7 +168,7 @@ class ByteSource:
             for data, a, b in zip(out, starts, stops):
                 _check_length(self.url, a, b, data, exact=True, remote=False)
             return out
-        fs, path = self._fs_path
+        fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
         first_failure: list[str] = []  # names the range in the error, if one is raised
 
@@ -125,7 +196,7 @@ class ByteSource:
     def size(self) -> int:
         if self.is_local:
             return os.stat(self.local_path).st_size
-        fs, path = self._fs_path
+        fs, path = self._read_fs_path
         return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
 
 
@@ -156,13 +227,16 @@ def _pread_many(path: str, starts, stops) -> list[bytes]:
 
 
 def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
-    """A whole (small) file, such as a header blob beside its image."""
-    url = os.fspath(path_or_url)
+    """A whole (small) file, such as a header blob beside its image; remotely, under ``retry``.
 
-    def attempt() -> bytes:
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.rumi.header"; _ = p.write_bytes(b"blob")
+    >>> read_bytes(p)
+    b'blob'
+    """
+    url = os.fspath(path_or_url)
+    if _is_local(url):
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
             return f.read()
-
-    if _is_local(url):
-        return attempt()
-    return retried(attempt, policy=retry, describe=url)
+    fs, path = single_try_file_system(url, storage_options)
+    return retried(lambda: fs.cat_file(path), policy=retry, describe=url)

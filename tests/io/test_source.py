@@ -1,0 +1,151 @@
+"""One failing remote read costs ``RetryPolicy.attempts`` requests, not that times the file system's own.
+
+A :class:`FlakyProxy` in front of a moto S3 server and of a ``RangeServer``
+(both on 127.0.0.1, started and stopped here) fails every ranged GET and
+counts them.  Before the file system's own retries were turned off, one S3
+read under 3 attempts was 75 GETs for a ``503 SlowDown`` and 15 for a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+import pytest
+
+from flaky_server import FlakyProxy
+from s3_server import s3_server
+from servers import RangeServer
+from xarray_rumi.io.retry import RetryPolicy
+from xarray_rumi.io.source import ByteSource, read_bytes
+
+POLICY = RetryPolicy(attempts=3, backoff=0.001)
+DATA = bytes(range(256)) * 16
+S3_URL = "s3://bucket/x.bin"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    s3fs = pytest.importorskip("s3fs")
+    with s3_server("bucket") as options:
+        s3fs.S3FileSystem(**options).pipe(S3_URL, DATA)
+        yield options
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory):
+    root = tmp_path_factory.mktemp("origin")
+    (root / "x.bin").write_bytes(DATA)
+    with RangeServer(str(root)) as server:
+        yield server
+
+
+def through(proxy, options, **more):
+    """``options`` with S3 requests sent through ``proxy``."""
+    return dict(options, endpoint_url=proxy.url, **more)
+
+
+def failed_gets(proxy) -> int:
+    return sum(1 for r in proxy.requests if r.fault)
+
+
+def retries_logged(caplog) -> list[logging.LogRecord]:
+    """Our records only: moto's server logs each request at INFO too."""
+    return [r for r in caplog.records if r.name.startswith("xarray_rumi.io")]
+
+
+@pytest.mark.parametrize("fault", ["503", "500", "short", "truncated"])
+def test_a_failing_s3_read_is_tried_exactly_attempts_times(s3, fault):
+    with FlakyProxy(s3["endpoint_url"], always=fault) as proxy:
+        source = ByteSource(S3_URL, through(proxy, s3), POLICY)
+        with pytest.raises(OSError, match=rf"bytes 100-300 of {S3_URL} after 3 attempts"):
+            source.read(100, 300)
+        assert failed_gets(proxy) == POLICY.attempts
+
+
+def test_a_dropped_s3_connection_costs_at_most_two_requests_per_attempt(s3):
+    # aiohttp sends an idempotent request once more when the connection drops
+    # before an answer (RFC 9112, 9.3.1); nothing public turns that off.
+    with FlakyProxy(s3["endpoint_url"], always="drop") as proxy:
+        source = ByteSource(S3_URL, through(proxy, s3), POLICY)
+        with pytest.raises(OSError, match="after 3 attempts"):
+            source.read(100, 300)
+        assert POLICY.attempts <= failed_gets(proxy) <= 2 * POLICY.attempts
+
+
+def test_each_range_of_a_failing_s3_batch_is_tried_exactly_attempts_times(s3):
+    with FlakyProxy(s3["endpoint_url"], always="503") as proxy:
+        source = ByteSource(S3_URL, through(proxy, s3), POLICY)
+        with pytest.raises(OSError, match="after 3 attempts"):
+            source.read_many([0, 1000], [10, 1010])
+        ranges = [r.range for r in proxy.requests if r.fault]
+    assert sorted(ranges) == ["bytes=0-9"] * 3 + ["bytes=1000-1009"] * 3
+
+
+def test_a_blob_fetched_from_s3_is_tried_exactly_attempts_times(s3):
+    every_get = lambda method, path, headers: method == "GET"  # noqa: E731 - a whole object has no Range
+    with FlakyProxy(s3["endpoint_url"], always="503", when=every_get) as proxy:
+        with pytest.raises(OSError, match=f"cannot read {S3_URL} after 3 attempts"):
+            read_bytes(S3_URL, through(proxy, s3), POLICY)
+        assert failed_gets(proxy) == POLICY.attempts
+
+
+def test_an_s3_retry_is_logged_and_the_bytes_are_exact(s3, caplog):
+    with FlakyProxy(s3["endpoint_url"], ["503"]) as proxy, caplog.at_level(logging.INFO, logger="xarray_rumi.io"):
+        assert ByteSource(S3_URL, through(proxy, s3), POLICY).read(100, 300) == DATA[100:300]
+        assert [r.fault for r in proxy.requests] == ["503", None]
+    [record] = retries_logged(caplog)
+    assert record.levelno == logging.INFO
+    assert record.getMessage().startswith(f"bytes 100-300 of {S3_URL}: attempt 1 of 3 failed, retrying in ")
+    assert record.getMessage().endswith("(503 SlowDown)")
+
+
+def test_botocore_retries_the_caller_sets_are_kept_and_their_options_left_alone(s3):
+    retries = {"max_attempts": 1}  # botocore: one retry, so two tries per attempt
+    with FlakyProxy(s3["endpoint_url"], always="500") as proxy:
+        options = through(proxy, s3, config_kwargs={"retries": retries})
+        as_given = pickle.loads(pickle.dumps(options))
+        with pytest.raises(OSError, match="after 3 attempts"):
+            ByteSource(S3_URL, options, POLICY).read(100, 300)
+        assert failed_gets(proxy) == 2 * POLICY.attempts
+    # botocore writes into the retries dict it is given; it was given a copy
+    assert options == as_given and retries == {"max_attempts": 1}
+
+
+def test_one_file_system_per_options_shared_by_sources_and_apart_from_the_callers(s3):
+    s3fs = pytest.importorskip("s3fs")
+    source = ByteSource(S3_URL, s3)
+    assert source.read(0, 4) == DATA[:4]  # connected: botocore has seen the options
+    fs = source._read_fs_path[0]
+    # fsspec's instance cache still works: one client per process for these options,
+    # whether the source was made here or unpickled as on a Dask worker.
+    assert ByteSource(S3_URL, dict(s3))._read_fs_path[0] is fs
+    assert pickle.loads(pickle.dumps(source))._read_fs_path[0] is fs
+    assert pickle.loads(pickle.dumps(fs)) is fs
+    callers = s3fs.S3FileSystem(**s3)
+    assert callers is not fs and callers.retries == 5 and fs.retries == 1
+
+
+def test_a_failing_http_read_is_tried_exactly_attempts_times(origin):
+    with FlakyProxy(origin.url, always="503") as proxy:
+        source = ByteSource(f"{proxy.url}/x.bin", retry=POLICY)
+        with pytest.raises(OSError, match=r"bytes 100-300 of http://127\.0\.0\.1:\d+/x\.bin after 3 attempts"):
+            source.read(100, 300)
+        assert failed_gets(proxy) == POLICY.attempts
+
+
+def test_a_dropped_http_connection_costs_at_most_two_requests_per_attempt(origin):
+    with FlakyProxy(origin.url, always="drop") as proxy:
+        source = ByteSource(f"{proxy.url}/x.bin", retry=POLICY)
+        with pytest.raises(OSError, match="after 3 attempts"):
+            source.read(100, 300)
+        assert POLICY.attempts <= failed_gets(proxy) <= 2 * POLICY.attempts
+
+
+def test_an_http_retry_is_logged_and_the_bytes_are_exact(origin, caplog):
+    with FlakyProxy(origin.url, ["500"]) as proxy, caplog.at_level(logging.INFO, logger="xarray_rumi.io"):
+        url = f"{proxy.url}/x.bin"
+        assert ByteSource(url, retry=POLICY).read(100, 300) == DATA[100:300]
+    [record] = retries_logged(caplog)
+    assert record.getMessage().startswith(f"bytes 100-300 of {url}: attempt 1 of 3 failed, retrying in ")
+    assert "500" in record.getMessage()
