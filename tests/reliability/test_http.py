@@ -71,7 +71,7 @@ def test_a_slow_response_times_out_and_is_retried(origin):
 
 def test_a_persistent_failure_is_an_oserror_naming_url_and_range_after_bounded_attempts(origin):
     server, blob = origin
-    header = xarray_rumi.open_image(server.url + "/scene.rumi", blob, read_georef=False).header
+    header = xarray_rumi.open_image(server.url + "/scene.rumi", blob, georeferencing=False).header
     start, stop = header.offset(0), header.offset(1)
     with FlakyProxy(server.url, always="500") as proxy:
         url = f"{proxy.url}/scene.rumi"
@@ -155,7 +155,7 @@ def test_retry_is_an_argument_of_open_dataset_and_travels_with_the_pickled_datas
     import pickle
 
     server, blob = origin
-    frame = xarray_rumi.open_image(server.url + "/scene.rumi", blob, read_georef=False).frame_range(0)
+    frame = xarray_rumi.open_image(server.url + "/scene.rumi", blob, georeferencing=False).frame_range(0)
     with FlakyProxy(server.url, ["503"], when=frame_gets) as proxy:
         ds = xr.open_dataset(f"{proxy.url}/scene.rumi", engine="rumi", header=blob, georeferencing=False,
                              chunks={}, retry=RetryPolicy(attempts=1))
