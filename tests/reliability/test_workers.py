@@ -52,7 +52,7 @@ def _die_first_time(marker: str, spare: int) -> None:
 
 def _install_killer_in_decode(marker: str, spare: int) -> None:
     """On a worker: the next frame decode (of any task) kills the process, once."""
-    import xarray_rumi.dataset.engine as backend
+    import xarray_rumi.reading.image as backend
 
     decode = backend.decode_frame
 
