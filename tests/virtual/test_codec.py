@@ -137,9 +137,42 @@ def test_edge_frames_are_placed_top_left(shape, edge):
     assert not chunk[:, h:, :].any() and not chunk[:, :, w:].any()
 
 
+@pytest.mark.parametrize(("shift", "edge"), [(0, "bottom"), (1, "right"), (2, "bottom"), (3, "right")])
+def test_the_reference_says_which_edge_it_is(shift, edge):
+    """No table: where the frame magic begins (1 or 3 bytes in: a right edge) settles the ambiguity."""
+    shape = (1, 256, 232) if edge == "right" else (1, 232, 256)
+    frame_values = values("uint16", shape) + 1
+    frame = OpenZLChunks().encode(frame_values)
+    chunk = edge_codec().decode(b"\xd8\xa5\xb1"[:shift] + frame)   # leading bytes that look like a magic's start
+    h, w = shape[1:]
+    np.testing.assert_array_equal(chunk[:, :h, :w], frame_values)
+    assert not chunk[:, h:, :].any() and not chunk[:, :, w:].any()
+
+
+def test_a_chunk_with_no_frame_magic_near_its_start_is_refused():
+    frame = OpenZLChunks().encode(values("uint16", (1, 256, 232)))
+    with pytest.raises(RumiFormatError, match="frame.openzl"):
+        edge_codec().decode(b"\0\0\0\0" + frame)
+
+
+def test_a_configuration_is_the_grids_alone(tmp_path):
+    """Two files on one grid, different data: one codec configuration, so their virtual arrays concatenate."""
+    import xarray_rumi
+    from xarray_rumi.virtual.kerchunk import references
+
+    configs = []
+    for n in range(2):
+        data = np.random.default_rng(n).integers(0, 2**16, (2, 1000, 1000)).astype("uint16")
+        path = str(tmp_path / f"{n}.rumi")
+        xarray_rumi.write(path, data, tile_size=256, compression="portable")
+        configs.append(json.loads(references(path)["refs"]["band_data/.zarray"])["compressor"])
+    assert configs[0] == configs[1] == {"id": "openzl", "recipe": DEFAULT_RECIPE, "sample_type": "uint16",
+                                        "chunk_shape": [1, 256, 256], "image_shape": [1000, 1000]}
+
+
 def test_ambiguous_length_in_neither_table_is_refused():
-    # e.g. a reference from another file under this file's configuration
-    # (kerchunk's MultiZarrToZarr keeps the first file's): refused, not guessed
+    # configurations of xarray-rumi 0.1.0 carried per-file tables: a length
+    # that neither lists (a reference from another file) is refused, not guessed
     right = OpenZLChunks().encode(values("uint16", (1, 256, 232)))
     codec = edge_codec(right_edge_lengths=[len(right) + 1], bottom_edge_lengths=[len(right) + 2])
     with pytest.raises(RumiFormatError, match="frame.edge"):

@@ -134,14 +134,15 @@ def test_no_reference_is_as_long_as_a_raw_chunk():
     grid = FrameGrid(8, 8, 4, 4, 1)    # 4 frames of 16 uint8 samples, no ambiguity
     header = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [16, 30, 16, 17])
     plan = chunk_references([header])
-    assert plan.moved == 2 and plan.moved_lengths == ((18, 2),)   # 17 is taken, so 16 + 2
+    assert plan.moved == 2   # each starts two bytes early, which the codec sees from where the frame magic is
     assert plan.lengths[0].tolist() == [18, 30, 18, 17]
     assert plan.starts[0].tolist() == [header.offset(0) - 2, header.offset(1), header.offset(2) - 2, header.offset(3)]
     assert all(n != 16 for n in np.concatenate(plan.lengths).tolist())
-    # and a moved reference never lands on the chunk size either: 15 + 1 would
+    # and a right-edge reference never lands on the chunk size either: 15 + 1 would, so it takes 3 bytes
     squeezed = Header.from_byte_counts(FrameGrid(6, 6, 4, 4, 1), sample_type_from_name("uint8"), [16, 15, 15, 9])
     plan = chunk_references([squeezed])   # right (4, 2) and bottom (2, 4) both 15 bytes
-    assert 16 not in [n for n, _ in plan.moved_lengths] and 16 not in np.concatenate(plan.lengths).tolist()
+    assert plan.lengths[0].tolist() == [18, 18, 15, 9]
+    assert plan.starts[0].tolist() == [squeezed.offset(0) - 2, squeezed.offset(1) - 3, squeezed.offset(2), squeezed.offset(3)]
 
 
 def test_a_frame_as_long_as_a_raw_chunk_reads_exactly(tmp_path):
@@ -155,7 +156,7 @@ def test_a_frame_as_long_as_a_raw_chunk_reads_exactly(tmp_path):
     header = load_header(blob)
     assert header.byte_count(0) == 256
     refs = references(path, blob)
-    assert refs["refs"]["band_data/0.0.0"][1:] == [header.offset(0) - 1, 257]
+    assert refs["refs"]["band_data/0.0.0"][1:] == [header.offset(0) - 2, 258]   # two bytes early: not a right edge
     assert_exact(tmp_path, path, blob, refs, data)
 
 

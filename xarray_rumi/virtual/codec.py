@@ -15,15 +15,16 @@ set, the codec works out each frame's ``(h, w)`` from the number of samples it
 decodes to and places the frame top-left in a zero-filled chunk (Zarr crops
 the padding away, so its value is never seen).  The one ambiguity,
 a right-edge frame ``(T_l, e_w)`` against a bottom-edge frame ``(e_l, T_w)``
-when ``T_l * e_w == e_l * T_w``, is settled by the compressed length:
-``right_edge_lengths`` and ``bottom_edge_lengths`` list the reference lengths
-of each; an ambiguous chunk whose length neither lists (a reference from
-another file, say) is refused, never guessed.  When a right-edge and a
-bottom-edge frame have the same compressed length, the references emitter
-points the right-edge frame's reference a few bytes early (into the bytes
-before it, which every rumi file has), to a length no frame has, and
-``moved_lengths`` lists ``[reference length, leading bytes to skip]``
-(see :mod:`xarray_rumi.virtual.edges`).
+when ``T_l * e_w == e_l * T_w``, is settled by the reference itself: a
+right-edge frame's reference starts one byte (or three) before the frame,
+which the codec sees from where OpenZL's frame magic begins (see
+:mod:`xarray_rumi.virtual.edges`).  The configuration is the grid's alone,
+so grid-aligned files share it.
+
+References written by xarray-rumi 0.1.0 carried per-file tables instead
+(``right_edge_lengths``, ``bottom_edge_lengths``: the reference lengths of
+each edge; ``moved_lengths``: ``[reference length, leading bytes to
+skip]``); a configuration that has them is still read by them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..format.limits import DEFAULT_LIMITS
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from ..frames.codec import encode_frame, frame_version
+from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 
 #: The recipe ordinary Zarr arrays are encoded with: built-in OpenZL codecs
 #: only (any OpenZL decoder reads it) and valid for every element type.
@@ -173,13 +175,14 @@ class OpenZLChunks:
         out_dtype = zarr_dtype(sample) if self.sample_type is not None else np.dtype(dtype)
         chunk_bytes = int(np.prod(shape, dtype=np.int64)) * sample.bytes_per_sample
         length = len(data)
-        skip = self._skip(length)
-        raw = _decompress(data[skip:], chunk_bytes)
+        shift = self._moved.get(length, 0) if self.moved_lengths else frame_shift(data)
+        raw = _decompress(data[shift:], chunk_bytes)
         if self.image_shape is None:
             if raw.size != chunk_bytes:
                 raise RumiFormatError("frame.length", f"the chunk decodes to {raw.size} bytes, not the {chunk_bytes} of a chunk")
             return sample.decode(raw, shape).astype(out_dtype, copy=False)
-        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, length)
+        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, length,
+                                shift)
         frame = sample.decode(raw, (*shape[:-2], h, w)).astype(out_dtype, copy=False)
         if (h, w) == shape[-2:]:
             return frame
@@ -199,10 +202,7 @@ class OpenZLChunks:
     def _bottom_edges(self) -> frozenset[int]:
         return frozenset(self.bottom_edge_lengths)
 
-    def _skip(self, length: int) -> int:
-        return self._moved.get(length, 0)
-
-    def _frame_size(self, samples: int, remainder: int, shape, length: int) -> tuple[int, int]:
+    def _frame_size(self, samples: int, remainder: int, shape, length: int, shift: int) -> tuple[int, int]:
         """``(h, w)`` of the frame that decoded to ``samples`` samples."""
         planes = int(np.prod(shape[:-2], dtype=np.int64))
         tile_length, tile_width = shape[-2:]
@@ -217,7 +217,11 @@ class OpenZLChunks:
         # no cut frame holds as many samples, so it adds no ambiguity.
         shapes = {(h, w) for h in heights for w in widths} | {(tile_length, tile_width)}
         candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
-        if len(candidates) == 2:  # a right edge (T_l, e_w) or a bottom edge (e_l, T_w)
+        if len(candidates) == 2 and not (self.right_edge_lengths or self.bottom_edge_lengths):
+            # a right edge (T_l, e_w) or a bottom edge (e_l, T_w): the reference's shift says which
+            right = shift in RIGHT_EDGE_SHIFTS
+            candidates = [c for c in candidates if (c[0] == tile_length) == right]
+        elif len(candidates) == 2:  # a 0.1.0 configuration: its tables say which
             if length in self._right_edges:
                 candidates = [c for c in candidates if c[0] == tile_length]
             elif length in self._bottom_edges:

@@ -84,7 +84,7 @@ def layout_references(layout: Layout) -> dict:
     grid, sample = layout.grid, layout.sample_type
     plan = chunk_references(list(layout.headers))
     codec = OpenZLCodec(sample_type=sample.name, chunk_shape=layout.chunks[-3:],
-                        image_shape=(grid.image_length, grid.image_width), **plan.codec_config())
+                        image_shape=(grid.image_length, grid.image_width))
     attrs = {
         "_ARRAY_DIMENSIONS": list(layout.dims),
         "coordinates": layout.coordinates_attribute,
@@ -181,34 +181,32 @@ def run_refs(args) -> int:
         if not args.output:
             print("rumi refs: --cube needs -o OUT.json", file=sys.stderr)
             return 2
-        result = cube_references(files, args.cube, [_beside_header(f) for f in files])
-        _write_json(args.output, result)
-        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, {_frame_count(result)} frame references, "
-              f"{_moved_count(result)} moved")
+        images = [open_image(_url(f), _beside_header(f)) for f in files]
+        layout = cube_layout(images, args.cube)
+        _write_json(args.output, layout_references(layout))
+        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, {_frame_count(layout)} frame references, "
+              f"{_moved_count(layout)} moved")
         return 0
     if args.output and len(files) > 1:
         os.makedirs(args.output, exist_ok=True)
     for path in files:
-        result = references(path, _beside_header(path))
+        layout = image_layout(open_image(_url(path), _beside_header(path)))
         if args.output and len(files) > 1:
             target = os.path.join(args.output, os.path.basename(path) + ".json")
         else:
             target = args.output or f"{path}.json"
-        _write_json(target, result)
-        print(f"wrote {target}: {_frame_count(result)} frame references, {_moved_count(result)} moved")
+        _write_json(target, layout_references(layout))
+        print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
     return 0
 
 
-def _frame_count(result: dict) -> int:
-    return sum(1 for key, value in result["refs"].items() if key.startswith(f"{VARIABLE}/") and isinstance(value, list))
+def _frame_count(layout: Layout) -> int:
+    return len(layout.headers) * layout.grid.frame_count
 
 
-def _moved_count(result: dict) -> int:
+def _moved_count(layout: Layout) -> int:
     """References that start before their frame (see :mod:`xarray_rumi.virtual.edges`)."""
-    zarray = json.loads(result["refs"][f"{VARIABLE}/.zarray"])
-    moved = {length for length, _ in zarray["compressor"].get("moved_lengths", [])}
-    return sum(1 for key, value in result["refs"].items()
-               if key.startswith(f"{VARIABLE}/") and isinstance(value, list) and value[2] in moved)
+    return chunk_references(list(layout.headers)).moved
 
 
 def _write_json(path: str, value: dict) -> None:

@@ -91,8 +91,7 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
 
     grid, sample = layout.grid, layout.sample_type
     plan = chunk_references([layout.header])
-    config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width),
-                  **plan.codec_config())
+    config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width))
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
