@@ -1,8 +1,9 @@
 """Property tests of the whole open-and-read path on damaged files, blobs and frames.
 
 For any damage the outcome is the exact written values, or RumiFormatError /
-OSError: never another exception, never other values, no hang, and Python
-allocations (numpy's included) bounded by the frames the grid allows.  The
+OSError: never another exception, never other values, and work bounded by
+what is there: Python allocations (numpy's included) by the frames the grid
+allows, reads by the frames and the size of the file.  The
 blob decoder and the IFD parser alone are fuzzed in test_format_fuzz.py; this
 goes through ``xr.open_dataset(..., engine="rumi")``, ``open_image(...).read()``
 and the Zarr codec.
@@ -10,8 +11,9 @@ and the Zarr codec.
 
 from __future__ import annotations
 
-import time
+import threading
 import tracemalloc
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -23,11 +25,11 @@ import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.virtual.codec import OpenZLCodec
 from xarray_rumi.format.blob import Header
+from xarray_rumi.io.source import ByteSource
 
 FUZZ = settings(max_examples=100, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 MEMORY_BOUND = 16 << 20  # bytes of Python/numpy allocation per read, beyond the output the blob claims
-TIME_BOUND = 10.0  # seconds per example: far above any read here, far below a hang
 
 ARRAYS = [
     np.random.default_rng(1).integers(0, 5000, (2, 20, 24)).astype(np.uint16),
@@ -77,26 +79,60 @@ def damaged(draw, data: bytes, frames_from: int):
     return bytes(out)
 
 
-def _bounded(read, claimed_bytes: int = 0):
-    """``read()``'s result, or None for an accepted error; checks time and memory.
+@contextmanager
+def _counting_reads():
+    """Count every read of a file through :class:`ByteSource` while inside: ``[calls, bytes returned]``."""
+    read, read_many, lock, totals = ByteSource.read, ByteSource.read_many, threading.Lock(), [0, 0]
+
+    def count(data: list[bytes]) -> None:
+        with lock:  # Dask's threads read too
+            totals[0] += 1
+            totals[1] += sum(map(len, data))
+
+    def counted_read(self, *args, **kwargs):
+        data = read(self, *args, **kwargs)
+        count([data])
+        return data
+
+    def counted_read_many(self, *args, **kwargs):
+        data = read_many(self, *args, **kwargs)
+        count(data)
+        return data
+
+    ByteSource.read, ByteSource.read_many = counted_read, counted_read_many
+    try:
+        yield totals
+    finally:
+        ByteSource.read, ByteSource.read_many = read, read_many
+
+
+def _bounded(read, claimed_bytes: int = 0, *, frames: int = 0, file_size: int = 0):
+    """``read()``'s result, or None for an accepted error; checks memory and, for a file read, the reads.
 
     ``claimed_bytes`` is the size of the image a (damaged) blob claims: reading it
     whole allocates its output array, which is the caller's request, not a leak.
+    ``frames`` (the most frames the file or its blob claims) and ``file_size``
+    bound the reads: the IFD (or the blob check), then each frame once.  A reader
+    that loops, retries or re-reads in proportion to anything else fails here
+    (a count, not a time, so a loaded machine cannot make it fail).
     """
     tracemalloc.start()
-    started = time.monotonic()
     try:
-        values = read()
-        event("read")
-        return values
-    except (RumiFormatError, OSError) as exc:
-        event(getattr(exc, "rule", type(exc).__name__))
-        return None
+        with _counting_reads() as reads:
+            try:
+                values = read()
+                event("read")
+            except (RumiFormatError, OSError) as exc:
+                event(getattr(exc, "rule", type(exc).__name__))
+                values = None
     finally:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        assert time.monotonic() - started < TIME_BOUND
-        assert peak < MEMORY_BOUND + 2 * claimed_bytes
+    assert peak < MEMORY_BOUND + 2 * claimed_bytes
+    calls, returned = reads
+    assert calls <= frames + 4, f"{calls} reads for at most {frames} frames"
+    assert returned <= 2 * file_size + 512, f"{returned} bytes read from a file of {file_size}"
+    return values
 
 
 def _claimed_bytes(blob: bytes) -> int:
@@ -106,6 +142,13 @@ def _claimed_bytes(blob: bytes) -> int:
         return 0
     bands, length, width = header.grid.shape
     return bands * length * width * np.dtype(header.sample_type.dtype).itemsize
+
+
+def _claimed_frames(blob: bytes) -> int:
+    try:
+        return Header.from_bytes(blob).frame_count
+    except RumiFormatError:
+        return 0
 
 
 def _readers(path, header):
@@ -122,7 +165,7 @@ def test_a_damaged_file_gives_exact_values_or_an_error(tmp_path, files, data, th
     path = tmp_path / "damaged.rumi"
     path.write_bytes(data.draw(damaged(original, Header.from_bytes(blob).base_frame_offset)))
     for read in _readers(path, blob if through == "blob" else None):
-        values = _bounded(read)
+        values = _bounded(read, frames=_claimed_frames(blob), file_size=path.stat().st_size)
         if values is not None:
             np.testing.assert_array_equal(values, expected)
 
@@ -135,7 +178,8 @@ def test_a_damaged_blob_with_a_sound_file_gives_exact_values_or_an_error(tmp_pat
     path.write_bytes(original)
     bad_blob = data.draw(damaged(blob, 0))
     for read in _readers(path, bad_blob):
-        values = _bounded(read, _claimed_bytes(bad_blob))
+        values = _bounded(read, _claimed_bytes(bad_blob), file_size=len(original),
+                          frames=max(_claimed_frames(blob), _claimed_frames(bad_blob)))
         if values is not None:
             np.testing.assert_array_equal(values, expected)
             assert values.dtype == expected.dtype
@@ -160,7 +204,7 @@ LYING_READS = {
     "first-read-dask": lambda path, blob: xr.open_dataset(path, engine="rumi", header=blob, georeferencing=False,
                                                           chunks={}).band_data.values,
     "open_image": lambda path, blob: xarray_rumi.open_image(path, blob).read(),
-    "open_image-first-read": lambda path, blob: xarray_rumi.open_image(path, blob, read_georef=False).read(),
+    "open_image-first-read": lambda path, blob: xarray_rumi.open_image(path, blob, georeferencing=False).read(),
 }
 
 
