@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-import time
+import sys
 import tracemalloc
 
 import numpy as np
@@ -192,11 +192,49 @@ def test_zero_sizes(changes, rule):
 
 # -- claims out of proportion to the bytes given ---------------------------------------------------
 
+class _OverBudget(BaseException):  # not an Exception: the code under test cannot catch it as an error
+    pass
+
+
+def python_steps(run, budget: int | None = None) -> int:
+    """The Python calls and lines ``run()`` executes in this thread, stopped once past ``budget``.
+
+    A count, not a time: the same code takes the same steps on any machine,
+    however loaded, and a loop over what a blob claims fails at once instead
+    of running for hours.
+    """
+    steps, previous = 0, sys.gettrace()
+
+    def count(frame, event, arg):
+        nonlocal steps
+        steps += 1
+        if budget is not None and steps > budget:
+            raise _OverBudget
+        return count
+
+    sys.settrace(count)
+    try:
+        run()
+    except _OverBudget:
+        pytest.fail(f"more than {budget} Python steps")
+    finally:
+        sys.settrace(previous)
+    return steps
+
+
 def test_a_28_byte_blob_claiming_1e19_samples_is_refused_at_once():
+    """As cheaply as a claim of 30,000 frames over a limit of 1,000: nothing done in proportion to the claim."""
     blob = fields(2**32 - 1, 2**32 - 1, 1, 1, bands=65535, bits=128, fmt=6)
-    start = time.perf_counter()
-    assert rule_of(blob) == "blob.limits"
-    assert time.perf_counter() - start < 0.5
+    small, small_limits = fields(100, 100, 1, 1, bands=3, bits=128, fmt=6), Limits(max_frames=1000)
+    small_steps = python_steps(lambda: rule_of(small, small_limits))
+    tracemalloc.start()
+    try:
+        steps = python_steps(lambda: rule_of(blob), budget=2 * small_steps)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 16
+    assert steps <= small_steps + 50  # the same checks; only the numbers in the message differ
 
 
 def test_one_huge_frame_is_refused():
