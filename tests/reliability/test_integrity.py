@@ -275,7 +275,7 @@ def test_a_blob_claiming_huge_frames_does_not_make_a_local_read_allocate_them(tm
     tracemalloc.start()
     try:
         with pytest.raises(OSError, match="short read"):
-            xarray_rumi.open_image(path, bytes(claim), read_georef=False).read()
+            xarray_rumi.open_image(path, bytes(claim), georeferencing=False).read()
     finally:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
