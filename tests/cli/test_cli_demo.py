@@ -5,6 +5,8 @@ found, as when their extra is not installed: every finder on ``sys.meta_path``
 is wrapped so that it finds nothing of them, so ``import zarr`` raises the
 ModuleNotFoundError Python raises for a missing module and
 ``importlib.util.find_spec("zarr")`` (how xarray probes its backends) is None.
+Their installed metadata stays visible, so xarray may warn that the rasterio
+engine (rioxarray's entry point) failed to load; a plain install has neither.
 """
 
 from __future__ import annotations
