@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from _rumi_bytes import make, put, ramp, save
+
 from xarray_rumi.cli import main
 
 

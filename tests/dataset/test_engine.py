@@ -14,7 +14,7 @@ import pickle
 import numpy as np
 import pytest
 import xarray as xr
-from backend_samples import SAMPLE_NAMES, sample_values, same_values
+from backend_samples import SAMPLE_NAMES, same_values, sample_values
 from servers import RangeServer
 
 import xarray_rumi

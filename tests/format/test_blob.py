@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import struct
-import sys
 import tracemalloc
 
 import numpy as np
 import pytest
+from steps import python_steps
 
 from xarray_rumi import Limits, RumiFormatError
 from xarray_rumi.format.blob import Header, pack_residuals, unpack_residuals
@@ -191,36 +191,6 @@ def test_zero_sizes(changes, rule):
 
 
 # -- claims out of proportion to the bytes given ---------------------------------------------------
-
-class _OverBudget(BaseException):  # not an Exception: the code under test cannot catch it as an error
-    pass
-
-
-def python_steps(run, budget: int | None = None) -> int:
-    """The Python calls and lines ``run()`` executes in this thread, stopped once past ``budget``.
-
-    A count, not a time: the same code takes the same steps on any machine,
-    however loaded, and a loop over what a blob claims fails at once instead
-    of running for hours.
-    """
-    steps, previous = 0, sys.gettrace()
-
-    def count(frame, event, arg):
-        nonlocal steps
-        steps += 1
-        if budget is not None and steps > budget:
-            raise _OverBudget
-        return count
-
-    sys.settrace(count)
-    try:
-        run()
-    except _OverBudget:
-        pytest.fail(f"more than {budget} Python steps")
-    finally:
-        sys.settrace(previous)
-    return steps
-
 
 def test_a_28_byte_blob_claiming_1e19_samples_is_refused_at_once():
     """As cheaply as a claim of 30,000 frames over a limit of 1,000: nothing done in proportion to the claim."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-
 from _rumi_bytes import representable
+
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.dtypes import SAMPLE_TYPES, sample_type, sample_type_for_dtype, sample_type_from_name
 

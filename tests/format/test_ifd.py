@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 import tifffile
-
 from _rumi_bytes import make, ramp, tile_byte_counts, tile_offsets
+
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.geo import Georeferencing

@@ -12,10 +12,21 @@ import struct
 import numpy as np
 import pytest
 import tifffile
+from _rumi_bytes import (
+    entries,
+    entry_index,
+    make,
+    patch_entry,
+    put,
+    ramp,
+    save,
+    tile_byte_counts,
+    tile_offsets,
+    value_offset,
+    with_entries,
+)
 
 import xarray_rumi
-from _rumi_bytes import (entries, entry_index, make, patch_entry, put, ramp, save, tile_byte_counts,
-                         tile_offsets, value_offset, with_entries)
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.geo import Georeferencing

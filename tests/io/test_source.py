@@ -12,10 +12,10 @@ import logging
 import pickle
 
 import pytest
-
 from flaky_server import FlakyProxy
 from s3_server import s3_server
 from servers import RangeServer
+
 from xarray_rumi.io.retry import RetryPolicy
 from xarray_rumi.io.source import ByteSource, read_bytes
 

@@ -16,11 +16,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from _rumi_bytes import make, ramp
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import xarray_rumi
-from _rumi_bytes import make, ramp
 from xarray_rumi import Limits, RumiFormatError
 from xarray_rumi.format.blob import Header, pack_residuals
 from xarray_rumi.format.dtypes import sample_type_from_name

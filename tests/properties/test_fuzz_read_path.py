@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 import xarray_rumi
 from xarray_rumi import RumiFormatError
-from xarray_rumi.virtual.codec import OpenZLCodec
 from xarray_rumi.format.blob import Header
 from xarray_rumi.io.source import ByteSource
+from xarray_rumi.virtual.codec import OpenZLCodec
 
 FUZZ = settings(max_examples=100, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

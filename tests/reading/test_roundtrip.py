@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _rumi_bytes import make, ramp, representable
 
 import xarray_rumi
-from _rumi_bytes import make, ramp, representable
 from xarray_rumi.format.dtypes import SAMPLE_TYPES, sample_type_from_name
 
 

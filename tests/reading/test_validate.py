@@ -8,9 +8,9 @@ import struct
 
 import numpy as np
 import pytest
+from _rumi_bytes import make, ramp
 
 import xarray_rumi
-from _rumi_bytes import make, ramp
 from xarray_rumi import Limits, RumiFormatError
 from xarray_rumi.format.blob import Header
 

@@ -14,10 +14,10 @@ import aiohttp
 import numpy as np
 import pytest
 import xarray as xr
-
-import xarray_rumi
 from flaky_server import FlakyProxy, ranged_get
 from servers import RangeServer
+
+import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.io.retry import DEFAULT_POLICY, RetryPolicy
 from xarray_rumi.io.source import ByteSource

@@ -21,6 +21,7 @@ import numpy as np
 import openzl.ext as zl
 import pytest
 import xarray as xr
+from steps import python_steps
 
 import xarray_rumi
 from xarray_rumi import RumiFormatError
@@ -180,36 +181,6 @@ def _claim(width: int, length: int, tile: int, spp: int = 1, bits: int = 8, fmt:
     import struct
 
     return struct.pack("<IHIIHHHBBBIB", 0x45564F4C, 1, width, length, tile, tile, spp, bits, fmt, 0, 1, 0)
-
-
-class _OverBudget(BaseException):  # not an Exception: the code under test cannot catch it as an error
-    pass
-
-
-def python_steps(run, budget: int | None = None) -> int:
-    """The Python calls and lines ``run()`` executes in this thread, stopped once past ``budget``.
-
-    A count, not a time: the same code takes the same steps on any machine,
-    however loaded, and a loop over what a blob claims fails at once instead
-    of running for hours.
-    """
-    steps, previous = 0, sys.gettrace()
-
-    def count(frame, event, arg):
-        nonlocal steps
-        steps += 1
-        if budget is not None and steps > budget:
-            raise _OverBudget
-        return count
-
-    sys.settrace(count)
-    try:
-        run()
-    except _OverBudget:
-        pytest.fail(f"more than {budget} Python steps")
-    finally:
-        sys.settrace(previous)
-    return steps
 
 
 @pytest.mark.parametrize("claim, limit, small, small_limits", [

@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
-
-import xarray_rumi
 from flaky_server import FlakyProxy, ranged_get
 from s3_server import s3_server
+
+import xarray_rumi
 from xarray_rumi.io.retry import DEFAULT_POLICY
 
 pytest.importorskip("s3fs")

@@ -11,9 +11,9 @@ import xarray as xr
 import zarr
 
 from xarray_rumi import RumiFormatError
-from xarray_rumi.virtual.codec import DEFAULT_RECIPE, OpenZLChunks, OpenZLCodec, OpenZLZarrCodec, zarr_dtype
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.frames.codec import FORMAT_VERSION
+from xarray_rumi.virtual.codec import DEFAULT_RECIPE, OpenZLChunks, OpenZLCodec, OpenZLZarrCodec, zarr_dtype
 
 DTYPES = ["uint8", "int16", "uint32", "int64", "float32", "float64", "bool", "complex64", "complex128"]
 

@@ -10,9 +10,9 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi import RumiFormatError
-from xarray_rumi.virtual.edges import ambiguous_edges, chunk_references
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.reading.open import load_header, open_image
+from xarray_rumi.virtual.edges import ambiguous_edges, chunk_references
 from xarray_rumi.virtual.kerchunk import add_command, cube_references, references
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))

@@ -18,8 +18,8 @@ from virtualizarr.manifests import ManifestArray, ManifestStore  # noqa: E402
 
 import xarray_rumi  # noqa: E402
 from xarray_rumi import RumiParser  # noqa: E402
-from xarray_rumi.virtual.edges import chunk_references  # noqa: E402
 from xarray_rumi.reading.open import load_header, open_image  # noqa: E402
+from xarray_rumi.virtual.edges import chunk_references  # noqa: E402
 from xarray_rumi.virtual.kerchunk import references  # noqa: E402
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))

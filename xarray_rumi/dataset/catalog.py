@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
 from ..format.blob import Header
+from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
 from ..io.source import ByteSource
 from ..reading.image import RumiImage
 from ..reading.open import open_image

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RumiFormatError
-from ..format.limits import DEFAULT_LIMITS, Limits
 from ..format.head import check_blob_against_file
+from ..format.limits import DEFAULT_LIMITS, Limits
 from ..frames.codec import frame_version
 from ..io.source import ByteSource
 from .image import RumiImage
 from .open import load_header, read_ifd
-
 
 
 def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> None:

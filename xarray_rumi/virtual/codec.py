@@ -41,9 +41,9 @@ from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 from zarr.registry import get_ndbuffer_class, register_codec
 
-from ..format.limits import DEFAULT_LIMITS
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
+from ..format.limits import DEFAULT_LIMITS
 from ..frames.codec import encode_frame, frame_version
 from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 

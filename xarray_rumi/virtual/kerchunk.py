@@ -21,8 +21,8 @@ import sys
 
 import numpy as np
 
-from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
 from ..dataset.coords import GRID_MAPPING
+from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import open_image
 from .codec import OpenZLCodec, zarr_dtype
 from .edges import chunk_references
