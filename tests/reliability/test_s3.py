@@ -8,7 +8,6 @@ retries are off for reads, so every retry seen is xarray-rumi's.
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -62,17 +61,14 @@ def test_a_persistent_failure_is_an_oserror_naming_url_and_range(s3):
     with FlakyProxy(options["endpoint_url"], always="500") as proxy:
         ds = xr.open_dataset("s3://bucket/scene.rumi", engine="rumi", header=blob, georeferencing=False,
                              chunks={}, storage_options=_through(proxy, options))
-        started = time.monotonic()
         with pytest.raises(OSError) as info:
             ds.band_data[0, :16, :16].values
-        elapsed = time.monotonic() - started
         # The frame's own requests; the IFD head (a first read checks the blob) goes beside them.
         attempts = [r.range for r in proxy.requests if r.fault].count(f"bytes={start}-{stop - 1}")
     message = str(info.value)
     assert f"bytes {start}-{stop} of s3://bucket/scene.rumi after {DEFAULT_POLICY.attempts} attempts" in message
     # Exactly the policy's attempts: neither s3fs nor botocore tried again under them.
     assert attempts == DEFAULT_POLICY.attempts
-    assert elapsed < 20
 
 
 def test_a_bit_flipped_in_transit_is_caught_never_returned(s3):
