@@ -11,8 +11,6 @@ Zarr cannot always name); they are compared with what the engine says of them.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import xarray as xr
@@ -43,10 +41,8 @@ def _faces(path, blob, rotated):
                                backend_kwargs={"consolidated": False, "storage_options": {"fo": refs}})
     registry = ObjectStoreRegistry({"file://": obstore.store.LocalStore()})
     loadable = ["band", "xc", "yc"] if rotated else None   # 2-D coordinates load only when asked for
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # VirtualiZarr: numcodecs codecs are not in the Zarr v3 spec
-        virtual = virtualizarr.open_virtual_dataset(f"file://{path}", registry=registry, loadable_variables=loadable,
-                                                    parser=xarray_rumi.RumiParser(header=blob))
+    virtual = virtualizarr.open_virtual_dataset(f"file://{path}", registry=registry, loadable_variables=loadable,
+                                                parser=xarray_rumi.RumiParser(header=blob))
     return {"engine": engine, "kerchunk": kerchunk, "virtualizarr": virtual}
 
 

@@ -40,12 +40,13 @@ class RumiParser:
     ``crs``/``transform``, nothing is read from the file.
 
     ``codec`` is how ``band_data`` names the OpenZL codec in its zarr v3
-    metadata: ``"openzl"``, the array-to-bytes codec (the default; resolves
-    through its entry point in any process), or ``"numcodecs.openzl"``,
-    zarr's ``bytes`` serializer followed by the numcodecs codec.  Use the
-    latter for ``.vz.to_kerchunk``: VirtualiZarr's Kerchunk writer drops
-    array-to-bytes codecs, so with ``"openzl"`` it would write references with
-    no codec at all.
+    metadata: ``"numcodecs.openzl"`` (the default), zarr's ``bytes``
+    serializer followed by the numcodecs codec, which every writer keeps:
+    VirtualiZarr's Kerchunk writer as the numcodecs ``"openzl"`` compressor,
+    Icechunk and zarr as they are (both names resolve through the package's
+    entry points in any process); or ``"openzl"``, the array-to-bytes codec,
+    for stores only zarr v3 reads (VirtualiZarr's Kerchunk writer drops
+    array-to-bytes codecs, so it would write references with no codec at all).
 
     >>> import os, tempfile, numpy as np, obstore, virtualizarr, xarray_rumi
     >>> from obspec_utils.registry import ObjectStoreRegistry
@@ -53,11 +54,11 @@ class RumiParser:
     >>> blob = xarray_rumi.write(path, np.ones((2, 50, 40), "uint16"), tile_size=32)
     >>> registry = ObjectStoreRegistry({"file://": obstore.store.LocalStore()})
     >>> vds = virtualizarr.open_virtual_dataset(f"file://{path}", registry=registry, parser=RumiParser(header=blob))
-    >>> vds.band_data.data.manifest.shape_chunk_grid, vds.band_data.data.metadata.codecs[0].to_dict()["name"]
-    ((2, 2, 2), 'openzl')
+    >>> vds.band_data.data.manifest.shape_chunk_grid, vds.band_data.data.metadata.codecs[1].to_dict()["name"]
+    ((2, 2, 2), 'numcodecs.openzl')
     """
 
-    def __init__(self, header=None, *, codec: str = "openzl", **open_kwargs):
+    def __init__(self, header=None, *, codec: str = "numcodecs.openzl", **open_kwargs):
         if codec not in ("openzl", "numcodecs.openzl"):
             raise ValueError(f"codec must be 'openzl' or 'numcodecs.openzl', got {codec!r}")
         # Refuse contradictory georeferencing now, not at the first file.
