@@ -1,10 +1,11 @@
-"""Measuring many candidate encodings at once, on threads kept for the process.
+"""Measuring many candidate encodings at once, on the process's shared threads.
 
-Choosing a recipe (``compression.py``) encodes small windows of sample frames
+Choosing a recipe (``choose.py``) encodes small windows of sample frames
 with many graphs and keeps the sizes.  GeoZL releases the GIL while it
-encodes, so the calling thread and a few helper threads measure together;
-the helpers live as long as the process because each keeps the graphs it has
-built from one image to the next.
+encodes, so the calling thread and a few helpers on the shared pool measure
+together; the pool lives as long as the process, so each of its threads
+keeps the graphs it has built from one image to the next (building a graph
+and its first use cost about as much as one measurement on a quick window).
 """
 
 from __future__ import annotations
@@ -13,11 +14,7 @@ import threading
 
 import numpy as np
 
-from ..io.threads import ProcessThreads
-
-#: Kept for the process: each helper keeps its GeoZL graphs from one image to the next (building a
-#: graph and its first use cost about as much as one measurement on a quick window).
-_helper_threads = ProcessThreads("rumi-measure")
+from ..io.threads import result_or_run, shared_pool
 
 
 class Measurer:
@@ -25,8 +22,9 @@ class Measurer:
 
     GeoZL releases the GIL while it encodes, so the helpers measure in parallel.
     Each size is a pure function of its pair: the threads change when, not what.
-    The calling thread measures too, so a helper busy for another writer only
-    delays, never blocks, this one.
+    The calling thread measures too, and helpers that have not started by the
+    time it runs out of jobs are called off, so a pool busy with other work
+    delays this one at most by the job a helper is measuring.
 
     >>> def encode(stored, candidate):  # a stand-in for a GeoZL graph
     ...     if candidate == "never":
@@ -61,12 +59,13 @@ class Measurer:
                     raise
 
         count = min(self._helpers, len(jobs) - 1)
-        helpers = [_helper_threads.get(self._helpers).submit(work) for _ in range(count)] if count > 0 else []
+        # asked for as many threads as the writer encodes on: growing the pool later would drop the graphs built here
+        helpers = [shared_pool(self._helpers + 1).submit(work) for _ in range(count)] if count > 0 else []
         try:
             work()
         finally:
             for helper in helpers:
-                helper.result()
+                result_or_run(helper, lambda: None)  # not started: nothing is left for it
         return sizes
 
 
