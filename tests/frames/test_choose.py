@@ -120,3 +120,15 @@ def test_a_forked_child_measures_without_the_parents_helper_threads():
     child.join(timeout=120)
     assert child.exitcode == 0
     assert queue.get(timeout=5) == expected
+
+
+def test_the_chosen_recipes_are_logged_once_per_band_slot(caplog):
+    image = np.stack([_terrain((1, 256, 256))[0], np.full((256, 256), 255, "uint16")])
+    grid = FrameGrid(256, 256, 128, 128, 2)
+    with caplog.at_level("DEBUG", logger="xarray_rumi.frames.choose"):
+        chosen = plan(grid, lambda k: image[grid.frame_window(k)], "auto")
+    lines = [r.getMessage() for r in caplog.records if r.name == "xarray_rumi.frames.choose"]
+    assert len(lines) == 2
+    for slot, (line, recipes) in enumerate(zip(lines, chosen)):
+        assert f"band slot {slot} of 2" in line and "compression 'auto'" in line
+        assert recipes.candidates[0] in line

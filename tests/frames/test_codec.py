@@ -1,15 +1,22 @@
-"""decode_frame(..., out=): frames decoded into the caller's array, straight into it where the layout allows."""
+"""decode_frame(..., out=): frames decoded into the caller's array, straight into it where the layout allows.
+
+Every test of ``out=`` that does not measure allocations runs twice: with
+geozl's private decoder into caller memory, and with the fallback used where
+that decoder is missing or unchecked (``geozl.decompress`` and a copy).
+"""
 
 from __future__ import annotations
 
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
+import geozl
 import numpy as np
 import pytest
 
 from xarray_rumi.errors import RumiFormatError
 from xarray_rumi.format.dtypes import sample_type_from_name
+from xarray_rumi.frames import _geozl_into
 from xarray_rumi.frames import codec as frames
 from xarray_rumi.frames.codec import decode_frame, encode_frame
 
@@ -29,7 +36,40 @@ def test_the_private_decoder_entry_point_is_found():
     assert frames._decoder is not None
 
 
-def test_contiguous_out_is_written_in_place_and_returned():
+@pytest.fixture(params=["into", "fallback"])
+def decoder(request, monkeypatch):
+    """Which path ``out=`` takes; under ``"fallback"`` every decode must go through ``geozl.decompress``."""
+    calls = []
+    if request.param == "fallback":
+        monkeypatch.setattr(frames, "_decoder", None)
+        real = geozl.decompress
+
+        def counted(*args, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(geozl, "decompress", counted)
+    yield request.param
+    if request.param == "fallback":
+        assert calls, "the fallback was not taken"
+
+
+def test_unchecked_geozl_versions_get_no_private_decoder():
+    assert _geozl_into.into_decoder("0.20.0") is None
+    assert _geozl_into.into_decoder("1.19.0") is None
+    assert _geozl_into.into_decoder(geozl.__version__) is not None
+
+
+def test_the_private_names_are_used_in_one_module_only():
+    import pathlib
+
+    package = pathlib.Path(frames.__file__).parents[1]
+    users = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                   if "geozl._" in path.read_text())
+    assert users == ["frames/_geozl_into.py"]
+
+
+def test_contiguous_out_is_written_in_place_and_returned(decoder):
     values = _values()
     out = np.zeros(values.shape, np.uint16)
     result = decode_frame(_frame(values), UINT16, values.shape, out=out)
@@ -37,7 +77,7 @@ def test_contiguous_out_is_written_in_place_and_returned():
     np.testing.assert_array_equal(out, values)
 
 
-def test_full_width_rows_of_a_larger_array_are_written_in_place():
+def test_full_width_rows_of_a_larger_array_are_written_in_place(decoder):
     # A frame as wide as the image covers one contiguous block of the result.
     values = _values((1, 16, 48))
     image = np.full((1, 64, 48), 7, np.uint16)
@@ -46,7 +86,7 @@ def test_full_width_rows_of_a_larger_array_are_written_in_place():
     assert (image[:, :16] == 7).all() and (image[:, 32:] == 7).all()
 
 
-def test_a_strided_window_is_filled_through_a_copy_and_nothing_around_it_changes():
+def test_a_strided_window_is_filled_through_a_copy_and_nothing_around_it_changes(decoder):
     values = _values((2, 20, 30))
     image = np.full((3, 40, 50), 9, np.uint16)
     target = image[1:3, 5:25, 10:40]
@@ -87,7 +127,7 @@ def test_the_scratch_buffer_is_reused_for_strided_targets():
     np.testing.assert_array_equal(image[:, :, 256:], values)
 
 
-def test_threads_decode_into_disjoint_parts_of_one_array():
+def test_threads_decode_into_disjoint_parts_of_one_array(decoder):
     tiles = [_values((1, 64, 64), seed=k) for k in range(16)]
     encoded = [_frame(t, "planar>zigzag>zstd") for t in tiles]
     image = np.zeros((1, 256, 256), np.uint16)
@@ -103,7 +143,7 @@ def test_threads_decode_into_disjoint_parts_of_one_array():
 
 
 @pytest.mark.parametrize("name", ["cint16", "complex64", "bfloat16", "uint4", "bool", "float32", "int8"])
-def test_out_gives_the_same_values_as_a_returned_frame(name):
+def test_out_gives_the_same_values_as_a_returned_frame(name, decoder):
     sample = sample_type_from_name(name)
     rng = np.random.default_rng(3)
     if name == "bool":
@@ -121,14 +161,14 @@ def test_out_gives_the_same_values_as_a_returned_frame(name):
         np.testing.assert_array_equal(out.astype(returned.dtype), returned)
 
 
-def test_sub_byte_padding_bits_are_refused_when_decoding_in_place():
+def test_sub_byte_padding_bits_are_refused_when_decoding_in_place(decoder):
     uint4 = sample_type_from_name("uint4")
     frame = encode_frame(np.full((1, 4, 4), 0x1F, np.uint8), "id>zstd")
     with pytest.raises(RumiFormatError, match="frame.sub-byte"):
         decode_frame(frame, uint4, (1, 4, 4), out=np.zeros((1, 4, 4), uint4.dtype))
 
 
-def test_a_frame_larger_than_its_place_is_refused_before_it_is_expanded():
+def test_a_frame_larger_than_its_place_is_refused_before_it_is_expanded(decoder):
     frame = _frame(_values((1, 64, 64)))
     out = np.full((1, 32, 64), 5, np.uint16)
     with pytest.raises(RumiFormatError, match="frame.decode.*above the 4096 allowed"):
@@ -136,13 +176,13 @@ def test_a_frame_larger_than_its_place_is_refused_before_it_is_expanded():
     assert (out == 5).all()
 
 
-def test_a_frame_smaller_than_its_place_is_refused():
+def test_a_frame_smaller_than_its_place_is_refused(decoder):
     frame = _frame(_values((1, 16, 64)))
     with pytest.raises(RumiFormatError, match="frame.length"):
         decode_frame(frame, UINT16, (1, 32, 64), out=np.empty((1, 32, 64), np.uint16))
 
 
-def test_a_damaged_frame_raises_frame_decode_without_a_stack_trace():
+def test_a_damaged_frame_raises_frame_decode_without_a_stack_trace(decoder):
     frame = bytearray(_frame(_values((1, 64, 64))))
     frame[len(frame) // 2] ^= 0xFF
     with pytest.raises(RumiFormatError, match="frame.decode") as info:
@@ -177,7 +217,7 @@ def test_without_the_entry_point_out_still_works_through_geozl_decompress(monkey
     np.testing.assert_array_equal(out, values)
 
 
-def test_an_unaligned_contiguous_out_goes_through_the_scratch_buffer():
+def test_an_unaligned_contiguous_out_goes_through_the_scratch_buffer(decoder):
     values = _values((1, 8, 8))
     backing = np.zeros(65, np.uint16)
     out = backing[1:].reshape(values.shape)  # 2 bytes past an 8-byte boundary

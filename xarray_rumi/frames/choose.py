@@ -14,15 +14,17 @@ in each frame, the one place the spec allows.
 from __future__ import annotations
 
 import functools
-import threading
+import logging
 from dataclasses import dataclass
 
 import geozl
 import numpy as np
 import openzl.ext
 
-from .codec import FORMAT_VERSION, PORTABLE_RECIPES, applicable, encode_frame
+from .codec import FORMAT_VERSION, PORTABLE_RECIPES, PROCESS_CACHE, ThreadCache, applicable, encode_frame
 from .measure import Measurer
+
+logger = logging.getLogger(__name__)
 
 #: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
 FINALISTS = 1
@@ -72,51 +74,50 @@ class Recipes:
     error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
     compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of candidates
 
-    def encode(self, stored: np.ndarray) -> bytes:
-        """The smallest frame among the candidates (the first on a tie)."""
+    def encode(self, stored: np.ndarray, cache: ThreadCache | None = None) -> bytes:
+        """The smallest frame among the candidates (the first on a tie); graphs are kept in ``cache``."""
         if self.compressor is not None:
-            return _encode_with_compressor(stored, self.compressor)
+            return _encode_with_compressor(stored, self.compressor, cache or PROCESS_CACHE)
         best = None
         for candidate in self.candidates:
             try:
-                frame = _encode(stored, candidate, self.error)
+                frame = _encode(stored, candidate, self.error, cache)
             except RuntimeError:  # the recipe does not apply to this frame
                 continue
             if best is None or len(frame) < len(best):
                 best = frame
-        return best if best is not None else encode_frame(stored, FALLBACK)
+        return best if best is not None else encode_frame(stored, FALLBACK, cache=cache)
 
 
 INTERBAND = "@interband"
 
 
-def _encode(stored: np.ndarray, candidate: str, error=None) -> bytes:
+def _encode(stored: np.ndarray, candidate: str, error=None, cache: ThreadCache | None = None) -> bytes:
     recipe, _, geometry = candidate.partition("@")
-    return encode_frame(stored, recipe, interband=bool(geometry), error=error)
+    return encode_frame(stored, recipe, interband=bool(geometry), error=error, cache=cache)
 
 
-_contexts = threading.local()  # compression contexts are not thread-safe: one per thread
-
-
-def _encode_with_compressor(stored: np.ndarray, serialized: bytes) -> bytes:
+def _encode_with_compressor(stored: np.ndarray, serialized: bytes, cache: ThreadCache) -> bytes:
     """One frame through a caller's OpenZL graph, at the pinned format version, with checksums."""
-    cache = _contexts.__dict__.setdefault("cache", {})
-    if serialized not in cache:
-        compressor = openzl.ext.Compressor()
-        compressor.deserialize(serialized)
-        cctx = openzl.ext.CCtx()
-        cctx.ref_compressor(compressor)
-        # parameters otherwise reset after each frame, and the context then refuses the next one
-        cctx.set_parameter(openzl.ext.CParam.StickyParameters, 1)
-        cctx.set_parameter(openzl.ext.CParam.FormatVersion, FORMAT_VERSION)
-        cctx.set_parameter(openzl.ext.CParam.ContentChecksum, 1)
-        cache[serialized] = (cctx, compressor)  # the context refers to the compressor: keep both alive
-    cctx, _ = cache[serialized]
+    cctx, _ = cache.get(("openzl", serialized), lambda: _compression_context(serialized))
     values = np.require(stored, requirements=("C", "A")).reshape(-1)
     frame = cctx.compress([openzl.ext.Input(openzl.ext.Type.Numeric, values)])
     if frame[0] != 0xC0 + FORMAT_VERSION:
         raise RuntimeError(f"the OpenZL graph wrote format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
     return frame
+
+
+def _compression_context(serialized: bytes):
+    """``(context, compressor)`` for a serialised OpenZL graph: the context refers to the compressor, keep both alive."""
+    compressor = openzl.ext.Compressor()
+    compressor.deserialize(serialized)
+    cctx = openzl.ext.CCtx()
+    cctx.ref_compressor(compressor)
+    # parameters otherwise reset after each frame, and the context then refuses the next one
+    cctx.set_parameter(openzl.ext.CParam.StickyParameters, 1)
+    cctx.set_parameter(openzl.ext.CParam.FormatVersion, FORMAT_VERSION)
+    cctx.set_parameter(openzl.ext.CParam.ContentChecksum, 1)
+    return cctx, compressor
 
 
 def lossy_error(compression: str):
@@ -314,12 +315,22 @@ def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]
 
 
 def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
-    """Frames spread evenly over the image, first and last included."""
+    """Frames spread evenly over the image, first and last included.
+
+    >>> sample_indices(10), sample_indices(2)
+    ([0, 4, 9], [0, 1])
+    """
     return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
 
 
 def sample_frames(grid, compression) -> list[int]:
-    """The frame indices :func:`plan` asks ``frame_at`` for, in order (none when nothing is chosen)."""
+    """The frame indices :func:`plan` asks ``frame_at`` for, in order (none when nothing is chosen).
+
+    >>> from xarray_rumi.format.grid import FrameGrid
+    >>> grid = FrameGrid(96, 32, 32, 32, 2)  # 3 positions, 2 bands: frames 0..5, band-interleaved
+    >>> sample_frames(grid, "auto"), sample_frames(grid, "id>zstd")
+    ([0, 2, 4, 1, 3, 5], [])
+    """
     if _fixed(compression) is not None:
         return []
     slots = grid.frames_per_position
@@ -349,12 +360,36 @@ def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes
     ``frame_at(k)`` returns the storage elements of frame ``k``, or just of
     its :func:`profile_window` (all that is measured, every smaller window
     being centred in it); ``workers`` threads measure, all band slots at once.
+    The choice is logged at DEBUG, one line per band slot.
+
+    >>> from xarray_rumi.format.grid import FrameGrid
+    >>> grid = FrameGrid(64, 64, 32, 32, 2)  # two bands of 2 x 2 tile frames
+    >>> image = np.zeros((2, 64, 64), np.uint16)
+    >>> [r.candidates for r in plan(grid, lambda k: image[grid.frame_window(k)], "id>zstd")]
+    [('id>zstd',), ('id>zstd',)]
     """
     slots = grid.frames_per_position
     fixed = _fixed(compression)
     if fixed is not None:
-        return (fixed,) * slots
-    frames = iter(sample_frames(grid, compression))
-    positions = sample_indices(grid.positions)
-    sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
-    return tuple(_choose_each(sample_sets, compression, workers))
+        chosen = (fixed,) * slots
+    else:
+        frames = iter(sample_frames(grid, compression))
+        positions = sample_indices(grid.positions)
+        sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
+        chosen = tuple(_choose_each(sample_sets, compression, workers))
+    if logger.isEnabledFor(logging.DEBUG):
+        for slot, recipes in enumerate(chosen):
+            logger.debug("compression %s, band slot %d of %d: %s", _describe(compression), slot, slots,
+                         _describe_recipes(recipes))
+    return chosen
+
+
+def _describe(compression) -> str:
+    return "an OpenZL graph" if isinstance(compression, openzl.ext.Compressor) else repr(compression)
+
+
+def _describe_recipes(recipes: Recipes) -> str:
+    if recipes.compressor is not None:
+        return "the caller's OpenZL graph"
+    lossy = f", error bound {recipes.error!r}" if recipes.error is not None else ""
+    return f"recipes {', '.join(recipes.candidates)}{lossy}"

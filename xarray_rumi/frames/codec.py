@@ -2,7 +2,9 @@
 
 Decoding goes through ``geozl.decompress``, which knows GeoZL's decoders and
 OpenZL's built-in ones, releases the GIL and refuses to allocate more than the
-grid says a frame holds.  Encoding pins one OpenZL frame format version.
+grid says a frame holds; into a caller's array, through the C function beneath
+it where ``_geozl_into.py`` finds one.  Encoding pins one OpenZL frame format
+version.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType
+from ._geozl_into import into_decoder
 
 #: The OpenZL frame format version of every frame this project writes.  24 is
 #: read by decoders built on openzl 0.2 and 0.3 alike.
@@ -32,9 +35,6 @@ AUTO_RECIPES = PORTABLE_RECIPES + (
     "planar>zigzag>field_lz", "planar>zigzag>pfor",
 )
 
-_graphs = threading.local()  # geozl.Graph owns a compression context: one per thread
-
-
 def frame_version(frame: bytes | memoryview) -> int:
     """The OpenZL frame format version a frame was written at (its first byte).
 
@@ -48,11 +48,16 @@ def frame_version(frame: bytes | memoryview) -> int:
 
 
 def applicable(recipe: str, storage: np.dtype) -> bool:
-    """Whether ``recipe`` can encode elements of ``storage`` (transpose needs 2..8 bytes)."""
+    """Whether ``recipe`` can encode elements of ``storage`` (transpose needs 2..8 bytes).
+
+    >>> applicable("id>transpose>zstd", np.dtype("uint8")), applicable("id>transpose>zstd", np.dtype("uint16"))
+    (False, True)
+    """
     return not ("transpose" in recipe and storage.itemsize == 1)
 
 
-def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, error=None) -> bytes:
+def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, error=None,
+                 cache: ThreadCache | None = None) -> bytes:
     """Compress one frame of storage elements shaped ``(bands, h, w[, 2])``.
 
     ``stored`` comes from :meth:`SampleType.encode`.  Row predictors reset at
@@ -61,7 +66,9 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     of a pixel is the same pixel in the previous band.  ``recipe`` is a GeoZL
     recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).  ``error`` makes it
     lossy: a GeoZL error bound (a number, ``"1%"`` or a ``LINEAR``/``LOG``/
-    ``SQRT`` recipe), recorded inside the frame and nowhere else.
+    ``SQRT`` recipe), recorded inside the frame and nowhere else.  The
+    lossless graph is built once per thread and kept in ``cache`` (by
+    default, in one kept for the process).
 
     >>> frame = encode_frame(np.zeros((1, 16, 16), np.uint16), "delta_1d>zstd")
     >>> frame_version(frame)
@@ -78,7 +85,8 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
         # a lossy graph fixes its quantiser's domain from the data it is built on
         graph = geozl.graph(raster, recipe, width=width, planes=planes, error=error)
     else:
-        graph = _cached_graph(raster, recipe, width, planes)
+        graph = (cache or PROCESS_CACHE).get(("graph", recipe, raster.dtype.str, width, planes),
+                                             lambda: geozl.graph(raster, recipe, width=width, planes=planes))
     frame = geozl.compress(raster, graph=graph)
     if frame[0] != 0xC0 + FORMAT_VERSION:
         raise RuntimeError(f"geozl wrote OpenZL format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
@@ -86,24 +94,43 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
 
 
 #: Built graphs a thread keeps (~130 KB each): enough for every recipe a write of one image
-#: measures and uses, bounded because writer threads live as long as the process.
+#: measures and uses, bounded because the pool's threads live as long as the process.
 GRAPHS_PER_THREAD = 96
 
 
-def _cached_graph(raster: np.ndarray, recipe: str, width: int, planes: int):
-    """This thread's graph for ``recipe`` on rasters like ``raster``, built once and reused (least recently used go)."""
-    cache = _graphs.__dict__.get("cache")
-    if cache is None:
-        cache = _graphs.cache = OrderedDict()
-    key = (recipe, raster.dtype.str, width, planes)
-    graph = cache.get(key)
-    if graph is None:
-        graph = cache[key] = geozl.graph(raster, recipe, width=width, planes=planes)
-        if len(cache) > GRAPHS_PER_THREAD:
-            cache.popitem(last=False)
-    else:
-        cache.move_to_end(key)
-    return graph
+class ThreadCache:
+    """Compression state built on first use, one per thread, the least recently used dropped.
+
+    A GeoZL graph owns a compression context, and contexts are not
+    thread-safe, so each thread builds its own.  Everything a thread built
+    goes when the cache goes.
+
+    >>> cache = ThreadCache()
+    >>> cache.get("key", lambda: ["built"]) is cache.get("key", lambda: ["built again"])
+    True
+    """
+
+    def __init__(self, size: int = GRAPHS_PER_THREAD):
+        self._size = size
+        self._local = threading.local()
+
+    def get(self, key, build):
+        """This thread's object for ``key``, made by ``build()`` the first time."""
+        entries = self._local.__dict__.get("entries")
+        if entries is None:
+            entries = self._local.entries = OrderedDict()
+        value = entries.get(key)
+        if value is None:
+            value = entries[key] = build()
+            if len(entries) > self._size:
+                entries.popitem(last=False)
+        else:
+            entries.move_to_end(key)
+        return value
+
+
+#: The graphs kept for the process: the measurer's (see ``measure.py``), and any caller's that names no cache.
+PROCESS_CACHE = ThreadCache()
 
 
 def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int, int, int], *,
@@ -118,8 +145,10 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
     and ``out`` is returned.  Where ``out`` is one contiguous block whose
     memory is the frame's own layout, the decoder writes straight into it: no
     frame-sized allocation and no copy.  Otherwise the frame is decoded into a
-    scratch buffer that each thread reuses, then copied into ``out``.  If
-    decoding fails, what ``out`` holds is unspecified.
+    scratch buffer that each thread reuses, then copied into ``out``.  With a
+    geozl whose private decoder is not known (``_geozl_into.py``), the frame
+    is decoded by ``geozl.decompress`` and copied into ``out``.  If decoding
+    fails, what ``out`` holds is unspecified.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> frame = encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd")
@@ -174,22 +203,7 @@ def _check_out(out: np.ndarray, sample: SampleType, shape: tuple[int, ...]) -> N
         raise ValueError("out must be writeable")
 
 
-# -- decoding into caller memory ---------------------------------------------
-#
-# geozl.decompress always allocates its result.  The C entry point beneath it
-# takes the output buffer, so a frame can land in the caller's array.  It is
-# not public in geozl, so it is looked up defensively: without it, ``out=``
-# still works, through geozl.decompress and a copy.
-
-try:
-    from geozl._2d import _load_lib_full, _ptr
-    from geozl._ffi import ffi as _ffi
-
-    _decoder = _load_lib_full()
-    if not all(hasattr(_decoder, name) for name in ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")):
-        _decoder = None
-except (ImportError, OSError, AttributeError):  # pragma: no cover - another geozl build
-    _decoder = None
+_decoder = into_decoder()  # None where this geozl's private decoder is missing or unchecked: out= then copies
 
 _scratch = threading.local()  # one reusable decode buffer per thread
 
@@ -214,7 +228,7 @@ def _scratch_bytes(size: int) -> np.ndarray:
 
 def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarray, verify: bool) -> np.ndarray:
     payload = np.frombuffer(frame, np.uint8)
-    declared = int(_decoder.geozl_2d_frame_dsize_c(_ptr(payload), payload.size))
+    declared = _decoder.declared_size(payload)
     if declared == 0:
         raise _not_decodable("unreadable frame")
     if declared > expected:  # refused before anything is expanded
@@ -222,14 +236,11 @@ def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarra
     _check_length(declared, expected)
     in_place = _writes_in_place(out, sample)
     target = out.reshape(-1).view(np.uint8) if in_place else _scratch_bytes(expected)
-    written = _ffi.new("size_t*")
-    error = _ffi.new("char[]", 256)
-    # cffi releases the GIL around the call, as geozl.decompress does.
-    code = _decoder.geozl_2d_decompress_c(_ptr(payload), payload.size, _ptr(target), target.size, written,
-                                          int(bool(verify)), error, len(error))
-    if code != 0:
-        raise _not_decodable(f"{_ffi.string(error).decode('utf-8', 'replace')} (ZL error code {code})")
-    _check_length(int(written[0]), expected)
+    try:
+        written = _decoder.decompress(payload, target, verify)
+    except RuntimeError as exc:
+        raise _not_decodable(str(exc)) from None
+    _check_length(written, expected)
     if in_place:
         sample.decode(target, shape)  # checks sub-byte padding bits; a view, nothing copied
         return out

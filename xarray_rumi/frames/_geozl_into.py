@@ -1,0 +1,70 @@
+"""Decoding a frame into caller memory: the one place that uses geozl's private names.
+
+``geozl.decompress`` always allocates its result.  The C function beneath it
+takes the output buffer, so a frame can land in the caller's array with no
+frame-sized allocation and no copy, but geozl does not make that public: its
+loader and its cffi handle are private and may change in any release.  They
+are used only with the geozl versions they were checked against
+(:data:`CHECKED_VERSIONS`), because a C signature that changed under the same
+name would not fail, it would write wrong memory.  Anywhere else
+:func:`into_decoder` returns ``None`` and ``decode_frame(..., out=)`` goes
+through ``geozl.decompress`` and a copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: geozl releases (``major.minor``) whose private C entry points match the calls below.
+CHECKED_VERSIONS = ("0.19",)
+
+_FUNCTIONS = ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")
+
+
+class IntoDecoder:
+    """geozl's C decoder, called on caller buffers (``uint8`` arrays)."""
+
+    def __init__(self, library, ffi):
+        self._library, self._ffi = library, ffi
+
+    def declared_size(self, payload: np.ndarray) -> int:
+        """The decoded length a frame declares in its header, 0 if it is unreadable."""
+        return int(self._library.geozl_2d_frame_dsize_c(self._ffi.from_buffer(payload), payload.size))
+
+    def decompress(self, payload: np.ndarray, target: np.ndarray, verify: bool) -> int:
+        """Decode ``payload`` into ``target``; the length written.  ``RuntimeError`` with OpenZL's reason if it fails."""
+        written = self._ffi.new("size_t*")
+        error = self._ffi.new("char[]", 256)
+        # cffi releases the GIL around the call, as geozl.decompress does.
+        code = self._library.geozl_2d_decompress_c(
+            self._ffi.from_buffer(payload), payload.size, self._ffi.from_buffer(target), target.size, written,
+            int(bool(verify)), error, len(error))
+        if code != 0:
+            raise RuntimeError(f"{self._ffi.string(error).decode('utf-8', 'replace')} (ZL error code {code})")
+        return int(written[0])
+
+
+def into_decoder(version: str | None = None) -> IntoDecoder | None:
+    """The decoder into caller memory, or ``None`` where this geozl (``version``: the installed one) is not checked.
+
+    >>> into_decoder("0.99.0") is None
+    True
+    """
+    try:
+        import geozl
+
+        version = geozl.__version__ if version is None else version
+        if ".".join(version.split(".")[:2]) not in CHECKED_VERSIONS:
+            return None
+        from geozl._2d import _load_lib_full
+        from geozl._ffi import ffi
+
+        library = _load_lib_full()
+        if not all(hasattr(library, name) for name in _FUNCTIONS):
+            return None
+        return IntoDecoder(library, ffi)
+    except (ImportError, OSError, AttributeError):  # another geozl build
+        return None
+
+
+__all__ = ["CHECKED_VERSIONS", "IntoDecoder", "into_decoder"]
