@@ -262,8 +262,9 @@ def test_dask_windows_write_the_same_bytes_on_any_local_scheduler(tmp_path, monk
 
 
 def test_a_failed_background_flush_fails_the_write_and_keeps_the_old_file(tmp_path, monkeypatch):
-    write_module = __import__("sys").modules["xarray_rumi.writing.write"]
-    monkeypatch.setattr(write_module, "WRITEBACK_BYTES", 1)  # flush after every frame
+    from xarray_rumi.writing import staging
+
+    monkeypatch.setattr(staging, "WRITEBACK_BYTES", 1)  # flush after every frame
 
     def failing(fd):
         raise OSError(5, "Input/output error")

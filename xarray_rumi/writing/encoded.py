@@ -3,61 +3,92 @@
 The writer consumes an iterator of compressed frames and writes them one
 after another; this module produces it, keeping only a few frames (numpy) or
 a few windows of frames (Dask) in memory.  Encoding releases the GIL, so
-frames are compressed on a small thread pool; on a distributed cluster each
-frame is compressed by a Dask task where its block lives.
+frames are compressed on the process's shared threads; on a distributed
+cluster each frame is compressed by a Dask task where its block lives.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..frames.choose import Recipes
 from ..format.dtypes import SampleType
 from ..format.grid import FrameGrid
-from ..io.threads import default_threads
+from ..frames.choose import Recipes
+from ..frames.codec import ThreadCache
+from ..io.threads import default_threads, result_or_run, shared_pool
 
 #: Without a cluster, Dask computes about this many bytes of frames at a time, and at most two
 #: such windows are in memory.
 LOCAL_WINDOW_BYTES = 16 * 2**20
 
 
-def _encode_one(block, sample: SampleType, recipes: Recipes) -> bytes:
-    return recipes.encode(sample.encode(np.asarray(block)))
+def _encode_one(block, sample: SampleType, recipes: Recipes, cache: ThreadCache | None = None) -> bytes:
+    return recipes.encode(sample.encode(np.asarray(block)), cache)
+
+
+# Each write encodes with graphs of its own (a ThreadCache), dropped when it ends.  Graphs kept by
+# the pool's threads from one write to the next measured 1.7x slower on 512 px frames: each encode
+# grows and shrinks the heap by ~1.5 MB, and glibc trims it back every time (~400 page faults a
+# frame) until it first frees a block that large, which dropping a frame's graph does.
 
 
 def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
                              workers: int | None = None):
-    """Encoded frames in frame order from a thread pool (the encoder releases the GIL)."""
+    """Encoded frames in frame order, from the shared pool, a few frames in flight (the encoder releases the GIL).
+
+    ``recipes`` holds one :class:`Recipes` per band slot (``plan``'s result).
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> grid = FrameGrid(64, 32, 32, 32, 1)
+    >>> frames = threaded_encoded_frames(np.zeros((1, 32, 64), np.uint8), grid, sample_type_from_name("uint8"),
+    ...                                  (Recipes(("id>zstd",)),))
+    >>> [frame[0] for frame in frames]  # 0xC0 + the pinned OpenZL format version
+    [216, 216]
+    """
     workers = workers or default_threads()
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for k in range(grid.frame_count):
-            bands, rows, cols = grid.frame_window(k)
-            slot = recipes[k % grid.frames_per_position]
-            pending.append(pool.submit(_encode_one, array[bands, rows, cols], sample, slot))
-            if len(pending) >= 2 * workers:  # bounded: a few frames in memory, not the image
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    pool, cache = shared_pool(workers), ThreadCache()
+
+    def encode(k: int) -> bytes:
+        bands, rows, cols = grid.frame_window(k)
+        return _encode_one(array[bands, rows, cols], sample, recipes[k % grid.frames_per_position], cache)
+
+    pending = deque()
+    for k in range(grid.frame_count):
+        pending.append((k, pool.submit(encode, k)))
+        if len(pending) >= 2 * workers:  # bounded: a few frames in memory, not the image
+            yield _claimed(pending.popleft(), encode)
+    while pending:
+        yield _claimed(pending.popleft(), encode)
+
+
+def _claimed(pending, encode) -> bytes:
+    """An encoded frame: the pool's, or encoded here if no thread has taken it yet (the pool is busy elsewhere)."""
+    work, future = pending
+    return result_or_run(future, lambda: encode(work))
 
 
 class DaskFrames:
     """A Dask array rechunked to the frame grid (one block a frame), computed a window of frames at a time.
 
-    Each ``dask.compute`` call spends milliseconds in Dask's expression layer
-    whatever its size, so the graph is materialised once, and each window goes
-    straight to the active scheduler, culled to what it needs.  Dask's array
-    optimisation, which ``compute`` would apply, is a performance pass only;
-    on the graphs measured (``from_array``, ``map_blocks`` chains, rechunks)
-    it changed no task and cost ~40 us a frame, so the graph is used as it is.
+    Each frame's block is a ``Delayed`` (``to_delayed``), and a window is one
+    ``Delayed`` that lists its blocks, computed by ``dask.compute`` on the
+    active scheduler, which runs only what those blocks need.  One
+    collection a window, not one a frame: Dask's expression layer costs
+    ~250 us for each collection it is given, several times the work of
+    slicing a block from memory.  Dask's array optimisation is a performance
+    pass only; on the graphs measured (``from_array``, ``map_blocks`` chains,
+    rechunks) it changed no task and cost ~40 us a frame, so it is skipped.
+
+    >>> import dask.array as da
+    >>> grid = FrameGrid(64, 32, 32, 32, 1)
+    >>> frames = DaskFrames(da.arange(2048, dtype="uint16").reshape(1, 32, 64), grid)
+    >>> [int(block[0, 0, 0]) for block in frames.compute([1, 0])]
+    [32, 0]
     """
 
     def __init__(self, array, grid: FrameGrid):
-        from dask.base import get_scheduler
-
         bands_per_frame = grid.bands_per_frame
         chunks = (
             (bands_per_frame,) * (grid.samples_per_pixel // bands_per_frame),
@@ -66,19 +97,24 @@ class DaskFrames:
         )
         self.array = array.rechunk(chunks)
         self._grid = grid
-        self._graph = dict(self.array.__dask_graph__())
-        self._scheduler = get_scheduler(collections=[self.array])
+        self._blocks = self.array.to_delayed(optimize_graph=False)
 
-    def key(self, k: int) -> tuple:
+    def block(self, k: int):
+        """Frame ``k``'s block, a ``Delayed``."""
         row, col, band = self._grid.frame_location(k)
-        return (self.array.name, band, row, col)
+        return self._blocks[band, row, col]
 
     def compute(self, indices) -> list:
         """The blocks of frames ``indices``, in order."""
-        from dask.optimization import cull
+        import dask
 
-        keys = [self.key(k) for k in indices]
-        return list(self._scheduler(cull(self._graph, keys)[0], keys)) if keys else []
+        if not len(indices):
+            return []
+        return dask.compute(dask.delayed(_listed, pure=False)(*(self.block(k) for k in indices)))[0]
+
+
+def _listed(*blocks) -> list:
+    return list(blocks)
 
 
 def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
@@ -87,8 +123,15 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
 
     On a distributed cluster each frame is compressed by a Dask task where
     its block lives, so raw frames never travel; otherwise Dask's scheduler
-    computes a window of blocks while the writer's pool compresses the
-    window before it.  Either way only a few windows are in memory.
+    computes a window of blocks while the shared pool compresses the window
+    before it.  Either way only a few windows are in memory.
+
+    >>> import dask.array as da
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> grid = FrameGrid(64, 32, 32, 32, 1)
+    >>> source = DaskFrames(da.zeros((1, 32, 64), "uint8", chunks=(1, 16, 16)), grid)
+    >>> len(list(dask_encoded_frames(source, grid, sample_type_from_name("uint8"), (Recipes(("id>zstd",)),))))
+    2
     """
     workers = workers or default_threads()
     client = _distributed_client()
@@ -96,32 +139,33 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
         yield from _cluster_encoded_frames(client, source, grid, sample, recipes)
         return
     window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
-    with ThreadPoolExecutor(workers) as pool:
-        pending = deque()
-        for start in range(0, grid.frame_count, window):
-            indices = range(start, min(start + window, grid.frame_count))
-            # computed while the pool still compresses the previous window
-            blocks = source.compute(indices)
-            pending.extend(pool.submit(_encode_one, block, sample, recipes[k % grid.frames_per_position])
-                           for k, block in zip(indices, blocks))
-            while len(pending) > window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    pool, cache = shared_pool(workers), ThreadCache()
+
+    def encode(item) -> bytes:
+        k, block = item
+        return _encode_one(block, sample, recipes[k % grid.frames_per_position], cache)
+
+    pending = deque()
+    for start in range(0, grid.frame_count, window):
+        indices = range(start, min(start + window, grid.frame_count))
+        # computed while the pool still compresses the previous window
+        for item in zip(indices, source.compute(indices)):
+            pending.append((item, pool.submit(encode, item)))
+        while len(pending) > window:
+            yield _claimed(pending.popleft(), encode)
+    while pending:
+        yield _claimed(pending.popleft(), encode)
 
 
 def _cluster_encoded_frames(client, source: DaskFrames, grid: FrameGrid, sample: SampleType,
                             recipes: tuple[Recipes, ...]):
     import dask
 
-    blocks = source.array.to_delayed(optimize_graph=False)
     encode = dask.delayed(_encode_one, pure=True)
     window = 4 * len(client.scheduler_info()["workers"])
     for start in range(0, grid.frame_count, window):
-        batch = []
-        for k in range(start, min(start + window, grid.frame_count)):
-            row, col, band = grid.frame_location(k)
-            batch.append(encode(blocks[band, row, col], sample, recipes[k % grid.frames_per_position]))
+        batch = [encode(source.block(k), sample, recipes[k % grid.frames_per_position])
+                 for k in range(start, min(start + window, grid.frame_count))]
         yield from client.gather(client.compute(batch))
 
 

@@ -1,28 +1,18 @@
-"""Writing compliant rumi files from numpy, xarray and Dask.
+"""Writing compliant rumi files from numpy, xarray and Dask: the entry point.
 
-Frames are encoded in frame-index order by a small thread pool (the encoder
-releases the GIL; ``encoded_frames.py``) with a bounded number in flight, streamed to a temporary
-file after the fixed-size prefix, and the file is renamed into place only
-when complete: a failure leaves nothing at the target path.  The same pool
-measures the sample frames that choose the recipes, and a local file is
-flushed to disk while later frames are still being encoded.
+Recipes are chosen on a few sample frames (``frames/choose.py``), frames are
+encoded in frame-index order with a bounded number in flight
+(``encoded.py``), and streamed to a staging file after the fixed-size
+prefix, which is renamed into place only when complete (``staging.py``): a
+failure leaves nothing at the target path.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import shutil
-import tempfile
-import threading
-import uuid
-from concurrent.futures import ThreadPoolExecutor
+import logging
 
 import numpy as np
 
-from ..frames.choose import lossy_error, plan, profile_window, sample_frames
-from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from ..format.blob import Header
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from ..format.geo import RasterType, georeferencing
@@ -30,13 +20,16 @@ from ..format.grid import FrameGrid, FrameUnit
 from ..format.ifd import build_prefix
 from ..format.layout import base_frame_offset
 from ..format.limits import DEFAULT_LIMITS
+from ..frames.choose import lossy_error, plan, profile_window, sample_frames
 from ..io.source import ByteSource
 from ..io.threads import default_threads
+from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
+from .staging import Writeback, staged, write_small
+
+logger = logging.getLogger(__name__)
 
 #: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.
 _DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
-#: A local file is handed to the disk each time this much more has been written.
-WRITEBACK_BYTES = 4 * 2**20
 
 
 def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=None, raster_type=None,
@@ -83,8 +76,11 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
+    from dask import is_dask_collection  # imported here: importing xarray_rumi does not load Dask
+
+    lazy = is_dask_collection(array)
     workers = default_threads()
-    if _is_dask(array):
+    if lazy:
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
         stored = {k: sample.encode(np.asarray(v)) for k, v in zip(indices, source.compute(indices))}
@@ -100,8 +96,11 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         frames = _reporting(frames, progress)
     counts = _write_atomically(target, grid, frames, lambda counts: build_prefix(grid, sample, georef, counts))
     blob = Header.from_byte_counts(grid, sample, counts).to_bytes()
+    logger.debug("wrote %s: %d frames, %d bytes of frames (%s, %s)", target.url, grid.frame_count, int(counts.sum()),
+                 sample.name, "from Dask" if lazy else "from memory")
     if write_header:
-        _write_small_atomically(ByteSource.of(f"{target.url}.header", storage_options), blob)
+        write_small(ByteSource.of(f"{target.url}.header", storage_options), blob)
+        logger.debug("wrote %s.header: %d bytes", target.url, len(blob))
     return blob
 
 
@@ -166,139 +165,12 @@ def _reporting(frames, progress):
         progress(1)
 
 
-def _is_dask(array) -> bool:
-    return type(array).__module__.startswith("dask")
-
-
 def _write_atomically(target: ByteSource, grid: FrameGrid, frames, make_prefix) -> np.ndarray:
     """Write encoded frames after room for the prefix, then the prefix, then publish."""
-    with _staged(target) as f:
+    with staged(target) as f:
         f.seek(base_frame_offset(grid))
-        with _Writeback(f if target.is_local else None) as writeback:
+        with Writeback(f if target.is_local else None) as writeback:
             counts = np.fromiter((writeback.wrote(f.write(frame)) for frame in frames), dtype=np.int64)
         f.seek(0)
         f.write(make_prefix(counts))
     return counts
-
-
-class _Writeback:
-    """Hands a staged local file to the disk while later frames are still being encoded.
-
-    Without it the final fsync waits for the whole file (~50 ms for 28 MB
-    here); with it, for the last few MiB.  A failed flush is raised to the
-    writer, because the kernel reports a write-back error to one fsync only.
-    """
-
-    def __init__(self, f):
-        self._f, self._every, self._unflushed = f, WRITEBACK_BYTES, 0
-        self._pool = self._flushing = None
-
-    def wrote(self, count: int) -> int:
-        self._unflushed += count
-        if self._f is not None and self._unflushed >= self._every and (
-                self._flushing is None or self._flushing.done()):
-            if self._flushing is not None:
-                self._flushing.result()
-            self._f.flush()
-            self._pool = self._pool or ThreadPoolExecutor(1)
-            self._flushing = self._pool.submit(getattr(os, "fdatasync", os.fsync), self._f.fileno())
-            self._unflushed = 0
-        return count
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, trace):
-        if self._pool is not None:
-            self._pool.shutdown()  # the file stays open until the flush is done
-            if kind is None:
-                self._flushing.result()
-
-
-def _write_small_atomically(target: ByteSource, data: bytes) -> None:
-    with _staged(target) as f:
-        f.write(data)
-
-
-@contextlib.contextmanager
-def _staged(target: ByteSource):
-    """A file that appears at ``target`` whole when the block ends, or not at all.
-
-    Locally the staging file is anonymous (``O_TMPFILE``) where the file
-    system allows, so even a killed process leaves nothing behind; it is
-    given a name only to be renamed over the target.  Remote targets are
-    staged in local temporary storage and uploaded in one piece at the end.
-    """
-    directory = os.path.dirname(os.path.abspath(target.local_path)) if target.is_local else None
-    f, name = _anonymous_file(directory)
-    try:
-        yield f
-        f.flush()
-        if target.is_local:
-            os.fsync(f.fileno())
-            if name is None:
-                name = _link_anonymous(f, directory)
-            replaced = _hold(target.local_path)
-            try:
-                os.replace(name, target.local_path)
-                name = None
-            finally:
-                if replaced is not None:
-                    threading.Thread(target=os.close, args=(replaced,), name="rumi-release").start()
-        else:
-            fs, path = target._fs_path
-            f.seek(0)
-            with fs.open(path, "wb") as out:  # object stores make an upload visible whole or not at all
-                shutil.copyfileobj(f, out, 8 * 1024 * 1024)
-    finally:
-        f.close()
-        if name is not None and os.path.exists(name):
-            os.unlink(name)
-
-
-def _hold(path: str) -> int | None:
-    """A descriptor that keeps the file at ``path`` alive past its replacement, or ``None``.
-
-    Freeing a replaced file's blocks takes as long as writing a good part of
-    it (~25 ms for 28 MB on a file system mounted with ``discard``, which
-    trims them there and then).  Holding the old file open lets the rename
-    return at once; the blocks are freed when a background thread closes the
-    descriptor (or the process ends).  Windows cannot rename over an open file.
-    """
-    if os.name != "posix":
-        return None
-    try:
-        # O_PATH (Linux) needs no read permission; O_NONBLOCK: a FIFO there must not block the writer
-        return os.open(path, getattr(os, "O_PATH", os.O_RDONLY | os.O_NONBLOCK) | os.O_CLOEXEC)
-    except OSError:  # nothing there yet, or nothing we may open: replace it as it is
-        return None
-
-
-def _anonymous_file(directory: str | None):
-    """``(file, name)``: an unnamed file in ``directory`` where possible (``name`` None)."""
-    flags = getattr(os, "O_TMPFILE", 0)
-    if flags:
-        try:
-            fd = os.open(directory or tempfile.gettempdir(), flags | os.O_RDWR, 0o666)
-            return os.fdopen(fd, "w+b"), None
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-                raise
-    fd, name = tempfile.mkstemp(prefix=".rumi-", suffix=".tmp", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
-    return os.fdopen(fd, "w+b"), name
-
-
-def _link_anonymous(f, directory: str) -> str:
-    """Give an ``O_TMPFILE`` file a temporary name in ``directory``, to rename it into place."""
-    name = os.path.join(directory, f".rumi-{os.getpid()}-{uuid.uuid4().hex}.tmp")
-    # CPython calls linkat(AT_SYMLINK_FOLLOW), which an O_TMPFILE link needs, only
-    # when a dir_fd is given; the absolute paths make the dir_fd itself irrelevant.
-    root = os.open("/", os.O_RDONLY)
-    try:
-        os.link(f"/proc/self/fd/{f.fileno()}", name, src_dir_fd=root, follow_symlinks=True)
-    finally:
-        os.close(root)
-    return name
