@@ -10,7 +10,7 @@ import pytest
 import xarray_rumi
 from xarray_rumi.cli import main
 from xarray_rumi.writing.convert import convert
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 rasterio = pytest.importorskip("rasterio")
 

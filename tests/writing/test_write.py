@@ -13,7 +13,7 @@ import xarray as xr
 import xarray_rumi
 from xarray_rumi.frames.choose import FALLBACK, Recipes, choose
 from xarray_rumi.frames.codec import FORMAT_VERSION, PORTABLE_RECIPES
-from xarray_rumi.reading.image import open_image
+from xarray_rumi.reading.open import open_image
 
 
 def _smooth(shape, dtype="uint16", seed=0):
