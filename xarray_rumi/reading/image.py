@@ -30,7 +30,7 @@ from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
 from ..frames.codec import decode_frame
 from ..io.source import ByteSource
-from ..io.threads import ProcessThreads, default_threads
+from ..io.threads import default_threads, shared_pool
 from .checked import blob_key, checked_blobs
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class RumiImage:
     def _decode_each(self, touched: np.ndarray, decode_and_place) -> None:
         """Fetch frames ``touched`` in batches of about :data:`DECODE_BATCH`, ``decode_and_place(k, payload)`` each.
 
-        The frames of a batch decode on the process's shared threads, each
+        The frames of a batch decode on the process's shared pool, each
         into a disjoint part of the output, while the calling thread fetches
         the next batch.  A fetched batch is queued behind the one decoding,
         so the threads go on without waiting at the end of each batch; the
@@ -249,7 +249,7 @@ class RumiImage:
             ((_, (payload,)),) = batches
             decode_and_place(int(touched[0]), payload)
             return
-        pool = _decode_threads.get(default_threads())
+        pool = shared_pool(default_threads())
         in_flight = collections.deque()
         for indices, payloads in batches:
             in_flight.append(pool.map(decode_and_place, indices.tolist(), payloads))
@@ -258,10 +258,6 @@ class RumiImage:
                 list(in_flight.popleft())
         for decoding in in_flight:
             list(decoding)
-
-
-#: The process's decoding threads, shared by every read.
-_decode_threads = ProcessThreads("rumi-decode")
 
 
 def _load_image(source, header, georeferencing, verify, checked) -> RumiImage:
