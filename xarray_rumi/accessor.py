@@ -1,9 +1,10 @@
-"""The ``.rumi`` accessor: ``da.rumi.to_rumi(path)``, the xarray-native spelling of ``write``."""
+"""The ``.rumi`` accessor: ``da.rumi.to_rumi(path)`` (the xarray-native ``write``) and ``da.rumi.quicklook()``."""
 
 from __future__ import annotations
 
 import xarray as xr
 
+from .stac.quicklook import PERCENTILES, SIZE, data_array_quicklook, write_quicklook
 from .writing.write import write
 
 
@@ -24,6 +25,27 @@ class RumiDataArrayAccessor:
     def to_rumi(self, path, **kwargs) -> bytes:
         """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults."""
         return write(path, self._array, **kwargs)
+
+    def quicklook(self, path=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES, storage_options=None):
+        """A small 8-bit image of the array: grey for one band, RGB for three (1-based ``bands``).
+
+        The array is sampled with one stride along ``y`` and ``x`` (longest
+        side at most ``size``) before anything is loaded, so a lazily opened
+        rumi file reads only the frames holding a sample.  Each band is
+        stretched between ``percentiles``.  With ``path`` (a path or fsspec
+        URL) the PNG is written there and ``None`` returned; without, the
+        ``uint8`` pixels ``(rows, cols)`` or ``(rows, cols, 3)`` are returned.
+
+        >>> import numpy as np, xarray as xr, xarray_rumi
+        >>> da = xr.DataArray(np.arange(2 * 30 * 50).reshape(2, 30, 50), dims=("band", "y", "x"))
+        >>> da.rumi.quicklook(size=25).shape
+        (15, 25)
+        """
+        pixels = data_array_quicklook(self._array, bands=bands, size=size, percentiles=percentiles)
+        if path is None:
+            return pixels
+        write_quicklook(path, pixels, storage_options)
+        return None
 
 
 @xr.register_dataset_accessor("rumi")

@@ -1,8 +1,9 @@
-"""The ``rumi`` command: info, validate, header, convert, refs and demo."""
+"""The ``rumi`` command: info, validate, header, convert, refs, demo, stac and quicklook."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -41,22 +42,58 @@ def main(argv=None) -> int:
         return 2
 
 
+#: Said at the end of every ``--help``.
+EXIT_STATUS = ("exit status: 0 done (or the file is valid); 1 invalid, corrupt, unreadable or refused input; "
+               "2 usage error or a missing optional dependency")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, as ``--help`` of GDAL's and Click's tools do.
+
+    Help that already says its default (``default: ...``) is kept as it is;
+    a flag's default is "off".
+    """
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.default is argparse.SUPPRESS:
+            return text
+        if action.nargs == 0 and isinstance(action.default, bool):  # a flag
+            return f"{text} (default: {'on' if action.default else 'off'})"
+        if action.default is None:
+            return f"{text} (default: none)"
+        return f"{text} (default: %(default)s)"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: help formatted like ``rumi``'s, ending with the exit statuses."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("epilog", EXIT_STATUS)
+        super().__init__(*args, **kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rumi", description="Read, check and write rumi raster files.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="rumi", description="Read, check and write rumi raster files.",
+                                     formatter_class=HelpFormatter, epilog=EXIT_STATUS)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser,
+                                     metavar="COMMAND")
 
     info = commands.add_parser("info", help="describe a rumi file")
-    info.add_argument("file")
+    info.add_argument("file", help="rumi file (path or URL)")
     info.add_argument("--header", help="header blob file (default: rebuild it from the IFD)")
+    info.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     info.set_defaults(run=_info)
 
     check = commands.add_parser("validate", help="check a file against every rule of the spec")
-    check.add_argument("file")
-    check.add_argument("--header", help="also check this header blob, and that it matches the file")
+    check.add_argument("file", help="rumi file (path or URL)")
+    check.add_argument("--header", help="also check this header blob, and that it matches the file "
+                                        "(default: check the file alone)")
     check.set_defaults(run=_validate)
 
     header = commands.add_parser("header", help="rebuild the header blob from the IFD")
-    header.add_argument("file")
+    header.add_argument("file", help="rumi file (path or URL)")
     header.add_argument("-o", "--output", help="where to write it (default: FILE.header)")
     header.set_defaults(run=_header)
 
@@ -66,11 +103,15 @@ def _parser() -> argparse.ArgumentParser:
 
     for extra in _extra_commands():
         extra(commands)
+    from .stac.commands import add_quicklook_command, add_stac_command
+
+    add_stac_command(commands)
+    add_quicklook_command(commands)
     return parser
 
 
 #: Commands whose modules need optional dependencies, and the extra that brings them.
-_EXTRAS = {"convert": "geo", "refs": "zarr"}
+_EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
 _MODULES = {"convert": "xarray_rumi.writing.convert", "refs": "xarray_rumi.virtual.kerchunk"}
 
 
@@ -105,6 +146,9 @@ def _info(args) -> int:
     counts = header.byte_counts()
     raw = grid.image_width * grid.image_length * grid.samples_per_pixel * header.sample_type.bytes_per_sample
     geo = image.georeferencing
+    if args.json:
+        print(json.dumps(_info_json(args.file, image, counts, raw), indent=2))
+        return 0
     print(f"file         {args.file}")
     print(f"shape        {grid.samples_per_pixel} bands x {grid.image_length} rows x {grid.image_width} columns")
     print(f"sample type  {header.sample_type.name} (sample_format {header.sample_type.sample_format}, "
@@ -121,6 +165,28 @@ def _info(args) -> int:
           f"blob {len(header.to_bytes())} bytes")
     print(f"size         {header.file_size} bytes for {raw} raw: ratio {raw / header.file_size:.2f}")
     return 0
+
+
+def _info_json(file, image, counts, raw) -> dict:
+    """What ``rumi info`` prints, as one JSON object (names as in the STAC Item where STAC has one)."""
+    header, grid, geo = image.header, image.grid, image.georeferencing
+    defined = geo is not None and geo.is_defined
+    return {
+        "file": str(file),
+        "bands": grid.samples_per_pixel, "rows": grid.image_length, "columns": grid.image_width,
+        "sample_type": header.sample_type.name, "sample_format": header.sample_type.sample_format,
+        "bits_per_sample": header.sample_type.bits_per_sample, "dtype": str(header.sample_type.dtype),
+        "frame_unit": grid.frame_unit.name.lower(),
+        "tile_shape": [grid.tile_length, grid.tile_width], "tiles": [grid.tiles_down, grid.tiles_across],
+        "frame_count": grid.frame_count,
+        "crs": f"EPSG:{geo.epsg}" if defined else None,
+        "model_type": geo.model_type.name.lower() if defined else None,
+        "raster_type": geo.raster_type.name.lower() if geo is not None else None,
+        "transform": list(geo.transform) if defined else None,
+        "frame_bytes": {"min": int(counts.min()), "median": int(np.median(counts)), "max": int(counts.max())},
+        "blob_bytes": len(header.to_bytes()),
+        "file_size": header.file_size, "raw_size": raw, "ratio": raw / header.file_size,
+    }
 
 
 def _validate(args) -> int:

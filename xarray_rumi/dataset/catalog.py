@@ -11,6 +11,7 @@ files are not touched until pixels are read.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 
@@ -28,15 +29,26 @@ COLUMNS = (
 )
 
 
+#: What a STAC Item of a rumi file says (see docs/stac.md); written by ``xarray_rumi.stac``, read here.
+STAC_MEDIA_TYPE = "image/tiff; application=rumi"
+STAC_HEADER = "rumi:header"
+STAC_RASTER_TYPE = "rumi:raster_type"
+STAC_TRANSFORM = "rumi:transform"
+
+
 def _row(url: str, storage_options) -> dict:
     image = open_image(url, storage_options=storage_options)
-    grid, georef = image.grid, image.georeferencing
+    return _image_row(url, image.header, image.georeferencing)
+
+
+def _image_row(url: str, header: Header, georef: Georeferencing) -> dict:
+    grid = header.grid
     minx, miny, maxx, maxy = _bounds(georef, grid.image_width, grid.image_length)
     return {
-        "url": url, "header": image.header.to_bytes(), "bands": grid.samples_per_pixel,
+        "url": url, "header": header.to_bytes(), "bands": grid.samples_per_pixel,
         "height": grid.image_length, "width": grid.image_width, "tile_height": grid.tile_length,
         "tile_width": grid.tile_width, "frame_unit": grid.frame_unit.name.lower(),
-        "sample_type": image.sample_type.name, "epsg": georef.epsg if georef.is_defined else None,
+        "sample_type": header.sample_type.name, "epsg": georef.epsg if georef.is_defined else None,
         "raster_type": georef.raster_type.name.lower(), "transform": list(georef.transform),
         "minx": minx, "miny": miny, "maxx": maxx, "maxy": maxy,
     }
@@ -82,12 +94,99 @@ def build(paths_or_urls, out, *, storage_options=None):
 
 
 def read(catalog):
-    """A catalog as a DataFrame, from a Parquet path or an existing DataFrame."""
+    """A catalog as a DataFrame, from a Parquet path, an existing DataFrame or STAC Items."""
     if hasattr(catalog, "itertuples"):
         return catalog
+    if is_stac(catalog):
+        return rows_from_items(catalog)
     import pandas as pd
 
     return pd.read_parquet(catalog)
+
+
+def is_stac(value) -> bool:
+    """Whether ``value`` is STAC: an Item, an ItemCollection, their dicts, or a list of Items."""
+    if isinstance(value, dict):
+        return value.get("type") in ("Feature", "FeatureCollection")
+    if hasattr(value, "to_dict") and hasattr(value, "assets"):  # a pystac Item
+        return True
+    if type(value).__name__ == "ItemCollection":
+        return True
+    if isinstance(value, (list, tuple)) and value:
+        return all(is_stac(v) and not _is_collection(v) for v in value)
+    return False
+
+
+def _is_collection(value) -> bool:
+    return type(value).__name__ == "ItemCollection" or (
+        isinstance(value, dict) and value.get("type") == "FeatureCollection")
+
+
+def stac_item_dicts(items) -> list[dict]:
+    """Item dicts from an Item, an ItemCollection, their dicts, or a list of Items."""
+    if isinstance(items, dict):
+        return list(items["features"]) if items.get("type") == "FeatureCollection" else [items]
+    if hasattr(items, "to_dict") and hasattr(items, "assets"):
+        return [items.to_dict(include_self_link=False)]
+    if type(items).__name__ == "ItemCollection":
+        return [i.to_dict(include_self_link=False) for i in items.items]
+    return [d for i in items for d in stac_item_dicts(i)]
+
+
+def rumi_asset(item: dict) -> dict:
+    """The asset of a STAC Item dict that is a rumi file: the one carrying the blob."""
+    found = [a for a in item.get("assets", {}).values() if STAC_HEADER in a]
+    if len(found) != 1:
+        raise ValueError(f"STAC Item {item.get('id')!r} has {len(found)} assets with a {STAC_HEADER} blob; "
+                         "expected exactly one (see docs/stac.md)")
+    return found[0]
+
+
+def stac_georeferencing(item: dict) -> Georeferencing:
+    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly)."""
+    asset = rumi_asset(item)
+    properties = {**item.get("properties", {}), **asset}
+    raster_type = RasterType[str(asset.get(STAC_RASTER_TYPE, "area")).upper()]
+    code = properties.get("proj:code")
+    if code is None and properties.get("proj:epsg") is not None:  # projection extension 1.x
+        code = f"EPSG:{properties['proj:epsg']}"
+    if code is None:
+        return Georeferencing(None, ModelType.UNDEFINED, raster_type)
+    authority, _, number = str(code).partition(":")
+    if authority.upper() != "EPSG" or not number.isdigit():
+        raise ValueError(f"STAC Item {item.get('id')!r}: proj:code {code!r} is not an EPSG code")
+    epsg = int(number)
+    transform = asset.get(STAC_TRANSFORM, properties.get("proj:transform"))
+    return Georeferencing(epsg, epsg_model_type(epsg), raster_type, tuple(transform[:6]))
+
+
+def stac_datetime(item: dict):
+    """The Item's ``datetime`` (or ``start_datetime``) as a UTC ``numpy.datetime64``, or ``NaT``."""
+    import pandas as pd
+
+    properties = item.get("properties", {})
+    value = properties.get("datetime") or properties.get("start_datetime")
+    if value is None:
+        return np.datetime64("NaT", "ns")
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is not None:  # xarray's time coordinates are naive: UTC, as STAC's are
+        stamp = stamp.tz_convert("UTC").tz_localize(None)
+    return stamp.to_datetime64()
+
+
+def rows_from_items(items):
+    """A catalog DataFrame (with ``id`` and ``datetime`` columns) from STAC Items: nothing is read."""
+    import pandas as pd
+
+    rows = []
+    for item in stac_item_dicts(items):
+        asset = rumi_asset(item)
+        header = Header.from_bytes(base64.b64decode(asset[STAC_HEADER]))
+        row = _image_row(asset["href"], header, stac_georeferencing(item))
+        rows.append({**row, "id": item.get("id"), "datetime": stac_datetime(item)})
+    table = pd.DataFrame(rows, columns=[*COLUMNS, "id", "datetime"])
+    table["epsg"] = table["epsg"].astype("Int64")
+    return table
 
 
 def georeferencing_of(row) -> Georeferencing:

@@ -35,7 +35,9 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     """Open images as a CubeCollection: one DataTree node (a Cube) per grid.
 
     ``paths_or_catalog`` is a list of paths/URLs (their IFDs are read once),
-    a catalog Parquet path or a catalog DataFrame (nothing is read).  Each
+    a catalog Parquet path, a catalog DataFrame, or STAC Items of rumi files
+    (``pystac`` Items, an ItemCollection or their dicts; nothing is read).
+    From Items, each node also has a ``datetime`` coordinate along ``dim``.  Each
     node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
     ``url`` coordinate along ``dim``; nodes are numbered in order of first
     appearance.
@@ -50,7 +52,7 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     """
     import pandas as pd
 
-    if isinstance(paths_or_catalog, (list, tuple)):
+    if isinstance(paths_or_catalog, (list, tuple)) and not catalog_module.is_stac(paths_or_catalog):
         table = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
     else:
         table = catalog_module.read(paths_or_catalog)
@@ -61,5 +63,8 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     nodes = {}
     for number, members in enumerate(groups.values()):
         cube = xr.concat([datasets[i] for i in members], dim=dim, coords="minimal", compat="override", join="exact")
-        nodes[f"grid_{number}"] = cube.assign_coords(url=(dim, [table.url.iloc[i] for i in members]))
+        cube = cube.assign_coords(url=(dim, [table.url.iloc[i] for i in members]))
+        if "datetime" in table:
+            cube = cube.assign_coords(datetime=(dim, table.datetime.iloc[members].to_numpy()))
+        nodes[f"grid_{number}"] = cube
     return xr.DataTree.from_dict(nodes)

@@ -12,16 +12,25 @@ import contextlib
 import os
 from collections.abc import Sequence
 
+import pandas as pd
 import xarray as xr
 
 from ..reading.image import RumiImage
 from ..reading.open import open_image
+from .catalog import georeferencing_of, is_stac, rows_from_items
 from .engine import image_variable, layout_coordinates
 from .layout import VARIABLE, cube_layout
 
 
-def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=None, **open_kwargs) -> xr.Dataset:
+def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None, chunks=None,
+              **open_kwargs) -> xr.Dataset:
     """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset, one Dask chunk per frame.
+
+    ``paths_or_items`` is a list of paths/URLs, or STAC Items of rumi files
+    (``pystac`` Items, an ItemCollection, or their dicts, as
+    :func:`xarray_rumi.stac.item` makes them).  From Items, the blobs and the
+    georeferencing come from the Items, so opening reads nothing, and when
+    ``dim`` is a name its coordinate is the Items' datetimes (UTC).
 
     ``headers`` is ``None`` (rebuild each blob from its IFD), ``"sidecar"``
     (``<path>.header`` beside each file), or one entry per path (blob bytes, a
@@ -44,13 +53,24 @@ def open_cube(paths, headers=None, dim="time", *, storage_options=None, chunks=N
     >>> cube.band_data.mean(("band", "y", "x")).values.tolist()
     [0.0, 1.0, 2.0]
     """
-    paths = [os.fspath(p) for p in paths]
+    if is_stac(paths_or_items):
+        if headers is not None:
+            raise ValueError("STAC Items carry their blobs; pass headers= only with paths")
+        table = rows_from_items(paths_or_items)
+        paths, headers = list(table.url), [bytes(h) for h in table.header]
+        given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
+        georefs = [{}] * len(paths) if given else [{"georeferencing": georeferencing_of(r)} for r in table.itertuples()]
+        if isinstance(dim, str) and not table.datetime.isna().any():
+            dim = pd.DatetimeIndex(table.datetime, name=dim)
+    else:
+        paths = [os.fspath(p) for p in paths_or_items]
+        headers = _headers_for(paths, headers)
+        georefs = [{}] * len(paths)
     if not paths:
         raise ValueError("open_cube needs at least one path")
-    headers = _headers_for(paths, headers)
     images = [
-        open_image(path, header=header, storage_options=storage_options, **open_kwargs)
-        for path, header in zip(paths, headers)
+        open_image(path, header=header, storage_options=storage_options, **open_kwargs, **georef)
+        for path, header, georef in zip(paths, headers, georefs)
     ]
     layout = cube_layout(images, _dimension_name(dim), paths)
     chunks = {} if chunks is None else chunks

@@ -1,0 +1,79 @@
+"""``rumi stac`` and ``rumi quicklook``: the subcommands of this face, added to the ``rumi`` parser."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def add_stac_command(commands) -> None:
+    stac = commands.add_parser(
+        "stac", help="describe rumi files as STAC Items (JSON)",
+        description="Write a STAC Item for each FILE, blob included, so the files open with no read "
+                    "(see docs/stac.md). One FILE gives an Item, several an ItemCollection.")
+    stac.add_argument("files", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
+    stac.add_argument("-o", "--output", default="-", help="JSON file to write; '-' is standard output")
+    stac.add_argument("--datetime", default=None,
+                      help="ISO 8601 datetime of every Item (default: each file's modification time)")
+    stac.add_argument("--href-prefix", default=None,
+                      help="publish the assets under this URL prefix instead of the files' own paths "
+                           "(e.g. https://example.com/scenes/)")
+    stac.add_argument("--collection", action="store_true",
+                      help="write an ItemCollection even for one FILE (default: off)")
+    stac.set_defaults(run=_stac)
+
+
+def _stac(args) -> int:
+    import pystac
+
+    from .items import item
+
+    items = []
+    for path in args.files:
+        href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
+        items.append(item(path, href=href, datetime=args.datetime))
+    document = (pystac.ItemCollection(items).to_dict() if args.collection or len(items) > 1
+                else items[0].to_dict(include_self_link=False))
+    text = json.dumps(document, indent=2)
+    if args.output == "-":
+        print(text)
+    else:
+        import fsspec
+
+        with fsspec.open(args.output, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}", file=sys.stderr)
+    return 0
+
+
+def add_quicklook_command(commands) -> None:
+    from .quicklook import PERCENTILES, SIZE
+
+    look = commands.add_parser(
+        "quicklook", help="write a small PNG of a rumi file",
+        description="Sample the image on a regular grid (reading only the frames holding a sample), stretch each "
+                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three.")
+    look.add_argument("file", help="rumi file (path or URL)")
+    look.add_argument("output", help="PNG to write (path or fsspec URL)")
+    look.add_argument("--header", default=None, help="header blob file (default: rebuild it from the IFD)")
+    look.add_argument("--bands", default=None,
+                      help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
+                           "(default: 1,2,3 with three bands or more, else 1)")
+    look.add_argument("--size", type=int, default=SIZE,
+                      help="longest side of the PNG, in pixels (default: %(default)s)")
+    look.add_argument("--percentiles", default=",".join(f"{p:g}" for p in PERCENTILES),
+                      help="low,high percentiles each band is stretched between (default: %(default)s)")
+    look.set_defaults(run=_quicklook)
+
+
+def _quicklook(args) -> int:
+    from .quicklook import quicklook, write_quicklook
+
+    bands = None if args.bands is None else [int(b) for b in args.bands.split(",")]
+    low, high = (float(p) for p in args.percentiles.split(","))
+    pixels = quicklook(args.file, args.header, bands=bands, size=args.size, percentiles=(low, high))
+    write_quicklook(args.output, pixels)
+    kind = "RGB" if pixels.ndim == 3 else "grey"
+    print(f"wrote {args.output}: {pixels.shape[1]} x {pixels.shape[0]} px, {kind}")
+    return 0

@@ -1,0 +1,171 @@
+"""STAC Items for rumi files: footprint, projection, bands, and the blob that opens the file with no read.
+
+Field by field in ``docs/stac.md``.  Opening from an Item
+(:func:`xarray_rumi.open_cube`, :func:`xarray_rumi.open_collection`) takes the
+blob and the georeferencing from it, so it reads nothing of the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import posixpath
+
+import numpy as np
+
+from ..dataset.catalog import (
+    STAC_HEADER,
+    STAC_MEDIA_TYPE,
+    STAC_RASTER_TYPE,
+    STAC_TRANSFORM,
+)
+from ..dataset.coords import corner_transform
+from ..format.geo import Georeferencing, RasterType
+from ..reading.open import open_image
+
+#: The data asset's media type: a TIFF file (BigTIFF) whose frames only a rumi reader decodes.
+MEDIA_TYPE = STAC_MEDIA_TYPE
+PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
+RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
+FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
+#: Points along each edge of the footprint before reprojection, so curved edges stay inside the polygon.
+EDGE_POINTS = 21
+
+#: STAC raster ``data_type`` of each sample type that is not already one of STAC's names.
+_STAC_DATA_TYPES = {
+    "bool": "uint8", "uint2": "uint8", "uint4": "uint8", "int2": "int8", "int4": "int8",
+    "complex64": "cfloat32", "complex128": "cfloat64",
+}
+_STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+               "float64", "cint16", "cint32", "cfloat32", "cfloat64"}
+
+
+def item(path, header=None, *, href=None, datetime=None, properties=None, storage_options=None):
+    """A ``pystac.Item`` describing the rumi file at ``path``, its header blob included.
+
+    ``header`` is the blob (bytes, a blob path, or ``None`` to rebuild it from
+    the IFD).  ``href`` is where the asset points (default: ``path``, made
+    absolute when local).  ``datetime`` (a ``datetime`` or ISO 8601 string)
+    defaults to ``properties["datetime"]``, then to the file's modification
+    time.  ``properties`` are added to the Item's.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((2, 64, 64), "uint16"), tile_size=32, crs=32633,
+    ...                          transform=(10, 0, 500000, 0, -10, 5000000))
+    >>> it = item(path, blob, datetime="2024-05-01T10:00:00Z")
+    >>> it.id, it.properties["proj:code"], it.properties["proj:shape"]
+    ('scene', 'EPSG:32633', [64, 64])
+    >>> [b["data_type"] for b in it.assets["data"].extra_fields["raster:bands"]]
+    ['uint16', 'uint16']
+    """
+    import pystac
+
+    image = open_image(path, header, storage_options=storage_options)
+    grid, georef = image.grid, image.georeferencing
+    properties = dict(properties or {})
+    when = _datetime(datetime if datetime is not None else properties.pop("datetime", None), path, storage_options)
+    properties.pop("datetime", None)
+    geometry, bbox = footprint(georef, grid.image_width, grid.image_length)
+    properties.update({
+        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
+        "proj:shape": [grid.image_length, grid.image_width],
+        "proj:transform": list(corner_transform(georef)),
+    })
+    asset_fields = {
+        "file:size": image.header.file_size,
+        "raster:bands": [_band(image.sample_type)] * grid.samples_per_pixel,
+        STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
+        STAC_RASTER_TYPE: georef.raster_type.name.lower(),
+    }
+    if georef.is_defined and georef.raster_type is RasterType.POINT:
+        asset_fields[STAC_TRANSFORM] = list(georef.transform)  # the file's own matrix: pixel centres
+    result = pystac.Item(
+        id=_item_id(path), geometry=geometry, bbox=bbox, datetime=when, properties=properties,
+        stac_extensions=[PROJECTION, RASTER, FILE],
+    )
+    result.add_asset("data", pystac.Asset(
+        href=href or _href(path), media_type=MEDIA_TYPE, roles=["data"], title="rumi image",
+        extra_fields=asset_fields,
+    ))
+    return result
+
+
+def item_collection(paths, headers=None, **kwargs):
+    """A ``pystac.ItemCollection`` of :func:`item` for each path (``headers``: one per path, or ``None``)."""
+    import pystac
+
+    paths = list(paths)
+    headers = [None] * len(paths) if headers is None else list(headers)
+    return pystac.ItemCollection([item(p, h, **kwargs) for p, h in zip(paths, headers, strict=True)])
+
+
+def footprint(georef: Georeferencing, width: int, height: int):
+    """The image's outline in longitude/latitude (GeoJSON polygon) and its bbox; ``(None, None)`` without a CRS.
+
+    Each edge is sampled at :data:`EDGE_POINTS` points before reprojection.
+    Footprints crossing the antimeridian are not split.
+
+    >>> from xarray_rumi.format.geo import Georeferencing
+    >>> geometry, bbox = footprint(Georeferencing(4326, 2, 1, (1, 0, 10, 0, -1, 50)), 4, 2)
+    >>> bbox
+    [10.0, 48.0, 14.0, 50.0]
+    """
+    if not georef.is_defined:
+        return None, None
+    from pyproj import CRS, Transformer
+
+    a, b, c, d, e, f = corner_transform(georef)
+    steps = np.linspace(0.0, 1.0, EDGE_POINTS)[:-1]
+    cols = np.concatenate([steps * width, np.full_like(steps, width), (1 - steps) * width, np.zeros_like(steps)])
+    rows = np.concatenate([np.zeros_like(steps), steps * height, np.full_like(steps, height), (1 - steps) * height])
+    xs, ys = a * cols + b * rows + c, d * cols + e * rows + f
+    to_lonlat = Transformer.from_crs(CRS.from_epsg(georef.epsg), CRS.from_epsg(4326), always_xy=True)
+    lons, lats = to_lonlat.transform(xs, ys)
+    ring = [[float(x), float(y)] for x, y in zip(lons, lats)]
+    ring.append(ring[0])
+    bbox = [float(np.min(lons)), float(np.min(lats)), float(np.max(lons)), float(np.max(lats))]
+    return {"type": "Polygon", "coordinates": [ring]}, bbox
+
+
+def _band(sample_type) -> dict:
+    name = sample_type.name
+    data_type = name if name in _STAC_NAMES else _STAC_DATA_TYPES.get(name, "other")
+    band = {"data_type": data_type}
+    if data_type != name or name in ("cint16", "cint32"):
+        band["bits_per_sample"] = sample_type.bits_per_sample
+    return band
+
+
+def _item_id(path) -> str:
+    name = posixpath.basename(str(os.fspath(path)).rstrip("/"))
+    return name.removesuffix(".rumi")
+
+
+def _href(path) -> str:
+    path = os.fspath(path)
+    return path if "://" in str(path) else os.path.abspath(path)
+
+
+def _datetime(value, path, storage_options) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, str):
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    if value is not None:
+        raise TypeError(f"datetime must be a datetime or an ISO 8601 string, got {type(value).__name__}")
+    import fsspec
+
+    fs, target = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
+    info = fs.info(target)
+    modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+    if modified is None:
+        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime=")
+    if isinstance(modified, (int, float)):
+        return dt.datetime.fromtimestamp(modified, dt.UTC)
+    return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
+
+
+__all__ = ["MEDIA_TYPE", "footprint", "item", "item_collection"]
