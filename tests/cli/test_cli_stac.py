@@ -164,3 +164,27 @@ def test_stac_command_on_a_broken_file(capsys, tmp_path):
     bad.write_bytes(b"II+\x00" + bytes(100))
     status, _, err = run(capsys, "stac", bad)
     assert status == 1 and "rumi stac" in err
+
+
+def _demo_module():
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location("_cli_demo_helpers", pathlib.Path(__file__).with_name(
+        "test_cli_demo.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stac_without_pystac_says_what_to_install_and_quicklook_needs_nothing(tmp_path):
+    demo = _demo_module()
+    path, _, _ = scene(tmp_path, rows=64, cols=64, tile=32)
+    done = demo.rumi_without(["pystac"], "stac", path, "-o", tmp_path / "item.json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "rumi stac: needs pystac, which is not installed: pip install 'xarray-rumi[stac]'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "item.json").exists()
+    hidden = ["pystac", "PIL", "matplotlib", "imageio", *demo.GEO_EXTRA, *demo.ZARR_EXTRA]
+    done = demo.rumi_without(hidden, "quicklook", path, tmp_path / "look.png", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert read_png((tmp_path / "look.png").read_bytes()).shape == (64, 64, 3)
