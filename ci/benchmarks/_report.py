@@ -2,7 +2,7 @@
 
 Every scenario measures its cases side by side: :func:`interleaved` runs one
 repetition of every case before the next repetition of any, so machine noise
-(other engineers share these 2 cores) hits all of them alike, and keeps the
+(other work shares these 2 cores) hits all of them alike, and keeps the
 median.  A scenario returns :class:`Row` objects; each row names its anchor
 (the case it is compared with) and its target, so the table says per row
 whether the target is met.

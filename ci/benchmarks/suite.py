@@ -1,8 +1,8 @@
-"""The performance suite of issue 6: seven scenarios, each measured side by side in one run.
+"""The performance suite: seven scenarios, each measured side by side in one run.
 
 Run from the repository root::
 
-    python ci/benchmarks/suite.py            # ~6-9 minutes on 2 cores; rewrites docs/benchmarks.md
+    python ci/benchmarks/suite.py            # a few minutes on 2 cores; rewrites docs/benchmarks.md
     python ci/benchmarks/suite.py --quick    # ~1-2 minutes, smaller raster, fewer repetitions
     python ci/benchmarks/suite.py --only 1 5 # some scenarios; prints, does not touch the docs
 
@@ -18,7 +18,7 @@ Run from the repository root::
 Times are medians of interleaved repetitions (every case once, then again),
 so noise from other users of the machine hits all cases alike; only the
 ratios are meant to be compared, never absolute times.  Every row names its
-anchor and, where the issue sets one, its target.  The generated part of
+anchor and, where the project sets one, its target.  The generated part of
 ``docs/benchmarks.md`` sits between two markers; the hand-written analysis
 around it is kept.
 """
