@@ -94,14 +94,25 @@ def build(paths_or_urls, out, *, storage_options=None):
 
 
 def read(catalog):
-    """A catalog as a DataFrame, from a Parquet path, an existing DataFrame or STAC Items."""
+    """A catalog as a DataFrame, from a Parquet path (a rumi catalog or stac-geoparquet), a DataFrame or STAC Items."""
     if hasattr(catalog, "itertuples"):
         return catalog
     if is_stac(catalog):
         return rows_from_items(catalog)
     import pandas as pd
+    import pyarrow.parquet as pq
 
+    if b"stac-geoparquet" in (pq.read_schema(catalog).metadata or {}):
+        return rows_from_items(read_stac_geoparquet(catalog))
     return pd.read_parquet(catalog)
+
+
+def read_stac_geoparquet(path) -> list[dict]:
+    """The STAC Item dicts of a stac-geoparquet file (needs ``stac-geoparquet``, in the ``stac`` extra)."""
+    import pyarrow.parquet as pq
+    from stac_geoparquet.arrow import stac_table_to_items
+
+    return list(stac_table_to_items(pq.read_table(path)))
 
 
 def is_stac(value) -> bool:
@@ -146,7 +157,7 @@ def stac_georeferencing(item: dict) -> Georeferencing:
     """The georeferencing a STAC Item of a rumi file records (its file's own, exactly)."""
     asset = rumi_asset(item)
     properties = {**item.get("properties", {}), **asset}
-    raster_type = RasterType[str(asset.get(STAC_RASTER_TYPE, "area")).upper()]
+    raster_type = RasterType[str(asset.get(STAC_RASTER_TYPE) or "area").upper()]
     code = properties.get("proj:code")
     if code is None and properties.get("proj:epsg") is not None:  # projection extension 1.x
         code = f"EPSG:{properties['proj:epsg']}"
@@ -156,7 +167,7 @@ def stac_georeferencing(item: dict) -> Georeferencing:
     if authority.upper() != "EPSG" or not number.isdigit():
         raise ValueError(f"STAC Item {item.get('id')!r}: proj:code {code!r} is not an EPSG code")
     epsg = int(number)
-    transform = asset.get(STAC_TRANSFORM, properties.get("proj:transform"))
+    transform = asset.get(STAC_TRANSFORM) or properties.get("proj:transform")
     return Georeferencing(epsg, epsg_model_type(epsg), raster_type, tuple(transform[:6]))
 
 

@@ -37,7 +37,9 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     ``paths_or_catalog`` is a list of paths/URLs (their IFDs are read once),
     a catalog Parquet path, a catalog DataFrame, or STAC Items of rumi files
     (``pystac`` Items, an ItemCollection or their dicts; nothing is read).
-    From Items, each node also has a ``datetime`` coordinate along ``dim``.  Each
+    From Items, each node also has a ``datetime`` coordinate along ``dim``.
+    ``chunks`` defaults to ``{}``, one Dask chunk per frame, as for
+    :func:`~xarray_rumi.open_cube`.  Each
     node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
     ``url`` coordinate along ``dim``; nodes are numbered in order of first
     appearance.
@@ -59,6 +61,8 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     groups: dict[tuple, list[int]] = {}
     for position, row in enumerate(table.itertuples()):
         groups.setdefault(_key(row), []).append(position)
+    # Concatenating lazily indexed arrays would load them: on the frame grid, opening reads nothing.
+    chunks = {} if chunks is None else chunks
     datasets = catalog_module.open_catalog(table, chunks=chunks, storage_options=storage_options)
     nodes = {}
     for number, members in enumerate(groups.values()):

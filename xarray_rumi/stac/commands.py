@@ -13,7 +13,9 @@ def add_stac_command(commands) -> None:
         description="Write a STAC Item for each FILE, blob included, so the files open with no read "
                     "(see docs/stac.md). One FILE gives an Item, several an ItemCollection.")
     stac.add_argument("files", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
-    stac.add_argument("-o", "--output", default="-", help="JSON file to write; '-' is standard output")
+    stac.add_argument("-o", "--output", default="-",
+                      help="file to write: JSON, or stac-geoparquet when it ends in .parquet; "
+                           "'-' is standard output (default: %(default)s)")
     stac.add_argument("--datetime", default=None,
                       help="ISO 8601 datetime of every Item (default: each file's modification time)")
     stac.add_argument("--href-prefix", default=None,
@@ -33,6 +35,13 @@ def _stac(args) -> int:
     for path in args.files:
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
         items.append(item(path, href=href, datetime=args.datetime))
+    if args.output.endswith(".parquet"):
+        from .geoparquet import write_stac_geoparquet
+
+        write_stac_geoparquet(items, args.output)
+        print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''} as stac-geoparquet",
+              file=sys.stderr)
+        return 0
     document = (pystac.ItemCollection(items).to_dict() if args.collection or len(items) > 1
                 else items[0].to_dict(include_self_link=False))
     text = json.dumps(document, indent=2)

@@ -1,0 +1,57 @@
+"""Catalogs as stac-geoparquet: one Parquet table that STAC tools and rumi's catalog readers both open.
+
+Written and read with the ``stac-geoparquet`` package (the format's reference
+implementation, in the ``stac`` extra): one row per Item, the footprint as
+the GeoParquet geometry (EPSG:4326), properties as columns, assets (blob
+included) as a struct.  :func:`xarray_rumi.open_catalog` and
+:func:`xarray_rumi.open_collection` take such a file as they take a rumi
+catalog, and open every image with no read of the files.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..dataset.catalog import read_stac_geoparquet, stac_item_dicts
+from .items import item
+
+
+def write_stac_geoparquet(items, out) -> None:
+    """Write STAC Items (pystac Items, an ItemCollection, or their dicts) to ``out`` as stac-geoparquet.
+
+    Items without a geometry (files without a CRS) are refused: stac-geoparquet
+    keeps the footprint as a GeoParquet geometry.
+    """
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
+
+    dicts = stac_item_dicts(items)
+    missing = [d.get("id") for d in dicts if d.get("geometry") is None]
+    if missing:
+        raise ValueError(f"stac-geoparquet needs a footprint; Items {missing} have none (their files have no CRS)")
+    to_parquet(parse_stac_items_to_arrow(dicts), os.fspath(out))
+
+
+def build_stac_catalog(paths, out, headers=None, **item_kwargs) -> list[dict]:
+    """An Item for each rumi file (:func:`~xarray_rumi.stac.item`), written to ``out`` as stac-geoparquet.
+
+    Each file is read once, here (its IFD, or only its georeferencing when its
+    blob is given); returns the Item dicts.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> d = tempfile.mkdtemp()
+    >>> paths = [os.path.join(d, f"{i}.rumi") for i in range(2)]
+    >>> for i, p in enumerate(paths):
+    ...     _ = xarray_rumi.write(p, np.full((1, 32, 32), i, "uint8"), tile_size=16, crs=32633,
+    ...                           transform=(10, 0, 500000, 0, -10, 5000000))
+    >>> _ = build_stac_catalog(paths, os.path.join(d, "items.parquet"), datetime="2024-01-01T00:00:00Z")
+    >>> [int(ds.band_data.max()) for ds in xarray_rumi.open_catalog(os.path.join(d, "items.parquet"))]
+    [0, 1]
+    """
+    paths = list(paths)
+    headers = [None] * len(paths) if headers is None else list(headers)
+    dicts = [item(p, h, **item_kwargs).to_dict(include_self_link=False) for p, h in zip(paths, headers, strict=True)]
+    write_stac_geoparquet(dicts, out)
+    return dicts
+
+
+__all__ = ["build_stac_catalog", "read_stac_geoparquet", "write_stac_geoparquet"]
