@@ -107,10 +107,14 @@ class DaskFrames:
     def compute(self, indices) -> list:
         """The blocks of frames ``indices``, in order."""
         import dask
+        from dask.base import tokenize
 
         if not len(indices):
             return []
-        return dask.compute(dask.delayed(_listed, pure=False)(*(self.block(k) for k in indices)))[0]
+        # named after the frame numbers: hashing the blocks themselves would cost more than listing them
+        name = f"rumi-window-{self.array.name}-{tokenize(list(indices))}"
+        window = dask.delayed(_listed)(*(self.block(k) for k in indices), dask_key_name=name)
+        return dask.compute(window)[0]
 
 
 def _listed(*blocks) -> list:
