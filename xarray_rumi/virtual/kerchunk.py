@@ -10,6 +10,20 @@ codec, whose configuration carries what it needs to place cut edge frames
 
 From a header blob, no frame is read: only the 160 bytes of georeferencing,
 and not even those when the caller passes ``crs`` and ``transform``.
+
+:func:`write_references` writes a reference set anywhere fsspec writes, as
+Kerchunk JSON or as kerchunk's Parquet references (``refs_to_dataframe``: a
+directory of ``.zmetadata`` and Parquet record files), whole or not at all:
+JSON locally through a temporary file renamed over the target, remotely in
+one upload; Parquet built in a local temporary directory first, then renamed
+over the target or uploaded with ``.zmetadata`` last (a failed upload removes
+what it wrote).  fsspec's reference file system takes either as ``fo``;
+Parquet needs ``fastparquet`` to read and, with fsspec 2026.9 at least, an
+explicit ``remote_protocol`` (it otherwise guesses the protocol from the
+first reference it meets, which may be an unused record row).
+
+``rumi refs`` writes one reference set per file, or with ``--cube`` one for
+a Cube, with :func:`layout_references`.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ import base64
 import json
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -106,7 +121,27 @@ def layout_references(layout: Layout) -> dict:
 
     for name, coordinate in layout.coords.items():
         refs.update(_inline(name, np.asarray(coordinate.values), list(coordinate.dims), coordinate.attrs))
-    return {"version": 1, "refs": refs}
+    return consolidated({"version": 1, "refs": refs})
+
+
+#: The Zarr v2 metadata keys that consolidated metadata gathers.
+_METADATA = (".zarray", ".zattrs", ".zgroup")
+
+
+def consolidated(refs: dict) -> dict:
+    """``refs`` with Zarr v2 consolidated metadata (``.zmetadata``) made from its metadata keys.
+
+    xarray's zarr engine opens consolidated metadata by default and warns
+    when there is none; with it, a reference set opens with no option at all.
+
+    >>> refs = consolidated({"version": 1, "refs": {".zgroup": '{"zarr_format":2}', "a/0": ["f", 0, 1]}})
+    >>> json.loads(refs["refs"][".zmetadata"])
+    {'zarr_consolidated_format': 1, 'metadata': {'.zgroup': {'zarr_format': 2}}}
+    """
+    entries = {k: v for k, v in refs["refs"].items() if k != ".zmetadata"}
+    metadata = {k: v if isinstance(v, dict) else json.loads(v) for k, v in entries.items()
+                if k.rsplit("/", 1)[-1] in _METADATA}
+    return {**refs, "refs": {**entries, ".zmetadata": _json({"zarr_consolidated_format": 1, "metadata": metadata})}}
 
 
 def _chunk_keys(grid) -> list[str]:
@@ -147,20 +182,157 @@ def _url(path) -> str:
     return os.path.abspath(path.removeprefix("file://"))
 
 
+# -- writing references ---------------------------------------------------------
+
+#: The formats ``write_references`` writes.
+FORMATS = ("json", "parquet")
+#: Output names that mean Parquet references when no format is given.
+PARQUET_SUFFIXES = (".parq", ".parquet")
+#: References per Parquet file: kerchunk's default.
+RECORD_SIZE = 100_000
+
+
+def reference_format(url: str, format: str | None = None) -> str:
+    """The format of references written to ``url``: ``format`` if given, else from the name.
+
+    >>> reference_format("s3://bucket/cube.parq"), reference_format("cube.json"), reference_format("c", "parquet")
+    ('parquet', 'json', 'parquet')
+    """
+    if format is None:
+        return "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
+    if format not in FORMATS:
+        raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
+    return format
+
+
+def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None,
+                     record_size: int = RECORD_SIZE) -> str:
+    """Write a Kerchunk reference set to ``url`` (a path or any fsspec URL); returns the format written.
+
+    ``format`` is ``"json"`` or ``"parquet"`` (default: Parquet when ``url``
+    ends with ``.parq`` or ``.parquet``, JSON otherwise); ``storage_options``
+    go to fsspec for the target.  Both carry consolidated metadata, so
+    xarray opens them with its defaults.  Whatever fails, the target holds either
+    the complete new references or no new bytes at all.
+
+    >>> import os, tempfile, xarray as xr
+    >>> refs = {"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}
+    >>> out = os.path.join(tempfile.mkdtemp(), "empty.json")
+    >>> write_references(refs, out), sorted(xr.open_dataset("reference://", engine="zarr", backend_kwargs={
+    ...     "storage_options": {"fo": out}}).variables)
+    ('json', [])
+    """
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
+    written = reference_format(url, format)
+    fs, path = fsspec.core.url_to_fs(os.fspath(url), **(storage_options or {}))
+    local = isinstance(fs, LocalFileSystem)
+    if written == "json":
+        data = json.dumps(consolidated(refs), separators=(",", ":")).encode()
+        if local:
+            _replace_file(path, data)
+        else:
+            fs.pipe_file(path, data)   # one PUT: an object store shows it whole or not at all
+        return written
+    from kerchunk.df import refs_to_dataframe
+
+    parent = os.path.dirname(os.path.abspath(path)) if local else None
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".rumi-refs-") as staging:
+        built = os.path.join(staging, "refs.parq")
+        # Parquet references keep their metadata in a .zmetadata of their own
+        entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
+        refs_to_dataframe({"version": 1, "refs": entries}, built, record_size=record_size)
+        if local:
+            _replace_directory(built, path, staging)
+        else:
+            _upload_directory(fs, built, path)
+    return written
+
+
+def _replace_file(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _replace_directory(built: str, path: str, staging: str) -> None:
+    """Rename ``built`` to ``path``, moving an older output aside into ``staging`` (removed with it)."""
+    previous = os.path.join(staging, "previous")
+    if os.path.lexists(path):
+        os.replace(path, previous)
+    try:
+        os.replace(built, path)
+    except BaseException:
+        if os.path.lexists(previous):
+            os.replace(previous, path)
+        raise
+
+
+def _upload_directory(fs, built: str, path: str) -> None:
+    """Upload ``built`` to ``path``, ``.zmetadata`` (what a reader opens first) last."""
+    files = sorted(
+        (os.path.relpath(os.path.join(root, name), built) for root, _, names in os.walk(built) for name in names),
+        key=lambda name: (name == ".zmetadata", name),
+    )
+    path = path.rstrip("/")
+    if fs.exists(path):   # record files of an older, larger reference set would linger
+        fs.rm(path, recursive=True)
+    try:
+        for name in files:
+            fs.put_file(os.path.join(built, name), f"{path}/{name.replace(os.sep, '/')}")
+    except BaseException:
+        try:
+            fs.rm(path, recursive=True)
+        except Exception:  # noqa: BLE001 - the upload's error is the one to report
+            pass
+        raise
+
+
 # -- rumi refs ------------------------------------------------------------------
 
 def add_command(subparsers) -> None:
-    """Add ``rumi refs FILE [FILE ...] [-o OUT] [--cube DIM]`` to the ``rumi`` command."""
+    """Add ``rumi refs FILE [FILE ...] [-o OUT] [--format F] [--cube DIM]`` to the ``rumi`` command."""
     refs = subparsers.add_parser(
         "refs", help="write Kerchunk references to the frames of rumi files",
-        description="One reference JSON per file (beside it, or in the -o directory when several), "
-                    "or with --cube DIM one JSON stacking grid-aligned files along a new dimension. "
-                    "A FILE.header blob beside a file is used when present.",
+        description="One reference set per file (beside it, or in the -o directory when several), "
+                    "or with --cube DIM one reference set stacking grid-aligned files along a new dimension. "
+                    "A FILE.header blob beside a file is used when present. "
+                    "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written.",
     )
-    refs.add_argument("file", nargs="+")
-    refs.add_argument("-o", "--output", help="output JSON (one file or --cube) or directory (several files)")
-    refs.add_argument("--cube", metavar="DIM", help="stack the files along a new dimension DIM into one reference set")
+    refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
+    refs.add_argument("-o", "--output",
+                      help="where to write: a file (one FILE, or --cube) or a directory (several FILEs); "
+                           "any fsspec URL (default: FILE.json, or FILE.parq with --format parquet, beside each FILE)")
+    refs.add_argument("--format", choices=FORMATS, default=None,
+                      help="json, or parquet (kerchunk's Parquet references, a directory) "
+                           "(default: parquet when -o ends with .parq or .parquet, else json)")
+    refs.add_argument("--cube", metavar="DIM", default=None,
+                      help="stack the files along a new dimension DIM into one reference set "
+                           "(default: none, one reference set per file)")
+    refs.add_argument("--storage-options", metavar="JSON", type=_json_object, default=None,
+                      help="fsspec storage options for writing -o, as a JSON object, e.g. "
+                           "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}' (default: none; credentials and "
+                           "endpoints come from the environment)")
     refs.set_defaults(run=run_refs)
+
+
+def _json_object(text: str) -> dict:
+    import argparse
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def _beside_header(path: str):
@@ -177,27 +349,50 @@ def _beside_header(path: str):
 def run_refs(args) -> int:
     """Run ``rumi refs``; returns the exit status."""
     files = list(args.file)
+    fmt, options = getattr(args, "format", None), getattr(args, "storage_options", None)
     if args.cube:
         if not args.output:
-            print("rumi refs: --cube needs -o OUT.json", file=sys.stderr)
+            print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
             return 2
         images = [open_image(_url(f), _beside_header(f)) for f in files]
         layout = cube_layout(images, args.cube)
-        _write_json(args.output, layout_references(layout))
-        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, {_frame_count(layout)} frame references, "
-              f"{_moved_count(layout)} moved")
+        if not _write(layout_references(layout), args.output, fmt, options):
+            return 1
+        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, "
+              f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
         return 0
-    if args.output and len(files) > 1:
-        os.makedirs(args.output, exist_ok=True)
+    several = args.output and len(files) > 1
+    if several and _is_local(args.output):
+        os.makedirs(args.output.removeprefix("file://"), exist_ok=True)
     for path in files:
         layout = image_layout(open_image(_url(path), _beside_header(path)))
-        if args.output and len(files) > 1:
-            target = os.path.join(args.output, os.path.basename(path) + ".json")
+        if several:
+            target = f"{args.output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}"
         else:
-            target = args.output or f"{path}.json"
-        _write_json(target, layout_references(layout))
+            target = args.output or f"{path}.{_suffix(fmt)}"
+        if not _write(layout_references(layout), target, fmt, options):
+            return 1
         print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
     return 0
+
+
+def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> bool:
+    """Write, or say why not (the command's own error handling would call it a read failure)."""
+    try:
+        write_references(refs, target, format=fmt, storage_options=options)
+    except OSError as exc:
+        print(f"rumi refs: cannot write {target}: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
+
+
+def _suffix(fmt: str | None) -> str:
+    """The name ending of a reference set written beside its file or into the -o directory."""
+    return "parq" if fmt == "parquet" else "json"
 
 
 def _frame_count(layout: Layout) -> int:
@@ -207,10 +402,3 @@ def _frame_count(layout: Layout) -> int:
 def _moved_count(layout: Layout) -> int:
     """References that start before their frame (see :mod:`xarray_rumi.virtual.edges`)."""
     return chunk_references(list(layout.headers)).moved
-
-
-def _write_json(path: str, value: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, separators=(",", ":"))
-    os.replace(tmp, path)
