@@ -1,4 +1,4 @@
-"""``rumi refs``: JSON and Parquet references written through fsspec.
+"""``rumi refs``: JSON and Parquet references written through fsspec, Cubes built through VirtualiZarr.
 
 Everything is read back as a user would, with xarray's defaults (no
 ``mask_and_scale=False``, no ``consolidated=False``): zeros are real values
@@ -68,14 +68,14 @@ def assert_cube(ds, expected, sources, first):
 
 
 @pytest.mark.parametrize("name", ["cube.json", "cube.parq"])
-def test_cube_reads_back_with_xarray_defaults(tmp_path, name):
+def test_cube_through_virtualizarr_reads_back_with_xarray_defaults(tmp_path, name):
     paths, expected = cube_files(tmp_path)
     out = tmp_path / name
     assert main(["refs", *paths, "--cube", "time", "-o", str(out)]) == 0
     assert out.is_dir() == name.endswith(".parq")
     ds = open_refs(str(out))
     assert_cube(ds, expected, paths, paths[0])
-    # the library's cube_references shows the same Cube
+    # the dependency-light path (xarray_rumi.virtual.kerchunk.cube_references) shows the same Cube
     own = open_refs(cube_references(paths, "time"))
     xr.testing.assert_identical(ds, own)
 
@@ -118,6 +118,8 @@ def test_misaligned_files_are_refused_before_anything_is_written(tmp_path, capsy
     assert main(["refs", a, b, "--cube", "time", "-o", str(out)]) == 2
     assert "cannot stack into a Cube: image 1" in capsys.readouterr().err
     assert not out.exists()
+    assert main(["refs", a, a, "--cube", "band", "-o", str(out)]) == 2
+    assert "the stacking dimension must be new" in capsys.readouterr().err
 
 
 def test_single_files_as_parquet(tmp_path):
@@ -298,3 +300,26 @@ def test_write_references_refuses_an_unknown_format(tmp_path):
     with pytest.raises(ValueError, match="json, parquet"):
         write_references({"version": 1, "refs": {}}, str(tmp_path / "x"), format="csv")
 
+
+def test_cube_is_built_with_what_virtualizarr_users_run(tmp_path, monkeypatch):
+    import virtualizarr
+
+    from xarray_rumi import RumiParser
+
+    paths, expected = cube_files(tmp_path, size=70, tile=32, bands=1)
+    calls = []
+    open_virtual_dataset, concat = virtualizarr.open_virtual_dataset, xr.concat
+
+    def spy_open(url, **kwargs):
+        calls.append(("open", url, type(kwargs["parser"])))
+        return open_virtual_dataset(url, **kwargs)
+
+    def spy_concat(objs, **kwargs):
+        calls.append(("concat", kwargs["dim"], kwargs["coords"], kwargs["compat"]))
+        return concat(objs, **kwargs)
+
+    monkeypatch.setattr(virtualizarr, "open_virtual_dataset", spy_open)
+    monkeypatch.setattr(xr, "concat", spy_concat)
+    assert main(["refs", *paths, "--cube", "time", "-o", str(tmp_path / "cube.json")]) == 0
+    assert calls == [("open", f"file://{p}", RumiParser) for p in paths] + [("concat", "time", "minimal", "override")]
+    np.testing.assert_array_equal(open_refs(str(tmp_path / "cube.json")).band_data.values, expected)

@@ -22,8 +22,9 @@ Parquet needs ``fastparquet`` to read and, with fsspec 2026.9 at least, an
 explicit ``remote_protocol`` (it otherwise guesses the protocol from the
 first reference it meets, which may be an unused record row).
 
-``rumi refs`` writes one reference set per file, or with ``--cube`` one for
-a Cube, with :func:`layout_references`.
+``rumi refs`` writes one reference set per file with :func:`layout_references`,
+or with ``--cube`` one for a Cube built through VirtualiZarr
+(:func:`xarray_rumi.virtual.parser.virtual_cube_references`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import open_image
 from .codec import OpenZLCodec, zarr_dtype
 from .edges import chunk_references
+from .parser import check_stack_dim, virtual_cube_references
 
 
 def references(path, header=None, **open_kwargs) -> dict:
@@ -302,8 +304,8 @@ def add_command(subparsers) -> None:
     refs = subparsers.add_parser(
         "refs", help="write Kerchunk references to the frames of rumi files",
         description="One reference set per file (beside it, or in the -o directory when several), "
-                    "or with --cube DIM one reference set stacking grid-aligned files along a new dimension. "
-                    "A FILE.header blob beside a file is used when present. "
+                    "or with --cube DIM one reference set stacking grid-aligned files along a new dimension, "
+                    "built through VirtualiZarr. A FILE.header blob beside a file is used when present. "
                     "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written.",
     )
     refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
@@ -314,8 +316,9 @@ def add_command(subparsers) -> None:
                       help="json, or parquet (kerchunk's Parquet references, a directory) "
                            "(default: parquet when -o ends with .parq or .parquet, else json)")
     refs.add_argument("--cube", metavar="DIM", default=None,
-                      help="stack the files along a new dimension DIM into one reference set "
-                           "(default: none, one reference set per file)")
+                      help="stack the files along a new dimension DIM into one reference set, built with "
+                           "VirtualiZarr's open_virtual_dataset, xr.concat and .vz.to_kerchunk (default: none, "
+                           "one reference set per file)")
     refs.add_argument("--storage-options", metavar="JSON", type=_json_object, default=None,
                       help="fsspec storage options for writing -o, as a JSON object, e.g. "
                            "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}' (default: none; credentials and "
@@ -354,9 +357,10 @@ def run_refs(args) -> int:
         if not args.output:
             print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
             return 2
+        check_stack_dim(args.cube)
         images = [open_image(_url(f), _beside_header(f)) for f in files]
         layout = cube_layout(images, args.cube)
-        if not _write(layout_references(layout), args.output, fmt, options):
+        if not _write(virtual_cube_references(images, args.cube), args.output, fmt, options):
             return 1
         print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, "
               f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
