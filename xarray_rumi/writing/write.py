@@ -42,9 +42,10 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     ``raster_type`` and ``sample_type`` left as ``None`` come from a
     DataArray's encoding (what it was read with; its ``AREA_OR_POINT``
     attribute for the raster type), else 512, ``"tile"``, ``"area"`` and the
-    dtype's own type.  Dask-backed data is compressed as
-    Dask tasks (on the active distributed client, if any) with only a few
-    frames in flight.  ``path`` may be any fsspec URL.  With ``write_header``
+    dtype's own type.  Dask-backed data is computed a window of frames at a
+    time, and compressed where its blocks live on an active distributed
+    client, else on the process's threads; either way only a few windows
+    of frames are in memory.  ``path`` may be any fsspec URL.  With ``write_header``
     the blob is also stored beside the file as ``<path>.header``.
     ``progress``, if given, is called with 1 after each frame is written
     (``tqdm(...).update`` fits).
