@@ -9,8 +9,8 @@ from _rumi_bytes import make, ramp
 
 from xarray_rumi.cli import EXIT_STATUS, _parser, main
 
-#: Commands whose arguments are all defined in cli.py or xarray_rumi/stac (convert and refs define their own).
-DOCUMENTED = ("info", "validate", "header", "demo", "stac", "quicklook")
+#: Commands whose arguments all have help (refs, in virtual/kerchunk.py, leaves its FILE argument without).
+DOCUMENTED = ("info", "validate", "header", "demo", "convert", "stac", "quicklook")
 
 
 def _commands():

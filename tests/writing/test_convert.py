@@ -84,3 +84,142 @@ def test_cli_converts_many_files_and_reports(shared_data, tmp_path, capsys):
     assert "nodata" in captured.out
     for name in ("shade.rumi", "small_dem_3m_merged.rumi"):
         xarray_rumi.validate(out / name, (out / f"{name}.header").read_bytes())
+
+
+# --- CRS identification, --crs, URLs, fsspec targets, progress bars ------------------------------------------
+
+def _wkt(name="UTM Zone 33, Northern Hemisphere", false_easting="500000"):
+    """EPSG:32633 as WKT1 without its codes, renamed: equivalent to EPSG:32633 but naming no code.
+
+    Another ``false_easting`` makes it a CRS that only resembles EPSG:32633.
+    """
+    import re
+
+    from pyproj import CRS
+
+    wkt = CRS.from_epsg(32633).to_wkt("WKT1_GDAL").replace("WGS 84 / UTM zone 33N", name)
+    wkt = wkt.replace('PARAMETER["false_easting",500000]', f'PARAMETER["false_easting",{false_easting}]')
+    return re.sub(r',\s*AUTHORITY\["EPSG","\d+"\]', "", wkt)
+
+
+def _vrt(tmp_path, wkt, name="wkt.vrt", transform="500000, 10, 0, 5000000, 0, -10"):
+    """A VRT whose CRS is exactly ``wkt`` (a GeoTIFF writer would put GDAL's own EPSG guess in its keys)."""
+    from xml.sax.saxutils import escape
+
+    data = np.arange(3 * 40 * 50, dtype=np.uint16).reshape(3, 40, 50)
+    with rasterio.open(tmp_path / "pixels.tif", "w", driver="GTiff", width=50, height=40, count=3,
+                       dtype="uint16") as dst:
+        dst.write(data)
+    srs = f"<SRS>{escape(wkt)}</SRS>" if wkt else ""
+    bands = "".join(
+        f'<VRTRasterBand dataType="UInt16" band="{b}"><SimpleSource><SourceFilename relativeToVRT="1">pixels.tif'
+        f"</SourceFilename><SourceBand>{b}</SourceBand></SimpleSource></VRTRasterBand>" for b in (1, 2, 3))
+    (tmp_path / name).write_text(f'<VRTDataset rasterXSize="50" rasterYSize="40">{srs}'
+                                 f"<GeoTransform>{transform}</GeoTransform>{bands}</VRTDataset>")
+    return tmp_path / name, data
+
+
+def test_a_wkt_crs_equivalent_to_an_epsg_code_converts_and_the_summary_names_it(tmp_path, capsys):
+    from pyproj import CRS
+
+    source, data = _vrt(tmp_path, _wkt())
+    with rasterio.open(source) as src:
+        assert CRS.from_wkt(src.crs.to_wkt()).to_epsg(min_confidence=100) is None  # no code of its own
+    status = main(["convert", str(source), str(tmp_path / "out.rumi"), "--tile-size", "16"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "EPSG:32633" in out and "identifies as equivalent" in out
+    image = open_image(tmp_path / "out.rumi")
+    assert image.georeferencing.epsg == 32633
+    assert image.georeferencing.transform == (10, 0, 500000, 0, -10, 5000000)
+    assert np.array_equal(image.read(), data)
+    result = convert(source, tmp_path / "again.rumi")
+    assert (result.crs, result.crs_source) == ("EPSG:32633", "identified")
+
+
+def test_identification_takes_only_equivalent_codes():
+    from xarray_rumi.writing.convert import CRS_CONFIDENCE, identify_epsg
+
+    assert CRS_CONFIDENCE == 70
+    assert identify_epsg(_wkt()) == (32633, "identified")
+    assert identify_epsg("EPSG:32633") == (32633, "named")
+    resembling = _wkt(false_easting="500000.001")
+    # Asked loosely enough, pyproj proposes EPSG:32633 for it; the equivalence check still refuses.
+    with pytest.raises(ValueError, match="EPSG"):
+        identify_epsg(resembling, min_confidence=25)
+    with pytest.raises(ValueError, match="EPSG"):
+        identify_epsg(resembling)
+
+
+def test_a_wkt_crs_with_no_equivalent_is_still_refused(tmp_path, capsys):
+    source, _ = _vrt(tmp_path, _wkt(false_easting="500000.001"))
+    with pytest.raises(ValueError, match="EPSG") as info:
+        convert(source, tmp_path / "out.rumi")
+    assert "--crs" in str(info.value) and not (tmp_path / "out.rumi").exists()
+    status = main(["convert", str(source), str(tmp_path / "out.rumi")])
+    captured = capsys.readouterr()
+    assert status == 1 and "EPSG" in captured.err and "%" not in captured.err  # and no progress bar
+    assert not (tmp_path / "out.rumi").exists()
+
+
+def test_crs_option_assigns_like_a_srs(tmp_path, capsys):
+    source, data = _vrt(tmp_path, _wkt(false_easting="500000.001"))
+    status = main(["convert", str(source), str(tmp_path / "out.rumi"), "--crs", "EPSG:32633"])
+    out = capsys.readouterr().out
+    assert status == 0 and "EPSG:32633 assigned" in out
+    image = open_image(tmp_path / "out.rumi")
+    assert image.georeferencing.epsg == 32633 and image.georeferencing.transform[2] == 500000
+    assert np.array_equal(image.read(), data)
+    # also where the source has a transform and no CRS at all
+    bare, _ = _vrt(tmp_path, None, name="bare.vrt")
+    with pytest.raises(ValueError, match="no CRS"):
+        convert(bare, tmp_path / "bare.rumi")
+    assert convert(bare, tmp_path / "bare.rumi", crs=4326).crs == "EPSG:4326"
+    with pytest.raises(ValueError, match="EPSG"):
+        convert(bare, tmp_path / "x.rumi", crs="+proj=ortho +lat_0=10 +lon_0=20")
+    with pytest.raises(ValueError, match="one of them"):
+        convert(bare, tmp_path / "x.rumi", crs=4326, drop_georeferencing=True)
+
+
+def test_converts_from_a_url_to_an_fsspec_target(tmp_path, http_server, capsys, monkeypatch):
+    import fsspec
+
+    # GDAL lists a URL's "directory" on open unless told not to (as for any cloud source); the test
+    # server answers that listing badly, and GDAL would wait for it.
+    monkeypatch.setenv("GDAL_DISABLE_READDIR_ON_OPEN", "EMPTY_DIR")
+    monkeypatch.setenv("GDAL_HTTP_TIMEOUT", "20")
+    source = tmp_path / "in.tif"
+    data = np.arange(2 * 30 * 40, dtype=np.int16).reshape(2, 30, 40)
+    with rasterio.open(source, "w", driver="GTiff", width=40, height=30, count=2, dtype="int16", crs="EPSG:4326",
+                       transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as dst:
+        dst.write(data)
+    status = main(["convert", f"{http_server.url}/in.tif", "memory://converted/out.rumi", "--tile-size", "16"])
+    assert status == 0, capsys.readouterr().err
+    assert http_server.get_requests()  # rasterio read the source over HTTP
+    blob = fsspec.filesystem("memory").cat("/converted/out.rumi.header")
+    image = open_image("memory://converted/out.rumi", blob)
+    assert np.array_equal(image.read(), data) and image.georeferencing.epsg == 4326
+
+
+def test_progress_bars_only_on_a_terminal_and_only_once_work_starts(tmp_path):
+    import io
+
+    from xarray_rumi.writing.convert import LazyBar
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    with LazyBar(terminal, total=4, unit="frame") as bar:
+        assert terminal.getvalue() == ""  # nothing until work starts
+        bar.update(2)
+    assert "2/4" in terminal.getvalue()
+    refused = Terminal()
+    with LazyBar(refused, total=4, unit="frame"):
+        pass  # refused before its first frame
+    assert refused.getvalue() == ""
+    piped = io.StringIO()
+    with LazyBar(piped, total=4, unit="frame") as bar:
+        bar.update(4)
+    assert piped.getvalue() == ""  # not a terminal: no bar

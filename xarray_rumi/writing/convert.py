@@ -1,22 +1,36 @@
-"""Converting GeoTIFFs (and anything rasterio opens) to rumi.
+"""Converting GeoTIFFs (and anything rasterio opens, URLs included) to rumi, written through fsspec.
 
 Pixels are read through rioxarray as a Dask array in frame-sized pieces, so a
 conversion holds a few frames in memory, not the image.  What rumi cannot
-store is refused before any output exists: a CRS with no EPSG code (unless
-``drop_georeferencing``), or a sample type outside the spec.  NoData has no
-place in rumi: the value is reported and the pixels keep their values.
+store is refused before any output exists: a CRS with no EPSG equivalent
+(unless ``drop_georeferencing``), or a sample type outside the spec.  NoData
+has no place in rumi: the value is reported and the pixels keep their values.
+
+A CRS given only as WKT is identified as GDAL users expect: pyproj's
+identification (``CRS.to_epsg(min_confidence=CRS_CONFIDENCE)``) proposes an
+EPSG code, and the code is stored only when the EPSG definition is
+equivalent to the WKT (``CRS.equals``, axis order aside).  70 is pyproj's own
+default and what PROJ reports for a definition that matches in every
+parameter but its name (``"UTM Zone 33, Northern Hemisphere"`` for EPSG:32633);
+the equivalence check keeps the looser matches 70 also admits (a datum
+only said to use the WGS 84 ellipsoid) out.  ``crs=`` assigns a CRS instead,
+as ``gdal_translate -a_srs`` does.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import posixpath
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..format.geo import IDENTITY, resolve_crs
 from .write import write
+
+#: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
+CRS_CONFIDENCE = 70
 
 # GDAL types with no numpy twin, and the rumi sample type that keeps them exact.
 _GDAL_SAMPLE_TYPES = {"complex_int16": "cint16", "complex_int32": "cint32"}
@@ -32,6 +46,10 @@ class Conversion:
     target_bytes: int
     raw_bytes: int
     nodata: float | None
+    #: ``"EPSG:n"`` stored, or ``None`` (no CRS); and how it was found: ``"named"`` (the source names the code),
+    #: ``"identified"`` (equivalent WKT), ``"assigned"`` (``crs=``).
+    crs: str | None = None
+    crs_source: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -40,8 +58,14 @@ class Conversion:
 
 
 def convert(source, target, *, tile_size=512, frame_unit="tile", compression="auto", drop_georeferencing=False,
-            storage_options=None, progress=None) -> Conversion:
-    """Convert one raster that rasterio opens into a rumi file (and its ``.header``).
+            crs=None, storage_options=None, progress=None) -> Conversion:
+    """Convert one raster that rasterio opens (a path or URL) into a rumi file and its ``.header``.
+
+    ``target`` is a path or fsspec URL (``storage_options`` go to fsspec).
+    ``crs`` (an EPSG code, ``"EPSG:n"`` or anything pyproj resolves to one)
+    replaces the source's CRS, keeping its transform, as ``gdal_translate
+    -a_srs`` does.  A source CRS given only as WKT is stored as the EPSG code
+    it is equivalent to (see the module's description).
 
     >>> import numpy as np, rasterio, tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -55,8 +79,10 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     import rioxarray
 
     source, target = os.fspath(source), os.fspath(target)
+    if crs is not None and drop_georeferencing:
+        raise ValueError("crs= assigns a CRS and drop_georeferencing drops it: pass one of them")
     with rasterio.open(source) as src:
-        crs, transform = _georeferencing(src, source, drop_georeferencing)
+        code, transform, how = _georeferencing(src, source, drop_georeferencing, crs)
         raster_type = "point" if src.tags().get("AREA_OR_POINT", "").lower() == "point" else "area"
         if raster_type == "point" and transform is not None:
             # GDAL reports a PixelIsPoint file's transform shifted to pixel
@@ -71,39 +97,81 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     )
     try:
         # the bare Dask array: georeferencing is exactly what was decided above
-        write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=crs, transform=transform,
+        write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=code, transform=transform,
               raster_type=raster_type, sample_type=sample_type, compression=compression,
               storage_options=storage_options, progress=progress)
     finally:
         data.close()
     raw = data.size * (4 if sample_type == "cint16" else data.dtype.itemsize)
-    return Conversion(source, target, os.path.getsize(source), _size(target, storage_options), raw, nodata)
+    return Conversion(source, target, _size(source, None), _size(target, storage_options), raw, nodata,
+                      None if code is None else f"EPSG:{code}", how)
 
 
-def _georeferencing(src, name: str, drop: bool):
+def identify_epsg(crs, min_confidence: int = CRS_CONFIDENCE) -> tuple[int, str]:
+    """The EPSG code of ``crs`` (WKT, a pyproj or rasterio CRS...), and ``"named"`` or ``"identified"``.
+
+    ``"named"``: the CRS names its code or matches it exactly.  ``"identified"``:
+    pyproj's identification proposes the code at ``min_confidence`` or more
+    and the EPSG definition is equivalent to ``crs``.  Anything else is
+    refused with the reason (``ValueError``).
+
+    >>> from pyproj import CRS
+    >>> wkt = CRS.from_epsg(32633).to_wkt("WKT1_GDAL").replace("WGS 84 / UTM zone 33N", "UTM 33 North")
+    >>> identify_epsg(wkt.replace(',AUTHORITY["EPSG","32633"]', ""))
+    (32633, 'identified')
+    """
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    wkt = crs.to_wkt() if hasattr(crs, "to_wkt") else crs
+    try:
+        return resolve_crs(wkt)[0], "named"
+    except ValueError as exact:
+        try:
+            parsed = CRS.from_user_input(wkt)
+        except CRSError:  # resolve_crs said so already
+            raise exact from None
+        code = parsed.to_epsg(min_confidence=min_confidence)
+        if code is None or not CRS.from_epsg(code).equals(parsed, ignore_axis_order=True):
+            raise exact from None
+        return resolve_crs(code)[0], "identified"
+
+
+def _georeferencing(src, name: str, drop: bool, assign=None):
+    """``(epsg, transform, how)`` to write for ``src``; ``(None, None, None)`` for no georeferencing."""
     if drop:
-        return None, None
+        return None, None, None
     transform = tuple(src.transform)[:6]
+    if assign is not None:
+        return resolve_crs(assign)[0], transform, "assigned"
     if src.crs is None:
         if transform != IDENTITY:
             raise ValueError(
                 f"{name} has a transform but no CRS; rumi stores a transform only with an EPSG CRS "
-                "(use drop_georeferencing / --drop-georeferencing to write it without)"
+                "(assign one with crs= / --crs EPSG:n, or use drop_georeferencing / --drop-georeferencing)"
             )
-        return None, None
+        return None, None, None
     try:
-        code, _ = resolve_crs(src.crs.to_wkt())
+        code, how = identify_epsg(src.crs)
     except ValueError as exc:
         raise ValueError(
-            f"{exc} (use drop_georeferencing / --drop-georeferencing to write the pixels without it)"
+            f"{exc} (assign a CRS with crs= / --crs EPSG:n, or use drop_georeferencing / --drop-georeferencing "
+            "to write the pixels without it)"
         ) from None
-    return code, transform
+    return code, transform, how
 
 
-def _size(target: str, storage_options) -> int:
+def _size(target: str, storage_options) -> int | None:
     from ..io.source import ByteSource
 
-    return ByteSource.of(target, storage_options).size()
+    try:
+        return ByteSource.of(target, storage_options).size()
+    except (OSError, ValueError):  # a source URL rasterio reads but fsspec cannot size
+        return None
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
 
 
 def target_paths(sources: list[str], out: str) -> list[str]:
@@ -112,12 +180,13 @@ def target_paths(sources: list[str], out: str) -> list[str]:
     >>> target_paths(["a/x.tif", "b/y.tiff"], "outdir")
     ['outdir/x.rumi', 'outdir/y.rumi']
     """
-    if len(sources) == 1 and not os.path.isdir(out) and not out.endswith(os.sep):
+    url = _is_url(out)
+    if len(sources) == 1 and not out.endswith("/" if url else os.sep) and (url or not os.path.isdir(out)):
         return [out]
-    names = [os.path.splitext(os.path.basename(s))[0] + ".rumi" for s in sources]
+    names = [os.path.splitext(posixpath.basename(s.split("?")[0]))[0] + ".rumi" for s in sources]
     if len(set(names)) != len(names):
         raise ValueError("two inputs would write the same output name; convert them into different directories")
-    return [os.path.join(out, n) for n in names]
+    return [posixpath.join(out, n) if url else os.path.join(out, n) for n in names]
 
 
 def _convert_quietly(args) -> Conversion:
@@ -127,31 +196,87 @@ def _convert_quietly(args) -> Conversion:
 
 def add_command(commands) -> None:
     """The ``rumi convert IN [IN ...] OUT_OR_DIR`` sub-command."""
-    cmd = commands.add_parser("convert", help="convert GeoTIFFs (anything rasterio opens) to rumi")
-    cmd.add_argument("inputs", nargs="+", metavar="IN")
-    cmd.add_argument("output", metavar="OUT_OR_DIR")
-    cmd.add_argument("--tile-size", type=int, default=512)
-    cmd.add_argument("--frame-unit", choices=("tile", "cell"), default="tile")
-    cmd.add_argument("--compression", default="auto", help="auto, portable, or a GeoZL recipe")
+    cmd = commands.add_parser(
+        "convert", help="convert GeoTIFFs (anything rasterio opens) to rumi",
+        description="Convert rasters that rasterio opens (paths or URLs) to rumi files, each with its FILE.header "
+                    "blob. A CRS given only as WKT is stored as the EPSG code it is equivalent to "
+                    f"(pyproj's identification at confidence {CRS_CONFIDENCE} or more, checked for equivalence); "
+                    "the summary names the code.")
+    cmd.add_argument("inputs", nargs="+", metavar="IN", help="rasters to convert (paths or URLs rasterio opens)")
+    cmd.add_argument("output", metavar="OUT_OR_DIR",
+                     help="the rumi file for one input, else a directory (paths or fsspec URLs)")
+    cmd.add_argument("--tile-size", type=int, default=512, help="tile side in pixels (default: %(default)s)")
+    cmd.add_argument("--frame-unit", choices=("tile", "cell"), default="tile",
+                     help="one frame per tile (all bands) or per cell (one band of a tile) (default: %(default)s)")
+    cmd.add_argument("--compression", default="auto",
+                     help="auto, portable, or a GeoZL recipe (default: %(default)s)")
+    cmd.add_argument("--crs", default=None, metavar="EPSG:n",
+                     help="assign this CRS, keeping the source's transform, as gdal_translate -a_srs does "
+                          "(default: the source's CRS)")
     cmd.add_argument("--drop-georeferencing", action="store_true",
-                     help="write pixels without CRS and transform when rumi cannot store the CRS")
-    cmd.add_argument("-j", "--jobs", type=int, default=1, help="files converted in parallel")
+                     help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
+    cmd.add_argument("-j", "--jobs", type=int, default=1, help="files converted in parallel (default: %(default)s)")
     cmd.set_defaults(run=_run)
 
 
+class LazyBar:
+    """A tqdm bar that appears at its first update, and only on a terminal.
+
+    A file refused before its first frame never shows a "0%" bar; output
+    redirected to a file or a pipe gets no bar at all.
+    """
+
+    def __init__(self, stream=None, **options):
+        self.stream = sys.stderr if stream is None else stream
+        self.options = options
+        self.bar = None
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is None:
+            if not _is_terminal(self.stream):
+                return
+            from tqdm import tqdm
+
+            self.bar = tqdm(file=self.stream, **self.options)
+        self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> LazyBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def _run(args) -> int:
-    from tqdm import tqdm
+    import tqdm  # noqa: F401  (part of the geo extra: missing, main() names the extra before any work)
 
     if len(args.inputs) > 1:
-        os.makedirs(args.output, exist_ok=True)
+        if _is_url(args.output):
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(args.output)
+            fs.makedirs(root, exist_ok=True)
+        else:
+            os.makedirs(args.output, exist_ok=True)
     targets = target_paths(args.inputs, args.output)
     options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
-                   drop_georeferencing=args.drop_georeferencing)
+                   drop_georeferencing=args.drop_georeferencing, crs=args.crs)
     results, failures = [], 0
     if len(targets) == 1 or args.jobs <= 1:
         for source, target in zip(args.inputs, targets):
-            with tqdm(desc=os.path.basename(source), total=_frame_count(source, args), unit="frame",
-                      file=sys.stderr, leave=False) as bar:
+            with LazyBar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
+                         leave=False) as bar:
                 try:
                     results.append(convert(source, target, progress=bar.update, **options))
                 except (ValueError, OSError) as exc:
@@ -162,12 +287,14 @@ def _run(args) -> int:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
             futures = [pool.submit(_convert_quietly, job) for job in jobs]
-            for (source, _, _), future in tqdm(zip(jobs, futures), total=len(jobs), unit="file", file=sys.stderr):
-                try:
-                    results.append(future.result())
-                except (ValueError, OSError) as exc:
-                    failures += 1
-                    print(f"rumi convert: {source}: {exc}", file=sys.stderr)
+            with LazyBar(total=len(jobs), unit="file") as bar:
+                for (source, _, _), future in zip(jobs, futures):
+                    try:
+                        results.append(future.result())
+                    except (ValueError, OSError) as exc:
+                        failures += 1
+                        print(f"rumi convert: {source}: {exc}", file=sys.stderr)
+                    bar.update(1)
     _summary(results)
     return 1 if failures else 0
 
@@ -187,10 +314,17 @@ def _frame_count(source: str, args) -> int | None:
 def _summary(results: list[Conversion]) -> None:
     if not results:
         return
-    width = max(len(os.path.basename(r.source)) for r in results)
-    print(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}")
+    width = max(len(posixpath.basename(r.source)) for r in results)
+    print(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}  crs")
     for r in results:
-        print(f"{os.path.basename(r.source):<{width}}  {r.source_bytes:>12}  {r.target_bytes:>12}  "
-              f"{r.source_bytes / r.target_bytes:>7.2f}x  {r.ratio:>6.2f}x")
+        source_bytes, versus = ("?", "?") if r.source_bytes is None else (
+            r.source_bytes, f"{r.source_bytes / r.target_bytes:.2f}x")
+        print(f"{posixpath.basename(r.source):<{width}}  {source_bytes:>12}  {r.target_bytes:>12}  "
+              f"{versus:>8}  {r.ratio:>6.2f}x  {r.crs or 'none'}")
+        if r.crs_source == "identified":
+            print(f"  note: the source's CRS has no EPSG code of its own; stored {r.crs}, which pyproj identifies "
+                  f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
+        elif r.crs_source == "assigned":
+            print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
         if r.nodata is not None:
             print(f"  note: nodata {r.nodata:g} is not stored (rumi has no place for it); pixel values are unchanged")
