@@ -186,3 +186,12 @@ def test_docs_name_every_field_an_item_has(tmp_path):
     it = item(paths[0], blobs[0], datetime=DATES[0])
     fields = [*it.properties, *it.assets["data"].extra_fields, it.assets["data"].media_type]
     assert [f for f in fields if f"`{f}`" not in doc] == []
+
+
+def test_an_item_over_http_needs_a_datetime_when_the_server_gives_no_date(tmp_path, http_server):
+    (path,), _, (blob,) = _scenes(tmp_path, 1)
+    url = f"{http_server.url}/{path.name}"
+    with pytest.raises(ValueError, match="--datetime"):
+        item(url, blob)
+    it = item(url, blob, datetime=DATES[0])
+    assert it.assets["data"].href == url and it.id == "scene_0"

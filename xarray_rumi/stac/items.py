@@ -162,7 +162,7 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     info = fs.info(target)
     modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
     if modified is None:
-        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime=")
+        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime= (rumi stac --datetime)")
     if isinstance(modified, (int, float)):
         return dt.datetime.fromtimestamp(modified, dt.UTC)
     return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
