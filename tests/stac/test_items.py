@@ -195,3 +195,14 @@ def test_an_item_over_http_needs_a_datetime_when_the_server_gives_no_date(tmp_pa
         item(url, blob)
     it = item(url, blob, datetime=DATES[0])
     assert it.assets["data"].href == url and it.id == "scene_0"
+
+
+def test_relative_hrefs_resolve_against_the_items_file(tmp_path):
+    paths, arrays, blobs = _scenes(tmp_path, 1)
+    it = item(paths[0], blobs[0], href="scene_0.rumi", datetime=DATES[0])  # beside the Item's JSON
+    (tmp_path / "catalog").mkdir()
+    it.assets["data"].href = "../scene_0.rumi"
+    it.save_object(include_self_link=True, dest_href=str(tmp_path / "catalog" / "scene_0.json"))
+    loaded = pystac.Item.from_file(str(tmp_path / "catalog" / "scene_0.json"))
+    cube = xarray_rumi.open_cube([loaded])
+    np.testing.assert_array_equal(cube.band_data.values[0], arrays[0])

@@ -138,10 +138,18 @@ def stac_item_dicts(items) -> list[dict]:
     if isinstance(items, dict):
         return list(items["features"]) if items.get("type") == "FeatureCollection" else [items]
     if hasattr(items, "to_dict") and hasattr(items, "assets"):
-        return [items.to_dict(include_self_link=False)]
+        return [_pystac_item_dict(items)]
     if type(items).__name__ == "ItemCollection":
-        return [i.to_dict(include_self_link=False) for i in items.items]
+        return [_pystac_item_dict(i) for i in items.items]
     return [d for i in items for d in stac_item_dicts(i)]
+
+
+def _pystac_item_dict(item) -> dict:
+    """A pystac Item as a dict, its asset hrefs made absolute (relative ones resolve against the Item's file)."""
+    as_dict = item.to_dict(include_self_link=False)
+    for key, asset in item.assets.items():
+        as_dict["assets"][key]["href"] = asset.get_absolute_href() or asset.href
+    return as_dict
 
 
 def rumi_asset(item: dict) -> dict:
