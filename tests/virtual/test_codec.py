@@ -241,3 +241,35 @@ def test_configuration_is_validated():
         zarr.create_array({}, shape=(8, 8), chunks=(4, 4), dtype="uint8", serializer=OpenZLZarrCodec(chunk_shape=(2, 2)))
     # a stack of images adds a leading length-1 axis: the same frames
     zarr.create_array({}, shape=(2, 1, 8, 8), chunks=(1, 1, 4, 4), dtype="uint8", serializer=OpenZLZarrCodec(chunk_shape=(1, 4, 4)))
+
+
+@pytest.mark.parametrize("codec", ["openzl", "numcodecs.openzl"])
+def test_zarr_v3_codecs_decode_synchronously_where_zarr_asks(codec, monkeypatch):
+    """zarr >= 3.4 runs codecs with ``_decode_sync``/``_encode_sync`` without an event loop (its fused pipeline)."""
+    import zarr.abc.codec
+    import zarr.core.codec_pipeline
+
+    from xarray_rumi.virtual.codec import OpenZLBytesCodec
+
+    if not hasattr(zarr.core.codec_pipeline, "FusedCodecPipeline"):
+        pytest.skip(f"zarr {zarr.__version__} has no fused pipeline to run synchronous codecs (3.4 brought it)")
+    supports_sync = zarr.abc.codec.SupportsSyncCodec
+    config = dict(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
+    if codec == "openzl":
+        kwargs = {"serializer": OpenZLZarrCodec(**config)}
+    else:
+        kwargs = {"serializer": zarr.codecs.BytesCodec(), "compressors": [OpenZLBytesCodec(**config)]}
+    data = np.arange(36, dtype=np.uint16).reshape(1, 6, 6)
+    array = zarr.create_array({}, shape=data.shape, chunks=(1, 4, 4), dtype="uint16", **kwargs)
+    array[:] = data
+    assert all(isinstance(c, supports_sync) for c in array.metadata.codecs)
+
+    async def not_on_the_event_loop(self, chunk, spec):
+        raise AssertionError("the fused pipeline decoded through the async method")
+
+    for cls in (OpenZLZarrCodec, OpenZLBytesCodec):
+        monkeypatch.setattr(cls, "_decode_single", not_on_the_event_loop)
+    with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}):
+        fused = zarr.open_array(array.store, mode="r")
+        assert type(fused.async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+        np.testing.assert_array_equal(fused[:], data)   # the right and bottom edges and the corner included
