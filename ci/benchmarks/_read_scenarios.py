@@ -121,7 +121,7 @@ def full_read(raster: Raster, repeats: int) -> list[Row]:
         speed_row("bare decode into (out=) 2T", times["bare decode into (out=) 2T"], "bare fetch+decode 2T", bare2,
                   note="decode_frame(out=) into one array"),
         speed_row("lazy .values (no Dask) 2T", times["lazy .values (no Dask) 2T"], "bare fetch+decode 2T", bare2,
-                  note="backend's own 2-thread pool, frames placed into one array"),
+                  note="the process's shared pool (2 threads), frames placed into one array"),
         speed_row("compute, Dask's synchronous scheduler", times["compute, Dask's synchronous scheduler"],
                   "bare fetch+decode 1T", times["bare fetch+decode 1T"],
                   note="open_dataset(chunks={}) on one thread without the threaded scheduler's hand-offs"),
