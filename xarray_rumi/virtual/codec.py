@@ -79,17 +79,17 @@ class OpenZLChunks:
     ``sample_type`` names the rumi sample type of the frame bytes (``None``:
     the array's own dtype).  ``chunk_shape`` bounds decoding when the caller
     does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
-    on edge-frame placement; ``right_edge_lengths`` and ``bottom_edge_lengths``
-    settle ambiguous edges; ``moved_lengths`` says which references start early.
+    on edge-frame placement.  ``right_edge_lengths``, ``bottom_edge_lengths``
+    and ``moved_lengths`` are the per-file tables of references written by
+    xarray-rumi 0.1.0, still read; new references need none.
 
     A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
-    frames (2, 4) both hold 8 samples, so the configuration lists the
-    compressed lengths of each.
+    frames (2, 4) both hold 8 samples, so a right-edge frame's reference
+    starts one byte before it (see :mod:`xarray_rumi.virtual.edges`).
 
     >>> right_edge = OpenZLChunks().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
-    >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6),
-    ...                      right_edge_lengths=[len(right_edge)], bottom_edge_lengths=[len(right_edge) + 1])
-    >>> codec.decode(right_edge)[0]
+    >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
+    >>> codec.decode(bytes(1) + right_edge)[0]   # a reference one byte before its frame
     array([[0, 1, 0, 0],
            [2, 3, 0, 0],
            [4, 5, 0, 0],
@@ -466,8 +466,8 @@ class OpenZLBytesCodec(BytesBytesCodec):
 
 
 def _register_bytes_codec() -> None:
-    # Until a ``numcodecs.openzl`` zarr.codecs entry point exists, importing
-    # this module is what makes the name resolve.
+    # The package's zarr.codecs entry point resolves the name wherever the package is
+    # installed; this also serves a source tree on sys.path, which has no entry points.
     register_codec("numcodecs.openzl", OpenZLBytesCodec)
 
 

@@ -9,9 +9,13 @@ bottom-edge frame ``(e_l, T_w)`` decode to the same count.
 The reference itself says which it is.  Every OpenZL frame begins with the
 frame magic (``0xC0 + version``, ``A5 B1 D7``), so a reference that starts a
 few bytes before its frame (into the bytes before it, which every rumi file
-has: at least the 252-byte IFD) is recognisable by where the magic begins, and
-no shifted magic can be mistaken for another shift (byte 1 of the magic is
-never ``0xA5``).  The shift is the message:
+has: at least the 252-byte IFD) is recognisable by where the magic begins.  A shift of 1 or 2 can never be
+read as a smaller one: the magic's first byte (``0xC8``-``0xDB``) is neither
+``0xA5`` nor ``0xB1``.  A shift of 3 could be read as none only if the three
+bytes before the frame were ``A5 B1`` and a frame at OpenZL version 23
+(first byte ``0xD7``); the frames this project writes are version 24, and
+such a misreading fails to decode rather than give other values.  The shift
+is the message:
 
 - :data:`RIGHT_EDGE` (1 byte, or :data:`RIGHT_EDGE_DODGING`, 3, where one
   more byte would make the reference exactly as long as a raw chunk): a

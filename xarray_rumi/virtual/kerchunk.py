@@ -8,8 +8,9 @@ opens the file: ``band_data`` on ``(band, y, x)`` with one chunk per frame
 codec, whose configuration carries what it needs to place cut edge frames
 (see :mod:`xarray_rumi.virtual.codec` and :mod:`xarray_rumi.virtual.edges`).
 
-From a header blob, no frame is read: only the 160 bytes of georeferencing,
-and not even those when the caller passes ``crs`` and ``transform``.
+From a header blob, no frame is read: only the 160 bytes of georeferencing
+and the IFD head the blob is checked against, in one batched read, and
+nothing at all when the caller passes ``crs`` and ``transform``.
 
 :func:`write_references` writes a reference set anywhere fsspec writes, as
 Kerchunk JSON or as kerchunk's Parquet references (``refs_to_dataframe``: a
@@ -77,7 +78,7 @@ def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
 
     The files must share grid, frame unit, sample type and georeferencing;
     ``band_data`` is then ``(dim, band, y, x)`` with one chunk per frame, and
-    one edge table covers all files.  ``open_kwargs`` go to
+    one codec configuration covers all files.  ``open_kwargs`` go to
     :func:`xarray_rumi.open_image` for every file.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
