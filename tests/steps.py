@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tracemalloc
 
 import pytest
 
@@ -38,3 +39,18 @@ def python_steps(run, budget: int | None = None) -> int:
     finally:
         sys.settrace(previous)
     return steps
+
+
+def steps_and_peak(run, budget: int) -> tuple[int, int]:
+    """:func:`python_steps` of ``run()`` and the peak of memory it allocated, in bytes.
+
+    >>> steps, peak = steps_and_peak(lambda: bytes(1000), budget=100)
+    >>> steps > 0, peak >= 1000
+    (True, True)
+    """
+    tracemalloc.start()
+    try:
+        steps = python_steps(run, budget)
+        return steps, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

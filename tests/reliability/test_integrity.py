@@ -21,7 +21,7 @@ import numpy as np
 import openzl.ext as zl
 import pytest
 import xarray as xr
-from steps import python_steps
+from steps import python_steps, steps_and_peak
 
 import xarray_rumi
 from xarray_rumi import RumiFormatError
@@ -203,12 +203,7 @@ def test_a_28_byte_blob_claiming_10_19_samples_is_refused_at_once(tmp_path, clai
 
     refuse(small, small_limits)  # the first open in a process loads xarray's backends: not the refusal's work
     small_steps = python_steps(lambda: refuse(small, small_limits))
-    tracemalloc.start()
-    try:
-        steps = python_steps(lambda: refuse(claim), budget=2 * small_steps)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    steps, peak = steps_and_peak(lambda: refuse(claim), budget=2 * small_steps)
     assert peak < 1 << 20
     assert steps <= small_steps + 50  # the same checks; only the numbers in the message differ
 
