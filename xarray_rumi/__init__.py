@@ -37,6 +37,7 @@ _SUBMODULES = {
     "catalog": "xarray_rumi.dataset.catalog",
     "collection": "xarray_rumi.dataset.collection",
     "convert": "xarray_rumi.writing.convert",
+    "stac": "xarray_rumi.stac",
 }
 
 
