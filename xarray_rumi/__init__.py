@@ -37,7 +37,6 @@ _SUBMODULES = {
     "catalog": "xarray_rumi.dataset.catalog",
     "collection": "xarray_rumi.dataset.collection",
     "convert": "xarray_rumi.writing.convert",
-    "stac": "xarray_rumi.stac",
 }
 
 

@@ -206,14 +206,3 @@ def test_relative_hrefs_resolve_against_the_items_file(tmp_path):
     loaded = pystac.Item.from_file(str(tmp_path / "catalog" / "scene_0.json"))
     cube = xarray_rumi.open_cube([loaded])
     np.testing.assert_array_equal(cube.band_data.values[0], arrays[0])
-
-
-def test_stac_is_reachable_from_the_package_alone():
-    """``import xarray_rumi`` then ``xarray_rumi.stac.item``, as the public interface names it."""
-    import subprocess
-    import sys
-
-    code = "import xarray_rumi; print(xarray_rumi.stac.item.__module__)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "xarray_rumi.stac.items"
