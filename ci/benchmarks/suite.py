@@ -1,4 +1,4 @@
-"""The performance suite: seven scenarios, each measured side by side in one run.
+"""The performance suite: eight scenarios, each measured side by side in one run.
 
 Run from the repository root::
 
@@ -13,7 +13,10 @@ Run from the repository root::
 4. a Cube of 200 small images: open, stack, reduce;
 5. writing from memory and from Dask, ``auto`` and ``portable``, vs the bare encoder loop;
 6. an image of 1,000,000 frames (blob only): lazy open time and memory, graph construction;
-7. peak RSS of a full read relative to the result, each read in a fresh process.
+7. peak RSS of a full read relative to the result, each read in a fresh process;
+8. Dask at scale: a Cube's mean over time (chunks ``{}``, ``auto``, blocks; threads and a
+   LocalCluster) vs the bare fetch+decode+sum loop, a full read with ``chunks="auto"``, a Cube
+   of 1,000 images of 1 x 10980 x 10980 from blobs (open, graph, memory, task size), peak RSS.
 
 Times are medians of interleaved repetitions (every case once, then again),
 so noise from other users of the machine hits all cases alike; only the
@@ -36,6 +39,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # read.py and the _*.py helpers, whether run as a script or not
 
+import _dask_scenarios  # noqa: E402
 import _open_scenarios  # noqa: E402
 import _read_scenarios  # noqa: E402
 import _write_scenarios  # noqa: E402
@@ -46,12 +50,15 @@ BEGIN, END = "<!-- suite.py: generated tables begin -->", "<!-- suite.py: genera
 
 #: (title, sizes for --quick, sizes for the full run)
 SIZES = {
-    "quick": dict(size=2048, repeats=3, windows=15, catalog=300, cube=50, frames=1_000_000, write_size=2048),
-    "full": dict(size=4096, repeats=7, windows=60, catalog=1000, cube=200, frames=1_000_000, write_size=4096),
+    "quick": dict(size=2048, repeats=3, windows=15, catalog=300, cube=50, frames=1_000_000, write_size=2048,
+                  dask_images=8, dask_size=1024, dask_cube=200, dask_repeats=3, dask_runs=3),
+    "full": dict(size=4096, repeats=7, windows=60, catalog=1000, cube=200, frames=1_000_000, write_size=4096,
+                 dask_images=24, dask_size=2048, dask_cube=1000, dask_repeats=3, dask_runs=3),
 }
 TITLES = {
     1: "1. Full read", 2: "2. Random 256 px windows", 3: "3. Opening", 4: "4. Cube of small images",
     5: "5. Writing", 6: "6. Scale: an image of 1,000,000 frames", 7: "7. Peak memory of a full read",
+    8: "8. Dask at scale",
 }
 
 
@@ -83,6 +90,10 @@ def run(scenarios: list[int], sizes: dict, root: str) -> dict[int, tuple[str, li
             rows, title = _open_scenarios.huge(root, sizes["frames"], sizes["repeats"]), TITLES[6]
         elif number == 7:
             rows, title = _read_scenarios.peak_memory(raster, root), f"{TITLES[7]} ({shape})"
+        elif number == 8:
+            rows = _dask_scenarios.dask_at_scale(root, sizes, raster)
+            title = (f"{TITLES[8]} (Cube of {sizes['dask_images']} x 2 x {sizes['dask_size']}^2; one image of "
+                     f"{shape}; {sizes['dask_cube']:,} images of 1 x 10980 x 10980 uint16)")
         else:
             raise SystemExit(f"no scenario {number}")
         results[number] = (title, rows, time.perf_counter() - start)

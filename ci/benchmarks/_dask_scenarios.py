@@ -1,0 +1,608 @@
+"""Scenario 8 of ``suite.py``: Dask at scale.
+
+(a) a Cube's mean over time (``open_cube(...).band_data.mean("time")``) with
+    ``chunks={}``, ``"auto"`` and ``{"time": 8, "y": 1024, "x": 1024}`` on
+    Dask's threaded scheduler, against the bare loop that fetches, decodes and
+    sums the same frames on as many threads; ``"auto"`` on 1 thread, and on a
+    ``distributed.LocalCluster`` of 2 single-threaded worker processes;
+(b) a full read of one image: ``open_dataset(chunks="auto")`` and
+    ``chunks={}`` against the lazy backend's ``.values`` (no Dask);
+(c) a Cube of 1,000 large images (1 x 10980 x 10980 uint16, 484 frames each,
+    one real file and symlinks, one blob for all) opened from blobs with
+    ``crs=``/``transform=``: open time, graph construction time, tracemalloc
+    peak per frame, and the pickled size of one chunk-reading task;
+(d) the peak RSS of the Cube mean with ``"auto"``, in a fresh process,
+    against the chunks in flight and against the Cube's size.
+
+(c) and (d) run in fresh processes (this file, ``--child MODE SPEC``) so
+neither the parent's memory nor its caches count.  Every case is guarded: one
+that raises prints its error in its row.  Standalone (e.g. to measure another
+checkout with ``PYTHONPATH=``)::
+
+    python ci/benchmarks/_dask_scenarios.py [--quick] [--parts a b c d] [--a-cases frame auto blocks 1T cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import tracemalloc
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+from _report import Row, interleaved, speed_row, time_row  # noqa: E402
+
+CRS = 32618
+TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
+TILE = 512
+BLOCKS = {"time": 8, "y": 1024, "x": 1024}
+A_CASES = ("frame", "auto", "blocks", "1T", "cluster")
+PARTS = ("a", "b", "c", "d")
+
+
+def error_row(case: str, error: BaseException) -> Row:
+    text = f"{type(error).__name__}: {error}".replace("\n", " ")
+    return Row(case, float("nan"), "error", note=f"ERROR {text[:300]}")
+
+
+def _row(times: dict, errors: dict, case: str, make) -> Row:
+    if case in errors:
+        return error_row(case, errors[case])
+    if case not in times:
+        return error_row(case, RuntimeError("not measured"))
+    return make(times[case])
+
+
+# ----------------------------------------------------------------------------------------------- (a)
+
+def write_cube(root: str, count: int, size: int) -> tuple[list[str], list[bytes]]:
+    """``count`` images of 2 x size x size uint16 like ``read.make_raster`` (a different seed each)."""
+    from read import make_raster
+
+    import xarray_rumi
+
+    directory = os.path.join(root, "dask-cube")
+    os.makedirs(directory, exist_ok=True)
+    paths, blobs = [], []
+    for i in range(count):
+        path = os.path.join(directory, f"t{i:03d}.rumi")
+        blobs.append(xarray_rumi.write(path, make_raster(2, size, seed=i), tile_size=TILE, crs=CRS,
+                                       transform=TRANSFORM))
+        paths.append(path)
+    return paths, blobs
+
+
+def bare_mean(paths: list[str], blobs: list[bytes], threads: int) -> np.ndarray:
+    """The floor of a mean over time: fetch and decode every frame, sum in float64 per pixel, divide.
+
+    The work is split by frame position: each task walks one frame window through
+    every image, so the ``threads`` threads never write the same pixels.
+    """
+    from xarray_rumi.frames.codec import decode_frame
+    from xarray_rumi.reading.open import open_image
+
+    images = [open_image(p, header=b, georeferencing=False) for p, b in zip(paths, blobs)]
+    grid, sample = images[0].grid, images[0].sample_type
+    ranges = [image.header.ranges(np.arange(grid.frame_count)) for image in images]
+    total = np.zeros(grid.shape, np.float64)
+
+    def one(k: int) -> None:
+        shape = grid.frame_shape(k)
+        place = total[grid.frame_window(k)]
+        buffer = np.empty(shape, sample.dtype)
+        for image, (starts, stops) in zip(images, ranges):
+            frame = decode_frame(image.source.read(int(starts[k]), int(stops[k])), sample, shape, out=buffer)
+            np.add(place, frame, out=place)
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(grid.frame_count)))
+    total /= len(paths)
+    return total
+
+
+def cube_mean(paths, blobs, chunks, threads=2, scheduler="threads"):
+    from xarray_rumi import open_cube
+
+    cube = open_cube(paths, blobs, crs=CRS, transform=TRANSFORM, chunks=chunks)
+    mean = cube.band_data.mean("time")
+    if scheduler == "threads":
+        return mean.compute(scheduler="threads", num_workers=threads)
+    return scheduler.compute(mean).result()  # a distributed Client
+
+
+def _chunk_text(paths, blobs, chunks) -> str:
+    from xarray_rumi import open_cube
+
+    data = open_cube(paths, blobs, crs=CRS, transform=TRANSFORM, chunks=chunks).band_data.data
+    largest = max(int(np.prod(s)) for s in _block_shapes(data)) * data.dtype.itemsize
+    return f"{data.npartitions} chunks, largest {largest / 1e6:.1f} MB"
+
+
+def _block_shapes(data):
+    import itertools
+
+    return [tuple(c) for c in itertools.product(*[sorted(set(d)) for d in data.chunks])]
+
+
+def cube_reduction(paths, blobs, size: int, repeats: int, a_cases=A_CASES) -> list[Row]:
+    """(a): the Cube's mean over time against the bare loop, side by side."""
+    n = len(paths)
+    megabytes = n * 2 * size * size * 2 / 1e6
+    expected = bare_mean(paths, blobs, 2)
+    labels = {"frame": ("Cube mean chunks={} 2T", {}), "auto": ("Cube mean chunks=auto 2T", "auto"),
+              "blocks": ("Cube mean chunks={time:8,y:1024,x:1024} 2T", BLOCKS)}
+    errors: dict = {}
+    checks: dict = {}
+
+    def checked(name, run, against=None):
+        """Run once, compare with the bare loop's mean (or ``against``), then return the timed callable."""
+        def first():
+            result = run()
+            values = np.asarray(getattr(result, "values", result))
+            if against is None:
+                np.testing.assert_allclose(values, expected, rtol=1e-12, atol=0)
+                checks[name] = "equals bare mean" + (" exactly" if np.array_equal(values, expected) else
+                                                     f" (max |diff| {np.abs(values - expected).max():.2g})")
+            else:
+                np.testing.assert_array_equal(values, against())
+                checks[name] = "identical to the threaded result"
+            return result
+        return first, run
+
+    cases, firsts = {"bare fetch+decode+sum 2T": lambda: bare_mean(paths, blobs, 2)}, {}
+    for key in ("frame", "auto", "blocks"):
+        if key in a_cases:
+            label, chunks = labels[key]
+            firsts[label], cases[label] = checked(label, lambda c=chunks: cube_mean(paths, blobs, c))
+    if "1T" in a_cases:
+        cases["bare fetch+decode+sum 1T"] = lambda: bare_mean(paths, blobs, 1)
+        firsts["Cube mean chunks=auto 1T"], cases["Cube mean chunks=auto 1T"] = checked(
+            "Cube mean chunks=auto 1T", lambda: cube_mean(paths, blobs, "auto", threads=1))
+    cluster = client = None
+    if "cluster" in a_cases:
+        label = "Cube mean chunks=auto LocalCluster 2x1 processes"
+        try:
+            from distributed import Client, LocalCluster
+
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster, set_as_default=False)
+            threaded = {}
+
+            def reference():
+                if "values" not in threaded:
+                    threaded["values"] = cube_mean(paths, blobs, "auto").values
+                return threaded["values"]
+
+            firsts[label], cases[label] = checked(label, lambda: cube_mean(paths, blobs, "auto", scheduler=client),
+                                                  against=reference)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            errors[label] = e
+    # The first (warm-up) run of each case is its check against the bare loop.
+    warm = {name: firsts.get(name, run) for name, run in cases.items()}
+    alive = {}
+    for name, run in warm.items():
+        try:
+            run()
+            alive[name] = cases[name]
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            errors[name] = e
+    try:
+        times = interleaved(alive, repeats, warmup=False)
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        times = {}
+        for name in alive:
+            errors.setdefault(name, e)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+    def mbps(seconds):
+        return f"{megabytes / seconds:.0f} MB/s"
+
+    anchor = "bare fetch+decode+sum 2T"
+    rows = [_row(times, errors, anchor, lambda s: speed_row(
+        anchor, s, anchor, s, note=f"{mbps(s)}; {n} images of 2 x {size} x {size} uint16, {megabytes:.0f} MB"))]
+    bare2 = times.get(anchor)
+    for key in ("frame", "auto", "blocks"):
+        if key not in a_cases:
+            continue
+        label, chunks = labels[key]
+        try:
+            layout = _chunk_text(paths, blobs, chunks)
+        except Exception as e:  # noqa: BLE001
+            layout = f"chunks unknown ({type(e).__name__})"
+        target = 0.85 if key == "auto" else None
+        rows.append(_row(times, errors, label, lambda s, label=label, target=target, layout=layout: speed_row(
+            label, s, anchor, bare2, target, note=f"{mbps(s)}; {layout}; {checks.get(label, '')}")
+            if bare2 else error_row(label, RuntimeError("anchor failed"))))
+    if "1T" in a_cases:
+        bare1 = times.get("bare fetch+decode+sum 1T")
+        rows.append(_row(times, errors, "bare fetch+decode+sum 1T", lambda s: speed_row(
+            "bare fetch+decode+sum 1T", s, anchor, bare2, note=mbps(s)) if bare2 else
+            Row("bare fetch+decode+sum 1T", s * 1e3, "ms", note=mbps(s))))
+        label = "Cube mean chunks=auto 1T"
+        rows.append(_row(times, errors, label, lambda s: speed_row(
+            label, s, "bare fetch+decode+sum 1T", bare1, note=f"{mbps(s)}; {checks.get(label, '')}")
+            if bare1 else error_row(label, RuntimeError("anchor failed"))))
+    if "cluster" in a_cases:
+        label, auto = "Cube mean chunks=auto LocalCluster 2x1 processes", times.get("Cube mean chunks=auto 2T")
+        rows.append(_row(times, errors, label, lambda s: time_row(
+            label, s, "Cube mean chunks=auto 2T", auto, 1.3,
+            note=f"{mbps(s)}; client.compute, result shipped back; {checks.get(label, '')}")
+            if auto else error_row(label, RuntimeError("threaded auto failed or not run"))))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------- (b)
+
+def full_read(root: str, size: int, repeats: int, raster=None) -> list[Row]:
+    """(b): one image read whole: ``open_dataset(chunks="auto")`` / ``chunks={}`` vs lazy ``.values``."""
+    import dask
+    import xarray as xr
+    from read import make_raster
+
+    import xarray_rumi
+
+    if raster is not None and raster.values.shape == (2, size, size):
+        values, path, blob = raster.values, raster.rumi, raster.blob
+    else:
+        values = make_raster(2, size)
+        path = os.path.join(root, f"dask-full-{size}.rumi")
+        blob = xarray_rumi.write(path, values, tile_size=TILE, crs=CRS, transform=TRANSFORM)
+
+    def read(chunks):
+        def run():
+            with dask.config.set(scheduler="threads", num_workers=2):
+                ds = xr.open_dataset(path, engine="rumi", header=blob, crs=CRS, transform=TRANSFORM, chunks=chunks)
+                return ds.band_data.values
+        return run
+
+    def checked(run):
+        def first():
+            np.testing.assert_array_equal(run(), values)
+        return first
+
+    cases = {"lazy .values (no chunks)": read(None), "open_dataset chunks=auto .values": read("auto"),
+             "open_dataset chunks={} .values": read({})}
+    errors: dict = {}
+    alive = {}
+    for name, run in cases.items():
+        try:
+            checked(run)()
+            alive[name] = run
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            errors[name] = e
+    times = {}
+    try:
+        times = interleaved(alive, repeats, warmup=False)
+    except Exception as e:  # noqa: BLE001
+        for name in alive:
+            errors.setdefault(name, e)
+    megabytes = values.nbytes / 1e6
+    anchor = "lazy .values (no chunks)"
+    lazy = times.get(anchor)
+    rows = [_row(times, errors, anchor, lambda s: speed_row(
+        anchor, s, anchor, s, note=f"{megabytes / s:.0f} MB/s; 2 x {size} x {size} uint16"))]
+    for name, target in (("open_dataset chunks=auto .values", 0.95), ("open_dataset chunks={} .values", None)):
+        try:
+            ds = xr.open_dataset(path, engine="rumi", header=blob, crs=CRS, transform=TRANSFORM,
+                                 chunks="auto" if "auto" in name else {})
+            layout = f"{ds.band_data.data.npartitions} chunks of {ds.band_data.data.chunksize}"
+        except Exception as e:  # noqa: BLE001
+            layout = f"chunks unknown ({type(e).__name__})"
+        rows.append(_row(times, errors, name, lambda s, name=name, target=target, layout=layout: speed_row(
+            name, s, anchor, lazy, target, note=f"{megabytes / s:.0f} MB/s; {layout}; Dask threads 2")
+            if lazy else error_row(name, RuntimeError("anchor failed"))))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------- (c)
+
+def write_many(root: str, count: int, side: int = 10980) -> tuple[list[str], bytes]:
+    """One real 1 x side x side uint16 file (smooth content, quick to write) and ``count - 1`` symlinks to it."""
+    import xarray_rumi
+
+    directory = os.path.join(root, "dask-many")
+    os.makedirs(directory, exist_ok=True)
+    first = os.path.join(directory, "t0000.rumi")
+    ramp = (np.arange(side, dtype=np.uint16) // 8)
+    values = (ramp[:, None] + ramp[None, :])[None]  # uint16, no wrap: < 2 * 1373
+    blob = xarray_rumi.write(first, values, tile_size=TILE, crs=CRS, transform=TRANSFORM)
+    del values
+    paths = [first]
+    for i in range(1, count):
+        path = os.path.join(directory, f"t{i:04d}.rumi")
+        os.symlink(first, path)
+        paths.append(path)
+    return paths, blob
+
+
+def _spec(root: str, name: str, **spec) -> str:
+    path = os.path.join(root, f"{name}.spec.pickle")
+    with open(path, "wb") as f:
+        pickle.dump(spec, f)
+    return path
+
+
+def _child(mode: str, spec_path: str) -> dict:
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, spec_path],
+                         capture_output=True, text=True)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"child {mode} exited {out.returncode}: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(lines[-1])
+
+
+def many_images(root: str, count: int, runs: int) -> list[Row]:
+    """(c): open and graph construction of ``count`` large images from blobs, in fresh processes."""
+    try:
+        start = time.perf_counter()
+        paths, blob = write_many(root, count)
+        written = time.perf_counter() - start
+        spec = _spec(root, "many", paths=paths, blob=blob, runs=runs)
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        return [error_row(f"write {count} images", e)]
+    rows = []
+    title = f"{count} images of 1 x 10980 x 10980 uint16"
+    try:
+        t = _child("many-time", spec)
+        frames = t["frames"]
+        rows += [
+            Row(f"open_cube chunks=auto, {count} images", t["open"] * 1e3, "ms", "1 s", t["open"], 1.0, False,
+                note=f"{title}, {frames:,} frames; blobs + crs/transform, nothing read; median of {t['runs']} in "
+                     f"a fresh process, first {t['open_first'] * 1e3:.0f} ms; {t['chunks']:,} chunks "
+                     f"{t['chunksize']}"),
+            Row("build .band_data.mean('time') (no compute)", t["build"] * 1e3, "ms", "1 s", t["build"], 1.0, False,
+                note=f"first {t['build_first'] * 1e3:.0f} ms; graph {t['layers']:,} layers"),
+        ]
+        if "task_bytes" in t:
+            rows.append(Row("pickled chunk-reading task", t["task_bytes"], "bytes", "", None, None, False,
+                            note=f"pickle.dumps(one task) of layer {t['task_layer']!r}, the one reading from the "
+                                 f"'original-' array (or from nothing), only that layer materialised; blob's bytes "
+                                 f"inside: {'YES' if t['task_has_blob'] else 'no'} (target: no; blob "
+                                 f"{len(blob):,} B); the array it names by key pickles to {t.get('source_bytes', '?')} B "
+                                 f"(blob's bytes inside: {t.get('source_has_blob', '?')}), sent once per 'original-' "
+                                 f"layer, not per task: {t.get('sources', '?')} such layers in the graph"))
+        else:
+            rows.append(error_row("pickled chunk-reading task", RuntimeError(t.get("task_error", "not found"))))
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        rows.append(error_row(f"open_cube chunks=auto, {count} images", e))
+    try:
+        m = _child("many-memory", spec)
+        per_frame = m["peak"] / m["frames"]
+        rows.append(Row("tracemalloc peak, open + build", per_frame, "bytes/frame", "200 bytes/frame",
+                        per_frame / 200, 1.0, False,
+                        note=f"peak {m['peak'] / 1e6:.1f} MB over {m['frames']:,} frames, first open in a fresh "
+                             f"process; {m['retained'] / 1e6:.1f} MB still traced after"))
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        rows.append(error_row("tracemalloc peak, open + build", e))
+    rows.append(Row(f"(setup) write 1 file + {count - 1} symlinks", written * 1e3, "ms", note="not a measure"))
+    return rows
+
+
+def _many_open(spec: dict):
+    from xarray_rumi import open_cube
+
+    start = time.perf_counter()
+    cube = open_cube(spec["paths"], [spec["blob"]] * len(spec["paths"]), crs=CRS, transform=TRANSFORM,
+                     chunks="auto")
+    opened = time.perf_counter()
+    mean = cube.band_data.mean("time")
+    built = time.perf_counter()
+    return cube, mean, opened - start, built - opened
+
+
+def _import_all() -> None:
+    import dask.array  # noqa: F401
+    import xarray  # noqa: F401
+
+    import xarray_rumi  # noqa: F401
+    from xarray_rumi.reading.open import open_image  # noqa: F401
+    try:
+        import rioxarray  # noqa: F401
+    except ImportError:
+        pass
+
+
+def _frames(spec: dict) -> int:
+    from xarray_rumi.reading.open import open_image
+
+    image = open_image(spec["paths"][0], header=spec["blob"], georeferencing=False)
+    return image.grid.frame_count * len(spec["paths"])
+
+
+def child_many_time(spec: dict) -> dict:
+    _import_all()
+    opens, builds, kept = [], [], None
+    for _ in range(spec["runs"]):
+        kept = None
+        gc.collect()
+        kept = _many_open(spec)
+        opens.append(kept[2])
+        builds.append(kept[3])
+    cube, mean = kept[0], kept[1]
+    data = cube.band_data.data
+    result = {"open": statistics.median(opens), "open_first": opens[0], "build": statistics.median(builds),
+              "build_first": builds[0], "runs": spec["runs"], "chunks": int(data.npartitions),
+              "chunksize": str(tuple(int(c) for c in data.chunksize)),
+              "layers": len(mean.data.__dask_graph__().layers), "frames": _frames(spec)}
+    try:
+        result.update(_reading_task(data, spec["blob"]))
+    except Exception as e:  # noqa: BLE001
+        result["task_error"] = f"{type(e).__name__}: {e}"
+    return result
+
+
+def _reading_task(data, blob: bytes) -> dict:
+    """The pickled size of one task of the layer that reads chunks.
+
+    That layer is the one whose only dependencies are ``original-*`` layers
+    (the wrapped array ``from_array`` keeps once, under its own key) or none.
+    Only that layer is materialised, and only its first key's task pickled.
+    """
+    graph = data.__dask_graph__()
+    layers, dependencies = graph.layers, graph.dependencies
+    for name, layer in layers.items():
+        if name.startswith("original-"):
+            continue
+        deps = dependencies.get(name, set())
+        if all(d.startswith("original-") for d in deps):
+            key = next(iter(layer.keys()))
+            task = layer[key]
+            pickled = pickle.dumps(task)
+            found = {"task_layer": name.rsplit("-", 1)[0], "task_bytes": len(pickled),
+                     "sources": sum(n.startswith("original-") for n in layers),
+                     "task_has_blob": bool(len(blob) >= 16 and blob in pickled)}
+            for dep in deps:
+                source = layers[dep]
+                value = source[next(iter(source.keys()))]
+                data_pickled = pickle.dumps(value)
+                found["source_bytes"] = len(data_pickled)
+                found["source_has_blob"] = "yes" if blob in data_pickled else "no"
+                break
+            return found
+    raise LookupError("no layer reads from an original- layer or from nothing")
+
+
+def child_many_memory(spec: dict) -> dict:
+    _import_all()
+    frames = _frames(spec)
+    gc.collect()
+    tracemalloc.start()
+    kept = _many_open(spec)
+    peak = tracemalloc.get_traced_memory()[1]
+    retained = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del kept
+    return {"peak": peak, "retained": retained, "frames": frames}
+
+
+# ----------------------------------------------------------------------------------------------- (d)
+
+def peak_rss(root: str, paths, blobs) -> list[Row]:
+    """(d): peak RSS of the Cube mean (``chunks="auto"``, 2 threads) in a fresh process."""
+    try:
+        m = _child("rss", _spec(root, "rss", paths=paths, blobs=blobs))
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        return [error_row("peak RSS, Cube mean chunks=auto 2T", e)]
+    above = m["peak"] - m["baseline"]
+    in_flight = 2 * m["largest_chunk"]
+    note = (f"baseline RSS {m['baseline'] / 1e6:.0f} MB; {m['chunks']} chunks, largest {m['largest_chunk'] / 1e6:.1f}"
+            f" MB; Cube {m['total'] / 1e6:.0f} MB; result {m['result'] / 1e6:.0f} MB (float64)")
+    return [
+        Row("peak RSS, Cube mean chunks=auto 2T", above / 1e6, "MB above baseline", "2 x largest chunk",
+            above / in_flight, None, False, note=note),
+        Row("peak RSS, Cube mean chunks=auto 2T", above / 1e6, "MB above baseline", "Cube size", above / m["total"],
+            None, False, note="fresh process; VmHWM reset just before the compute"),
+    ]
+
+
+def child_rss(spec: dict) -> dict:
+    _import_all()
+    from _peak_rss import current_rss, high_water_mark, reset_high_water_mark
+
+    from xarray_rumi import open_cube
+
+    cube = open_cube(spec["paths"], spec["blobs"], crs=CRS, transform=TRANSFORM, chunks="auto")
+    data = cube.band_data.data
+    largest = max(int(np.prod(s)) for s in _block_shapes(data)) * data.dtype.itemsize
+    mean = cube.band_data.mean("time")
+    gc.collect()
+    reset_high_water_mark()
+    baseline = current_rss()
+    result = mean.compute(scheduler="threads", num_workers=2)
+    peak = high_water_mark()
+    return {"baseline": baseline, "peak": peak, "largest_chunk": largest, "total": int(data.nbytes),
+            "chunks": int(data.npartitions), "result": int(result.nbytes)}
+
+
+# -------------------------------------------------------------------------------------------- scenario
+
+def dask_at_scale(root: str, sizes: dict, raster=None, parts=PARTS, a_cases=A_CASES) -> list[Row]:
+    """Scenario 8: (a) Cube mean, (b) full read, (c) 1,000 large images from blobs, (d) peak RSS."""
+    rows: list[Row] = []
+    repeats = sizes["dask_repeats"]
+    paths = blobs = None
+    if "a" in parts or "d" in parts:
+        try:
+            paths, blobs = write_cube(root, sizes["dask_images"], sizes["dask_size"])
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            rows.append(error_row("(a) write the Cube's images", e))
+    if "a" in parts and paths:
+        try:
+            rows += cube_reduction(paths, blobs, sizes["dask_size"], repeats, a_cases)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            rows.append(error_row("(a) Cube mean over time", e))
+    if "b" in parts:
+        try:
+            rows += full_read(root, sizes["size"], repeats, raster)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            rows.append(error_row("(b) full read", e))
+    if "c" in parts:
+        rows += many_images(root, sizes["dask_cube"], sizes.get("dask_runs", 3))
+    if "d" in parts and paths:
+        rows += peak_rss(root, paths, blobs)
+    return rows
+
+
+QUICK = dict(size=2048, dask_images=8, dask_size=1024, dask_cube=200, dask_repeats=3, dask_runs=3)
+FULL = dict(size=4096, dask_images=24, dask_size=2048, dask_cube=1000, dask_repeats=3, dask_runs=3)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--a-cases", nargs="+", choices=A_CASES, default=list(A_CASES))
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    if args.child:
+        mode, spec_path = args.child
+        with open(spec_path, "rb") as f:
+            spec = pickle.load(f)
+        run = {"many-time": child_many_time, "many-memory": child_many_memory, "rss": child_rss}[mode]
+        print(json.dumps(run(spec)))
+        return
+    from _report import environment, text_table
+
+    import xarray_rumi
+
+    print("\n".join(environment()))
+    print(f"xarray_rumi from {xarray_rumi.__file__}")
+    sizes = QUICK if args.quick else FULL
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="rumi-dask-") as root:
+        rows = dask_at_scale(root, sizes, parts=args.parts, a_cases=args.a_cases)
+    print(f"\n## 8. Dask at scale  [{time.perf_counter() - start:.0f} s]\n{text_table(rows)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
