@@ -217,8 +217,8 @@ def test_grid_shapes(tmp_path, shape, tile, unit):
         assert same_values(ds.band_data.isel(x=[shape[2] - 1, 0]).values, values[:, :, [shape[2] - 1, 0]])
 
 
-def test_multi_frame_windows_decode_on_the_pool(written, monkeypatch):
-    """A lazy window over several frames decodes them off the calling thread (decoding releases the GIL)."""
+def test_multi_frame_windows_decode_in_parallel(written, monkeypatch):
+    """A lazy window over several frames decodes them on the calling thread and the idle cores."""
     import threading
 
     import xarray_rumi.reading.image as reader
@@ -233,9 +233,10 @@ def test_multi_frame_windows_decode_on_the_pool(written, monkeypatch):
 
     decode = reader.decode_frame
     monkeypatch.setattr(reader, "decode_frame", recording)
+    monkeypatch.setattr("xarray_rumi.io.threads.computing_threads", lambda: 2)
     da = xr.open_dataset(path, engine="rumi", header=blob).band_data
     assert same_values(da[:, 10:30, 5:40].values, values[:, 10:30, 5:40])
-    assert len(threads) == 3 * 2 * 3 and threading.get_ident() not in threads
+    assert len(threads) == 3 * 2 * 3 and threading.get_ident() in threads
     threads.clear()
     assert same_values(da[0, :16, :16].values, values[0, :16, :16])  # one frame: no pool
     assert threads == [threading.get_ident()]
@@ -255,13 +256,14 @@ def test_damaged_frame_in_a_multi_frame_window_raises(written, tmp_path):
     assert same_values(ds.band_data[:, :16, :16].values, files["uint16", "cell"][2][:, :16, :16])
 
 
-def test_batches_queue_behind_each_other_and_at_most_two_are_held(written, monkeypatch):
-    """A read over many batches never leaves the pool waiting at a batch's end, and stays two batches ahead at most.
+def test_batches_overlap_and_at_most_one_a_thread_is_held(written, monkeypatch):
+    """A read over many batches never leaves a thread waiting at a batch's end, and holds one batch a thread at most.
 
-    One frame per batch: the first frame's decoding waits until another
-    thread has started on the next batch, which happens only if that batch
-    was queued before the first finished; and each fetch happens only once
-    every frame two batches back is decoded (the bound on compressed bytes held).
+    One frame per batch, two threads: the first frame's decoding waits until
+    the other thread has started on the next batch, which happens only if
+    that batch was fetched before the first finished; and each fetch happens
+    only once every frame two batches back is decoded (the bound on
+    compressed bytes held).
     """
     import threading
 
@@ -271,7 +273,7 @@ def test_batches_queue_behind_each_other_and_at_most_two_are_held(written, monke
     _, files = written
     path, blob, values = files["uint16", "tile"]
     monkeypatch.setattr(reader, "DECODE_BATCH", 1)
-    monkeypatch.setattr(reader, "default_threads", lambda: 2)
+    monkeypatch.setattr("xarray_rumi.io.threads.computing_threads", lambda: 2)
     decoded, decoded_at_fetch, started = [], [], []
     next_batch_started, first_waited, lock = threading.Event(), [], threading.Lock()
 

@@ -17,7 +17,7 @@ the process that loads it.
 
 from __future__ import annotations
 
-import collections
+import functools
 import logging
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,7 +30,7 @@ from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
 from ..frames.codec import decode_frame
 from ..io.source import ByteSource
-from ..io.threads import default_threads, shared_pool
+from ..io.threads import share_work
 from .checked import blob_key, checked_blobs
 
 log = logging.getLogger(__name__)
@@ -135,11 +135,12 @@ class RumiImage:
             return [self.source.read(int(starts[0]), int(stops[0]))]
         return self.source.read_many(starts, stops)
 
-    def iter_batches(self, indices, *, batch_bytes: int = DECODE_BATCH):
-        """``(indices, compressed frames)`` for frames ``indices`` in order, one :meth:`fetch` per batch.
+    def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
+        """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` a batch.
 
         A batch holds at most ``batch_bytes`` of frames (or one larger frame),
-        so a caller holds no more than that of compressed bytes at a time.
+        so a reader holds no more than that of compressed bytes at a time.
+        Reads nothing.
         """
         indices = np.asarray(indices, dtype=np.int64)
         starts, stops = self.header.ranges(indices)
@@ -148,8 +149,13 @@ class RumiImage:
         while first < indices.size:
             limit = (ends[first - 1] if first else 0) + batch_bytes
             last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
-            yield indices[first:last], self.fetch(starts[first:last], stops[first:last])
+            yield indices[first:last], starts[first:last], stops[first:last]
             first = last
+
+    def iter_batches(self, indices, *, batch_bytes: int = DECODE_BATCH):
+        """``(indices, compressed frames)`` for frames ``indices`` in order, one :meth:`fetch` per batch."""
+        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
+            yield batch, self.fetch(starts, stops)
 
     def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
         """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
@@ -175,7 +181,6 @@ class RumiImage:
 
     def read_window(self, bands: range, rows: range, cols: range) -> np.ndarray:
         """A contiguous ``(band, y, x)`` window (what every Dask chunk asks for)."""
-        grid = self.grid
         frame = self._frame_at(bands, rows, cols)
         if frame is not None:
             # The window is exactly one frame: one range read, and the decoded frame
@@ -184,6 +189,12 @@ class RumiImage:
             return self.decode(frame, payload)
         window = (bands, rows, cols)
         out = np.empty(tuple(len(r) for r in window), self.sample_type.dtype)
+        decode_all([self.window_job(window, out)])
+        return out
+
+    def window_job(self, window: tuple[range, range, range], out: np.ndarray) -> tuple:
+        """What :func:`decode_all` needs to decode this image's ``window`` into ``out``."""
+        grid = self.grid
 
         def decode_into_place(k: int, payload: bytes) -> None:
             spans = [overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
@@ -193,8 +204,7 @@ class RumiImage:
             else:
                 target[...] = self.decode(k, payload)[tuple(i for _, i in spans)]
 
-        self._decode_each(grid.frames_touching(bands, rows, cols), decode_into_place)
-        return out
+        return self, grid.frames_touching(*window), decode_into_place
 
     def read_points(self, bands: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The outer selection of in-range indices ``bands x rows x cols``, decoding the frames holding any."""
@@ -218,7 +228,7 @@ class RumiImage:
             local = [a[i] - w.start for a, i, w in zip(axes, inside, window)]
             out[np.ix_(*inside)] = frame[np.ix_(*local)]
 
-        self._decode_each(touched, decode_and_place)
+        decode_all([(self, touched, decode_and_place)])
         return out
 
     def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
@@ -232,32 +242,60 @@ class RumiImage:
         same = all((w.start, w.stop) == (r.start, r.stop) for w, r in zip(grid.frame_window(index), (bands, rows, cols)))
         return index if same else None
 
-    def _decode_each(self, touched: np.ndarray, decode_and_place) -> None:
-        """Fetch frames ``touched`` in batches of about :data:`DECODE_BATCH`, ``decode_and_place(k, payload)`` each.
 
-        The frames of a batch decode on the process's shared pool, each
-        into a disjoint part of the output, while the calling thread fetches
-        the next batch.  A fetched batch is queued behind the one decoding,
-        so the threads go on without waiting at the end of each batch; the
-        next fetch waits for the older of the two, so at most two batches of
-        compressed bytes are held at once, whatever the window's size.
-        """
-        if not len(touched):
-            return
-        batches = self.iter_batches(touched, batch_bytes=DECODE_BATCH)
-        if len(touched) == 1:
-            ((_, (payload,)),) = batches
-            decode_and_place(int(touched[0]), payload)
-            return
-        pool = shared_pool(default_threads())
-        in_flight = collections.deque()
-        for indices, payloads in batches:
-            in_flight.append(pool.map(decode_and_place, indices.tolist(), payloads))
-            if len(in_flight) == 2:
-                # list() re-raises the first failure (a damaged frame) here, in the caller.
-                list(in_flight.popleft())
-        for decoding in in_flight:
-            list(decoding)
+def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
+    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube.
+
+    All their frames decode together, in parallel, each straight into its place.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> root = tempfile.mkdtemp()
+    >>> images = []
+    >>> for i in range(3):
+    ...     path = os.path.join(root, f"{i}.rumi")
+    ...     blob = xarray_rumi.write(path, np.full((1, 6, 6), i, "uint8"), tile_size=4)
+    ...     images.append(xarray_rumi.open_image(path, header=blob))
+    >>> read_windows(images, range(0, 1), range(2, 6), range(0, 6))[:, 0, 0, 0].tolist()
+    [0, 1, 2]
+    """
+    if len(images) == 1:
+        return images[0].read_window(bands, rows, cols)[np.newaxis]
+    window = (bands, rows, cols)
+    out = np.empty((len(images), *(len(r) for r in window)), images[0].sample_type.dtype)
+    decode_all([image.window_job(window, part) for image, part in zip(images, out)])
+    return out
+
+
+def decode_all(jobs) -> None:
+    """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each.
+
+    Frames are fetched in batches of about :data:`DECODE_BATCH` per image and
+    decoded on the calling thread and the process's idle cores
+    (:func:`~xarray_rumi.io.threads.share_work`), each placed by its job's
+    ``place`` into a disjoint part of the output.  A damaged frame or a blob
+    that does not match its file raises here.
+    """
+    jobs = [(image, np.asarray(touched, np.int64), place) for image, touched, place in jobs]
+    frames = sum(touched.size for _, touched, _ in jobs)
+    if frames == 1:
+        ((image, touched, place),) = [job for job in jobs if job[1].size]
+        (payload,) = image.fetch(*image.header.ranges(touched))
+        place(int(touched[0]), payload)
+        return
+    if not frames:
+        return
+
+    def batches():
+        for image, touched, place in jobs:
+            for indices, starts, stops in image.batch_plan(touched, batch_bytes=DECODE_BATCH):
+                yield image, place, indices, starts, stops
+
+    def prepare(batch) -> list:
+        image, place, indices, starts, stops = batch
+        payloads = image.fetch(starts, stops)
+        return [functools.partial(place, k, payload) for k, payload in zip(indices.tolist(), payloads)]
+
+    share_work(batches(), prepare, useful=frames)
 
 
 def _load_image(source, header, georeferencing, verify, checked) -> RumiImage:
@@ -267,4 +305,4 @@ def _load_image(source, header, georeferencing, verify, checked) -> RumiImage:
     return image
 
 
-__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage"]
+__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]

@@ -1,0 +1,124 @@
+"""share_work: the calling thread works, idle cores help, busy cores are not oversubscribed."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from xarray_rumi.io import threads
+from xarray_rumi.io.threads import computing_threads, share_work
+
+
+def _recording(out: dict, prepared: list | None = None):
+    def prepare(batch):
+        if prepared is not None:
+            prepared.append(batch)
+        return [lambda k=k: out.__setitem__(k, threading.get_ident()) for k in batch]
+    return prepare
+
+
+def test_every_piece_runs_once_and_the_count_of_working_threads_returns_to_zero():
+    out = {}
+    share_work([range(i, i + 7) for i in range(0, 70, 7)], _recording(out), threads=2)
+    assert sorted(out) == list(range(70))
+    assert threads._computing.busy == 0
+
+
+def test_an_idle_core_helps_the_caller():
+    """Piece 0 (on whichever thread) waits for piece 1 to start on another: only two threads can finish this."""
+    started_1 = threading.Event()
+    seen = []
+
+    def prepare(batch):
+        def first():
+            seen.append(threading.get_ident())
+            assert started_1.wait(timeout=20), "no second thread ever took a piece"
+
+        def second():
+            seen.append(threading.get_ident())
+            started_1.set()
+
+        return [first, second]
+
+    share_work([0], prepare, threads=2)
+    assert len(set(seen)) == 2
+
+
+def test_a_busy_process_gets_no_helpers(monkeypatch):
+    """Two callers on two cores (Dask's two-thread scheduler): each works alone, no third or fourth thread."""
+    inside, release = threading.Event(), threading.Event()
+    asked = []
+    pool = threads.shared_pool
+    monkeypatch.setattr(threads, "shared_pool", lambda size=None: asked.append(size) or pool(size))
+
+    def other_task():  # a Dask task of the same process, busy in share_work
+        share_work([0], lambda _: [lambda: (inside.set(), release.wait(timeout=20))], threads=2, useful=1)
+
+    other = threading.Thread(target=other_task)
+    other.start()
+    try:
+        assert inside.wait(timeout=20)
+        out = {}
+        share_work([range(k, k + 3) for k in range(0, 30, 3)], _recording(out), threads=2)
+        assert set(out.values()) == {threading.get_ident()}
+        assert asked == []  # no helper was even asked for
+    finally:
+        release.set()
+        other.join()
+    assert threads._computing.busy == 0
+
+
+def test_useful_caps_the_helpers(monkeypatch):
+    asked = []
+    pool = threads.shared_pool
+    monkeypatch.setattr(threads, "shared_pool", lambda size=None: asked.append(size) or pool(size))
+    out = {}
+    share_work([range(1)], _recording(out), threads=8, useful=1)
+    assert set(out.values()) == {threading.get_ident()} and asked == []
+    share_work([range(3)], _recording(out), threads=8, useful=3)
+    assert asked == [max(2, threads.default_threads())]  # two helpers, from the pool
+
+
+def test_a_helper_makes_way_for_a_new_caller_and_its_pieces_still_run():
+    """A caller arriving mid-read crowds the process: the helper leaves after its piece; nothing is lost."""
+    out, arrived = {}, threading.Event()
+    late = threading.Thread(target=lambda: (arrived.wait(timeout=20), share_work([range(1000, 1030)],
+                                                                                  _recording(out), threads=2)))
+    late.start()
+
+    def prepare(batch):
+        if batch == 3:
+            arrived.set()
+        return [lambda k=k: out.__setitem__(k, threading.get_ident()) for k in range(batch * 10, batch * 10 + 10)]
+
+    share_work(range(20), prepare, threads=2)
+    late.join()
+    assert sorted(out) == [*range(200), *range(1000, 1030)]
+    assert threads._computing.busy == 0
+
+
+@pytest.mark.parametrize("where", ["piece", "prepare"])
+def test_the_first_failure_is_raised_in_the_caller_and_stops_the_work(where):
+    ran = []
+
+    def prepare(batch):
+        if where == "prepare" and batch == 2:
+            raise OSError("range 2 failed")
+
+        def piece(k):
+            if where == "piece" and k == 20:
+                raise ValueError("frame 20 is damaged")
+            ran.append(k)
+        return [lambda k=k: piece(k) for k in range(batch * 10, batch * 10 + 10)]
+
+    with pytest.raises((OSError, ValueError), match="range 2 failed|frame 20 is damaged"):
+        share_work(range(100), prepare, threads=2)
+    assert len(ran) < 1000  # stopped early, not after the last batch
+    assert threads._computing.busy == 0
+
+
+def test_computing_threads_are_the_cores_outside_a_worker():
+    import os
+
+    assert computing_threads() == len(os.sched_getaffinity(0))
