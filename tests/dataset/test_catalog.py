@@ -71,6 +71,11 @@ def test_collection_groups_images_by_grid(tmp_path):
     assert list(cube.url.values) == [str(first[0]), str(first[1]), str(first[2])]
     assert tree["grid_1"].dataset.band_data.shape == (2, 2, 48, 48)
     assert tree["grid_1"].dataset.rio.crs.to_epsg() == 4326
+    assert cube.band_data.encoding["sources"] == [str(p) for p in first]  # each image's own blob and address
+    # Each grid is a Cube: chunks through the stack, one task each, as open_cube makes them.
+    deep = open_collection(table, chunks={"n": -1, "x": 32})["grid_0"].dataset.band_data
+    assert deep.chunks == ((3,), (1, 1), (16, 16), (32,))
+    np.testing.assert_array_equal(deep.values, cube.band_data.values)
 
 
 @pytest.mark.parametrize("chunks", [None, {}])

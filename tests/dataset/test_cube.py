@@ -1,4 +1,4 @@
-"""Cubes: stacking grid-aligned images keeps one Dask chunk per frame; misalignment is named."""
+"""Cubes: chunks of whole frames through the stack, one task each; misalignment is named."""
 
 from __future__ import annotations
 
@@ -70,11 +70,58 @@ def test_open_cube_is_what_xr_concat_of_the_opened_images_gives(scenes, dim):
     assert list(cube.xindexes) == list(expected.xindexes)
 
 
-def test_open_cube_with_other_chunks_rechunks_each_image(scenes):
+def test_open_cube_takes_sizes_by_dimension(scenes):
     paths, blobs, values = scenes
     cube = open_cube(paths, blobs, chunks={"x": 64, "y": 64})
-    assert cube.band_data.chunks[2:] == ((45,), (64, 6))
+    assert cube.band_data.chunks == ((1, 1, 1), (2,), (45,), (64, 6))
     np.testing.assert_array_equal(cube.band_data.values, values)
+
+
+@pytest.mark.parametrize("chunks", ["auto", {"time": 2, "y": 32, "x": 64}, {"time": -1, "x": 32}])
+def test_a_chunk_spanning_images_is_one_task_and_opening_reopens_nothing(scenes, monkeypatch, chunks):
+    """One read per chunk, however many images it spans; the images are not opened again through xr.open_dataset."""
+    from xarray_rumi.dataset.engine import RumiCubeArray
+
+    paths, blobs, values = scenes
+    monkeypatch.setattr(xr, "open_dataset", lambda *a, **k: pytest.fail("open_cube reopened an image"))
+    cube = open_cube(paths, blobs, chunks=chunks)
+    assert max(cube.band_data.chunks[0]) > 1  # several images a chunk
+    reads = []
+    read = RumiCubeArray.__getitem__
+    monkeypatch.setattr(RumiCubeArray, "__getitem__", lambda self, key: reads.append(key) or read(self, key))
+    np.testing.assert_array_equal(cube.band_data.compute(scheduler="sync").values, values)
+    assert len(reads) == cube.band_data.data.npartitions
+
+
+def test_frames_of_a_chunk_decode_together_on_the_idle_cores(scenes, monkeypatch):
+    """A chunk over three images is one share_work: its 3 x 6 frames are spread over the threads."""
+    import xarray_rumi.reading.image as reader
+
+    paths, blobs, values = scenes
+    calls = []
+    share = reader.share_work
+    monkeypatch.setattr(reader, "share_work", lambda *a, **k: calls.append(k.get("useful")) or share(*a, **k))
+    cube = open_cube(paths, blobs, chunks={"time": 3, "y": 64, "x": 96})
+    np.testing.assert_array_equal(cube.band_data.values, values)
+    assert calls == [3 * 2 * 3]  # one chunk, 3 images x (2 x 3 cell frames)
+
+
+def test_a_cube_chunk_that_cuts_frames_warns_and_reads_right(scenes):
+    paths, blobs, values = scenes
+    with pytest.warns(UserWarning, match="separate the stored chunks along dimension 'x'"):
+        cube = open_cube(paths, blobs, chunks={"time": 2, "x": 40})
+    np.testing.assert_array_equal(cube.band_data.values, values)
+    np.testing.assert_array_equal(cube.band_data[:, 1, 3:9, 30:50].values, values[:, 1, 3:9, 30:50])
+
+
+def test_a_cube_indexes_like_numpy(scenes):
+    paths, blobs, values = scenes
+    cube = open_cube(paths, blobs, chunks="auto").band_data
+    np.testing.assert_array_equal(cube.isel(time=[2, 0], x=[5, 1, 69]).values, values[[2, 0]][..., [5, 1, 69]])
+    np.testing.assert_array_equal(cube.isel(time=1, band=0, y=slice(40, 2)).values, values[1, 0, 40:2])
+    np.testing.assert_array_equal(cube[:, :, 44, ::7].values, values[:, :, 44, ::7])
+    mean = cube.mean("time").values
+    np.testing.assert_allclose(mean, values.mean(axis=0))
 
 
 def test_xr_concat_and_open_mfdataset_keep_frame_chunks(scenes):

@@ -218,6 +218,12 @@ def georeferencing_of(row) -> Georeferencing:
     return Georeferencing(code, epsg_model_type(code), RasterType[row.raster_type.upper()], tuple(row.transform))
 
 
+def images_of(catalog, storage_options=None) -> list[RumiImage]:
+    """The opened image of every row of a catalog (a Parquet path or a DataFrame): nothing is read."""
+    return [RumiImage(ByteSource.of(row.url, storage_options), Header.from_bytes(bytes(row.header)),
+                      georeferencing_of(row)) for row in read(catalog).itertuples()]
+
+
 def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
     """Open every image of a catalog with zero reads of the files.
 
@@ -246,18 +252,15 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
 
-    rows = read(catalog).itertuples()
     if chunks not in (None, {}):
         return [
             xr.open_dataset(row.url, engine="rumi", header=bytes(row.header), georeferencing=georeferencing_of(row),
                             chunks=chunks, storage_options=storage_options)
-            for row in rows
+            for row in read(catalog).itertuples()
         ]
     shared: dict[tuple, xr.Coordinates] = {}  # coordinates by grid, built once
     datasets = []
-    for row in rows:
-        image = RumiImage(ByteSource.of(row.url, storage_options), Header.from_bytes(bytes(row.header)),
-                          georeferencing_of(row))
+    for image in images_of(catalog, storage_options):
         key = (image.grid.shape, image.georeferencing)
         if key not in shared:
             shared[key] = image_coordinates(image)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import xarray as xr
 
 from . import catalog as catalog_module
+from .cube import cube_dataset
 
 #: What two images must share to stack into one Cube.
 GRID_KEY = ("bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type", "epsg",
@@ -38,8 +39,8 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     a catalog Parquet path, a catalog DataFrame, or STAC Items of rumi files
     (``pystac`` Items, an ItemCollection or their dicts; nothing is read).
     From Items, each node also has a ``datetime`` coordinate along ``dim``.
-    ``chunks`` defaults to ``{}``, one Dask chunk per frame, as for
-    :func:`~xarray_rumi.open_cube`.  Each
+    ``chunks`` are :func:`~xarray_rumi.open_cube`'s: ``{}`` (the default,
+    one Dask chunk per frame), ``"auto"`` or sizes by dimension.  Each
     node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
     ``url`` coordinate along ``dim``; nodes are numbered in order of first
     appearance.
@@ -61,13 +62,12 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     groups: dict[tuple, list[int]] = {}
     for position, row in enumerate(table.itertuples()):
         groups.setdefault(_key(row), []).append(position)
-    # Concatenating lazily indexed arrays would load them: on the frame grid, opening reads nothing.
-    chunks = {} if chunks is None else chunks
-    datasets = catalog_module.open_catalog(table, chunks=chunks, storage_options=storage_options)
+    images = catalog_module.images_of(table, storage_options)
     nodes = {}
     for number, members in enumerate(groups.values()):
-        cube = xr.concat([datasets[i] for i in members], dim=dim, coords="minimal", compat="override", join="exact")
-        cube = cube.assign_coords(url=(dim, [table.url.iloc[i] for i in members]))
+        urls = [table.url.iloc[i] for i in members]
+        cube = cube_dataset([images[i] for i in members], dim, chunks, urls)
+        cube = cube.assign_coords(url=(dim, urls))
         if "datetime" in table:
             cube = cube.assign_coords(datetime=(dim, table.datetime.iloc[members].to_numpy()))
         nodes[f"grid_{number}"] = cube

@@ -3,28 +3,29 @@
 The spec's data model stacks Images that share a grid into a Cube; Images
 that do not share one stay an ImageCollection.  :func:`open_cube` checks
 that, from the headers and georeferencing alone (no frame is read), and then
-stacks the lazily opened images so every Dask chunk is still one frame.
+makes one Dask array over all of them (:mod:`xarray_rumi.dataset.chunking`):
+a chunk is a block of whole frames, which may span several images, read by
+one task.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
 
 import pandas as pd
 import xarray as xr
 
-from ..reading.image import RumiImage
-from ..reading.open import open_image
+from ..reading.open import caller_georeferencing, open_image
 from .catalog import georeferencing_of, is_stac, rows_from_items
-from .engine import image_variable, layout_coordinates
+from .chunking import dask_array
+from .engine import RumiCubeArray, layout_coordinates
 from .layout import VARIABLE, cube_layout
 
 
 def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None, chunks=None,
               **open_kwargs) -> xr.Dataset:
-    """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset, one Dask chunk per frame.
+    """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset, lazily, on Dask.
 
     ``paths_or_items`` is a list of paths/URLs, or STAC Items of rumi files
     (``pystac`` Items, an ItemCollection, or their dicts, as
@@ -38,7 +39,10 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     ``pandas.Index`` / ``DataArray`` that also gives its coordinate, as in
     ``xr.concat``.  ``open_kwargs`` (``crs=``, ``transform=``,
     ``georeferencing=False``, ...) go to the engine for every image.
-    ``chunks`` defaults to ``{}``: the frame grid.
+    ``chunks`` is ``{}`` (the default: one chunk per frame of each image),
+    ``"auto"`` (chunks of about Dask's ``array.chunk-size`` in whole frames,
+    several images deep), or a dict such as ``{"time": 8, "y": 1024, "x":
+    1024}``; each chunk is read by one task, its frames decoded in parallel.
 
     Raises ``ValueError`` naming the first of shape, transform, CRS, tile
     size, frame unit and sample type in which an image differs.
@@ -68,47 +72,39 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
         georefs = [{}] * len(paths)
     if not paths:
         raise ValueError("open_cube needs at least one path")
+    # What the images share (the caller's georeferencing) is built once, not once an image.
+    shared = _shared_georeferencing(open_kwargs)
     images = [
-        open_image(path, header=header, storage_options=storage_options, **open_kwargs, **georef)
+        open_image(path, header=header, storage_options=storage_options, **shared, **georef)
         for path, header, georef in zip(paths, headers, georefs)
     ]
-    layout = cube_layout(images, _dimension_name(dim), paths)
-    chunks = {} if chunks is None else chunks
-    if chunks == {}:
-        cube = _stack(images, layout, dim)
-    else:
-        # Hand over what is already known (re-opening reads nothing), and the rest as given.
-        reopen = {k: v for k, v in open_kwargs.items() if k not in _GEOREFERENCING_KWARGS}
-        datasets = [
-            xr.open_dataset(path, engine="rumi", header=image.header, georeferencing=image.georeferencing,
-                            storage_options=storage_options, chunks=chunks, **reopen)
-            for path, image in zip(paths, images)
-        ]
-        cube = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
-                         join="override", combine_attrs="override")
-    cube.band_data.encoding = layout.encoding
-    return cube
+    return cube_dataset(images, dim, chunks, paths)
+
+
+def cube_dataset(images, dim="time", chunks=None, names=None) -> xr.Dataset:
+    """The Cube of opened, aligned images: one Dask array over all of them, chunked by ``chunks``.
+
+    ``dim`` and ``chunks`` are :func:`open_cube`'s; ``names`` name the images
+    in the error that a misaligned one raises.
+    """
+    layout = cube_layout(images, _dimension_name(dim), names)
+    data = dask_array(RumiCubeArray(images), layout, chunks, verify=images[0].verify)
+    with contextlib.suppress(ImportError):
+        import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
+    stacked = xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
+    cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
+    return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})
 
 
 _GEOREFERENCING_KWARGS = ("crs", "transform", "raster_type", "georeferencing")
 
 
-def _stack(images: Sequence[RumiImage], layout, dim) -> xr.Dataset:
-    """The Cube ``xr.concat`` of the opened images gives, built in one step.
-
-    The images are aligned, so they share every coordinate: stacking their
-    frame-chunked arrays costs microseconds an image, where opening each
-    through ``xr.open_dataset`` and concatenating costs milliseconds.
-    """
-    import dask.array
-
-    with contextlib.suppress(ImportError):
-        import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
-
-    data = dask.array.stack([image_variable(image, chunked=True).data for image in images])
-    stacked = xr.Variable(layout.dims, data, attrs=layout.attrs)
-    cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
-    return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})
+def _shared_georeferencing(open_kwargs: dict) -> dict:
+    """``open_kwargs`` with the caller's georeferencing, if any, as one :class:`Georeferencing`."""
+    given = {k: open_kwargs[k] for k in _GEOREFERENCING_KWARGS if k in open_kwargs}
+    rest = {k: v for k, v in open_kwargs.items() if k not in given}
+    supplied = caller_georeferencing(**given)
+    return rest if supplied is None else {**rest, "georeferencing": supplied}
 
 
 def _dimension_name(dim):
@@ -136,4 +132,4 @@ def _headers_for(paths: list[str], headers) -> list:
     return headers
 
 
-__all__ = ["open_cube"]
+__all__ = ["cube_dataset", "open_cube"]

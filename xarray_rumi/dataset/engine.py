@@ -32,7 +32,7 @@ from xarray.indexes import PandasIndex
 
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
-from ..reading.image import RumiImage
+from ..reading.image import RumiImage, read_windows
 from ..reading.open import open_image
 from .layout import VARIABLE, Layout, image_layout
 
@@ -73,6 +73,55 @@ class RumiBackendArray(BackendArray):
             if all(r.step == 1 for r in ranges):
                 return self.image.read_window(*ranges)[squeeze]
         return self.image.read_points(*(_index_array(k, n) for k, n in zip(key, self.shape)))[squeeze]
+
+
+class RumiCubeArray(BackendArray):
+    """Aligned rumi images stacked into ``(image, band, y, x)``: translates keys for the reader.
+
+    A window of several images is one read, their frames decoded together
+    (:func:`~xarray_rumi.reading.image.read_windows`): a Cube's Dask chunk
+    that spans images is one task.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> root = tempfile.mkdtemp()
+    >>> paths = [os.path.join(root, f"{i}.rumi") for i in range(3)]
+    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.full((1, 8, 8), i, "int16"), tile_size=4),
+    ...                                  georeferencing=False) for i, p in enumerate(paths)]
+    >>> array = RumiCubeArray(images)
+    >>> array.shape, array[indexing.BasicIndexer((slice(1, 3), 0, 7, slice(None)))].tolist()
+    ((3, 1, 8, 8), [[1, 1, 1, 1, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2, 2, 2]])
+    """
+
+    def __init__(self, images):
+        self.images = tuple(images)
+        self.shape = (len(self.images), *self.images[0].grid.shape)
+        self.dtype = self.images[0].sample_type.dtype
+
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, tuple):  # Dask's getter hands over plain slices
+            key = indexing.BasicIndexer(key)
+        parts = key.tuple
+        if isinstance(key, (indexing.BasicIndexer, indexing.OuterIndexer)) and all(
+            _is_int(k) or (isinstance(k, slice) and k.step in (None, 1)) for k in parts
+        ):
+            return self._read(parts)
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
+
+    def _read(self, key: tuple) -> np.ndarray:
+        squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
+        which, *window = (_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
+        images = [self.images[i] for i in _index_array(which, self.shape[0])]
+        if all(isinstance(k, slice) for k in window):
+            ranges = [range(*k.indices(n)) for k, n in zip(window, self.shape[1:])]
+            if all(r.step == 1 for r in ranges):
+                return read_windows(images, *ranges)[squeeze] if images else self._empty(ranges)[squeeze]
+        points = [_index_array(k, n) for k, n in zip(window, self.shape[1:])]
+        if not images:
+            return self._empty(points)[squeeze]
+        return np.stack([image.read_points(*points) for image in images])[squeeze]
+
+    def _empty(self, window) -> np.ndarray:
+        return np.empty((0, *(len(r) for r in window)), self.dtype)
 
 
 def _is_int(k) -> bool:
@@ -196,6 +245,6 @@ class RumiBackendEntrypoint(BackendEntrypoint):
 
 
 __all__ = [
-    "RumiBackendArray", "RumiBackendEntrypoint", "image_coordinates", "image_dataset", "image_variable",
+    "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_coordinates", "image_dataset", "image_variable",
     "layout_coordinates",
 ]
