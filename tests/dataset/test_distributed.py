@@ -91,3 +91,21 @@ def test_reductions_over_s3_on_worker_processes(client, s3):
         np.testing.assert_allclose(total.values, values.sum(axis=(1, 2, 3), dtype="float64"), rtol=1e-9)
     window = cube.band_data.isel(time=1, band=2, y=slice(10, 50), x=slice(40, 100)).compute()
     np.testing.assert_array_equal(window.values, values[1, 2, 10:50, 40:100])
+
+
+def test_chunks_through_the_stack_on_worker_processes(client, tmp_path):
+    """A chunk spanning images is one task on a worker, decoded by that worker's one thread, exactly."""
+    from xarray_rumi.frames.heap import _glibc, keep_heap_top
+    from xarray_rumi.io.threads import computing_threads
+
+    blobs, values = _write_scenes(tmp_path, count=5)
+    cube = open_cube([tmp_path / f"scene{i}.rumi" for i in range(5)], blobs, chunks={"time": -1, "y": 64, "x": 64})
+    assert cube.band_data.data.npartitions == 3 * 2 * 2
+    on_workers = cube.band_data.mean("time").compute()
+    threaded = cube.band_data.mean("time").compute(scheduler="threads")
+    np.testing.assert_array_equal(on_workers.values, threaded.values)
+    np.testing.assert_allclose(on_workers.values, values.mean(axis=0), rtol=1e-6)
+    # Inside a task, the cores this worker may use are its own threads: no decoding threads of its own.
+    assert client.submit(computing_threads, pure=False).result() == 1
+    # distributed trims the heap eagerly there; the codec's buffers are kept in it.
+    assert client.submit(keep_heap_top, pure=False).result() is (_glibc() is not None)

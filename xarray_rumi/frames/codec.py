@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType
 from ._geozl_into import into_decoder
+from .heap import keep_heap_top
 
 #: The OpenZL frame format version of every frame this project writes.  24 is
 #: read by decoders built on openzl 0.2 and 0.3 alike.
@@ -74,6 +75,7 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     >>> frame_version(frame)
     24
     """
+    keep_heap_top()  # see decode_frame
     bands, h = stored.shape[:2]
     # Arrays that crossed a process boundary (dask.distributed) can sit in an
     # unaligned buffer, which OpenZL cannot wrap as a numeric stream.
@@ -164,6 +166,7 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
     xarray_rumi.errors.RumiFormatError: frame.decode: the frame does not decode: ...
     """
     frame_version(frame)
+    keep_heap_top()  # in a Dask worker, the decoder's buffers would otherwise go back to the system each frame
     shape = tuple(int(n) for n in shape)
     expected = math.prod(shape) * sample.bytes_per_sample  # math.prod: np.prod costs ~2 us a frame
     if out is not None:
