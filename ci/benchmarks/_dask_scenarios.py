@@ -189,6 +189,8 @@ def cube_reduction(paths, blobs, size: int, repeats: int, a_cases=A_CASES) -> li
 
             firsts[label], cases[label] = checked(label, lambda: cube_mean(paths, blobs, "auto", scheduler=client),
                                                   against=reference)
+            # The same work, its result summed where it is: what the workers cost without the gather.
+            cases[KEPT] = lambda: cube_total(paths, blobs, client)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             errors[label] = e
@@ -249,7 +251,21 @@ def cube_reduction(paths, blobs, size: int, repeats: int, a_cases=A_CASES) -> li
             label, s, "Cube mean chunks=auto 2T", auto, 1.3,
             note=f"{mbps(s)}; client.compute, result shipped back; {checks.get(label, '')}")
             if auto else error_row(label, RuntimeError("threaded auto failed or not run"))))
+        rows.append(_row(times, errors, KEPT, lambda s: time_row(
+            KEPT, s, "Cube mean chunks=auto 2T", auto,
+            note=f"{mbps(s)}; mean().sum() computed on the workers: the result is not gathered")
+            if auto else error_row(KEPT, RuntimeError("threaded auto failed or not run"))))
     return rows
+
+
+KEPT = "Cube mean chunks=auto LocalCluster, result kept on the workers"
+
+
+def cube_total(paths, blobs, client) -> float:
+    from xarray_rumi import open_cube
+
+    cube = open_cube(paths, blobs, crs=CRS, transform=TRANSFORM, chunks="auto")
+    return float(client.compute(cube.band_data.mean("time").sum()).result())
 
 
 # ----------------------------------------------------------------------------------------------- (b)
@@ -281,8 +297,13 @@ def full_read(root: str, size: int, repeats: int, raster=None) -> list[Row]:
             np.testing.assert_array_equal(run(), values)
         return first
 
+    def lazy_and_copy():
+        # What a Dask compute adds to the lazy read at least: dask.array's finalize copies a
+        # single-chunk result (and concatenating several chunks copies them too).
+        return read(None)().copy()
+
     cases = {"lazy .values (no chunks)": read(None), "open_dataset chunks=auto .values": read("auto"),
-             "open_dataset chunks={} .values": read({})}
+             "open_dataset chunks={} .values": read({}), COPIED: lazy_and_copy}
     errors: dict = {}
     alive = {}
     for name, run in cases.items():
@@ -303,6 +324,9 @@ def full_read(root: str, size: int, repeats: int, raster=None) -> list[Row]:
     lazy = times.get(anchor)
     rows = [_row(times, errors, anchor, lambda s: speed_row(
         anchor, s, anchor, s, note=f"{megabytes / s:.0f} MB/s; 2 x {size} x {size} uint16"))]
+    rows.append(_row(times, errors, COPIED, lambda s: speed_row(
+        COPIED, s, anchor, lazy, note="the ceiling of any Dask compute of the image: one copy of the result")
+        if lazy else error_row(COPIED, RuntimeError("anchor failed"))))
     for name, target in (("open_dataset chunks=auto .values", 0.95), ("open_dataset chunks={} .values", None)):
         try:
             ds = xr.open_dataset(path, engine="rumi", header=blob, crs=CRS, transform=TRANSFORM,
@@ -314,6 +338,9 @@ def full_read(root: str, size: int, repeats: int, raster=None) -> list[Row]:
             name, s, anchor, lazy, target, note=f"{megabytes / s:.0f} MB/s; {layout}; Dask threads 2")
             if lazy else error_row(name, RuntimeError("anchor failed"))))
     return rows
+
+
+COPIED = "lazy .values + one copy of the result"
 
 
 # ----------------------------------------------------------------------------------------------- (c)
