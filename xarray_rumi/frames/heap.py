@@ -1,18 +1,25 @@
-"""Keep the codec's work buffers in the heap in processes that trim it eagerly (Dask workers).
+"""Keep frame and chunk buffers in the heap in processes that trim it eagerly (Dask workers).
 
 ``distributed`` starts its worker processes with ``MALLOC_TRIM_THRESHOLD_``
 set to 64 KiB, so that glibc gives freed memory back to the system at once.
-Setting it also freezes glibc's mmap threshold at 128 KiB, and the OpenZL
-codec allocates and frees frame-sized work buffers on every call: in such a
-worker each of them became a fresh mapping, faulted in and unmapped again,
-frame after frame, and decoding ran at half speed (a 24-frame chunk on a
-worker thread: 25 ms normally, 51-57 ms there).  Raising the mmap threshold
-to 4 MiB (buffers below it come from the heap) and keeping 4 MiB at the top
-of the heap when it is trimmed (``M_TOP_PAD``) brings it back to 27 ms,
-while freed memory beyond those 4 MiB, and every array of 4 MiB or more,
-still goes back to the system at once, which is what the setting is for.
-Nothing is changed where the trim threshold is not set, where the caller
-chose these two settings themselves, or off glibc.
+Setting it also freezes glibc's mmap threshold at 128 KiB.  The OpenZL codec
+allocates and frees frame-sized work buffers on every call, and every Dask
+chunk is a fresh array: in such a worker each of them became a new mapping,
+faulted in page by page and unmapped again.  Decoding a 24-frame chunk on a
+worker thread took 51-57 ms instead of 25, and a Cube mean on a two-process
+``LocalCluster`` cost 1.37x the threaded scheduler's time even with its
+result left on the workers.
+
+Where the process started with that setting, the package raises the mmap
+threshold to 32 MiB (the ceiling glibc's own dynamic threshold would reach)
+and keeps 16 MiB at the top of the heap when it is trimmed (``M_TOP_PAD``):
+the codec's buffers and chunks of a Cube's ``"auto"`` size are then reused
+in place (the same mean: 1.06x), while freed memory beyond those 16 MiB,
+and every array of 32 MiB or more, still goes back to the system at once,
+which is what the setting is for.  Nothing is changed where the trim
+threshold is not set, where the caller chose these two settings
+(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``) themselves, or off glibc.
+Measurements: docs/benchmarks.md, scenario 8.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ import ctypes.util
 import functools
 import os
 
-#: Allocations below this come from the heap, not a mapping of their own: a few frames' work buffers.
-MMAP_THRESHOLD = 4 * 1024 * 1024
-#: What glibc keeps at the top of the heap when it trims.
-TOP_PAD = 4 * 1024 * 1024
+#: Allocations below this come from the heap, not a mapping of their own (glibc's dynamic ceiling).
+MMAP_THRESHOLD = 32 * 1024 * 1024
+#: What glibc keeps at the top of the heap when it trims: about one Cube chunk.
+TOP_PAD = 16 * 1024 * 1024
 _SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, MMAP_THRESHOLD), "MALLOC_TOP_PAD_": (-2, TOP_PAD)}  # glibc's malloc.h
 
 
