@@ -37,24 +37,18 @@ from ..reading.open import open_image
 from .layout import VARIABLE, Layout, image_layout
 
 
-class RumiBackendArray(BackendArray):
-    """A lazily read ``(band, y, x)`` rumi image: translates xarray's keys for the image's one reader.
+class _WindowsAndPoints(BackendArray):
+    """Translates xarray's keys into contiguous windows or outer selections of index arrays.
 
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.arange(64, dtype="int16").reshape(1, 8, 8), tile_size=4)
-    >>> array = RumiBackendArray(xarray_rumi.open_image(path, header=blob, georeferencing=False))
-    >>> array[indexing.OuterIndexer((0, np.array([1, 6]), slice(2, 4)))]
-    array([[10, 11],
-           [50, 51]], dtype=int16)
+    Subclasses read them: ``read_window(ranges)`` (one ``range`` of step 1 per
+    axis) and ``read_points(indices)`` (one array of in-range indices per axis).
     """
 
-    def __init__(self, image: RumiImage):
-        self.image = image
-        self.shape = image.grid.shape
-        self.dtype = image.sample_type.dtype
+    shape: tuple[int, ...]
 
-    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, tuple):  # Dask's getter hands over plain slices
+            key = indexing.BasicIndexer(key)
         parts = key.tuple
         if isinstance(key, (indexing.BasicIndexer, indexing.OuterIndexer)) and all(
             _is_int(k) or (isinstance(k, slice) and k.step in (None, 1)) for k in parts
@@ -71,11 +65,35 @@ class RumiBackendArray(BackendArray):
         if all(isinstance(k, slice) for k in key):
             ranges = [range(*k.indices(n)) for k, n in zip(key, self.shape)]
             if all(r.step == 1 for r in ranges):
-                return self.image.read_window(*ranges)[squeeze]
-        return self.image.read_points(*(_index_array(k, n) for k, n in zip(key, self.shape)))[squeeze]
+                return self.read_window(ranges)[squeeze]
+        return self.read_points([_index_array(k, n) for k, n in zip(key, self.shape)])[squeeze]
 
 
-class RumiCubeArray(BackendArray):
+class RumiBackendArray(_WindowsAndPoints):
+    """A lazily read ``(band, y, x)`` rumi image: translates xarray's keys for the image's one reader.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.arange(64, dtype="int16").reshape(1, 8, 8), tile_size=4)
+    >>> array = RumiBackendArray(xarray_rumi.open_image(path, header=blob, georeferencing=False))
+    >>> array[indexing.OuterIndexer((0, np.array([1, 6]), slice(2, 4)))]
+    array([[10, 11],
+           [50, 51]], dtype=int16)
+    """
+
+    def __init__(self, image: RumiImage):
+        self.image = image
+        self.shape = image.grid.shape
+        self.dtype = image.sample_type.dtype
+
+    def read_window(self, ranges: list[range]) -> np.ndarray:
+        return self.image.read_window(*ranges)
+
+    def read_points(self, indices: list[np.ndarray]) -> np.ndarray:
+        return self.image.read_points(*indices)
+
+
+class RumiCubeArray(_WindowsAndPoints):
     """Aligned rumi images stacked into ``(image, band, y, x)``: translates keys for the reader.
 
     A window of several images is one read, their frames decoded together
@@ -97,31 +115,17 @@ class RumiCubeArray(BackendArray):
         self.shape = (len(self.images), *self.images[0].grid.shape)
         self.dtype = self.images[0].sample_type.dtype
 
-    def __getitem__(self, key) -> np.ndarray:
-        if isinstance(key, tuple):  # Dask's getter hands over plain slices
-            key = indexing.BasicIndexer(key)
-        parts = key.tuple
-        if isinstance(key, (indexing.BasicIndexer, indexing.OuterIndexer)) and all(
-            _is_int(k) or (isinstance(k, slice) and k.step in (None, 1)) for k in parts
-        ):
-            return self._read(parts)
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
+    def read_window(self, ranges: list[range]) -> np.ndarray:
+        which, *window = ranges
+        if not which:
+            return np.empty((0, *(len(r) for r in window)), self.dtype)
+        return read_windows(self.images[which.start:which.stop], *window)
 
-    def _read(self, key: tuple) -> np.ndarray:
-        squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
-        which, *window = (_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
-        images = [self.images[i] for i in _index_array(which, self.shape[0])]
-        if all(isinstance(k, slice) for k in window):
-            ranges = [range(*k.indices(n)) for k, n in zip(window, self.shape[1:])]
-            if all(r.step == 1 for r in ranges):
-                return read_windows(images, *ranges)[squeeze] if images else self._empty(ranges)[squeeze]
-        points = [_index_array(k, n) for k, n in zip(window, self.shape[1:])]
-        if not images:
-            return self._empty(points)[squeeze]
-        return np.stack([image.read_points(*points) for image in images])[squeeze]
-
-    def _empty(self, window) -> np.ndarray:
-        return np.empty((0, *(len(r) for r in window)), self.dtype)
+    def read_points(self, indices: list[np.ndarray]) -> np.ndarray:
+        which, *points = indices
+        if not which.size:
+            return np.empty((0, *(p.size for p in points)), self.dtype)
+        return np.stack([self.images[i].read_points(*points) for i in which.tolist()])
 
 
 def _is_int(k) -> bool:
