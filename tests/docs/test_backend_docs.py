@@ -6,17 +6,14 @@
 
 from __future__ import annotations
 
-import pathlib
-import re
-
+from doc_blocks import python_blocks, run_blocks
 from s3_server import s3_server
 
-DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "backend.md"
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+PAGE = "docs/backend.md"
 
 
 def test_doc_blocks_exist():
-    blocks = BLOCK.findall(DOC.read_text())
+    blocks = python_blocks(PAGE)
     assert len(blocks) >= 8
     text = "\n".join(blocks)
     for needed in ("open_cube", "LocalCluster", "s3://", "base_url", "georeferencing=False"):
@@ -26,10 +23,5 @@ def test_doc_blocks_exist():
 def test_backend_doc_examples_run(tmp_path, monkeypatch, http_server):
     monkeypatch.chdir(tmp_path)  # the HTTP server serves tmp_path: files written here are online
     with s3_server("scenes") as options:
-        namespace = {"base_url": http_server.url, "s3_options": options}
-        for number, block in enumerate(BLOCK.findall(DOC.read_text()), start=1):
-            try:
-                exec(compile(block, f"{DOC.name} block {number}", "exec"), namespace)
-            except Exception as exc:  # name the block that broke
-                raise AssertionError(f"docs/backend.md python block {number} failed: {exc!r}") from exc
+        run_blocks(PAGE, {"base_url": http_server.url, "s3_options": options})
     assert http_server.get_requests()  # the HTTP examples did go over HTTP

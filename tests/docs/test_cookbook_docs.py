@@ -6,17 +6,14 @@ so the Items' assets are URLs and the Cube reads its pixels over HTTP.
 
 from __future__ import annotations
 
-import pathlib
-import re
-
 import pytest
+from doc_blocks import python_blocks, run_blocks
 
-DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cookbook.md"
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+PAGE = "docs/cookbook.md"
 
 
 def test_doc_blocks_exist():
-    blocks = BLOCK.findall(DOC.read_text())
+    blocks = python_blocks(PAGE)
     assert len(blocks) >= 5
     text = "\n".join(blocks)
     for needed in ("xarray_rumi.write", "xarray_rumi.stac.item", "open_cube(", ".median(", "quicklook"):
@@ -26,17 +23,16 @@ def test_doc_blocks_exist():
 def test_cookbook_runs(tmp_path, monkeypatch, http_server):
     pytest.importorskip("pystac")
     monkeypatch.chdir(tmp_path)  # the HTTP server serves tmp_path: files written here are online
-    namespace = {"base_url": http_server.url}
-    blocks = BLOCK.findall(DOC.read_text())
-    for number, block in enumerate(blocks, start=1):
+
+    def before(block):
         if "open_cube" in block:
             http_server.requests.clear()
-        try:
-            exec(compile(block, f"{DOC.name} block {number}", "exec"), namespace)
-        except Exception as exc:  # name the block that broke
-            raise AssertionError(f"docs/cookbook.md python block {number} failed: {exc!r}") from exc
+
+    def after(block):
         if "open_cube" in block:
             assert http_server.requests == [], "opening the Cube from the Items read something"
+
+    run_blocks(PAGE, {"base_url": http_server.url}, before_each=before, after_each=after)
     assert http_server.get_requests()  # the pixels came over HTTP
     for name in ("median.png", "last.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pathlib
-import re
 import subprocess
 import sys
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+from doc_blocks import python_blocks
 
 #: Runs the example in a fresh interpreter where the ``geo`` extra's modules cannot be imported.
 WITHOUT_GEO = """
@@ -23,7 +20,7 @@ exec(compile(sys.stdin.read(), "README.md", "exec"), {})
 
 
 def test_readme_example_runs_without_the_geo_extra(tmp_path):
-    (block,) = BLOCK.findall(README.read_text())
+    (block,) = python_blocks("README.md")
     script = block + "\nprint('the example ran')\nimport rioxarray\n"   # the last line proves the refusal works
     done = subprocess.run([sys.executable, "-c", WITHOUT_GEO], input=script, text=True, capture_output=True,
                           cwd=tmp_path, timeout=300)

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import pathlib
-import re
-
 import pytest
-
-DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "virtual-zarr.md"
+from doc_blocks import run_blocks
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_virtual_zarr_page_examples_run(tmp_path, monkeypatch, capsys):
     pytest.importorskip("virtualizarr")
     pytest.importorskip("icechunk")
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) >= 6
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    for number, block in enumerate(blocks, 1):
-        exec(compile(block, f"{DOC.name} block {number}", "exec"), namespace)
+    assert run_blocks("docs/virtual-zarr.md") >= 6
     printed = capsys.readouterr().out.split()
     assert "openzl" in printed and "ManifestArray" in printed
