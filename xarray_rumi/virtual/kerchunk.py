@@ -41,7 +41,8 @@ import numpy as np
 from ..dataset.coords import GRID_MAPPING
 from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import open_image
-from .codec import OpenZLCodec, zarr_dtype
+from .chunks import zarr_dtype
+from .codec import OpenZLCodec
 from .edges import chunk_references
 from .parser import check_stack_dim, virtual_cube_references
 

@@ -35,7 +35,8 @@ import numpy as np
 from ..dataset.coords import GRID_MAPPING
 from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
-from .codec import OpenZLBytesCodec, OpenZLChunks, OpenZLZarrCodec, zarr_dtype
+from .chunks import OpenZLChunks, zarr_dtype
+from .codec import OpenZLBytesCodec, OpenZLZarrCodec
 from .edges import chunk_references
 
 

@@ -1,0 +1,268 @@
+"""One OpenZL frame as one Zarr chunk: the configuration and the work every registration shares.
+
+:class:`OpenZLChunks` is one frozen value holding the whole configuration:
+
+* decoding goes through ``geozl.decompress``, which knows GeoZL's decoders as
+  well as OpenZL's built-in ones, releases the GIL and refuses to allocate
+  more than one chunk;
+* encoding (ordinary Zarr arrays) compresses a chunk with a GeoZL recipe at the
+  pinned OpenZL frame format version (:data:`xarray_rumi.frames.codec.FORMAT_VERSION`).
+
+Chunks behind virtual references are rumi frames, and rumi cuts edge frames to
+the image while Zarr's regular grid pads edge chunks.  With ``image_shape``
+set, the codec works out each frame's ``(h, w)`` from the number of samples it
+decodes to and places the frame top-left in a zero-filled chunk (Zarr crops
+the padding away, so its value is never seen).  The one ambiguity,
+a right-edge frame ``(T_l, e_w)`` against a bottom-edge frame ``(e_l, T_w)``
+when ``T_l * e_w == e_l * T_w``, is settled by the reference itself: a
+right-edge frame's reference starts one byte (or three) before the frame,
+which the codec sees from where OpenZL's frame magic begins (see
+:mod:`xarray_rumi.virtual.edges`).  The configuration is the grid's alone,
+so grid-aligned files share it.
+
+References written by xarray-rumi 0.1.0 carried per-file tables instead
+(``right_edge_lengths``, ``bottom_edge_lengths``: the reference lengths of
+each edge; ``moved_lengths``: ``[reference length, leading bytes to
+skip]``); a configuration that has them is still read by them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import geozl
+import numpy as np
+
+from ..errors import RumiFormatError
+from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
+from ..format.limits import DEFAULT_LIMITS
+from ..frames.codec import encode_frame, frame_version
+from .edges import RIGHT_EDGE_SHIFTS, frame_shift
+
+#: The recipe ordinary Zarr arrays are encoded with: built-in OpenZL codecs
+#: only (any OpenZL decoder reads it) and valid for every element type.
+DEFAULT_RECIPE = "id>zstd"
+
+# Zarr cannot describe ml_dtypes types, so those sample types are exposed as the
+# narrowest standard numpy type that holds every one of their values exactly.
+_WIDENED = {
+    "uint2": np.uint8, "uint4": np.uint8, "int2": np.int8, "int4": np.int8,
+    "float8_e4m3fn": np.float32, "float8_e5m2": np.float32, "float8_e8m0fnu": np.float32,
+    "bfloat16": np.float32, "float6_e2m3fn": np.float32, "float6_e3m2fn": np.float32,
+    "float4_e2m1fn": np.float32,
+}
+
+
+def zarr_dtype(sample: SampleType) -> np.dtype:
+    """The dtype a Zarr array of ``sample`` frames has: the reader's dtype, widened
+    exactly where Zarr metadata cannot name an ``ml_dtypes`` type.
+
+    >>> zarr_dtype(sample_type_from_name("cint16")), zarr_dtype(sample_type_from_name("bfloat16"))
+    (dtype('complex64'), dtype('float32'))
+    """
+    return np.dtype(_WIDENED.get(sample.name, sample.dtype))
+
+
+@dataclass(frozen=True)
+class OpenZLChunks:
+    """The codec's configuration and its work, shared by both registrations.
+
+    ``sample_type`` names the rumi sample type of the frame bytes (``None``:
+    the array's own dtype).  ``chunk_shape`` bounds decoding when the caller
+    does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
+    on edge-frame placement.  ``right_edge_lengths``, ``bottom_edge_lengths``
+    and ``moved_lengths`` are the per-file tables of references written by
+    xarray-rumi 0.1.0, still read; new references need none.
+
+    A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
+    frames (2, 4) both hold 8 samples, so a right-edge frame's reference
+    starts one byte before it (see :mod:`xarray_rumi.virtual.edges`).
+
+    >>> right_edge = OpenZLChunks().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
+    >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
+    >>> codec.decode(bytes(1) + right_edge)[0]   # a reference one byte before its frame
+    array([[0, 1, 0, 0],
+           [2, 3, 0, 0],
+           [4, 5, 0, 0],
+           [6, 7, 0, 0]], dtype=uint16)
+    """
+
+    sample_type: str | None = None
+    recipe: str = DEFAULT_RECIPE
+    chunk_shape: tuple[int, ...] | None = None
+    image_shape: tuple[int, int] | None = None
+    right_edge_lengths: tuple[int, ...] = field(default=())
+    bottom_edge_lengths: tuple[int, ...] = field(default=())
+    moved_lengths: tuple[tuple[int, int], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        def ints(value):
+            return None if value is None else tuple(int(v) for v in value)
+
+        object.__setattr__(self, "chunk_shape", ints(self.chunk_shape))
+        object.__setattr__(self, "image_shape", ints(self.image_shape))
+        object.__setattr__(self, "right_edge_lengths", tuple(sorted(int(n) for n in self.right_edge_lengths)))
+        object.__setattr__(self, "bottom_edge_lengths", tuple(sorted(int(n) for n in self.bottom_edge_lengths)))
+        object.__setattr__(self, "moved_lengths", tuple(sorted((int(a), int(b)) for a, b in self.moved_lengths)))
+        if set(self.right_edge_lengths) & set(self.bottom_edge_lengths):
+            raise ValueError("a length cannot be both a right-edge and a bottom-edge reference length")
+        if self.sample_type is not None:
+            sample_type_from_name(self.sample_type)  # refuse unknown names now, not at the first chunk
+        if not isinstance(self.recipe, str) or ">" not in self.recipe:
+            raise ValueError(f"recipe must be a GeoZL recipe like 'planar>zigzag>zstd', got {self.recipe!r}")
+        if self.image_shape is not None:
+            if self.sample_type is None or self.chunk_shape is None or len(self.chunk_shape) < 2:
+                raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
+            if len(self.image_shape) != 2 or min(self.image_shape) < 1:
+                raise ValueError(f"image_shape must be (Y, X) of positive sizes, got {self.image_shape}")
+
+    # -- configuration as plain JSON ----------------------------------------
+
+    def to_config(self) -> dict:
+        """The configuration as plain JSON values, defaults left out."""
+        config = {"recipe": self.recipe}
+        if self.sample_type is not None:
+            config["sample_type"] = self.sample_type
+        if self.chunk_shape is not None:
+            config["chunk_shape"] = list(self.chunk_shape)
+        if self.image_shape is not None:
+            config["image_shape"] = list(self.image_shape)
+        if self.right_edge_lengths:
+            config["right_edge_lengths"] = list(self.right_edge_lengths)
+        if self.bottom_edge_lengths:
+            config["bottom_edge_lengths"] = list(self.bottom_edge_lengths)
+        if self.moved_lengths:
+            config["moved_lengths"] = [list(pair) for pair in self.moved_lengths]
+        return config
+
+    # -- encoding --------------------------------------------------------------
+
+    def sample_for(self, dtype) -> SampleType:
+        if self.sample_type is not None:
+            return sample_type_from_name(self.sample_type)
+        return sample_type_for_dtype(dtype)
+
+    def encode(self, chunk: np.ndarray) -> bytes:
+        """One OpenZL frame holding ``chunk`` (any shape; the last two axes are rows and columns)."""
+        chunk = np.asarray(chunk)
+        stored = self.sample_for(chunk.dtype).encode(chunk)  # refuses values the sample type cannot hold
+        planes = int(np.prod(chunk.shape[:-2], dtype=np.int64)) if chunk.ndim >= 2 else 1
+        rows = chunk.shape[-2] if chunk.ndim >= 2 else 1
+        return encode_frame(stored.reshape(planes, rows, -1), self.recipe)
+
+    # -- decoding --------------------------------------------------------------
+
+    def decode(self, data, chunk_shape: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
+        """Decode one chunk to ``chunk_shape`` (default: the configured one).
+
+        ``dtype`` is the array's dtype when no ``sample_type`` is configured.
+        A chunk that does not decode, or decodes to a size no frame of this
+        array has, raises :class:`~xarray_rumi.RumiFormatError`.
+        """
+        data = memoryview(data).cast("B")
+        shape = tuple(chunk_shape if chunk_shape is not None else self.chunk_shape or ())
+        if not shape:
+            raise ValueError("the chunk shape is unknown: configure chunk_shape or pass it")
+        sample = self.sample_for(dtype if dtype is not None else np.uint8)
+        out_dtype = zarr_dtype(sample) if self.sample_type is not None else np.dtype(dtype)
+        chunk_bytes = math.prod(shape) * sample.bytes_per_sample   # math.prod: np.prod costs ~5 us a chunk
+        length = len(data)
+        if self.moved_lengths:   # a 0.1.0 configuration: its table says where the frame starts
+            shift = self._moved.get(length, 0)
+            raw = decompress_chunk(data[shift:], chunk_bytes)
+        else:   # frame_shift has found (and checked) the frame header
+            shift = frame_shift(data)
+            raw = _decompress_checked(data[shift:], chunk_bytes)
+        if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
+            return _as(sample.decode(raw, shape), out_dtype)
+        if self.image_shape is None:
+            raise RumiFormatError("frame.length", f"the chunk decodes to {raw.size} bytes, not the {chunk_bytes} of a chunk")
+        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, length,
+                                shift)
+        out = np.zeros(shape, out_dtype)
+        out[..., :h, :w] = sample.decode(raw, (*shape[:-2], h, w))
+        return out
+
+    @cached_property
+    def _moved(self) -> dict[int, int]:
+        return dict(self.moved_lengths)
+
+    @cached_property
+    def _right_edges(self) -> frozenset[int]:
+        return frozenset(self.right_edge_lengths)
+
+    @cached_property
+    def _bottom_edges(self) -> frozenset[int]:
+        return frozenset(self.bottom_edge_lengths)
+
+    def _frame_size(self, samples: int, remainder: int, shape, length: int, shift: int) -> tuple[int, int]:
+        """``(h, w)`` of the frame that decoded to ``samples`` samples."""
+        planes = math.prod(shape[:-2])
+        tile_length, tile_width = shape[-2:]
+        image_length, image_width = self.image_shape
+        heights = {image_length - (-(-image_length // tile_length) - 1) * tile_length}
+        widths = {image_width - (-(-image_width // tile_width) - 1) * tile_width}
+        if image_length > tile_length:
+            heights.add(tile_length)
+        if image_width > tile_width:
+            widths.add(tile_width)
+        # A full chunk is always accepted (a copy written by zarr pads edges);
+        # no cut frame holds as many samples, so it adds no ambiguity.
+        shapes = {(h, w) for h in heights for w in widths} | {(tile_length, tile_width)}
+        candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
+        if len(candidates) == 2 and not (self.right_edge_lengths or self.bottom_edge_lengths):
+            # a right edge (T_l, e_w) or a bottom edge (e_l, T_w): the reference's shift says which
+            right = shift in RIGHT_EDGE_SHIFTS
+            candidates = [c for c in candidates if (c[0] == tile_length) == right]
+        elif len(candidates) == 2:  # a 0.1.0 configuration: its tables say which
+            if length in self._right_edges:
+                candidates = [c for c in candidates if c[0] == tile_length]
+            elif length in self._bottom_edges:
+                candidates = [c for c in candidates if c[0] != tile_length]
+            else:
+                raise RumiFormatError(
+                    "frame.edge",
+                    f"a {length}-byte chunk decodes to {samples} samples, which fit a right-edge frame {candidates[0]} "
+                    f"and a bottom-edge frame {candidates[1]}, and this codec configuration lists neither length: "
+                    "the reference does not belong to the array the configuration was built for",
+                )
+        if len(candidates) != 1:
+            raise RumiFormatError(
+                "frame.length",
+                f"the frame decodes to {samples} samples, which no frame of a {image_length} x {image_width} "
+                f"image in {tile_length} x {tile_width} tiles holds",
+            )
+        return candidates[0]
+
+
+def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether two chunk shapes hold the same planes of the same rows and columns.
+
+    A stack of images adds leading length-1 axes: (1, B, T_l, T_w) frames are (B, T_l, T_w) ones.
+    """
+    return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
+
+
+def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` as ``dtype``: itself where it already is (no copy, no call into numpy's casting)."""
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def decompress_chunk(data: memoryview, limit: int | None) -> np.ndarray:
+    """The raw samples of one chunk's frame, refused beyond ``limit`` bytes (default: one frame's limit)."""
+    frame_version(data)
+    return _decompress_checked(data, limit)
+
+
+def _decompress_checked(data: memoryview, limit: int | None) -> np.ndarray:
+    """Decompress a chunk whose frame header has been checked."""
+    try:
+        # without a chunk shape, the same per-frame bound as every other decode
+        return geozl.decompress(data, max_output_size=limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
+    except (RuntimeError, ValueError) as exc:
+        raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
+
+
+__all__ = ["DEFAULT_RECIPE", "OpenZLChunks", "decompress_chunk", "same_planes", "zarr_dtype"]
