@@ -122,3 +122,25 @@ def test_computing_threads_are_the_cores_outside_a_worker():
     import os
 
     assert computing_threads() == len(os.sched_getaffinity(0))
+
+
+def test_a_forked_child_starts_with_nobody_working_and_a_free_lock():
+    """A lock held by one of the parent's threads when it forks would never be released in the child."""
+    import os
+    import signal
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking a process that has threads
+        with threads._computing.lock:  # held, as another thread of the parent might hold it, at the fork
+            pid = os.fork()
+            if pid == 0:  # the child: a deadlock ends it (SIGALRM) instead of hanging the suite
+                signal.alarm(20)
+                try:
+                    out = {}
+                    share_work([range(3)], _recording(out), threads=2)
+                    os._exit(0 if sorted(out) == [0, 1, 2] and threads._computing.busy == 0 else 1)
+                except BaseException:  # noqa: BLE001  (the child must exit, whatever happened)
+                    os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -167,7 +167,8 @@ class _Computing:
 
 _computing = _Computing()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: setattr(_computing, "busy", 0))
+    # A forked child has none of the parent's threads, and a lock they held would never be released.
+    os.register_at_fork(after_in_child=_computing.__init__)
 
 
 def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], None]]], *,
