@@ -52,8 +52,8 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
 
     frame = layout.chunks
     if chunks is None or (isinstance(chunks, dict) and not chunks):
-        asked = frame
-    elif isinstance(chunks, str):
+        return normalize_chunks(frame, layout.shape, dtype=layout.dtype)  # the frame grid cuts no frame
+    if isinstance(chunks, str):
         if chunks != "auto":
             raise ValueError(f"chunks must be {{}}, None, 'auto' or a dict of sizes by dimension, not {chunks!r}")
         if layout.stack_dim is not None:

@@ -20,7 +20,6 @@ options and the blob, so tasks run on worker processes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
@@ -34,6 +33,7 @@ from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..reading.image import RumiImage, read_windows
 from ..reading.open import open_image
+from .chunking import dask_array
 from .layout import VARIABLE, Layout, image_layout
 
 
@@ -159,17 +159,9 @@ def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
     directly (catalogs open thousands of images this way, under 1 ms each).
     """
     layout = image_layout(image)
-    data = indexing.LazilyIndexedArray(RumiBackendArray(image))
-    if chunked:
-        import dask.array
-
-        adapter = indexing.ImplicitToExplicitIndexingAdapter(data, indexing.OuterIndexer)
-        # The blob and the address name the frames exactly: a stable Dask name.
-        # An unverified read is another computation: it must not stand in for a verified one.
-        named = image.source.url.encode() + image.header.to_bytes() + (b"" if image.verify else b"\0unverified")
-        token = hashlib.blake2b(named, digest_size=16).hexdigest()
-        # meta=np.ndarray, as xarray's own chunking gives lazily indexed backend arrays
-        data = dask.array.from_array(adapter, chunks=layout.chunks, name=f"rumi-{token}", lock=False, meta=np.ndarray)
+    array = RumiBackendArray(image)
+    # Chunked, it is the Dask array a Cube's is: named by the blob and the address (a stable name).
+    data = dask_array(array, layout, {}, verify=image.verify) if chunked else indexing.LazilyIndexedArray(array)
     return xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
 
 
