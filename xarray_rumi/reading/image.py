@@ -277,11 +277,6 @@ def decode_all(jobs) -> None:
     """
     jobs = [(image, np.asarray(touched, np.int64), place) for image, touched, place in jobs]
     frames = sum(touched.size for _, touched, _ in jobs)
-    if frames == 1:
-        ((image, touched, place),) = [job for job in jobs if job[1].size]
-        (payload,) = image.fetch(*image.header.ranges(touched))
-        place(int(touched[0]), payload)
-        return
     if not frames:
         return
 
