@@ -25,7 +25,6 @@ Measurements: docs/benchmarks.md, scenario 8.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 
@@ -69,11 +68,9 @@ def _startup_environment() -> set[str]:
 
 
 def _glibc():
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
     try:
-        libc = ctypes.CDLL(name)
+        # The process's own symbols, libc's among them: no search for the library (find_library runs ldconfig).
+        libc = ctypes.CDLL(None)
     except OSError:
         return None
     # musl has mallopt too (and ignores it); gnu_get_libc_version is glibc's own.
