@@ -77,3 +77,10 @@ def test_info_json_without_crs(capsys, tmp_path):
     assert main(["info", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["crs"] is None and info["transform"] is None and info["dtype"] == "float32"
+
+
+def test_convert_help_says_what_a_frame_unit_holds_as_the_spec_does():
+    # spec, Frames: a tile frame holds one band of one grid position, a cell frame all bands of it
+    _, commands = _commands()
+    (unit,) = [a for a in commands["convert"]._actions if a.dest == "frame_unit"]
+    assert "tile = one band" in unit.help and "cell = all bands" in unit.help

@@ -207,7 +207,8 @@ def add_command(commands) -> None:
                      help="the rumi file for one input, else a directory (paths or fsspec URLs)")
     cmd.add_argument("--tile-size", type=int, default=512, help="tile side in pixels (default: %(default)s)")
     cmd.add_argument("--frame-unit", choices=("tile", "cell"), default="tile",
-                     help="one frame per tile (all bands) or per cell (one band of a tile) (default: %(default)s)")
+                     help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
+                          "position, decoded together (default: %(default)s)")
     cmd.add_argument("--compression", default="auto",
                      help="auto, portable, or a GeoZL recipe (default: %(default)s)")
     cmd.add_argument("--crs", default=None, metavar="EPSG:n",
