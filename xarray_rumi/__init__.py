@@ -8,7 +8,7 @@
 True
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata as _metadata
 
 from . import accessor  # noqa: F401  (registers .rumi on DataArray and Dataset)
 from .errors import RumiFormatError
@@ -20,8 +20,8 @@ from .reading.validate import validate
 from .writing.write import write
 
 try:
-    __version__ = version("xarray-rumi")
-except PackageNotFoundError:  # running from a source tree
+    __version__ = _metadata.version("xarray-rumi")
+except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
 # Names whose modules pull in optional dependencies (zarr, kerchunk, ...) load on first use.
@@ -41,7 +41,7 @@ _SUBMODULES = {
 
 
 def __getattr__(name):
-    import importlib
+    import importlib  # here, not at the top, so that it is no attribute of the package
 
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
@@ -54,3 +54,16 @@ __all__ = [
     "Georeferencing", "Limits", "RetryPolicy", "RumiFormatError", "RumiParser", "__version__", "header_from_file",
     "open_catalog", "open_collection", "open_cube", "open_image", "references", "validate", "write",
 ]
+
+#: Submodules users reach by their names (``xarray_rumi.stac.item``); the rest are the package's inside.
+_PUBLIC_SUBMODULES = ["stac"]
+
+
+def __dir__():
+    """The public names, lazily loaded ones included, and not what the imports above leave behind.
+
+    >>> import xarray_rumi
+    >>> "open_cube" in dir(xarray_rumi) and "reading" not in dir(xarray_rumi)
+    True
+    """
+    return sorted({*__all__, *_PUBLIC_SUBMODULES})

@@ -1,0 +1,44 @@
+"""What a user sees of the package: ``dir(xarray_rumi)`` and ``from xarray_rumi import *``.
+
+Some public names load on first use (their modules need the ``zarr`` extra);
+they are public all the same, so ``dir()`` (and so tab completion) lists them,
+and it does not list what the package's own imports leave behind.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import xarray_rumi
+
+LAZY = ("open_cube", "open_catalog", "open_collection", "references", "RumiParser")
+#: Names the package's imports used to leave in its namespace.
+LEAKED = ("version", "PackageNotFoundError", "importlib", "metadata")
+
+
+def test_dir_lists_every_public_name_lazy_ones_included():
+    names = dir(xarray_rumi)
+    assert set(xarray_rumi.__all__) <= set(names)
+    assert set(LAZY) <= set(names)
+    assert "stac" in names   # the submodule users reach by its name: xarray_rumi.stac.item(...)
+
+
+def test_dir_lists_no_imported_helpers_nor_internal_subpackages():
+    names = set(dir(xarray_rumi))
+    assert not names & set(LEAKED)
+    assert not names & {"reading", "format", "frames", "io", "writing", "dataset", "accessor", "errors"}
+
+
+def test_every_name_dir_lists_resolves():
+    pytest.importorskip("zarr")   # references and RumiParser live with the zarr extra
+    for name in dir(xarray_rumi):
+        assert getattr(xarray_rumi, name) is not None, name
+
+
+def test_star_import_gives_the_lazy_names():
+    pytest.importorskip("zarr")
+    namespace: dict = {}
+    exec("from xarray_rumi import *", namespace)
+    for name in LAZY:
+        assert namespace[name] is getattr(xarray_rumi, name)
+    assert not set(namespace) & set(LEAKED)
