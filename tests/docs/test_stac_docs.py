@@ -1,9 +1,13 @@
-"""docs/stac.md runs: every ```python block, in order, in one namespace."""
+"""docs/stac.md runs: every ```python block, in order, in one namespace; and what it says of other readers holds."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from doc_blocks import run_blocks
+
+import xarray_rumi
+import xarray_rumi.stac
 
 
 def test_stac_page_examples_run(tmp_path, monkeypatch):
@@ -11,3 +15,51 @@ def test_stac_page_examples_run(tmp_path, monkeypatch):
     pytest.importorskip("stac_geoparquet")
     monkeypatch.chdir(tmp_path)
     assert run_blocks("docs/stac.md") >= 2
+
+
+# What docs/stac.md ("Media type, and what odc-stac and stackstac do with it") says of other readers.
+# These assert other packages' behaviour as it is today: when one fails, that package changed, and the
+# page must say what it does now.
+UPDATE_THE_PAGE = "update docs/stac.md, section 'Media type, and what odc-stac and stackstac do with it'"
+
+
+def _tile_byte_counts(path):
+    import tifffile
+
+    with tifffile.TiffFile(path) as tiff:
+        return list(tiff.pages[0].tags["TileByteCounts"].value)
+
+
+def test_gdal_fails_on_frames_shorter_than_a_raw_tile(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    path = str(tmp_path / "smooth.rumi")
+    xarray_rumi.write(path, np.zeros((1, 256, 256), "uint16"), tile_size=128, crs=32633,
+                      transform=(10, 0, 399960, 0, -10, 5000040))
+    assert max(_tile_byte_counts(path)) < 128 * 128 * 2
+    with rasterio.open(path) as dataset:
+        try:
+            dataset.read(1)
+        except rasterio.errors.RasterioIOError:
+            return
+    pytest.fail(f"GDAL reads frames shorter than a raw tile now: {UPDATE_THE_PAGE}")
+
+
+def test_gdal_reads_frames_as_long_as_a_raw_tile_as_wrong_pixels(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    path = str(tmp_path / "noise.rumi")
+    noise = np.random.default_rng(0).integers(0, 256, (1, 256, 256)).astype("uint8")
+    xarray_rumi.write(path, noise, tile_size=128, crs=32633, transform=(10, 0, 399960, 0, -10, 5000040))
+    assert min(_tile_byte_counts(path)) >= 128 * 128   # OpenZL cannot shrink noise
+    with rasterio.open(path) as dataset:
+        read = dataset.read(1)   # no error
+    assert (read != noise[0]).mean() > 0.9, f"GDAL no longer returns the frames' bytes as pixels: {UPDATE_THE_PAGE}"
+
+
+def test_odc_stac_takes_a_rumi_asset_for_raster_bands(tmp_path):
+    odc_stac = pytest.importorskip("odc.stac")   # not in any extra: runs where odc-stac is installed
+    pytest.importorskip("pystac")
+    path = str(tmp_path / "scene.rumi")
+    blob = xarray_rumi.write(path, np.zeros((2, 64, 64), "uint16"), tile_size=32, crs=32633,
+                             transform=(10, 0, 399960, 0, -10, 5000040))
+    parsed = odc_stac.parse_item(xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z"))
+    assert set(parsed.bands) == {("data", 1), ("data", 2)}, f"odc-stac skips rumi assets now: {UPDATE_THE_PAGE}"
