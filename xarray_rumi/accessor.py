@@ -10,7 +10,7 @@ from .writing.write import write
 
 @xr.register_dataarray_accessor("rumi")
 class RumiDataArrayAccessor:
-    """``DataArray.rumi``: write a ``(band, y, x)`` array as a rumi file.
+    """``DataArray.rumi``: write the array as a rumi file, its dimensions taken by name.
 
     >>> import numpy as np, xarray as xr, tempfile, os, xarray_rumi
     >>> da = xr.DataArray(np.zeros((1, 16, 16), "uint8"), dims=("band", "y", "x"))
@@ -23,7 +23,23 @@ class RumiDataArrayAccessor:
         self._array = array
 
     def to_rumi(self, path, **kwargs) -> bytes:
-        """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults."""
+        """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults.
+
+        The dimensions are taken by name, in any order: y and x as rioxarray
+        finds them (``rio.y_dim`` / ``rio.x_dim``), the one other dimension,
+        if any, as the band; an array whose names do not say which is y and
+        which x is refused.  A nodata value (``rio.nodata``, ``_FillValue``)
+        is not stored: the pixels keep their values and a
+        ``NodataNotStoredWarning`` names it (publish it with
+        ``xarray_rumi.stac.item(..., nodata=)``).
+
+        >>> import numpy as np, xarray as xr, tempfile, os, xarray_rumi
+        >>> rgb = xr.DataArray(np.zeros((16, 24, 3), "uint8"), dims=("y", "x", "band"))
+        >>> path = os.path.join(tempfile.mkdtemp(), "rgb.rumi")
+        >>> _ = rgb.rumi.to_rumi(path, tile_size=8)
+        >>> xarray_rumi.open_image(path).read().shape
+        (3, 16, 24)
+        """
         return write(path, self._array, **kwargs)
 
     def quicklook(self, path=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES, storage_options=None):
@@ -56,7 +72,10 @@ class RumiDatasetAccessor:
         self._dataset = dataset
 
     def to_rumi(self, path, variable: str | None = None, **kwargs) -> bytes:
-        """Write ``variable`` (the only one, or ``band_data``) with :func:`xarray_rumi.write`."""
+        """Write ``variable`` (the only one, or ``band_data``) with :func:`xarray_rumi.write`.
+
+        It goes through ``DataArray.rumi.to_rumi``: dimensions by name, nodata warned about.
+        """
         names = list(self._dataset.data_vars)
         if variable is None:
             if "band_data" in names:

@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..format.geo import IDENTITY, resolve_crs
-from .write import write
+from .write import nodata_note, write
 
 #: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
 CRS_CONFIDENCE = 70
@@ -328,4 +328,4 @@ def _summary(results: list[Conversion]) -> None:
         elif r.crs_source == "assigned":
             print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
         if r.nodata is not None:
-            print(f"  note: nodata {r.nodata:g} is not stored (rumi has no place for it); pixel values are unchanged")
+            print(f"  note: {nodata_note(r.nodata)}")

@@ -10,6 +10,8 @@ failure leaves nothing at the target path.
 from __future__ import annotations
 
 import logging
+import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,28 +38,46 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
           sample_type=None, compression="auto", storage_options=None, write_header=True, progress=None) -> bytes:
     """Write ``data`` as a rumi file and return its header blob.
 
-    ``data`` is a numpy array ``(B, Y, X)`` or ``(Y, X)``, a Dask array, or a
-    DataArray ``(band, y, x)`` whose rioxarray CRS and transform are used when
-    ``crs`` / ``transform`` are not given.  ``tile_size``, ``frame_unit``,
-    ``raster_type`` and ``sample_type`` left as ``None`` come from a
-    DataArray's encoding (what it was read with; its ``AREA_OR_POINT``
-    attribute for the raster type), else 512, ``"tile"``, ``"area"`` and the
-    dtype's own type.  Dask-backed data is computed a window of frames at a
-    time, and compressed where its blocks live on an active distributed
-    client, else on the process's threads; either way only a few windows
-    of frames are in memory.  ``path`` may be any fsspec URL.  With ``write_header``
-    the blob is also stored beside the file as ``<path>.header``.
-    ``progress``, if given, is called with 1 after each frame is written
-    (``tqdm(...).update`` fits).
+    ``data`` is a numpy or Dask array ``(B, Y, X)`` or ``(Y, X)``, taken by
+    position, or an xarray DataArray whose dimensions are taken by name, in
+    any order: y and x are rioxarray's ``rio.y_dim`` and ``rio.x_dim``
+    (``y``/``x``, ``latitude``/``longitude``, coordinates with CF axis
+    attributes, or what ``rio.set_spatial_dims`` set; the same names
+    without rioxarray installed), and the one other dimension, if any, is
+    the band.  The DataArray is transposed to ``(band, y, x)`` lazily (Dask
+    data is not loaded for it); one whose names do not say which
+    dimension is y and which x, or with more than three dimensions, is
+    refused with a ``ValueError`` naming its dimensions.  Its rioxarray CRS
+    and transform are used when ``crs`` / ``transform`` are not given.
 
-    >>> import numpy as np, tempfile, os
+    rumi has no place for nodata: a DataArray that has one (``rio.nodata``,
+    ``_FillValue`` in its attributes or encoding, a ``nodata`` attribute) is
+    written with its pixels unchanged and a :class:`NodataNotStoredWarning`
+    naming the value, which ``xarray_rumi.stac.item(..., nodata=)`` publishes.
+
+    ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
+    as ``None`` come from a DataArray's encoding (what it was read with;
+    its ``AREA_OR_POINT`` attribute for the raster type), else 512,
+    ``"tile"``, ``"area"`` and the dtype's own type.  Dask-backed data is
+    computed a window of frames at a time, and compressed where its blocks
+    live on an active distributed client, else on the process's threads;
+    either way only a few windows of frames are in memory.  ``path`` may be
+    any fsspec URL.  With ``write_header`` the blob is also stored beside
+    the file as ``<path>.header``.  ``progress``, if given, is called with 1
+    after each frame is written (``tqdm(...).update`` fits).
+
+    >>> import numpy as np, xarray as xr, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
     >>> blob = write(path, np.ones((2, 100, 80), "uint16"), tile_size=64,
     ...              crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
     >>> len(blob), os.path.exists(path + ".header")
     (28, True)
+    >>> rgb = xr.DataArray(np.zeros((100, 80, 3), "uint8"), dims=("y", "x", "band"))  # 3 bands, by name
+    >>> _ = write(path, rgb, tile_size=64)
+    >>> xr.open_dataset(path, engine="rumi").band_data.shape
+    (3, 100, 80)
     """
-    array, geo_defaults, encoding = _as_band_array(data)
+    array, geo_defaults, encoding, nodata = _as_band_array(data)
     tile_size, frame_unit, raster_type = (
         given if given is not None else encoding.get(name, _DEFAULTS[name])
         for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
@@ -102,31 +122,112 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if write_header:
         write_small(ByteSource.of(f"{target.url}.header", storage_options), blob)
         logger.debug("wrote %s.header: %d bytes", target.url, len(blob))
+    if nodata is not None:
+        warnings.warn(nodata_note(nodata), NodataNotStoredWarning, stacklevel=2)
     return blob
 
 
-def _as_band_array(data):
-    """``(array-like (B, Y, X), (crs, transform) or None, encoding)`` from the input."""
-    encoding, geo = {}, None
+class _Input(NamedTuple):
+    """What ``write`` takes from its ``data`` argument."""
+
+    values: object             #: numpy or Dask array, ``(B, Y, X)``
+    georeferencing: tuple | None  #: rioxarray's ``(crs, transform)``, if it has a CRS
+    encoding: dict             #: what a DataArray was read with (tile size, frame unit, raster type, sample type)
+    nodata: object = None      #: the value marking missing pixels in a DataArray (not stored: rumi has no place)
+
+
+def _as_band_array(data) -> _Input:
+    """The array to write, ``(B, Y, X)``, and what a DataArray says about it."""
     if hasattr(data, "dims") and hasattr(data, "variable"):  # an xarray DataArray
-        encoding = dict(data.encoding)
-        if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
-            encoding["raster_type"] = "point"
-        if data.ndim == 2:
-            data = data.expand_dims("band")
-        if data.ndim != 3:
-            raise ValueError(f"a DataArray to write must be (band, y, x), got dims {data.dims}")
-        geo = _rio_georeferencing(data)
-        values = data.data
+        found = _data_array_input(data)
     else:
         values = data if hasattr(data, "__array_function__") else np.asarray(data)
         if values.ndim == 2:
             values = values[None]
         if values.ndim != 3:
             raise ValueError(f"data must be (B, Y, X) or (Y, X), got shape {values.shape}")
-    if 0 in values.shape:
-        raise ValueError(f"cannot write an empty raster of shape {values.shape}")
-    return values, geo, encoding
+        found = _Input(values, None, {})
+    if 0 in found.values.shape:
+        raise ValueError(f"cannot write an empty raster of shape {found.values.shape}")
+    return found
+
+
+def _data_array_input(data) -> _Input:
+    """A DataArray's values as ``(band, y, x)``, its dimensions found by name, transposed lazily."""
+    band, y, x = band_y_x(data)
+    encoding = dict(data.encoding)
+    if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
+        encoding["raster_type"] = "point"
+    # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
+    geo = _rio_georeferencing(data)
+    ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
+    return _Input(ordered.data, geo, encoding, _nodata(data))
+
+
+def band_y_x(data) -> tuple:
+    """The names of a DataArray's band (``None`` if 2-D), y and x dimensions, whatever their order.
+
+    y and x are rioxarray's ``rio.y_dim`` and ``rio.x_dim`` (the names it
+    recognises without rioxarray installed); the band is the one other
+    dimension.  A DataArray whose names do not say which is which is refused.
+
+    >>> import numpy as np, xarray as xr
+    >>> band_y_x(xr.DataArray(np.zeros((4, 5, 3)), dims=("y", "x", "band")))
+    ('band', 'y', 'x')
+    >>> band_y_x(xr.DataArray(np.zeros((4, 5)), dims=("longitude", "latitude")))
+    (None, 'latitude', 'longitude')
+    >>> band_y_x(xr.DataArray(np.zeros((3, 4, 5)), dims=("a", "b", "c")))
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot tell which dimensions of ('a', 'b', 'c') are y and x: ...
+    """
+    if data.ndim not in (2, 3):
+        raise ValueError(f"a DataArray to write has a y, an x and at most one band dimension, got dims {data.dims}; "
+                         "select one band dimension's worth with .sel or .isel")
+    spatial = _spatial_dims(data)
+    if spatial is None:
+        raise ValueError(
+            f"cannot tell which dimensions of {data.dims} are y and x: name them y and x (or latitude and "
+            "longitude), give their coordinates CF axis attributes (axis='Y' / 'X'), or call "
+            "da.rio.set_spatial_dims(x_dim=..., y_dim=...); rumi writes (band, y, x) by name, never by position")
+    y, x = spatial
+    others = [dim for dim in data.dims if dim not in (y, x)]
+    return (others[0] if others else None), y, x
+
+
+def _spatial_dims(data) -> tuple | None:
+    """rioxarray's ``(y_dim, x_dim)`` of ``data``, or ``None`` where it finds none."""
+    try:
+        import rioxarray  # noqa: F401  (registers the .rio accessor)
+        from rioxarray.exceptions import MissingSpatialDimensionError
+    except ImportError:
+        return _named_spatial_dims(data)
+    try:
+        return data.rio.y_dim, data.rio.x_dim
+    except MissingSpatialDimensionError:
+        return None
+
+
+def _named_spatial_dims(data) -> tuple | None:
+    """``(y, x)`` as rioxarray finds them (``XRasterBase.__init__``, rioxarray 0.19), for when it is not installed.
+
+    ``y``/``x``, then ``latitude``/``longitude``, then the 1-D coordinates
+    whose CF attributes say Y or X (the last one of each wins, as there).
+    """
+    if "x" in data.dims and "y" in data.dims:
+        return "y", "x"
+    if "longitude" in data.dims and "latitude" in data.dims:
+        return "latitude", "longitude"
+    y = x = None
+    for name, coord in data.coords.items():
+        if coord.dims != (name,):
+            continue
+        axis, standard_name = coord.attrs.get("axis", "").upper(), coord.attrs.get("standard_name", "").lower()
+        if axis == "X" or standard_name in ("longitude", "projection_x_coordinate"):
+            x = name
+        elif axis == "Y" or standard_name in ("latitude", "projection_y_coordinate"):
+            y = name
+    return None if y is None or x is None else (y, x)
 
 
 def _rio_georeferencing(data):
@@ -138,6 +239,60 @@ def _rio_georeferencing(data):
     if crs is None:
         return None
     return crs, tuple(data.rio.transform())[:6]
+
+
+# --- nodata: rumi has no place for it, so a write says so -----------------------------------------------------
+
+
+class NodataNotStoredWarning(UserWarning):
+    """The array written had a nodata value, which a rumi file cannot record."""
+
+
+def nodata_note(value) -> str:
+    """What ``write`` warns and ``rumi convert`` prints when the data had a nodata value.
+
+    >>> nodata_note(-9999.0).split(":")[0]
+    'nodata -9999 is not stored'
+    >>> nodata_note(float("nan")).split(":")[0]
+    'nodata nan is not stored'
+    """
+    return (f"nodata {_nodata_text(value)} is not stored: rumi has no place for it; pixel values are unchanged; "
+            "pass nodata= to xarray_rumi.stac.item to publish it")
+
+
+def _nodata_text(value) -> str:
+    """``-9999``, ``nan``, ``0.5``: a nodata value as a person writes it (numpy scalars in their own precision)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):  # a complex nodata, say
+        return str(value)
+    if number.is_integer() and abs(number) < 2**53:
+        return str(int(value) if isinstance(value, (int, np.integer)) else int(number))
+    return str(value)
+
+
+def _nodata(data):
+    """The value marking missing pixels in a DataArray, as rioxarray's ``rio.nodata`` finds it, or ``None``."""
+    try:
+        import rioxarray  # noqa: F401  (registers the .rio accessor)
+    except ImportError:
+        return _attribute_nodata(data)
+    try:
+        return data.rio.nodata
+    except (OverflowError, TypeError, ValueError):  # a value the dtype cannot hold: rioxarray refuses to cast it
+        return _attribute_nodata(data)
+
+
+def _attribute_nodata(data):
+    """``rio.nodata`` without rioxarray: where rioxarray and xarray keep it, in the same order."""
+    encoded = data.encoding.get("_FillValue")
+    if encoded is not None:  # masked when read: the missing pixels are NaN in memory
+        return np.nan if data.dtype.kind in "fc" else encoded
+    for name in ("_FillValue", "missing_value", "fill_value", "nodata"):
+        if data.attrs.get(name) is not None:
+            return data.attrs[name]
+    listed = data.attrs.get("nodatavals")
+    return listed[0] if listed else None
 
 
 def _sample_type(requested, encoding, dtype) -> SampleType:
