@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import math
 import os
 import posixpath
 
@@ -41,14 +42,17 @@ _STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
                "float64", "cint16", "cint32", "cfloat32", "cfloat64"}
 
 
-def item(path, header=None, *, href=None, datetime=None, properties=None, storage_options=None):
+def item(path, header=None, *, href=None, datetime=None, properties=None, nodata=None, storage_options=None):
     """A ``pystac.Item`` describing the rumi file at ``path``, its header blob included.
 
     ``header`` is the blob (bytes, a blob path, or ``None`` to rebuild it from
     the IFD).  ``href`` is where the asset points (default: ``path``, made
     absolute when local).  ``datetime`` (a ``datetime`` or ISO 8601 string)
     defaults to ``properties["datetime"]``, then to the file's modification
-    time.  ``properties`` are added to the Item's.
+    time.  ``properties`` are added to the Item's.  ``nodata`` (a number, or
+    NaN / ``"nan"``, ``"inf"``, ``"-inf"``) is recorded as every band's
+    ``raster:bands`` nodata, the one place it can live: the rumi file has
+    none.  It must be a value the file's samples can hold.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -59,6 +63,8 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, storag
     ('scene', 'EPSG:32633', [64, 64])
     >>> [b["data_type"] for b in it.assets["data"].extra_fields["raster:bands"]]
     ['uint16', 'uint16']
+    >>> item(path, blob, datetime="2024-05-01T10:00:00Z", nodata=0).assets["data"].extra_fields["raster:bands"][0]
+    {'data_type': 'uint16', 'nodata': 0}
     """
     import pystac
 
@@ -75,7 +81,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, storag
     })
     asset_fields = {
         "file:size": image.header.file_size,
-        "raster:bands": [_band(image.sample_type)] * grid.samples_per_pixel,
+        "raster:bands": [_band(image.sample_type, nodata)] * grid.samples_per_pixel,
         STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
         STAC_RASTER_TYPE: georef.raster_type.name.lower(),
     }
@@ -129,13 +135,59 @@ def footprint(georef: Georeferencing, width: int, height: int):
     return {"type": "Polygon", "coordinates": [ring]}, bbox
 
 
-def _band(sample_type) -> dict:
+def _band(sample_type, nodata=None) -> dict:
     name = sample_type.name
     data_type = name if name in _STAC_NAMES else _STAC_DATA_TYPES.get(name, "other")
     band = {"data_type": data_type}
     if data_type != name or name in ("cint16", "cint32"):
         band["bits_per_sample"] = sample_type.bits_per_sample
+    if nodata is not None:
+        band["nodata"] = _stac_nodata(nodata, sample_type)
     return band
+
+
+def _stac_nodata(nodata, sample_type):
+    """``nodata`` as the raster extension writes it: a number, or ``"nan"``, ``"inf"``, ``"-inf"``.
+
+    Refused (``ValueError``) when no sample of ``sample_type`` can equal it,
+    so a catalog never names a nodata its pixels cannot have.
+    """
+    value = _number(nodata)
+    integer_range = _integer_range(sample_type)
+    if integer_range is None:
+        if math.isnan(value):
+            return "nan"
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
+    low, high = integer_range
+    if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
+        raise ValueError(f"nodata {nodata!r} is not a value of {sample_type.name} samples ({low} to {high})")
+    return int(value)
+
+
+def _number(nodata) -> int | float:
+    """``nodata`` as a Python int (kept exact, however large) or float; strings as STAC writes them too."""
+    if isinstance(nodata, (bool, np.bool_)):
+        raise TypeError(f"nodata must be a number, got {nodata!r}")
+    if isinstance(nodata, (int, np.integer)):
+        return int(nodata)
+    if isinstance(nodata, str):
+        try:
+            return int(nodata)
+        except ValueError:
+            pass
+    try:
+        return float(nodata)
+    except (TypeError, ValueError):
+        raise TypeError(f"nodata must be a number or 'nan', 'inf', '-inf', got {nodata!r}") from None
+
+
+def _integer_range(sample_type) -> tuple[int, int] | None:
+    """The lowest and highest value of an integer sample type (of each component if complex), else ``None``."""
+    signed = {1: False, 2: True, 5: True}.get(sample_type.sample_format)  # unsigned, signed, complex int
+    if signed is None:
+        return None
+    bits = sample_type.bits_per_sample // sample_type.components
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
 
 
 def _item_id(path) -> str:
