@@ -291,6 +291,40 @@ def test_short_files_named_by_their_first_bytes(tmp_path, valid):
     assert ifd_rule(tmp_path, b"") == "file-profile.truncated"
 
 
+def ifd_message(tmp_path, data: bytes) -> str:
+    """What validate says of ``data``, checked to be what open_image and header_from_file say too."""
+    path = save(tmp_path, data)
+    messages = set()
+    for reader in (xarray_rumi.validate, xarray_rumi.open_image, xarray_rumi.header_from_file):
+        with pytest.raises(RumiFormatError) as info:
+            reader(path)
+        messages.add(str(info.value))
+    (message,) = messages
+    return message
+
+
+def test_what_is_not_a_rumi_file_is_named_first(tmp_path):
+    classic, big_endian = tmp_path / "classic.tif", tmp_path / "mm.tif"
+    tifffile.imwrite(classic, np.zeros((32, 32), np.uint8), tile=(16, 16))
+    tifffile.imwrite(big_endian, np.zeros((32, 32), np.uint8), tile=(16, 16), bigtiff=True, byteorder=">")
+    convert = "rumi convert makes one from it"
+    assert ifd_message(tmp_path, b"\x3f\xa0" + bytes(1000)) == (
+        "file-profile.little-endian: not a rumi file: it does not begin with a TIFF header (II, got b'?\\xa0')")
+    assert ifd_message(tmp_path, b"") == "file-profile.truncated: not a rumi file: the file is empty"
+    assert ifd_message(tmp_path, b"II+") == (
+        "file-profile.truncated: not a rumi file: 3 bytes, shorter than the 16-byte BigTIFF header every rumi "
+        "file begins with")
+    assert ifd_message(tmp_path, b"I").startswith("file-profile.truncated: not a rumi file: 1 byte, shorter")
+    assert ifd_message(tmp_path, big_endian.read_bytes()) == (
+        "file-profile.little-endian: not a rumi file: a big-endian BigTIFF (it begins with MM); rumi files are "
+        f"little-endian BigTIFF (II, version 43): {convert}")
+    assert ifd_message(tmp_path, b"MM\0*" + bytes(300)).startswith(
+        "file-profile.little-endian: not a rumi file: a big-endian classic TIFF (it begins with MM)")
+    assert ifd_message(tmp_path, classic.read_bytes()) == (
+        "file-profile.bigtiff: not a rumi file: a classic TIFF (version 42, 32-bit offsets); rumi files are "
+        f"BigTIFF (version 43): {convert}")
+
+
 def test_truncated_file(tmp_path, valid):
     assert validate_rule(tmp_path, valid[:-1]) == "frames.truncated"
     assert validate_rule(tmp_path, valid[:base_of(valid) + 1]) == "frames.truncated"

@@ -172,7 +172,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     >>> parse_prefix(b"MM" + bytes(250))
     Traceback (most recent call last):
     ...
-    xarray_rumi.errors.RumiFormatError: file-profile.little-endian: the TIFF header must begin with II, got b'MM'
+    xarray_rumi.errors.RumiFormatError: file-profile.little-endian: not a rumi file: a big-endian TIFF (it begins with MM); rumi files are little-endian BigTIFF (II, version 43): rumi convert makes one from it
     """
     _check_header(data)
     by_tag = _tag_table(_entries(data))
@@ -248,12 +248,7 @@ def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
 
 
 def _check_header(data: bytes) -> None:
-    # What the first bytes say comes first: a short PNG or classic TIFF is named as such.
-    head = bytes(data[:BIGTIFF_HEADER_SIZE])
-    if len(head) >= 2 and head[:2] != b"II":
-        raise RumiFormatError("file-profile.little-endian", f"the TIFF header must begin with II, got {head[:2]!r}")
-    if len(head) >= 4 and struct.unpack_from("<H", head, 2)[0] == 42:
-        raise RumiFormatError("file-profile.bigtiff", "this is a classic TIFF; rumi files are BigTIFF (version 43)")
+    _check_file_kind(bytes(data[:BIGTIFF_HEADER_SIZE]))
     if len(data) < BIGTIFF_HEADER_SIZE + IFD_SIZE:
         raise RumiFormatError(
             "file-profile.truncated",
@@ -273,6 +268,45 @@ def _check_header(data: bytes) -> None:
     next_ifd, = struct.unpack_from("<Q", data, IFD_OFFSET + 8 + 20 * TAG_COUNT)
     if next_ifd != 0:
         raise RumiFormatError("file-profile.single-ifd", f"the file must have exactly one IFD; next IFD offset is {next_ifd}")
+
+
+def _check_file_kind(head: bytes) -> None:
+    """Refuse, from its first bytes, a file that is not little-endian BigTIFF, saying what it is instead.
+
+    What the first bytes say comes first, so a short PNG or classic TIFF is
+    named as such rather than as a truncated rumi file.
+
+    >>> _check_file_kind(b"\\x89PNG\\r\\n\\x1a\\n")
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: file-profile.little-endian: not a rumi file: it does not begin with a TIFF header (II, got b'\\x89P')
+    """
+    if not head:
+        raise RumiFormatError("file-profile.truncated", "not a rumi file: the file is empty")
+    if not (b"II".startswith(head[:2]) or b"MM".startswith(head[:2])):
+        raise RumiFormatError(
+            "file-profile.little-endian", f"not a rumi file: it does not begin with a TIFF header (II, got {head[:2]!r})"
+        )
+    if head[:2] == b"MM":
+        version = struct.unpack_from(">H", head, 2)[0] if len(head) >= 4 else None
+        kind = {42: "classic TIFF", 43: "BigTIFF"}.get(version, "TIFF")
+        raise RumiFormatError(
+            "file-profile.little-endian",
+            f"not a rumi file: a big-endian {kind} (it begins with MM); rumi files are little-endian BigTIFF "
+            "(II, version 43): rumi convert makes one from it",
+        )
+    if len(head) >= 4 and struct.unpack_from("<H", head, 2)[0] == 42:
+        raise RumiFormatError(
+            "file-profile.bigtiff",
+            "not a rumi file: a classic TIFF (version 42, 32-bit offsets); rumi files are BigTIFF (version 43): "
+            "rumi convert makes one from it",
+        )
+    if len(head) < BIGTIFF_HEADER_SIZE:
+        raise RumiFormatError(
+            "file-profile.truncated",
+            f"not a rumi file: {len(head)} byte{'s' if len(head) > 1 else ''}, shorter than the "
+            f"{BIGTIFF_HEADER_SIZE}-byte BigTIFF header every rumi file begins with",
+        )
 
 
 def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
