@@ -13,23 +13,34 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "xarray_rumi"
 
-#: What each part may import of the package: data flows bytes -> format -> frames -> reading -> faces.
+#: What each part may import of the package: data flows bytes -> format -> frames -> reading -> faces;
+#: ``runtime`` (the process's threads and allocator) sits beside ``format`` and ``io``, under everything that computes.
 ALLOWED = {
     "errors": set(),
     "format": {"errors"},
     "io": {"errors"},
-    "frames": {"errors", "format", "io"},
-    "reading": {"errors", "format", "io", "frames"},
-    "dataset": {"errors", "format", "io", "frames", "reading"},
-    "virtual": {"errors", "format", "io", "frames", "reading", "dataset"},
-    "writing": {"errors", "format", "io", "frames"},
+    "runtime": {"errors"},
+    "frames": {"errors", "format", "io", "runtime"},
+    "reading": {"errors", "format", "io", "runtime", "frames"},
+    "dataset": {"errors", "format", "io", "runtime", "frames", "reading"},
+    "virtual": {"errors", "format", "io", "runtime", "frames", "reading", "dataset"},
+    "writing": {"errors", "format", "io", "runtime", "frames"},
     "stac": {"errors", "format", "io", "reading", "dataset"},
     "accessor": {"writing", "stac"},
     "cli": {"errors", "format", "reading", "dataset", "virtual", "writing", "stac"},
-    "__init__": {"accessor", "errors", "format", "io", "reading", "writing", "dataset", "virtual", "stac"},
+    "__init__": {"accessor", "errors", "format", "io", "runtime", "reading", "writing", "dataset", "virtual", "stac"},
 }
 #: The one module allowed to reach into another package's private names, and what it reaches.
 PRIVATE_ALLOWED = {"frames/_geozl_into.py": {"geozl._2d", "geozl._ffi"}}
+#: What starts a thread or a process, or makes an executor or a queue (a name and what is under it) ...
+THREAD_MAKERS = ("threading.Thread", "threading.Timer", "_thread", "queue", "multiprocessing",
+                 "concurrent.futures.ThreadPoolExecutor", "concurrent.futures.ProcessPoolExecutor",
+                 "concurrent.futures.thread", "concurrent.futures.process", "asyncio.to_thread")
+#: ... and the methods that hand an executor work, whatever the object.
+THREAD_FEEDERS = ("submit", "run_in_executor")
+#: The one module that owns threads, and the one other use: zarr's async codec interface runs a synchronous
+#: codec on asyncio's own executor (``asyncio.to_thread``), as zarr's codecs do; the package starts no thread there.
+THREADS_ALLOWED = {"runtime/threads.py": {*THREAD_MAKERS, *THREAD_FEEDERS}, "virtual/codec.py": {"asyncio.to_thread"}}
 
 
 def _modules():
@@ -84,6 +95,66 @@ def test_no_private_names_of_other_packages(relative, module, tree):
     foreign = {name for name in _imports(relative, module, tree) if name and not name.startswith("xarray_rumi")}
     private = {name for name in foreign if any(part.startswith("_") for part in name.split("."))}
     assert private == PRIVATE_ALLOWED.get(relative.as_posix(), set())
+
+
+def _used_names(tree: ast.AST):
+    """Every name ``tree`` imports or reaches through an imported module, dotted in full (``threading.Thread``)."""
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:  # ``import concurrent.futures as cf``: cf is concurrent.futures
+                    aliases[alias.asname] = alias.name
+                else:  # ``import concurrent.futures`` binds concurrent
+                    aliases[alias.name.split(".")[0]] = alias.name.split(".")[0]
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                yield f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain = [node.attr]
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                yield ".".join([aliases[base.id], *reversed(chain)])
+
+
+def _thread_work(tree: ast.AST) -> set[str]:
+    """What of :data:`THREAD_MAKERS` and :data:`THREAD_FEEDERS` ``tree`` uses."""
+    made = {maker for name in _used_names(tree) for maker in THREAD_MAKERS
+            if name == maker or name.startswith(maker + ".")}
+    fed = {node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
+           and isinstance(node.func, ast.Attribute) and node.func.attr in THREAD_FEEDERS}
+    return made | fed
+
+
+@pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if
+                         isinstance(v, pathlib.Path) else "")
+def test_only_the_runtime_starts_threads(relative, module, tree):
+    """No module but ``runtime/threads.py`` starts a thread or a process, or makes or feeds an executor or a queue."""
+    assert _thread_work(tree) <= THREADS_ALLOWED.get(relative.as_posix(), set()), f"{module} runs threads of its own"
+
+
+def test_the_thread_check_sees_every_way_of_naming_a_thread():
+    source = """
+import threading, queue as q
+import concurrent.futures as cf
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+threading.Thread(target=print).start()
+cf.ThreadPoolExecutor(2)
+loop.run_in_executor(None, print)
+pool().submit(print)
+"""
+    assert _thread_work(ast.parse(source)) == {
+        "threading.Thread", "queue", "concurrent.futures.ThreadPoolExecutor", "concurrent.futures.ProcessPoolExecutor",
+        "multiprocessing", "run_in_executor", "submit"}
+    harmless = "import threading\nfrom concurrent.futures import Future\nlock = threading.Lock()\nself.queue.submit\n"
+    assert _thread_work(ast.parse(harmless)) == set()
 
 
 def test_no_import_cycles():

@@ -95,8 +95,8 @@ def test_reductions_over_s3_on_worker_processes(client, s3):
 
 def test_chunks_through_the_stack_on_worker_processes(client, tmp_path):
     """A chunk spanning images is one task on a worker, decoded by that worker's one thread, exactly."""
-    from xarray_rumi.frames.heap import _glibc, keep_heap_top
-    from xarray_rumi.io.threads import computing_threads
+    from xarray_rumi.runtime.heap import _glibc, keep_heap_top
+    from xarray_rumi.runtime.threads import computing_threads
 
     blobs, values = _write_scenes(tmp_path, count=5)
     cube = open_cube([tmp_path / f"scene{i}.rumi" for i in range(5)], blobs, chunks={"time": -1, "y": 64, "x": 64})

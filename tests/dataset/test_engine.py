@@ -233,7 +233,7 @@ def test_multi_frame_windows_decode_in_parallel(written, monkeypatch):
 
     decode = reader.decode_frame
     monkeypatch.setattr(reader, "decode_frame", recording)
-    monkeypatch.setattr("xarray_rumi.io.threads.computing_threads", lambda: 2)
+    monkeypatch.setattr("xarray_rumi.runtime.threads.computing_threads", lambda: 2)
     da = xr.open_dataset(path, engine="rumi", header=blob).band_data
     assert same_values(da[:, 10:30, 5:40].values, values[:, 10:30, 5:40])
     assert len(threads) == 3 * 2 * 3 and threading.get_ident() in threads
@@ -273,7 +273,7 @@ def test_batches_overlap_and_at_most_one_a_thread_is_held(written, monkeypatch):
     _, files = written
     path, blob, values = files["uint16", "tile"]
     monkeypatch.setattr(reader, "DECODE_BATCH", 1)
-    monkeypatch.setattr("xarray_rumi.io.threads.computing_threads", lambda: 2)
+    monkeypatch.setattr("xarray_rumi.runtime.threads.computing_threads", lambda: 2)
     decoded, decoded_at_fetch, started = [], [], []
     next_batch_started, first_waited, lock = threading.Event(), [], threading.Lock()
 

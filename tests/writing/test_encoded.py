@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import xarray_rumi
-from xarray_rumi.io.threads import default_threads, shared_pool
+from xarray_rumi.runtime.threads import _shared_pool, computing_threads
 from xarray_rumi.writing import encoded
 
 
@@ -35,13 +35,13 @@ def _finishes(work, timeout=60):
 def busy_pool():
     """Every thread of the shared pool blocked until the test ends."""
     release = threading.Event()
-    started = threading.Barrier(default_threads() + 1)
+    started = threading.Barrier(computing_threads() + 1)
 
     def occupy():
         started.wait()
         release.wait()
 
-    blockers = [shared_pool().submit(occupy) for _ in range(default_threads())]
+    blockers = [_shared_pool().submit(occupy) for _ in range(computing_threads())]
     started.wait(timeout=30)
     yield
     release.set()
@@ -62,11 +62,11 @@ def test_a_write_finishes_while_every_pool_thread_is_busy(tmp_path, busy_pool, l
 def test_a_write_from_a_task_on_the_shared_pool_finishes(tmp_path):
     # The writer then waits for its own pool's tasks: it must run what no other thread has started.
     data = _smooth((2, 100, 90))
-    futures = [shared_pool().submit(xarray_rumi.write, tmp_path / f"{k}.rumi", data, tile_size=32)
-               for k in range(2 * default_threads())]
+    futures = [_shared_pool().submit(xarray_rumi.write, tmp_path / f"{k}.rumi", data, tile_size=32)
+               for k in range(2 * computing_threads())]
     blobs = _finishes(lambda: {future.result() for future in futures})
     assert len(blobs) == 1
-    assert len({(tmp_path / f"{k}.rumi").read_bytes() for k in range(2 * default_threads())}) == 1
+    assert len({(tmp_path / f"{k}.rumi").read_bytes() for k in range(2 * computing_threads())}) == 1
 
 
 def test_frames_come_in_frame_order_from_either_source():

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType
+from ..runtime.heap import keep_heap_top
 from ._geozl_into import into_decoder
-from .heap import keep_heap_top
 
 #: The OpenZL frame format version of every frame this project writes.  24 is
 #: read by decoders built on openzl 0.2 and 0.3 alike.

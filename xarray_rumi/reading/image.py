@@ -30,7 +30,7 @@ from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
 from ..frames.codec import decode_frame
 from ..io.source import ByteSource
-from ..io.threads import share_work
+from ..runtime.threads import share_work
 from .checked import blob_key, checked_blobs
 
 log = logging.getLogger(__name__)
@@ -271,7 +271,7 @@ def decode_all(jobs) -> None:
 
     Frames are fetched in batches of about :data:`DECODE_BATCH` per image and
     decoded on the calling thread and the process's idle cores
-    (:func:`~xarray_rumi.io.threads.share_work`), each placed by its job's
+    (:func:`~xarray_rumi.runtime.threads.share_work`), each placed by its job's
     ``place`` into a disjoint part of the output.  A damaged frame or a blob
     that does not match its file raises here.
     """

@@ -19,14 +19,13 @@ as ``gdal_translate -a_srs`` does.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import posixpath
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from ..format.geo import IDENTITY, resolve_crs
+from ..runtime.threads import in_processes
 from .write import nodata_note, write
 
 #: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
@@ -189,9 +188,13 @@ def target_paths(sources: list[str], out: str) -> list[str]:
     return [posixpath.join(out, n) if url else os.path.join(out, n) for n in names]
 
 
-def _convert_quietly(args) -> Conversion:
+def _convert_quietly(args) -> Conversion | ValueError | OSError:
+    """One conversion of ``rumi convert -j``, in a worker process; a refusal is returned, to be reported in order."""
     source, target, options = args
-    return convert(source, target, **options)
+    try:
+        return convert(source, target, **options)
+    except (ValueError, OSError) as exc:
+        return exc
 
 
 def add_command(commands) -> None:
@@ -284,18 +287,16 @@ def _run(args) -> int:
                     failures += 1
                     print(f"rumi convert: {source}: {exc}", file=sys.stderr)
     else:
-        # spawn, not fork: a forked child inherits locks held by Dask's and GDAL's threads
-        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
-            futures = [pool.submit(_convert_quietly, job) for job in jobs]
-            with LazyBar(total=len(jobs), unit="file") as bar:
-                for (source, _, _), future in zip(jobs, futures):
-                    try:
-                        results.append(future.result())
-                    except (ValueError, OSError) as exc:
-                        failures += 1
-                        print(f"rumi convert: {source}: {exc}", file=sys.stderr)
-                    bar.update(1)
+        jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
+        with LazyBar(total=len(jobs), unit="file") as bar:
+            # strict: the processes' results run out with the jobs, which ends (and shuts down) the processes
+            for (source, _, _), outcome in zip(jobs, in_processes(_convert_quietly, jobs, args.jobs), strict=True):
+                if isinstance(outcome, Conversion):
+                    results.append(outcome)
+                else:
+                    failures += 1
+                    print(f"rumi convert: {source}: {outcome}", file=sys.stderr)
+                bar.update(1)
     _summary(results)
     return 1 if failures else 0
 

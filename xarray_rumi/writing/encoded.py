@@ -3,13 +3,12 @@
 The writer consumes an iterator of compressed frames and writes them one
 after another; this module produces it, keeping only a few frames (numpy) or
 a few windows of frames (Dask) in memory.  Encoding releases the GIL, so
-frames are compressed on the process's shared threads; on a distributed
+frames are compressed on the process's threads, a bounded number ahead
+(:func:`~xarray_rumi.runtime.threads.ordered_map`); on a distributed
 cluster each frame is compressed by a Dask task where its block lives.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from ..format.dtypes import SampleType
 from ..format.grid import FrameGrid
 from ..frames.choose import Recipes
 from ..frames.codec import ThreadCache
-from ..io.threads import default_threads, result_or_run, shared_pool
+from ..runtime.threads import computing_threads, ordered_map
 
 #: Without a cluster, Dask computes about this many bytes of frames at a time, and at most two
 #: such windows are in memory.
@@ -36,7 +35,7 @@ def _encode_one(block, sample: SampleType, recipes: Recipes, cache: ThreadCache 
 
 def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
                              workers: int | None = None):
-    """Encoded frames in frame order, from the shared pool, a few frames in flight (the encoder releases the GIL).
+    """Encoded frames in frame order, ``2 * workers`` frames at most in flight (the encoder releases the GIL).
 
     ``recipes`` holds one :class:`Recipes` per band slot (``plan``'s result).
 
@@ -47,26 +46,14 @@ def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes:
     >>> [frame[0] for frame in frames]  # 0xC0 + the pinned OpenZL format version
     [216, 216]
     """
-    workers = workers or default_threads()
-    pool, cache = shared_pool(workers), ThreadCache()
+    workers = workers or computing_threads()
+    cache = ThreadCache()
 
     def encode(k: int) -> bytes:
         bands, rows, cols = grid.frame_window(k)
         return _encode_one(array[bands, rows, cols], sample, recipes[k % grid.frames_per_position], cache)
 
-    pending = deque()
-    for k in range(grid.frame_count):
-        pending.append((k, pool.submit(encode, k)))
-        if len(pending) >= 2 * workers:  # bounded: a few frames in memory, not the image
-            yield _claimed(pending.popleft(), encode)
-    while pending:
-        yield _claimed(pending.popleft(), encode)
-
-
-def _claimed(pending, encode) -> bytes:
-    """An encoded frame: the pool's, or encoded here if no thread has taken it yet (the pool is busy elsewhere)."""
-    work, future = pending
-    return result_or_run(future, lambda: encode(work))
+    return ordered_map(encode, range(grid.frame_count), in_flight=2 * workers)
 
 
 class DaskFrames:
@@ -137,28 +124,26 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     >>> len(list(dask_encoded_frames(source, grid, sample_type_from_name("uint8"), (Recipes(("id>zstd",)),))))
     2
     """
-    workers = workers or default_threads()
+    workers = workers or computing_threads()
     client = _distributed_client()
     if client is not None:
         yield from _cluster_encoded_frames(client, source, grid, sample, recipes)
         return
     window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
-    pool, cache = shared_pool(workers), ThreadCache()
+    cache = ThreadCache()
+
+    def blocks():
+        for start in range(0, grid.frame_count, window):
+            indices = range(start, min(start + window, grid.frame_count))
+            # asked for when the previous window is handed out: computed while the pool compresses it
+            yield from zip(indices, source.compute(indices))
 
     def encode(item) -> bytes:
         k, block = item
         return _encode_one(block, sample, recipes[k % grid.frames_per_position], cache)
 
-    pending = deque()
-    for start in range(0, grid.frame_count, window):
-        indices = range(start, min(start + window, grid.frame_count))
-        # computed while the pool still compresses the previous window
-        for item in zip(indices, source.compute(indices)):
-            pending.append((item, pool.submit(encode, item)))
-        while len(pending) > window:
-            yield _claimed(pending.popleft(), encode)
-    while pending:
-        yield _claimed(pending.popleft(), encode)
+    # a window in flight while the next is computed: at most two windows of blocks in memory
+    yield from ordered_map(encode, blocks(), in_flight=window)
 
 
 def _cluster_encoded_frames(client, source: DaskFrames, grid: FrameGrid, sample: SampleType,

@@ -18,7 +18,7 @@ import tempfile
 import uuid
 
 from ..io.source import ByteSource
-from ..io.threads import in_background, result_or_run
+from ..runtime.threads import cancel_or_wait, in_background
 
 #: A local file is handed to the disk each time this much more has been written.
 WRITEBACK_BYTES = 4 * 2**20
@@ -119,7 +119,7 @@ class Writeback:
             # the file stays open until the flush is done; one that has not started is not needed any more
             flushing, self._flushing = self._flushing, None
             try:
-                result_or_run(flushing, lambda: None)
+                cancel_or_wait(flushing)
             except Exception:
                 if kind is None:
                     raise

@@ -24,7 +24,7 @@ from ..format.layout import base_frame_offset
 from ..format.limits import DEFAULT_LIMITS
 from ..frames.choose import lossy_error, plan, profile_window, sample_frames
 from ..io.source import ByteSource
-from ..io.threads import default_threads
+from ..runtime.threads import computing_threads
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .staging import Writeback, staged, write_small
 
@@ -100,7 +100,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     from dask import is_dask_collection  # imported here: importing xarray_rumi does not load Dask
 
     lazy = is_dask_collection(array)
-    workers = default_threads()
+    workers = computing_threads()
     if lazy:
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)

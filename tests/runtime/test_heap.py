@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from xarray_rumi.frames import heap
-from xarray_rumi.frames.heap import _glibc
+from xarray_rumi.runtime import heap
+from xarray_rumi.runtime.heap import _glibc
 
 pytestmark = pytest.mark.skipif(_glibc() is None, reason="glibc's allocator only")
 

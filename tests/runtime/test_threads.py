@@ -1,4 +1,5 @@
-"""share_work: the calling thread works, idle cores help, busy cores are not oversubscribed."""
+"""The package's threads: share_work (the caller works, idle cores help, busy cores are not oversubscribed),
+ordered_map, cancel_or_wait, in_processes, and a forked child's fresh start."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import threading
 
 import pytest
 
-from xarray_rumi.io import threads
-from xarray_rumi.io.threads import computing_threads, share_work
+from xarray_rumi.runtime import threads
+from xarray_rumi.runtime.threads import cancel_or_wait, computing_threads, in_processes, ordered_map, share_work
 
 
 def _recording(out: dict, prepared: list | None = None):
@@ -49,8 +50,8 @@ def test_a_busy_process_gets_no_helpers(monkeypatch):
     """Two callers on two cores (Dask's two-thread scheduler): each works alone, no third or fourth thread."""
     inside, release = threading.Event(), threading.Event()
     asked = []
-    pool = threads.shared_pool
-    monkeypatch.setattr(threads, "shared_pool", lambda size=None: asked.append(size) or pool(size))
+    pool = threads._shared_pool
+    monkeypatch.setattr(threads, "_shared_pool", lambda size=0: asked.append(size) or pool(size))
 
     def other_task():  # a Dask task of the same process, busy in share_work
         share_work([0], lambda _: [lambda: (inside.set(), release.wait(timeout=20))], threads=2, useful=1)
@@ -71,13 +72,13 @@ def test_a_busy_process_gets_no_helpers(monkeypatch):
 
 def test_useful_caps_the_helpers(monkeypatch):
     asked = []
-    pool = threads.shared_pool
-    monkeypatch.setattr(threads, "shared_pool", lambda size=None: asked.append(size) or pool(size))
+    pool = threads._shared_pool
+    monkeypatch.setattr(threads, "_shared_pool", lambda size=0: asked.append(size) or pool(size))
     out = {}
     share_work([range(1)], _recording(out), threads=8, useful=1)
     assert set(out.values()) == {threading.get_ident()} and asked == []
     share_work([range(3)], _recording(out), threads=8, useful=3)
-    assert asked == [max(2, threads.default_threads())]  # two helpers, from the pool
+    assert asked == [2]  # two helpers, from the pool
 
 
 def test_a_helper_makes_way_for_a_new_caller_and_its_pieces_still_run():
@@ -116,6 +117,96 @@ def test_the_first_failure_is_raised_in_the_caller_and_stops_the_work(where):
         share_work(range(100), prepare, threads=2)
     assert len(ran) < 1000  # stopped early, not after the last batch
     assert threads._computing.busy == 0
+
+
+# --- ordered_map: the writer's frames --------------------------------------------------------------------------
+
+
+def _occupied_pool():
+    """Every thread of the shared pool blocked until the returned event is set."""
+    pool = threads._shared_pool()
+    size = pool._max_workers
+    started, release = threading.Barrier(size + 1), threading.Event()
+    blockers = [pool.submit(lambda: (started.wait(timeout=20), release.wait(timeout=20))) for _ in range(size)]
+    started.wait(timeout=20)
+    return release, blockers
+
+
+def test_ordered_map_keeps_the_order_and_takes_items_only_as_results_are_taken():
+    taken = []
+
+    def items():
+        for k in range(40):
+            taken.append(k)
+            yield k
+
+    for j, result in enumerate(ordered_map(lambda k: k * k, items(), in_flight=3)):
+        assert result == j * j
+        assert max(taken) <= j + 3  # never more than 3 items handed out beyond those returned
+    assert taken == list(range(40))
+
+
+def test_ordered_map_computes_on_the_caller_what_a_busy_pool_has_not_started():
+    release, blockers = _occupied_pool()
+    try:
+        where = list(ordered_map(lambda k: threading.get_ident(), range(6), in_flight=2))
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result(timeout=20)
+    assert where == [threading.get_ident()] * 6
+
+
+def test_ordered_map_raises_a_failure_at_its_result_and_drops_unstarted_work_when_the_caller_stops():
+    def function(k):
+        if k == 2:
+            raise ValueError("frame 2 is damaged")
+        return k
+
+    results = ordered_map(function, range(10), in_flight=3)
+    assert [next(results), next(results)] == [0, 1]
+    with pytest.raises(ValueError, match="frame 2 is damaged"):
+        next(results)
+
+    release, blockers = _occupied_pool()
+    ran = []
+    results = ordered_map(ran.append, range(10), in_flight=4)
+    next(results)  # item 0, run here: the pool is busy; items 1-3 wait on the pool
+    results.close()
+    release.set()
+    for blocker in blockers:
+        blocker.result(timeout=20)
+    threads._shared_pool().submit(int).result(timeout=20)  # anything queued before this has run
+    assert ran == [0]
+
+
+def test_cancel_or_wait_raises_the_failure_of_a_started_task():
+    started = threading.Event()
+
+    def failing():
+        started.set()
+        raise OSError("the disk is full")
+
+    future = threads.in_background(failing)
+    started.wait(timeout=20)
+    with pytest.raises(OSError, match="the disk is full"):
+        cancel_or_wait(future)
+
+
+def test_in_processes_runs_each_item_in_another_process_in_order():
+    import math
+    import operator
+    import os
+
+    pids = list(in_processes(operator.call, [os.getpid] * 3, processes=2))
+    assert len(pids) == 3 and os.getpid() not in pids
+    results = in_processes(math.sqrt, [4.0, -1.0, 9.0], processes=2)
+    assert next(results) == 2.0
+    with pytest.raises(ValueError, match="math domain error"):
+        next(results)
+
+
+# --- the thread-count rule and forked children ------------------------------------------------------------------
 
 
 def test_computing_threads_are_the_cores_outside_a_worker():
