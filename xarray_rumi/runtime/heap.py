@@ -20,37 +20,88 @@ which is what the setting is for.  Nothing is changed where the trim
 threshold is not set, where the caller chose these two settings
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``) themselves, or off glibc.
 Measurements: docs/benchmarks.md, scenario 8.
+
+A library that changes the allocator of the whole process says so: one
+INFO line under ``xarray_rumi.runtime.heap`` names what it set and why, and
+``XARRAY_RUMI_HEAP_TUNING=0`` in the environment turns it off (docs/backend.md
+shows the ``distributed`` setting that does the same without the library).
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
+import logging
 import os
+import threading
+
+logger = logging.getLogger(__name__)
 
 #: Allocations below this come from the heap, not a mapping of their own (glibc's dynamic ceiling).
 MMAP_THRESHOLD = 32 * 1024 * 1024
 #: What glibc keeps at the top of the heap when it trims: about one Cube chunk.
 TOP_PAD = 16 * 1024 * 1024
 _SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, MMAP_THRESHOLD), "MALLOC_TOP_PAD_": (-2, TOP_PAD)}  # glibc's malloc.h
+#: The environment variable that turns the tuning off (``0``) or leaves it on (``1``, or unset).
+SWITCH = "XARRAY_RUMI_HEAP_TUNING"
 
 
-@functools.cache
 def keep_heap_top() -> bool:
     """Adjust glibc once, where this process started with eager trimming; whether anything was set.
+
+    Off where ``XARRAY_RUMI_HEAP_TUNING=0``; what it sets is logged at INFO,
+    once for the process.
 
     >>> isinstance(keep_heap_top(), bool)
     True
     """
+    if not _decided:  # decided once, whichever decoding thread comes first
+        with _deciding:
+            if not _decided:
+                _decided.append(_tune())
+    return _decided[0]
+
+
+_decided: list[bool] = []
+_deciding = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    # A lock held by another thread at fork time would never be released in the child.
+    os.register_at_fork(after_in_child=lambda: globals().update(_deciding=threading.Lock()))
+
+
+def _tune() -> bool:
+    if not tuning_wanted(os.environ):
+        return False
     environment = _startup_environment()
     if "MALLOC_TRIM_THRESHOLD_" not in environment:
         return False
     libc = _glibc()
     if libc is None:
         return False
-    applied = [libc.mallopt(option, value) == 1 for name, (option, value) in _SETTINGS.items()
-               if name not in environment]  # each one the caller did not choose, every one of them
-    return any(applied)
+    applied = [name for name, (option, value) in _SETTINGS.items()
+               if name not in environment and libc.mallopt(option, value) == 1]  # each one the caller left to us
+    if applied:
+        logger.info("set glibc's %s for this process (mallopt): it started with MALLOC_TRIM_THRESHOLD_ set, as "
+                    "distributed's workers do, which makes every frame buffer a fresh mapping and halves decoding "
+                    "speed; %s=0 turns this off", " and ".join(_DESCRIBED[name] for name in applied), SWITCH)
+    return bool(applied)
+
+
+_DESCRIBED = {"MALLOC_MMAP_THRESHOLD_": f"mmap threshold to {MMAP_THRESHOLD >> 20} MiB",
+              "MALLOC_TOP_PAD_": f"top pad to {TOP_PAD >> 20} MiB"}
+
+
+def tuning_wanted(environment) -> bool:
+    """Whether ``XARRAY_RUMI_HEAP_TUNING`` in ``environment`` leaves the tuning on: unset, empty or ``1``.
+
+    ``0`` turns it off; any other value is refused, naming the variable.
+
+    >>> tuning_wanted({}), tuning_wanted({"XARRAY_RUMI_HEAP_TUNING": "0"})
+    (True, False)
+    """
+    value = environment.get(SWITCH, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{SWITCH} must be 0 (allocator tuning off) or 1 (on), not {value!r}")
+    return value != "0"
 
 
 def _startup_environment() -> set[str]:
@@ -77,4 +128,4 @@ def _glibc():
     return libc if hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "mallopt") else None
 
 
-__all__ = ["MMAP_THRESHOLD", "TOP_PAD", "keep_heap_top"]
+__all__ = ["MMAP_THRESHOLD", "SWITCH", "TOP_PAD", "keep_heap_top", "tuning_wanted"]
