@@ -11,6 +11,7 @@ True
 from importlib import metadata as _metadata
 
 from . import accessor  # noqa: F401  (registers .rumi on DataArray and Dataset)
+from . import stac  # noqa: F401  (public by its name: xarray_rumi.stac.item; pystac loads only when called)
 from .errors import RumiFormatError
 from .format.geo import Georeferencing
 from .format.limits import Limits
