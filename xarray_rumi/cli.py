@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -21,30 +21,88 @@ def main(argv=None) -> int:
     rumi validate: cannot read /nonexistent.rumi: [Errno 2] No such file or directory: '/nonexistent.rumi'
     1
     """
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
+    try:
+        status = _run(args)
+        sys.stdout.flush()  # a reader that left shows here at the latest, not as a message at interpreter exit
+    except BrokenPipeError:
+        # `rumi info f | head -1`: the reader has all it wanted. Stop without a word, as GNU tools do, and
+        # point standard output at devnull so Python's own flush at exit has nowhere to fail (the recipe in
+        # the signal module's documentation, which exits 1: here 1 says "invalid input", hence READER_GONE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return READER_GONE
+    return status
+
+
+def _run(args) -> int:
+    """Run the command; the errors a user can cause become one line and an exit status."""
+    report = sys.stdout if args.command == "validate" else sys.stderr  # validate's verdict is its output
     try:
         return args.run(args) or 0
     except RumiFormatError as exc:
-        print(f"rumi {args.command}: {exc}", file=sys.stdout if args.command == "validate" else sys.stderr)
+        print(f"rumi {args.command}: {exc}", file=report)
         return 1
     except OSError as exc:
-        target = getattr(args, "file", None) or ""
-        print(f"rumi {args.command}: cannot read {target}: {exc}", file=sys.stdout if args.command == "validate" else sys.stderr)
+        if isinstance(exc, BrokenPipeError) and _output_is_a_pipe():
+            raise  # our reader left (main stops quietly); on a file or terminal it is an I/O failure like any
+        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {exc}", file=report)
         return 1
     except ValueError as exc:
         print(f"rumi {args.command}: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:  # a command whose optional dependencies are not installed
         extra = _EXTRAS.get(args.command, "all")
-        print(f"rumi {args.command}: needs {exc.name or exc}, which is not installed: "
-              f"pip install 'xarray-rumi[{extra}]'", file=sys.stderr)
+        print(f"rumi {args.command}: needs {exc.name or exc}, which is not installed: {install_hint(extra)}",
+              file=sys.stderr)
         return 2
+
+
+def _unreadable(args, exc: OSError) -> str:
+    """The input an OSError is about, as the user wrote it: ``--header`` when the error names it, else FILE.
+
+    Commands that read several files or write any name those failures
+    themselves (``convert``, ``stac``, ``refs``; what ``header``, ``demo`` and
+    ``quicklook`` write).
+
+    >>> args = argparse.Namespace(file="a.rumi", header="a.blob")
+    >>> _unreadable(args, FileNotFoundError(2, "No such file or directory", "a.blob"))
+    'a.blob'
+    >>> _unreadable(args, OSError("connection reset"))
+    'a.rumi'
+    """
+    header = getattr(args, "header", None)
+    if header and str(header) in str(exc):
+        return str(header)
+    files = getattr(args, "file", None) or getattr(args, "files", None) or ""
+    return str(files) if isinstance(files, (str, os.PathLike)) else " ".join(map(str, files))
+
+
+def _output_is_a_pipe() -> bool:
+    """Whether standard output is a pipe or socket, the only outputs whose reader can leave."""
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # replaced by an object with no file (a test's capture)
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra: from an index, or from a clone of the repository.
+
+    >>> install_hint("geo")
+    'pip install "xarray-rumi[geo]" (in a clone: pip install ".[geo]")'
+    """
+    return f'pip install "xarray-rumi[{extra}]" (in a clone: pip install ".[{extra}]")'
 
 
 #: Said at the end of every ``--help``.
 EXIT_STATUS = ("exit status: 0 done (or the file is valid); 1 invalid, corrupt, unreadable or refused input; "
-               "2 usage error or a missing optional dependency")
+               "2 usage error or a missing optional dependency; 141 standard output closed early (| head), "
+               "as for GNU tools")
+
+#: The status when the reader of standard output leaves early: 128 + SIGPIPE, what a shell reports for a GNU
+#: tool stopped that way, so that neither "done" (0) nor "invalid input" (1) is claimed.
+READER_GONE = 141
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -97,8 +155,12 @@ def _parser() -> argparse.ArgumentParser:
     header.add_argument("-o", "--output", help="where to write it (default: FILE.header)")
     header.set_defaults(run=_header)
 
-    demo = commands.add_parser("demo", help="write, validate and read back a generated raster")
-    demo.add_argument("--out", help="directory to keep the demo files in (default: a temporary one)")
+    demo = commands.add_parser("demo", help="write, validate and read back a generated raster",
+                               description="Write a generated 4-band raster as DIR/demo.rumi, its blob as "
+                                           "DIR/demo.rumi.header, validate both and read the raster back.")
+    demo.add_argument("dir", nargs="?", default=".", metavar="DIR",
+                      help="directory to write demo.rumi and demo.rumi.header into, made if missing "
+                           "(default: the current directory)")
     demo.set_defaults(run=_demo)
 
     for extra in _extra_commands():
@@ -131,7 +193,7 @@ def _missing_command(command: str, error: ImportError):
         raise error  # main() turns it into the install hint
 
     def add(commands) -> None:
-        stand_in = commands.add_parser(command, help=f"(needs: pip install 'xarray-rumi[{_EXTRAS[command]}]')")
+        stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
         stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
         stand_in.set_defaults(run=run)
 
@@ -158,13 +220,22 @@ def _info(args) -> int:
           f"{grid.frame_count} frames")
     if geo is not None and geo.is_defined:
         print(f"crs          EPSG:{geo.epsg} ({geo.model_type.name.lower()}), pixel is {geo.raster_type.name.lower()}")
-        print(f"transform    {', '.join(f'{v:g}' for v in geo.transform)}")
+        print(f"transform    {', '.join(_exact(v) for v in geo.transform)}")
     else:
         print("crs          none (undefined georeferencing)")
     print(f"frame bytes  min {counts.min()}, median {int(np.median(counts))}, max {counts.max()}, "
           f"blob {len(header.to_bytes())} bytes")
     print(f"size         {header.file_size} bytes for {raw} raw: ratio {raw / header.file_size:.2f}")
     return 0
+
+
+def _exact(value: float) -> str:
+    """The shortest text that reads back as ``value`` (Python's ``repr``), without a trailing ``.0``.
+
+    >>> _exact(2826915.0), _exact(2826915.25), _exact(0.1), _exact(-30.0), _exact(1e-07)
+    ('2826915', '2826915.25', '0.1', '-30', '1e-07')
+    """
+    return repr(float(value)).removesuffix(".0")
 
 
 def _info_json(file, image, counts, raw) -> dict:
@@ -202,8 +273,12 @@ def _header(args) -> int:
 
     blob = header_from_file(args.file)
     output = args.output or f"{args.file}.header"
-    with open(output, "wb") as f:
-        f.write(blob)
+    try:
+        with open(output, "wb") as f:
+            f.write(blob)
+    except OSError as exc:
+        print(f"rumi header: cannot write {output}: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {output} ({len(blob)} bytes)")
     return 0
 
@@ -224,13 +299,16 @@ def _demo(args) -> int:
     from .reading.validate import validate
     from .writing.write import write
 
-    out_dir = args.out or tempfile.mkdtemp(prefix="rumi-demo-")
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "demo.rumi")
+    path = os.path.join(args.dir, "demo.rumi")
     data = demo_raster()
     t0 = time.perf_counter()
-    blob = write(path, data, tile_size=256, frame_unit="tile", crs="EPSG:32633",
-                 transform=(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0))
+    try:
+        os.makedirs(args.dir, exist_ok=True)
+        blob = write(path, data, tile_size=256, frame_unit="tile", crs="EPSG:32633",
+                     transform=(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0))
+    except OSError as exc:
+        print(f"rumi demo: cannot write {path}: {exc}", file=sys.stderr)
+        return 1
     t1 = time.perf_counter()
     size = os.path.getsize(path)
     print(f"wrote     {path}: {data.shape[0]} bands x {data.shape[1]} x {data.shape[2]} uint16, "
@@ -245,6 +323,7 @@ def _demo(args) -> int:
     back = ds.band_data.values
     same = np.array_equal(back, data)
     print(f"read back {'identical to' if same else 'DIFFERENT from'} what was written")
+    print(f"kept      both in {os.path.abspath(args.dir)}; next: rumi info {path}")
     return 0 if same else 1
 
 

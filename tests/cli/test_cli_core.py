@@ -30,7 +30,7 @@ def test_info(capsys, written):
     assert status == 0
     for expected in ("3 bands x 40 rows x 50 columns", "uint16 (sample_format 1, 16 bits)", "frame unit   tile",
                      "4 x 3 of 16 x 16 px, 36 frames", "EPSG:32618 (projected), pixel is area",
-                     "30, 0, 500000, 0, -30, 4e+06", f"{len(data)} bytes for {3 * 40 * 50 * 2} raw",
+                     "30, 0, 500000, 0, -30, 4000000", f"{len(data)} bytes for {3 * 40 * 50 * 2} raw",
                      f"blob {len(blob)} bytes"):
         assert expected in out, expected
     header_path = save(written[0].parent, blob, "f.header")

@@ -1,4 +1,5 @@
-"""`rumi demo` works after a plain install; `rumi refs` and `rumi convert` name the extra they need.
+"""`rumi demo` works after a plain install and writes where it is told; `rumi refs` and `rumi convert` name the
+extra they need, in both forms (from an index, from a clone).
 
 Each command runs in a fresh interpreter where the optional modules are not
 found, as when their extra is not installed: every finder on ``sys.meta_path``
@@ -11,6 +12,7 @@ engine (rioxarray's entry point) failed to load; a plain install has neither.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -18,7 +20,7 @@ import numpy as np
 import pytest
 
 import xarray_rumi
-from xarray_rumi.cli import demo_raster
+from xarray_rumi.cli import demo_raster, install_hint
 
 #: The modules of the optional extras ([zarr] and [geo]).
 ZARR_EXTRA = ("zarr", "numcodecs", "kerchunk", "virtualizarr", "obstore")
@@ -64,17 +66,31 @@ def looked_for(done: subprocess.CompletedProcess) -> set[str]:
 
 
 def test_demo_writes_validates_and_reads_back_without_any_extra(tmp_path):
-    done = rumi_without(ZARR_EXTRA + GEO_EXTRA, "demo", "--out", tmp_path, cwd=tmp_path)
+    done = rumi_without(ZARR_EXTRA + GEO_EXTRA, "demo", tmp_path / "kept", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     out = done.stdout
-    path = tmp_path / "demo.rumi"
-    blob = (tmp_path / "demo.rumi.header").read_bytes()
+    path = tmp_path / "kept" / "demo.rumi"
+    blob = (tmp_path / "kept" / "demo.rumi.header").read_bytes()
     xarray_rumi.validate(path, blob)
     assert np.array_equal(xarray_rumi.open_image(path, blob).read(), demo_raster())
     assert "read back identical to what was written" in out
     assert "CRS EPSG:32633" in out and "48 chunks of (1, 256, 256)" in out
     assert f"{len(blob)} bytes locate all frames" in out
+    assert f"wrote     {path}: " in out and f"kept      both in {tmp_path / 'kept'}" in out
+
+
+def test_demo_writes_into_the_current_directory_and_leaves_nothing_elsewhere(tmp_path):
+    """What the README does next (`rumi quicklook demo.rumi ...`) finds the demo's files where it runs."""
+    here, temporary = tmp_path / "here", tmp_path / "tmp"
+    here.mkdir(), temporary.mkdir()
+    done = subprocess.run([sys.executable, "-m", "xarray_rumi.cli", "demo"], cwd=here, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TMPDIR": str(temporary)})
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["demo.rumi", "demo.rumi.header"]
+    assert list(temporary.iterdir()) == []
+    assert "wrote     ./demo.rumi: " in done.stdout and f"kept      both in {here}" in done.stdout
+    xarray_rumi.validate(here / "demo.rumi", (here / "demo.rumi.header").read_bytes())
 
 
 @pytest.mark.parametrize("missing", ["zarr", "numcodecs"])
@@ -83,14 +99,14 @@ def test_refs_without_the_zarr_extra_says_what_to_install(tmp_path, missing):
     done = rumi_without([missing], "refs", path, "-o", tmp_path / "refs.json", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert looked_for(done) == {missing}
-    assert f"rumi refs: needs {missing}, which is not installed: pip install 'xarray-rumi[zarr]'" in done.stderr
+    assert f"rumi refs: needs {missing}, which is not installed: {install_hint('zarr')}" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "refs.json").exists()
 
 
 def test_help_names_the_extra_of_a_command_that_cannot_load(tmp_path):
     done = rumi_without(["zarr"], "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "(needs: pip install 'xarray-rumi[zarr]')" in done.stdout
+    assert " ".join(f"(needs: {install_hint('zarr')})".split()) in " ".join(done.stdout.split())
     for command in ("info", "validate", "header", "convert", "refs", "demo"):
         assert command in done.stdout
 
@@ -103,7 +119,7 @@ def test_convert_without_the_geo_extra_says_what_to_install(tmp_path, missing):
     done = rumi_without([missing], "convert", source, tmp_path / "out.rumi", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert missing in looked_for(done)
-    assert f"rumi convert: needs {missing}, which is not installed: pip install 'xarray-rumi[geo]'" in done.stderr
+    assert f"rumi convert: needs {missing}, which is not installed: {install_hint('geo')}" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out.rumi").exists()
 
 

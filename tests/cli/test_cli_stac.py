@@ -158,6 +158,31 @@ def test_stac_command_several_files_to_stdout(capsys, tmp_path):
     assert cube.band_data.values[:, 0, 0, 0].tolist() == [0, 1]
 
 
+def test_stac_command_nodata(capsys, tmp_path):
+    pytest.importorskip("pystac")
+    path, _, _ = scene(tmp_path, bands=2, rows=64, cols=64, tile=32)
+    status, out, _ = run(capsys, "stac", path, "--datetime", "2024-06-01", "--nodata", "0")
+    assert status == 0
+    bands = json.loads(out)["assets"]["data"]["raster:bands"]
+    assert bands == [{"data_type": "uint16", "nodata": 0}] * 2
+    status, out, _ = run(capsys, "stac", path, "--datetime", "2024-06-01")
+    assert status == 0 and all("nodata" not in b for b in json.loads(out)["assets"]["data"]["raster:bands"])
+    status, _, err = run(capsys, "stac", path, "--datetime", "2024-06-01", "--nodata", "-1")
+    assert status == 2 and "nodata -1 is not a value of uint16 samples" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["stac", str(path), "--nodata", "none"])
+    assert exit_.value.code == 2 and "not a number: 'none'" in capsys.readouterr().err
+
+
+def test_stac_command_nodata_of_floats(capsys, tmp_path):
+    pytest.importorskip("pystac")
+    path = tmp_path / "f.rumi"
+    xarray_rumi.write(path, np.zeros((1, 16, 16), np.float32), crs=4326, transform=(1, 0, 0, 0, -1, 0))
+    for given, recorded in (("nan", "nan"), ("-inf", "-inf"), ("-9999.5", -9999.5)):
+        status, out, _ = run(capsys, "stac", path, "--datetime", "2024-06-01", f"--nodata={given}")
+        assert status == 0 and json.loads(out)["assets"]["data"]["raster:bands"][0]["nodata"] == recorded
+
+
 def test_stac_command_on_a_broken_file(capsys, tmp_path):
     pytest.importorskip("pystac")
     bad = tmp_path / "bad.rumi"
@@ -182,7 +207,8 @@ def test_stac_without_pystac_says_what_to_install_and_quicklook_needs_nothing(tm
     path, _, _ = scene(tmp_path, rows=64, cols=64, tile=32)
     done = demo.rumi_without(["pystac"], "stac", path, "-o", tmp_path / "item.json", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert "rumi stac: needs pystac, which is not installed: pip install 'xarray-rumi[stac]'" in done.stderr
+    assert "rumi stac: needs pystac, which is not installed: pip install \"xarray-rumi[stac]\" (in a clone: " \
+           "pip install \".[stac]\")" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "item.json").exists()
     hidden = ["pystac", "PIL", "matplotlib", "imageio", *demo.GEO_EXTRA, *demo.ZARR_EXTRA]
     done = demo.rumi_without(hidden, "quicklook", path, tmp_path / "look.png", cwd=tmp_path)

@@ -23,37 +23,82 @@ def add_stac_command(commands) -> None:
                            "(e.g. https://example.com/scenes/)")
     stac.add_argument("--collection", action="store_true",
                       help="write an ItemCollection even for one FILE (default: off)")
+    stac.add_argument("--nodata", type=_nodata, default=None, metavar="VALUE",
+                      help="every band's nodata in raster:bands, a value the samples can hold: a number, "
+                           "nan, inf or -inf (as --nodata=-inf) (default: none; a rumi file records none)")
     stac.set_defaults(run=_stac)
 
 
-def _stac(args) -> int:
-    import pystac
+def _nodata(text: str) -> int | float:
+    """``--nodata``'s value: an int when it is one (kept exact), else a float (``nan``, ``inf``, ``1e-9``).
 
+    >>> _nodata("0"), _nodata("-9999"), _nodata("nan"), _nodata("-inf"), _nodata("0.5")
+    (0, -9999, nan, -inf, 0.5)
+    """
+    import argparse
+
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _stac(args) -> int:
+    import pystac  # noqa: F401  (the stac extra: when missing, main() names it before any file is read)
+
+    from ..errors import RumiFormatError
     from .items import item
 
-    items = []
-    for path in args.files:
+    items, failed = [], False
+    for path in args.files:  # every file is tried, so that one run names every file that cannot be described
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
-        items.append(item(path, href=href, datetime=args.datetime))
-    if args.output.endswith(".parquet"):
+        try:
+            items.append(item(path, href=href, datetime=args.datetime, nodata=args.nodata))
+        except RumiFormatError as exc:
+            print(f"rumi stac: {path}: {exc}", file=sys.stderr)
+            failed = True
+        except OSError as exc:
+            print(f"rumi stac: cannot read {path}: {exc}", file=sys.stderr)
+            failed = True
+    if failed:
+        return 1
+    parquet = args.output.endswith(".parquet")
+    if args.output == "-":
+        print(json.dumps(_document(items, args.collection), indent=2))
+        return 0
+    try:
+        _write_document(items, args, parquet)
+    except OSError as exc:  # rumi's own handling would call it a read failure
+        print(f"rumi stac: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}"
+          f"{' as stac-geoparquet' if parquet else ''}", file=sys.stderr)
+    return 0
+
+
+def _document(items, collection: bool) -> dict:
+    """One Item's dict, or an ItemCollection's for several Items or when asked."""
+    import pystac
+
+    if collection or len(items) > 1:
+        return pystac.ItemCollection(items).to_dict()
+    return items[0].to_dict(include_self_link=False)
+
+
+def _write_document(items, args, parquet: bool) -> None:
+    if parquet:
         from .geoparquet import write_stac_geoparquet
 
         write_stac_geoparquet(items, args.output)
-        print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''} as stac-geoparquet",
-              file=sys.stderr)
-        return 0
-    document = (pystac.ItemCollection(items).to_dict() if args.collection or len(items) > 1
-                else items[0].to_dict(include_self_link=False))
-    text = json.dumps(document, indent=2)
-    if args.output == "-":
-        print(text)
-    else:
-        import fsspec
+        return
+    import fsspec
 
-        with fsspec.open(args.output, "w") as f:
-            f.write(text + "\n")
-        print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}", file=sys.stderr)
-    return 0
+    with fsspec.open(args.output, "w") as f:
+        f.write(json.dumps(_document(items, args.collection), indent=2) + "\n")
 
 
 def add_quicklook_command(commands) -> None:
@@ -82,7 +127,11 @@ def _quicklook(args) -> int:
     bands = None if args.bands is None else [int(b) for b in args.bands.split(",")]
     low, high = (float(p) for p in args.percentiles.split(","))
     pixels = quicklook(args.file, args.header, bands=bands, size=args.size, percentiles=(low, high))
-    write_quicklook(args.output, pixels)
+    try:
+        write_quicklook(args.output, pixels)
+    except OSError as exc:
+        print(f"rumi quicklook: cannot write {args.output}: {exc}", file=sys.stderr)
+        return 1
     kind = "RGB" if pixels.ndim == 3 else "grey"
     print(f"wrote {args.output}: {pixels.shape[1]} x {pixels.shape[0]} px, {kind}")
     return 0

@@ -360,7 +360,9 @@ def run_refs(args) -> int:
             print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
             return 2
         check_stack_dim(args.cube)
-        images = [open_image(_url(f), _beside_header(f)) for f in files]
+        images = [_opened(f) for f in files]  # every file is tried, so that one run names every unreadable one
+        if None in images:
+            return 1
         layout = cube_layout(images, args.cube)
         if not _write(virtual_cube_references(images, args.cube), args.output, fmt, options):
             return 1
@@ -371,7 +373,10 @@ def run_refs(args) -> int:
     if several and _is_local(args.output):
         os.makedirs(args.output.removeprefix("file://"), exist_ok=True)
     for path in files:
-        layout = image_layout(open_image(_url(path), _beside_header(path)))
+        image = _opened(path)
+        if image is None:
+            return 1
+        layout = image_layout(image)
         if several:
             target = f"{args.output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}"
         else:
@@ -380,6 +385,22 @@ def run_refs(args) -> int:
             return 1
         print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
     return 0
+
+
+def _opened(path: str):
+    """The image at ``path``, with the blob beside it if any; ``None`` once it has said why it cannot be opened.
+
+    The command names the file itself: ``rumi``'s own handling knows only the list of FILEs.
+    """
+    from ..errors import RumiFormatError
+
+    try:
+        return open_image(_url(path), _beside_header(path))
+    except RumiFormatError as exc:
+        print(f"rumi refs: {path}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
+    return None
 
 
 def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> bool:
