@@ -25,13 +25,13 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
-# Names whose modules pull in optional dependencies (zarr, kerchunk, ...) load on first use.
+# Names whose modules pull in optional dependencies load on first use: name -> (module, the packages it needs).
 _LAZY = {
-    "references": "xarray_rumi.virtual.kerchunk",
-    "RumiParser": "xarray_rumi.virtual.parser",
-    "open_cube": "xarray_rumi.dataset.cube",
-    "open_catalog": "xarray_rumi.dataset.catalog",
-    "open_collection": "xarray_rumi.dataset.collection",
+    "references": ("xarray_rumi.virtual.kerchunk", ("zarr", "numcodecs")),
+    "RumiParser": ("xarray_rumi.virtual.parser", ("zarr", "numcodecs")),
+    "open_cube": ("xarray_rumi.dataset.cube", ()),
+    "open_catalog": ("xarray_rumi.dataset.catalog", ()),
+    "open_collection": ("xarray_rumi.dataset.collection", ()),
 }
 
 _SUBMODULES = {
@@ -45,16 +45,27 @@ def __getattr__(name):
     import importlib  # here, not at the top, so that it is no attribute of the package
 
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(importlib.import_module(_LAZY[name][0]), name)
     if name in _SUBMODULES:  # modules with optional dependencies, by their short names
         return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'xarray_rumi' has no attribute {name!r}")
 
 
-__all__ = [
-    "Georeferencing", "Limits", "RetryPolicy", "RumiFormatError", "RumiParser", "__version__", "header_from_file",
-    "open_catalog", "open_collection", "open_cube", "open_image", "references", "validate", "write",
-]
+def _installed(packages) -> bool:
+    from importlib.util import find_spec  # here, not at the top, so that it is no attribute of the package
+
+    try:
+        return all(find_spec(package) is not None for package in packages)
+    except (ImportError, ValueError):  # a package made unimportable (sys.modules[name] = None)
+        return False
+
+
+# Lazy names are listed only where their extra is installed: pydoc (help(xarray_rumi)) and
+# ``from xarray_rumi import *`` fetch every listed name and would fail on the others.
+__all__ = sorted([
+    "Georeferencing", "Limits", "RetryPolicy", "RumiFormatError", "__version__", "header_from_file", "open_image",
+    "validate", "write", *(name for name, (_, needs) in _LAZY.items() if _installed(needs)),
+])
 
 #: Submodules users reach by their names (``xarray_rumi.stac.item``); the rest are the package's inside.
 _PUBLIC_SUBMODULES = ["stac"]

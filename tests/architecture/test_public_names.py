@@ -48,3 +48,24 @@ def test_star_import_gives_the_lazy_names():
     for name in LAZY:
         assert namespace[name] is getattr(xarray_rumi, name)
     assert not set(namespace) & set(LEAKED)
+
+
+#: Run in a fresh interpreter where zarr cannot be found, as in an install without the zarr extra.
+WITHOUT_ZARR = """
+import importlib.abc, sys
+class NoZarr(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("zarr", "numcodecs"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoZarr())
+"""
+
+
+@pytest.mark.parametrize("use", ["help(xarray_rumi)", "from xarray_rumi import *", "[getattr(xarray_rumi, n) for n in dir(xarray_rumi)]"])
+def test_help_and_star_import_work_without_the_zarr_extra(use):
+    # pydoc and import * fetch every name listed; the zarr-only ones are left out of the lists there
+    code = WITHOUT_ZARR + "import io, contextlib, xarray_rumi\nwith contextlib.redirect_stdout(io.StringIO()):\n    " + use
+    done = subprocess.run([sys.executable, "-c", code + "\nprint(sorted(set(dir(xarray_rumi)) & {'references', 'RumiParser', 'open_cube'}))"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['open_cube']"
