@@ -48,12 +48,22 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     data is not loaded for it); one whose names do not say which
     dimension is y and which x, or with more than three dimensions, is
     refused with a ``ValueError`` naming its dimensions.  Its rioxarray CRS
-    and transform are used when ``crs`` / ``transform`` are not given.
+    (``rio.crs``) is used when ``crs`` is not given, and its transform when
+    ``transform`` is not given and there is a CRS to write: the transform
+    must put every pixel where the DataArray's x and y coordinates say (a
+    y that increases gives a positive y resolution).  One that cannot be
+    told (one row or column, or no coordinates, and no stored
+    ``GeoTransform``) or that no transform reproduces (coordinates not
+    evenly spaced) is refused with a ``ValueError``: pass ``transform=``.
 
     rumi has no place for nodata: a DataArray that has one (``rio.nodata``,
     ``_FillValue`` in its attributes or encoding, a ``nodata`` attribute) is
     written with its pixels unchanged and a :class:`NodataNotStoredWarning`
     naming the value, which ``xarray_rumi.stac.item(..., nodata=)`` publishes.
+    Nor for a scale and offset: a DataArray whose attributes carry them
+    (``scale_factor``/``add_offset``, or rioxarray's per-band ``scales``/
+    ``offsets``: raw values, as ``mask_and_scale=False`` leaves them) is
+    written unscaled, with a :class:`ScaleNotStoredWarning` naming them.
 
     ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
     as ``None`` come from a DataArray's encoding (what it was read with;
@@ -77,18 +87,20 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     >>> xr.open_dataset(path, engine="rumi").band_data.shape
     (3, 100, 80)
     """
-    array, geo_defaults, encoding, nodata = _as_band_array(data)
+    array, rio_georeferencing, encoding, nodata, scaling = _as_band_array(data)
     tile_size, frame_unit, raster_type = (
         given if given is not None else encoding.get(name, _DEFAULTS[name])
         for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
     )
-    if crs is None and transform is None and geo_defaults:
-        crs, transform = geo_defaults
-        if RasterType.parse(raster_type) is RasterType.POINT:
-            # rioxarray's transform refers to pixel corners (GDAL's convention);
-            # a PixelIsPoint matrix maps pixel indices to pixel centres.
-            a, b, c, d, e, f = transform
-            transform = (a, b, c + 0.5 * (a + b), d, e, f + 0.5 * (d + e))
+    if rio_georeferencing is not None:
+        crs = rio_georeferencing.crs if crs is None else crs
+        if transform is None and crs is not None:  # a DataArray without a CRS writes no transform, as before
+            transform = rio_georeferencing.transform()
+            if RasterType.parse(raster_type) is RasterType.POINT:
+                # rioxarray's transform refers to pixel corners (GDAL's convention);
+                # a PixelIsPoint matrix maps pixel indices to pixel centres.
+                a, b, c, d, e, f = transform
+                transform = (a, b, c + 0.5 * (a + b), d, e, f + 0.5 * (d + e))
     sample = _sample_type(sample_type, encoding, array.dtype)
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)
@@ -124,6 +136,8 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         logger.debug("wrote %s.header: %d bytes", target.url, len(blob))
     if nodata is not None:
         warnings.warn(nodata_note(nodata), NodataNotStoredWarning, stacklevel=2)
+    if scaling:
+        warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
     return blob
 
 
@@ -131,9 +145,10 @@ class _Input(NamedTuple):
     """What ``write`` takes from its ``data`` argument."""
 
     values: object             #: numpy or Dask array, ``(B, Y, X)``
-    georeferencing: tuple | None  #: rioxarray's ``(crs, transform)``, if it has a CRS
+    georeferencing: RioGeoreferencing | None  #: a DataArray's CRS and transform, as rioxarray sees them
     encoding: dict             #: what a DataArray was read with (tile size, frame unit, raster type, sample type)
     nodata: object = None      #: the value marking missing pixels in a DataArray (not stored: rumi has no place)
+    scaling: dict | None = None  #: a DataArray's scale and offset attributes that are not 1 and 0 (not stored)
 
 
 def _as_band_array(data) -> _Input:
@@ -159,9 +174,9 @@ def _data_array_input(data) -> _Input:
     if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
         encoding["raster_type"] = "point"
     # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
-    geo = _rio_georeferencing(data)
+    geo = _rio_georeferencing(data, y, x)
     ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
-    return _Input(ordered.data, geo, encoding, _nodata(data))
+    return _Input(ordered.data, geo, encoding, _nodata(data), _scaling(data))
 
 
 def band_y_x(data) -> tuple:
@@ -230,15 +245,127 @@ def _named_spatial_dims(data) -> tuple | None:
     return None if y is None or x is None else (y, x)
 
 
-def _rio_georeferencing(data):
+def _rio_georeferencing(data, y: str, x: str) -> RioGeoreferencing | None:
     try:
         import rioxarray  # noqa: F401  (registers the .rio accessor)
     except ImportError:
         return None
-    crs = data.rio.crs
-    if crs is None:
-        return None
-    return crs, tuple(data.rio.transform())[:6]
+    return RioGeoreferencing(data, y, x, data.rio.crs)
+
+
+# --- georeferencing: the transform must put the pixels where the coordinates say --------------------------------
+
+
+class RioGeoreferencing(NamedTuple):
+    """A DataArray's CRS, and its transform computed only when one is to be written."""
+
+    data: object  #: the DataArray as given: dimensions named with rio.set_spatial_dims are known to its accessor only
+    y: str
+    x: str
+    crs: object   #: ``rio.crs``, or ``None``
+
+    def transform(self) -> tuple:
+        """rioxarray's ``rio.transform()``, refused where it would put pixels anywhere but at their coordinates.
+
+        rioxarray takes the resolution from a stored ``GeoTransform`` and the
+        origin from the first coordinates, or both from the first and last
+        coordinates; where it can do neither it returns the identity, without
+        a word.  A stored transform goes stale under ``sortby`` or
+        ``isel(x=slice(None, None, 2))``, so it is kept only while it agrees
+        with the coordinates; else the coordinates' own spacing is used (a y
+        that increases gives a positive y resolution, which rumi stores).
+
+        >>> import numpy as np, xarray as xr, rioxarray
+        >>> da = xr.DataArray(np.zeros((2, 3)), dims=("y", "x"),
+        ...                   coords={"y": [15.0, 5.0], "x": [5.0, 15.0, 25.0]}).rio.write_crs(4326)
+        >>> RioGeoreferencing(da, "y", "x", da.rio.crs).transform()
+        (10.0, 0.0, 0.0, 0.0, -10.0, 20.0)
+        >>> one_row = da.isel(y=[0])
+        >>> RioGeoreferencing(one_row, "y", "x", da.rio.crs).transform()
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot tell the pixel size along y: the DataArray has 1 y coordinate and no stored transform ...
+        """
+        stored = _stored_transform(self.data)
+        if stored is not None and (stored[1] or stored[3]):
+            return stored  # rotated: 1-D coordinates cannot express it, and rioxarray uses it as stored
+        if stored is None:
+            for dim in (self.y, self.x):
+                _check_spacing_known(self.data, dim)
+        inferred = tuple(self.data.rio.transform())[:6]
+        if not self._misplaced(inferred):
+            return inferred
+        # the stored resolution disagrees with the coordinates: take theirs, from the first and last
+        recalculated = tuple(self.data.rio.transform(recalc=True))[:6]
+        misplaced = self._misplaced(recalculated)
+        if misplaced:
+            raise _irregular(self.data, misplaced[0])
+        return recalculated
+
+    def _misplaced(self, transform) -> list[str]:
+        """The dimensions whose coordinates are not the pixel centres ``transform`` gives."""
+        a, _, c, _, e, f = transform
+        return [dim for dim, origin, resolution in ((self.y, f, e), (self.x, c, a))
+                if not _on_grid(self.data, dim, origin, resolution)]
+
+
+def _stored_transform(data) -> tuple | None:
+    """The transform rioxarray keeps (``GeoTransform`` of the grid mapping, else a ``transform`` attribute), if any."""
+    grid_mapping = data.rio.grid_mapping
+    if grid_mapping in data.coords and "GeoTransform" in data.coords[grid_mapping].attrs:
+        text = str(data.coords[grid_mapping].attrs["GeoTransform"])
+        try:
+            c, a, b, f, d, e = (float(v) for v in text.split())  # GDAL's order
+        except ValueError:
+            raise ValueError(f"the GeoTransform of the DataArray's {grid_mapping!r} coordinate is not six "
+                             f"numbers: {text!r}; pass transform=") from None
+        return a, b, c, d, e, f
+    if "transform" in data.attrs:
+        return tuple(float(v) for v in data.attrs["transform"][:6])
+    return None
+
+
+def _coordinates(data, dim: str) -> np.ndarray | None:
+    return np.asarray(data.coords[dim].values, dtype=float) if dim in data.coords else None
+
+
+def _check_spacing_known(data, dim: str) -> None:
+    """Refuse a dimension whose pixel size neither a stored transform nor two coordinates say."""
+    values = _coordinates(data, dim)
+    if values is not None and values.size >= 2:
+        return
+    had = f"no {dim} coordinate" if values is None else f"1 {dim} coordinate"
+    raise ValueError(
+        f"cannot tell the pixel size along {dim}: the DataArray has {had} and no stored transform (rioxarray's "
+        "rio.transform() would give the identity, which is no georeferencing at all); pass "
+        "transform=(x_res, 0, x_origin, 0, y_res, y_origin), or store one with da.rio.write_transform(...)")
+
+
+def _irregular(data, dim: str) -> ValueError:
+    """The refusal of coordinates that no transform reproduces, with the steps between them."""
+    steps = np.diff(_coordinates(data, dim))
+    between = f" (steps from {steps.min():g} to {steps.max():g})" if steps.size else ""
+    return ValueError(
+        f"the DataArray's {dim} coordinates are not a regular grid{between}, so no transform puts every pixel "
+        "where its coordinate says; resample it to a regular grid (da.rio.reproject, da.interp), or pass "
+        "transform= to write it with that transform anyway")
+
+
+def _on_grid(data, dim: str, origin: float, resolution: float) -> bool:
+    """Whether the pixel centres ``origin + resolution * (i + 0.5)`` are ``dim``'s coordinates (where it has them).
+
+    Within a thousandth of a pixel, plus what the coordinates' own precision
+    loses (a float32 northing is only good to half a metre).
+    """
+    values = _coordinates(data, dim)
+    if values is None:
+        return True
+    if resolution == 0:
+        return False
+    centres = origin + resolution * (np.arange(values.size) + 0.5)
+    dtype = data.coords[dim].dtype
+    precision = 4 * float(np.spacing(np.abs(values).max().astype(dtype))) if dtype.kind == "f" else 0.0
+    return bool(np.all(np.abs(centres - values) <= 1e-3 * abs(resolution) + precision))
 
 
 # --- nodata: rumi has no place for it, so a write says so -----------------------------------------------------
@@ -256,12 +383,12 @@ def nodata_note(value) -> str:
     >>> nodata_note(float("nan")).split(":")[0]
     'nodata nan is not stored'
     """
-    return (f"nodata {_nodata_text(value)} is not stored: rumi has no place for it; pixel values are unchanged; "
+    return (f"nodata {_number_text(value)} is not stored: rumi has no place for it; pixel values are unchanged; "
             "pass nodata= to xarray_rumi.stac.item to publish it")
 
 
-def _nodata_text(value) -> str:
-    """``-9999``, ``nan``, ``0.5``: a nodata value as a person writes it (numpy scalars in their own precision)."""
+def _number_text(value) -> str:
+    """``-9999``, ``nan``, ``0.5``: a number as a person writes it (numpy scalars in their own precision)."""
     try:
         number = float(value)
     except (TypeError, ValueError):  # a complex nodata, say
@@ -293,6 +420,66 @@ def _attribute_nodata(data):
             return data.attrs[name]
     listed = data.attrs.get("nodatavals")
     return listed[0] if listed else None
+
+
+# --- scale and offset: rumi has no place for them either, so a write of raw values says so -------------------------
+
+
+class ScaleNotStoredWarning(UserWarning):
+    """The array written carried a scale or an offset in its attributes, which a rumi file cannot record."""
+
+
+#: The attributes that say how raw values scale (CF's, and rioxarray's per band), and their identity values.
+_SCALING = {"scale_factor": 1, "add_offset": 0, "scales": 1, "offsets": 0}
+
+
+def scale_note(scaling: dict) -> str:
+    """What ``write`` warns when raw values carried a scale or an offset: their attribute names and values.
+
+    >>> note = scale_note({"scale_factor": 0.01, "add_offset": -273.15})
+    >>> note.split(";")[0]
+    'scale_factor 0.01 and add_offset -273.15 are not stored: rumi has no place for them'
+    >>> note.split(";")[1]
+    ' pixel values are written as they are, unscaled'
+    >>> scale_note({"scales": (0.5, 1.0)}).split(":")[0]
+    'scales (0.5, 1) are not stored'
+    """
+    plural = len(scaling) > 1 or any(name in ("scales", "offsets") for name in scaling)
+    verb, pronoun = ("are", "them") if plural else ("is", "it")
+    named = " and ".join(f"{name} {_scaling_text(value)}" for name, value in scaling.items())
+    return (f"{named} {verb} not stored: rumi has no place for {pronoun}; pixel values are written as they are, "
+            f"unscaled; decode {pronoun} first (mask_and_scale=True) to write scaled values, or keep {pronoun} "
+            "in your catalog")
+
+
+def _scaling_text(value) -> str:
+    """``0.01``, or ``(0.5, 1)`` for rioxarray's per-band ``scales``."""
+    if np.ndim(value) == 0:
+        return _number_text(value)
+    return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
+
+
+def _scaling(data) -> dict | None:
+    """The scale and offset attributes of a DataArray that change its values, or ``None``.
+
+    Attributes only: ``rioxarray.open_rasterio(..., mask_and_scale=False)``
+    and xarray without CF decoding leave them there, on raw values.  Decoded
+    data keeps them in its encoding and holds the scaled values, which are
+    what is written, so there is nothing to say.  1 and 0 (what
+    ``open_rasterio`` sets on every unscaled raster) change nothing.
+    """
+    changing = {}
+    for name, identity in _SCALING.items():
+        value = data.attrs.get(name)
+        if value is None:
+            continue
+        try:
+            unchanged = np.all(np.asarray(value, dtype=float) == identity)
+        except (TypeError, ValueError):  # an attribute that is not a number: say it as it is
+            unchanged = False
+        if not unchanged:
+            changing[name] = value
+    return changing or None
 
 
 def _sample_type(requested, encoding, dtype) -> SampleType:
