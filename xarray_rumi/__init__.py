@@ -34,20 +34,11 @@ _LAZY = {
     "open_collection": ("xarray_rumi.dataset.collection", ()),
 }
 
-_SUBMODULES = {
-    "catalog": "xarray_rumi.dataset.catalog",
-    "collection": "xarray_rumi.dataset.collection",
-    "convert": "xarray_rumi.writing.convert",
-}
-
-
 def __getattr__(name):
     import importlib  # here, not at the top, so that it is no attribute of the package
 
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name][0]), name)
-    if name in _SUBMODULES:  # modules with optional dependencies, by their short names
-        return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'xarray_rumi' has no attribute {name!r}")
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 import xarray_rumi
-from xarray_rumi import catalog
+from xarray_rumi.dataset import catalog
 from xarray_rumi.dataset.engine import image_dataset
 from xarray_rumi.dataset.cube import open_cube
 from xarray_rumi.format.blob import Header
