@@ -157,6 +157,28 @@ pool().submit(print)
     assert _thread_work(ast.parse(harmless)) == set()
 
 
+def _makes_images(tree: ast.AST) -> bool:
+    """Whether ``tree`` calls ``RumiImage(...)`` itself, by any name it imported it as."""
+    names = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             for alias in node.names if alias.name == "RumiImage"}
+    return any(isinstance(node, ast.Call) and (
+        isinstance(node.func, ast.Name) and node.func.id in names
+        or isinstance(node.func, ast.Attribute) and node.func.attr == "RumiImage") for node in ast.walk(tree))
+
+
+@pytest.mark.parametrize(("relative", "module", "tree"), [m for m in _modules() if _part(m[1]) != "reading"],
+                         ids=lambda v: str(v) if isinstance(v, pathlib.Path) else "")
+def test_images_open_through_the_one_opener(relative, module, tree):
+    """Outside ``reading/`` an image comes from ``open_image``, with its limits, retries and checks, never built."""
+    assert not _makes_images(tree), f"{module} builds a RumiImage instead of calling open_image"
+
+
+def test_the_opener_check_sees_an_image_built_by_hand():
+    built = "from ..reading.image import RumiImage as Image\nimage = Image(source, header)\n"
+    assert _makes_images(ast.parse(built))
+    assert not _makes_images(ast.parse("from ..reading.image import RumiImage\ndef f(i: RumiImage): ...\n"))
+
+
 def test_no_import_cycles():
     graph = {}
     for relative, module, tree in _modules():

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..format.blob import Header
 from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
-from ..io.source import ByteSource
 from ..reading.image import RumiImage
 from ..reading.open import open_image
 
@@ -219,9 +218,15 @@ def georeferencing_of(row) -> Georeferencing:
 
 
 def images_of(catalog, storage_options=None) -> list[RumiImage]:
-    """The opened image of every row of a catalog (a Parquet path or a DataFrame): nothing is read."""
-    return [RumiImage(ByteSource.of(row.url, storage_options), Header.from_bytes(bytes(row.header)),
-                      georeferencing_of(row)) for row in read(catalog).itertuples()]
+    """The opened image of every row of a catalog (a Parquet path or a DataFrame): nothing is read.
+
+    Each opens through :func:`~xarray_rumi.open_image` with the row's blob
+    and georeferencing, so the blob is held to the opener's limits, remote
+    reads are retried and the blob is checked against the file on its
+    first read, as for any image.
+    """
+    return [open_image(row.url, header=bytes(row.header), storage_options=storage_options,
+                       georeferencing=georeferencing_of(row)) for row in read(catalog).itertuples()]
 
 
 def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
