@@ -89,3 +89,14 @@ def _s3_error(code: str, status: int) -> OSError:
 ])
 def test_s3_errors_botocore_retried_are_transient_and_no_others(code, status, transient):
     assert is_transient(_s3_error(code, status)) is transient
+
+
+def test_a_range_past_the_end_is_recognised_through_s3fs_and_aiohttp_wrappers():
+    """416: s3fs raises an OSError from botocore's InvalidRange, aiohttp a ClientResponseError with status 416."""
+    from xarray_rumi.io.retry import is_past_the_end
+
+    class ClientResponseError(Exception):
+        status = 416
+
+    assert is_past_the_end(_s3_error("InvalidRange", 416)) and is_past_the_end(ClientResponseError())
+    assert not is_past_the_end(_s3_error("NoSuchKey", 404)) and not is_past_the_end(ConnectionResetError())

@@ -9,6 +9,7 @@ read under 3 attempts was 75 GETs for a ``503 SlowDown`` and 15 for a 500.
 from __future__ import annotations
 
 import logging
+import pathlib
 import pickle
 
 import pytest
@@ -16,8 +17,8 @@ from flaky_server import FlakyProxy
 from s3_server import s3_server
 from servers import RangeServer
 
-from xarray_rumi.io.retry import RetryPolicy
-from xarray_rumi.io.source import ByteSource, read_bytes
+from xarray_rumi.io.retry import RetryPolicy, is_transient
+from xarray_rumi.io.source import ByteSource, FileEndedError, read_bytes
 
 POLICY = RetryPolicy(attempts=3, backoff=0.001)
 DATA = bytes(range(256)) * 16
@@ -149,3 +150,70 @@ def test_an_http_retry_is_logged_and_the_bytes_are_exact(origin, caplog):
     [record] = retries_logged(caplog)
     assert record.getMessage().startswith(f"bytes 100-300 of {url}: attempt 1 of 3 failed, retrying in ")
     assert "500" in record.getMessage()
+
+
+# -- ranges past the end of the file: final, never retried ---------------------------------
+
+#: Ranges of ``DATA`` (4096 bytes) running past its end: partly (a short answer) and wholly (a 416).
+PAST_THE_END = [(4000, 4200, 104), (4096, 4200, 104), (5000, 5100, 100)]
+
+
+@pytest.mark.parametrize("start, stop, missing", PAST_THE_END)
+def test_a_local_range_past_the_end_is_a_file_ended_error_with_the_files_size(tmp_path, start, stop, missing):
+    path = tmp_path / "x.bin"
+    path.write_bytes(DATA)
+    source = ByteSource(str(path))
+    for read in (lambda: source.read(start, stop), lambda: source.read_many([0, start], [10, stop])):
+        with pytest.raises(FileEndedError) as info:
+            read()
+        assert (info.value.start, info.value.stop, info.value.size, info.value.missing) == (start, stop, 4096, missing)
+        assert str(info.value) == (f"short read from {path}: bytes {start}-{stop} run past its end at byte 4096 "
+                                   f"({missing} bytes missing)")
+    assert source.read(4000, 4200, exact=False) == DATA[4000:]   # a first read may run past the end
+
+
+@pytest.mark.parametrize("start, stop, missing", PAST_THE_END)
+def test_an_http_range_past_the_end_is_asked_once_and_the_size_once(origin, start, stop, missing):
+    """A short answer or a 416 from a file that really ends there: one GET and one HEAD, not ``attempts`` GETs."""
+    with FlakyProxy(origin.url) as proxy:
+        source = ByteSource(f"{proxy.url}/x.bin", retry=POLICY)
+        with pytest.raises(FileEndedError, match=rf"bytes {start}-{stop} run past its end at byte 4096"):
+            source.read(start, stop)
+        assert [(r.method, r.range) for r in proxy.requests] == [("GET", f"bytes={start}-{stop - 1}"), ("HEAD", None)]
+        proxy.requests.clear()
+        with pytest.raises(FileEndedError, match=rf"bytes {start}-{stop} run past its end"):
+            source.read_many([0, start, 100], [10, stop, 110])
+        gets = sorted(r.range for r in proxy.requests if r.method == "GET")
+        assert gets == sorted(["bytes=0-9", f"bytes={start}-{stop - 1}", "bytes=100-109"])
+        assert [r.method for r in proxy.requests].count("HEAD") == 1
+
+
+@pytest.mark.parametrize("start, stop, missing", PAST_THE_END)
+def test_an_s3_range_past_the_end_is_asked_once_and_the_size_once(s3, start, stop, missing):
+    with FlakyProxy(s3["endpoint_url"]) as proxy:
+        source = ByteSource(S3_URL, through(proxy, s3), POLICY)
+        with pytest.raises(FileEndedError, match=rf"bytes {start}-{stop} run past its end at byte 4096"):
+            source.read(start, stop)
+        with pytest.raises(FileEndedError, match=rf"bytes {start}-{stop} run past its end at byte 4096"):
+            source.read_many([0, start], [10, stop])
+        ranged = [r.range for r in proxy.requests if r.method == "GET" and r.range]
+    assert ranged.count(f"bytes={start}-{stop - 1}") == 2   # once a read: never retried
+
+
+def test_a_body_cut_in_transit_is_still_retried_after_the_size_says_the_file_holds_it(origin):
+    """Content-Length agreeing with half a body: the size tells it from a file that ends there."""
+    with FlakyProxy(origin.url, ["truncated"]) as proxy:
+        source = ByteSource(f"{proxy.url}/x.bin", retry=POLICY)
+        assert source.read(100, 300) == DATA[100:300]
+        assert [(r.method, r.fault) for r in proxy.requests] == [("GET", "truncated"), ("HEAD", None), ("GET", None)]
+
+
+def test_a_remote_first_read_past_the_end_of_an_empty_file_is_empty(origin):
+    (pathlib.Path(origin.root) / "empty.bin").write_bytes(b"")
+    assert ByteSource(f"{origin.url}/empty.bin", retry=POLICY).read(0, 100, exact=False) == b""
+
+
+def test_a_file_ended_error_survives_pickling():
+    error = pickle.loads(pickle.dumps(FileEndedError("s3://b/x.rumi", 10, 30, 20)))
+    assert (error.url, error.start, error.stop, error.size, error.missing) == ("s3://b/x.rumi", 10, 30, 20, 10)
+    assert isinstance(error, OSError) and not is_transient(error)

@@ -16,7 +16,9 @@ reverse, because only this layer
 
 - sees every store: fsspec's HTTP file system does not retry at all;
 - checks lengths, so a body cut short with an agreeing ``Content-Length`` is
-  retried like any other transient failure;
+  retried like any other transient failure, while a range that runs past the
+  end of a file that really is shorter is not retried at all
+  (:class:`~xarray_rumi.io.source.FileEndedError`: asking again gets the same);
 - can keep a bound the caller chose: s3fs wraps each read in two nested
   loops of 5 tries around botocore's own 5 (one persistently failing S3 read
   was 25 requests for a ``503 SlowDown`` and 250 for a dropped connection,
@@ -97,7 +99,20 @@ DEFAULT_POLICY = RetryPolicy()
 
 
 class TransientReadError(OSError):
-    """A read that returned the wrong number of bytes: worth another try remotely."""
+    """A remote read that came back short although the file holds the range: worth another try."""
+
+
+def is_past_the_end(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store's 416 (Range Not Satisfiable): the range starts at or past the file's end.
+
+    Such a read is not retried; the caller asks the file's size to say so.
+
+    >>> class RangeError(Exception):
+    ...     status = 416
+    >>> is_past_the_end(RangeError()), is_past_the_end(FileNotFoundError())
+    (True, False)
+    """
+    return _status(exc) == 416
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -11,6 +11,12 @@ through a file system whose own retries are off (:func:`single_try_file_system`)
 so the policy's ``attempts`` is what one failing read costs; whatever cannot be
 read raises an ``OSError`` naming the URL and byte range.  Every read is checked
 by length: a short or over-long answer is never returned.
+
+A range that runs past the end of the file is a :class:`FileEndedError`, never
+retried: the file is shorter than whatever located the range (a blob made
+before the file was cut, say).  Locally the descriptor's size says so at no
+cost; remotely a short answer or a 416 is followed by one size request, which
+tells a file that really ends there from a body cut off in transit (retried).
 """
 
 from __future__ import annotations
@@ -24,7 +30,32 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, retried
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_past_the_end, retried
+
+
+class FileEndedError(OSError):
+    """A range that runs past the end of the file, which is ``size`` bytes: asking again gets the same.
+
+    Readers turn it into a :class:`~xarray_rumi.RumiFormatError` naming the
+    frame (``frames.truncated``).
+
+    >>> error = FileEndedError("x.rumi", 100, 300, 250)
+    >>> str(error), error.missing
+    ('short read from x.rumi: bytes 100-300 run past its end at byte 250 (50 bytes missing)', 50)
+    """
+
+    def __init__(self, url: str, start: int, stop: int, size: int) -> None:
+        self.url, self.start, self.stop, self.size = url, start, stop, size
+        super().__init__(f"short read from {url}: bytes {start}-{stop} run past its end at byte {size} "
+                         f"({self.missing} bytes missing)")
+
+    @property
+    def missing(self) -> int:
+        """Bytes of the range the file does not hold."""
+        return self.stop - max(self.start, self.size)
+
+    def __reduce__(self):
+        return type(self), (self.url, self.start, self.stop, self.size)
 
 
 def _is_local(url: str) -> bool:
@@ -141,18 +172,22 @@ class ByteSource:
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``.
 
-        Without ``exact`` the answer may be shorter (the file ended), never longer.
+        Without ``exact`` the answer may be shorter (the file ended), never
+        longer.  With it, a range past the end of the file raises
+        :class:`FileEndedError`.
         """
         if self.is_local:
-            data = _pread_many(self.local_path, [start], [stop])[0]
-            _check_length(self.url, start, stop, data, exact=exact, remote=False)
+            (data,), size = _pread_many(self.local_path, [start], [stop])
+            _check_local(self.url, start, stop, data, size, exact=exact)
             return data
         fs, path = self._read_fs_path
 
         def attempt() -> bytes:
-            data = fs.cat_file(path, start=start, end=stop)
-            _check_length(self.url, start, stop, data, exact=exact, remote=True)
-            return data
+            try:
+                answer = fs.cat_file(path, start=start, end=stop)
+            except Exception as exc:  # noqa: BLE001 - a 416 is an answer; anything else is re-raised
+                answer = exc
+            return self._checked_answer(start, stop, answer, sizes=[], exact=exact)
 
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
@@ -160,13 +195,14 @@ class ByteSource:
         """Several exact ranges; remote ones go out together through ``cat_ranges``.
 
         Remotely, only the ranges that failed are asked for again, under one
-        :class:`RetryPolicy` for the batch.
+        :class:`RetryPolicy` for the batch; a range past the end of the file
+        (:class:`FileEndedError`) fails the batch at once.
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
-            out = _pread_many(self.local_path, starts, stops)
+            out, size = _pread_many(self.local_path, starts, stops)
             for data, a, b in zip(out, starts, stops):
-                _check_length(self.url, a, b, data, exact=True, remote=False)
+                _check_local(self.url, a, b, data, size, exact=True)
             return out
         fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
@@ -175,15 +211,16 @@ class ByteSource:
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
             got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing])
-            failure = None
-            for i, data in zip(missing, got):
+            failure, sizes = None, []
+            for i, answer in zip(missing, got):
                 try:
-                    if isinstance(data, BaseException):
-                        raise data
-                    _check_length(self.url, starts[i], stops[i], data, exact=True, remote=True)
-                    out[i] = data
+                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
-                    failure = failure or (i, exc)
+                    # A range past the end of the file is final: it is the one raised,
+                    # so the batch is not tried again for a transient failure beside it.
+                    if failure is None or (isinstance(exc, FileEndedError)
+                                           and not isinstance(failure[1], FileEndedError)):
+                        failure = (i, exc)
             if failure is not None:
                 i, exc = failure
                 first_failure[:] = [f"bytes {starts[i]}-{stops[i]} of {self.url}"]
@@ -193,35 +230,61 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=lambda: (
             first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
+    def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True) -> bytes:
+        """A remote answer (bytes, or the error the read raised) if it is exactly the range; else why not.
+
+        A short answer or a 416 asks the file's size, once an attempt (``sizes``
+        keeps it): a file shorter than ``stop`` is a :class:`FileEndedError`,
+        anything else a body cut off in transit, which another try may get whole.
+        """
+        if isinstance(answer, BaseException):
+            if not is_past_the_end(answer):
+                raise answer
+            answer = b""  # the range starts at or after the end of the file
+        if len(answer) < stop - start and exact:
+            if not sizes:
+                sizes.append(self._read_fs_path[0].size(self._read_fs_path[1]))
+            size = sizes[0]
+            if size is not None and size < stop:
+                raise FileEndedError(self.url, start, stop, size)
+            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(answer)} bytes")
+        _check_not_longer(self.url, start, stop, answer)
+        return answer
+
     def size(self) -> int:
+        """The file's size in bytes: a stat locally, one request remotely."""
         if self.is_local:
             return os.stat(self.local_path).st_size
         fs, path = self._read_fs_path
         return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
 
 
-def _check_length(url: str, start: int, stop: int, data: bytes, *, exact: bool, remote: bool) -> None:
-    if len(data) == stop - start or (not exact and len(data) < stop - start):
-        return
+def _check_not_longer(url: str, start: int, stop: int, data: bytes) -> None:
     if len(data) > stop - start:
         # A server that ignored the Range header sent the whole object; the bytes
         # cannot be trusted to start where they should, and asking again will not help.
         raise OSError(f"server ignored the byte range: {url} bytes {start}-{stop} gave {len(data)} bytes")
-    # Short: a truncated file, or (remotely) a body cut off in transit, which another try may get whole.
-    error = TransientReadError if remote else OSError
-    raise error(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
-def _pread_many(path: str, starts, stops) -> list[bytes]:
+def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exact: bool) -> None:
+    if len(data) == stop - start or not exact:
+        return
+    if size < stop:
+        raise FileEndedError(url, start, stop, size)
+    raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
+
+
+def _pread_many(path: str, starts, stops) -> tuple[list[bytes], int]:
+    """The ranges, and the file's size as the descriptor saw it."""
     # A bare descriptor, not a buffered file object: a frame read is then one
     # open, one pread per range and one close, with no read-ahead.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         # Ask for no more than the file holds: pread allocates what it is asked for
         # first, and a damaged blob may claim frames of gigabytes.  The caller's
-        # length check then reports the short read.
+        # length check then reports the short read, with this size.
         size = os.fstat(fd).st_size
-        return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)]
+        return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
     finally:
         os.close(fd)
 
