@@ -2,7 +2,8 @@
 
 With a blob and caller-supplied georeferencing, opening sends nothing; with a
 blob alone, the 160 bytes of georeferencing and the 252-byte IFD head the blob
-is checked against, in one batch; without one, one read of the IFD.  Loading
+is checked against, in one batch; without one, one read of the IFD.  Both of
+those also ask the file's size (one HEAD), to refuse a file cut short.  Loading
 sends one request per frame, each exactly that frame's byte range, and a
 window (or ``.rio.clip_box``) fetches only the frames inside it.  A blob the
 open did not check is checked on the first read: one more request, for the
@@ -83,8 +84,28 @@ def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served
     server, url, header, _ = served
     ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes(), verify=False)
     start = georeferencing_offset(header.grid)
-    assert [r.range for r in server.get_requests()] == [(start, start + 160)]
+    assert [(r.method, r.range) for r in server.requests] == [("GET", (start, start + 160))]   # no HEAD: trusted
     assert ds.rio.crs.to_epsg() == CRS
+
+
+def test_an_open_that_reads_asks_the_size_once_with_one_head(served):
+    server, url, header, _ = served
+    image = xarray_rumi.open_image(url, header=header.to_bytes())
+    assert [r.method for r in server.requests].count("HEAD") == 1 and len(server.get_requests()) == 2
+    assert image.file_size == header.file_size and image.opened_size == header.file_size
+    server.requests.clear()
+    image = xarray_rumi.open_image(url)
+    assert sorted(r.method for r in server.requests) == ["GET", "HEAD"]
+    assert image.file_size == header.file_size
+    assert [r.method for r in server.requests].count("HEAD") == 1   # known from the open: not asked again
+
+
+def test_file_size_after_an_open_that_read_nothing_is_one_head_on_first_use(served):
+    server, url, header, _ = served
+    image = xarray_rumi.open_image(url, header=header.to_bytes(), crs=CRS, transform=TRANSFORM)
+    assert server.requests == []
+    assert image.file_size == header.file_size and image.file_size == header.file_size
+    assert [(r.method, r.range) for r in server.requests] == [("HEAD", None)]
 
 
 def test_no_blob_reads_the_ifd_in_one_request(served):

@@ -7,11 +7,14 @@
 * A frame that decompresses to more than its grid position is refused through
   ``xr.open_dataset`` without being expanded; a 28-byte blob claiming 10**19
   samples is refused at once.
-* Short reads are detected by length and never decoded.
+* A file cut short is refused, never decoded: at open when the open reads
+  the IFD or checks the blob, and by the read that meets the missing frame
+  when the open read nothing (``frames.truncated``, naming the frame).
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -128,15 +131,21 @@ def test_verify_false_through_open_dataset_skips_the_checksums(four_frames_one_f
 
 
 @pytest.mark.parametrize("cut", [1, 100, "half"])
-def test_a_truncated_file_is_a_short_read_never_decoded(tmp_path, written, cut):
+def test_a_truncated_file_is_refused_never_decoded(tmp_path, written, cut):
     path, blob, data, header, _ = written
     keep = len(data) - (header.byte_count(0) // 2 if cut == "half" else cut)
     short = tmp_path / "short.rumi"
     short.write_bytes(data[:keep])
-    with pytest.raises(OSError, match=f"short read from {short}: bytes {header.offset(0)}-{header.offset(1)}"):
-        xr.open_dataset(short, engine="rumi", header=blob).band_data.values
-    with pytest.raises(OSError, match="short read"):
-        xarray_rumi.open_image(short, blob).read()
+    # The open checks the blob against the file, and the file's size with it.
+    with pytest.raises(RumiFormatError, match=f"frames.truncated: the file is {keep} bytes"):
+        xr.open_dataset(short, engine="rumi", header=blob)
+    # An open that reads nothing: the read that meets the frame refuses it.
+    ds = xr.open_dataset(short, engine="rumi", header=blob, georeferencing=False)
+    frame = re.escape(f"frame 0 (bytes {header.offset(0)}-{header.offset(1)}) runs past the end of {short}")
+    with pytest.raises(RumiFormatError, match=f"frames.truncated: {frame}"):
+        ds.band_data.values
+    with pytest.raises(RumiFormatError, match="frames.truncated: frame 0 "):
+        xarray_rumi.open_image(short, blob, georeferencing=False).read()
 
 
 # -- limits ----------------------------------------------------------------
@@ -240,7 +249,7 @@ def test_a_blob_claiming_huge_frames_does_not_make_a_local_read_allocate_them(tm
     claim[23:27] = (1 << 30).to_bytes(4, "little")  # count_min
     tracemalloc.start()
     try:
-        with pytest.raises(OSError, match="short read"):
+        with pytest.raises(RumiFormatError, match="frames.truncated: frame 0 "):
             xarray_rumi.open_image(path, bytes(claim), georeferencing=False).read()
     finally:
         peak = tracemalloc.get_traced_memory()[1]

@@ -13,23 +13,28 @@ also fetches the head.  The record of checked pairs
 (:data:`~xarray_rumi.reading.checked.checked_blobs`) is the only state of
 that check; a pickled image carries the fact that its pair was checked into
 the process that loads it.
+
+A range the blob locates past the end of the file (a file cut after its blob
+was made) is :class:`~xarray_rumi.RumiFormatError` ``frames.truncated``
+naming the frame, never an ``OSError`` and never retried.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
+from ..errors import RumiFormatError
 from ..format.blob import Header
 from ..format.geo import Georeferencing
 from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
 from ..frames.codec import decode_frame
-from ..io.source import ByteSource
+from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
 from .checked import blob_key, checked_blobs
 
@@ -48,8 +53,9 @@ class RumiImage:
     """An opened rumi file: where it is, its header, its georeferencing (when known), and how to read it.
 
     ``verify=False`` trusts the file and the blob: no frame checksums and no
-    check of the blob against the file.  Picklable: the address and the
-    blob, never bytes of the file or an open handle.
+    check of the blob against the file.  ``opened_size`` is the file's size
+    when the open learned it (see :attr:`file_size`).  Picklable: the
+    address and the blob, never bytes of the file or an open handle.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -57,12 +63,34 @@ class RumiImage:
     >>> image = xarray_rumi.open_image(path, header=blob)
     >>> image.read().shape, image.read(rows=slice(1, 2)).tolist()
     ((1, 3, 4), [[[4, 5, 6, 7]]])
+    >>> image.file_size == os.path.getsize(path)
+    True
     """
 
     source: ByteSource
     header: Header
     georeferencing: Georeferencing | None = None
     verify: bool = True
+    opened_size: int | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        """One line: where, the shape, the sample type, the frames and the CRS.
+
+        >>> import numpy as np, tempfile, os, xarray_rumi
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+        >>> _ = xarray_rumi.write(path, np.zeros((2, 100, 120), "uint16"), tile_size=32, crs=32618,
+        ...                       transform=(30, 0, 500000, 0, -30, 4000000))
+        >>> xarray_rumi.open_image(path)  # doctest: +ELLIPSIS
+        <RumiImage .../a.rumi: 2 bands x 100 rows x 120 columns, uint16, 32 frames (tile, 32 x 32 px), EPSG:32618>
+        """
+        grid, sample = self.grid, self.sample_type
+        dtype = sample.name if sample.name == str(sample.dtype) else f"{sample.name} (read as {sample.dtype})"
+        geo = self.georeferencing
+        crs = "CRS not read" if geo is None else f"EPSG:{geo.epsg}" if geo.is_defined else "no CRS"
+        bands = f"{grid.samples_per_pixel} band{'s' if grid.samples_per_pixel > 1 else ''}"
+        return (f"<RumiImage {self.source.url}: {bands} x {grid.image_length} rows x "
+                f"{grid.image_width} columns, {dtype}, {grid.frame_count} frames ({grid.frame_unit.name.lower()}, "
+                f"{grid.tile_length} x {grid.tile_width} px), {crs}>")
 
     @property
     def grid(self):
@@ -76,10 +104,21 @@ class RumiImage:
     def blob_key(self) -> bytes:
         return blob_key(self.source, self.header)
 
+    @cached_property
+    def file_size(self) -> int:
+        """The file's real size in bytes (the header's ``file_size`` is where its frames end, a claim).
+
+        The open learned it when it read the IFD or checked the blob, and
+        refused a file too short for its frames; otherwise (a blob with
+        georeferencing, ``verify=False``) it is asked here, once: a stat
+        locally, one size request remotely.
+        """
+        return self.opened_size if self.opened_size is not None else self.source.size()
+
     def __reduce__(self):
         # The check of the blob travels as a fact about the pair, recorded where the image is loaded.
         checked = self.verify and self.blob_key in checked_blobs
-        return _load_image, (self.source, self.header, self.georeferencing, self.verify, checked)
+        return _load_image, (self.source, self.header, self.georeferencing, self.verify, checked, self.opened_size)
 
     # -- bytes ------------------------------------------------------------
 
@@ -94,8 +133,40 @@ class RumiImage:
         head comes in the same batch as the frames and the blob is checked
         against it before anything is returned: one more small range, no
         extra round trip.  Threads that meet an unchecked blob together fetch
-        their frames meanwhile and wait for one thread's verdict.
+        their frames meanwhile and wait for one thread's verdict.  A frame
+        past the end of the file is ``frames.truncated``, naming it.
         """
+        try:
+            return self._fetch(starts, stops)
+        except FileEndedError as ended:
+            raise self.truncated(ended) from None
+
+    def truncated(self, ended: FileEndedError) -> RumiFormatError:
+        """The error for a range of this image that ``ended`` says runs past the end of the file.
+
+        >>> import numpy as np, tempfile, os, xarray_rumi
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+        >>> blob = xarray_rumi.write(path, np.arange(64, dtype="uint8").reshape(8, 8), tile_size=4)
+        >>> image = xarray_rumi.open_image(path, header=blob, georeferencing=False)
+        >>> start, stop = image.frame_range(3)
+        >>> error = image.truncated(FileEndedError(path, start, stop, start + 2))
+        >>> error.rule, error.detail.startswith(f"frame 3 (bytes {start}-{stop}) runs past the end of {path}")
+        ('frames.truncated', True)
+        """
+        header, url = self.header, self.source.url
+        if ended.start < header.base_frame_offset:
+            return RumiFormatError(
+                "file-profile.truncated",
+                f"{url} is {ended.size} bytes, but its IFD and external values end at byte {header.base_frame_offset}")
+        # Which frame starts there: one search of the offsets, only when a read has failed.
+        frame = int(np.searchsorted(header.offsets(), ended.start, side="right")) - 1
+        return RumiFormatError(
+            "frames.truncated",
+            f"frame {frame} (bytes {ended.start}-{ended.stop}) runs past the end of {url}, which is {ended.size} "
+            f"bytes; its frames end at byte {header.file_size} ({header.file_size - ended.size} bytes missing): "
+            "the file was cut after its blob was made, or the blob is not this file's")
+
+    def _fetch(self, starts, stops) -> list[bytes]:
         if not self.verify or self.blob_key in checked_blobs:
             return self._read_ranges(starts, stops)
         key = self.blob_key
@@ -120,7 +191,11 @@ class RumiImage:
     def check_blob(self) -> None:
         """Check the blob against the file's IFD head now, reading only that (one or two small ranges)."""
         checks = ifd_head_ranges(self.grid)
-        self._check_head(*self.source.read_many([a for a, _ in checks], [b for _, b in checks]))
+        try:
+            head = self.source.read_many([a for a, _ in checks], [b for _, b in checks])
+        except FileEndedError as ended:
+            raise self.truncated(ended) from None
+        self._check_head(*head)
 
     def _check_head(self, head: bytes, sample_formats: bytes = b"") -> None:
         try:
@@ -293,8 +368,8 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, useful=frames)
 
 
-def _load_image(source, header, georeferencing, verify, checked) -> RumiImage:
-    image = RumiImage(source, header, georeferencing, verify)
+def _load_image(source, header, georeferencing, verify, checked, opened_size=None) -> RumiImage:
+    image = RumiImage(source, header, georeferencing, verify, opened_size)
     if checked:
         checked_blobs.add(image.blob_key)
     return image

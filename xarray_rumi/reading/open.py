@@ -11,6 +11,13 @@ the same defaults, reading as little as the arguments allow:
   file's IFD head on the process's first frame read.
 - a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
   head in one batched read, and the blob is checked against the head.
+
+An open that reads the IFD or checks the blob also learns the file's size (a
+stat locally, one size request remotely) and refuses a file that does not
+hold every frame whole (``frames.truncated``); the image keeps that size as
+:attr:`~xarray_rumi.reading.image.RumiImage.file_size`.  An open that reads
+nothing checks nothing: a frame past the end of the file is then
+``frames.truncated`` when it is read.
 """
 
 from __future__ import annotations
@@ -24,10 +31,15 @@ from ..format.geo import Georeferencing, RasterType
 from ..format.geo import georeferencing as build_georeferencing
 from ..format.head import ifd_head_ranges
 from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
-from ..format.layout import GEOREFERENCING_SIZE, MODEL_TRANSFORMATION_SIZE, georeferencing_offset
+from ..format.layout import (
+    GEOREFERENCING_SIZE,
+    MODEL_TRANSFORMATION_SIZE,
+    check_frames_inside,
+    georeferencing_offset,
+)
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
-from ..io.source import ByteSource, read_bytes
+from ..io.source import ByteSource, FileEndedError, read_bytes
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
 
@@ -65,6 +77,11 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     Traceback (most recent call last):
     ...
     xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says int16 (sample format 2, 16 bits)
+    >>> os.truncate(path, os.path.getsize(path) - 1)   # the last frame loses its last byte
+    >>> open_image(path)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: frames.truncated: the file is 619 bytes, but its frames end at byte 620 (1 byte missing): frame 3 of 4 is the first cut short or absent, 1 in all
     """
     if read_georef is not None:
         warnings.warn("read_georef= is deprecated; pass georeferencing=False", DeprecationWarning, stacklevel=2)
@@ -75,12 +92,13 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
     source = byte_source(path, storage_options, retry)
     if header is None:
-        parsed, blob = read_ifd(source, limits)
-        return RumiImage(source, blob, supplied or parsed.georeferencing, verify)
+        parsed, blob, size = _read_ifd_and_size(source, limits)
+        return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
     blob = load_header(header, storage_options, limits, retry)
-    if supplied is None:
-        supplied = read_georeferencing(source, blob, check_blob=verify)
-    return RumiImage(source, blob, supplied, verify)
+    if supplied is not None:
+        return RumiImage(source, blob, supplied, verify)  # nothing read, so nothing checked
+    supplied = read_georeferencing(source, blob, check_blob=verify)
+    return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
 
 def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY):
@@ -145,11 +163,13 @@ def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
 
 
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """Parse the IFD and check the frame layout; returns ``(ParsedIFD, Header)``.
+    """Parse the IFD and check the frame layout and the file's size; returns ``(ParsedIFD, Header)``.
 
     One read of :data:`FIRST_READ` bytes, and a second only when the IFD's
-    values need more.  The header is the file's own, so the pair is recorded
-    as checked: reading through it later checks nothing.
+    values need more; then the file's size (a stat locally, one size request
+    remotely), which must hold every frame (``frames.truncated``).  The
+    header is the file's own, so the pair is recorded as checked: reading
+    through it later checks nothing.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -158,6 +178,12 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
     >>> header.to_bytes() == blob, int(parsed.tile_offsets[0]) == header.base_frame_offset
     (True, True)
     """
+    parsed, header, _ = _read_ifd_and_size(source, limits, check_registry=check_registry)
+    return parsed, header
+
+
+def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
+    """:func:`read_ifd`, and the file's size: ``(ParsedIFD, Header, size)``."""
     head = source.read(0, FIRST_READ, exact=False)
     needed = prefix_size(head, limits)
     if needed > len(head):
@@ -170,9 +196,30 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
         head += source.read(len(head), needed, exact=False)
     parsed = parse_prefix(head, limits, check_registry=check_registry)
     check_frame_layout(parsed, limits)
+    size = source.size()
+    check_frames_inside(parsed.tile_offsets, parsed.tile_byte_counts, size)
     header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
     checked_blobs.add(blob_key(source, header))
-    return parsed, header
+    return parsed, header, size
+
+
+def checked_size(source, header: Header) -> int:
+    """The file's size (a stat locally, one size request remotely), once it holds every frame ``header`` locates.
+
+    A blob's frames lie back to back, so only a file shorter than where the
+    last one ends can miss any; the offsets are searched then, to name the
+    first frame cut short (``frames.truncated``).
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, compression="portable")
+    >>> checked_size(ByteSource.of(path), Header.from_bytes(blob)) == os.path.getsize(path)
+    True
+    """
+    size = source.size()
+    if size < header.file_size:
+        check_frames_inside(header.offsets(), header.byte_counts(), size)
+    return size
 
 
 def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> Georeferencing:
@@ -194,15 +241,18 @@ def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> 
     start = georeferencing_offset(header.grid)
     stop = start + GEOREFERENCING_SIZE
     image = RumiImage(source, header)
-    if not check_blob or image.blob_key in checked_blobs:
-        data = source.read(start, stop)
-    else:
-        head, *sample_formats = ifd_head_ranges(header.grid)
-        if sample_formats:
-            start = sample_formats[0][0]
-        head_bytes, data = source.read_many([head[0], start], [head[1], stop])
-        data, sample_format_bytes = data[-GEOREFERENCING_SIZE:], data[:-GEOREFERENCING_SIZE]
-        image._check_head(head_bytes, sample_format_bytes)
+    try:
+        if not check_blob or image.blob_key in checked_blobs:
+            data = source.read(start, stop)
+        else:
+            head, *sample_formats = ifd_head_ranges(header.grid)
+            if sample_formats:
+                start = sample_formats[0][0]
+            head_bytes, data = source.read_many([head[0], start], [head[1], stop])
+            data, sample_format_bytes = data[-GEOREFERENCING_SIZE:], data[:-GEOREFERENCING_SIZE]
+            image._check_head(head_bytes, sample_format_bytes)
+    except FileEndedError as ended:  # the file ends inside its IFD
+        raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
 
 
@@ -219,5 +269,5 @@ def header_from_file(path, *, storage_options=None) -> bytes:
     return header.to_bytes()
 
 
-__all__ = ["FIRST_READ", "caller_georeferencing", "header_from_file", "load_header", "open_image", "read_georeferencing",
-           "read_ifd"]
+__all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "open_image",
+           "read_georeferencing", "read_ifd"]
