@@ -80,7 +80,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
         "proj:transform": list(corner_transform(georef)),
     })
     asset_fields = {
-        "file:size": image.header.file_size,
+        "file:size": image.file_size,
         "raster:bands": [_band(image.sample_type, nodata)] * grid.samples_per_pixel,
         STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
         STAC_RASTER_TYPE: georef.raster_type.name.lower(),
