@@ -45,7 +45,7 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.cli import demo_raster
-from xarray_rumi.dataset.layout import Layout
+from xarray_rumi.datamodel.variable import Layout
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid

@@ -1,6 +1,6 @@
 """The engine, Kerchunk references and the VirtualiZarr parser show one file the same way.
 
-All three adapt one layout (``xarray_rumi.dataset.layout``); this is what a
+All three adapt one layout (``xarray_rumi.datamodel.variable``); this is what a
 user sees of that through each face's own reader: dims, coordinates,
 coordinate values and attributes.  The Zarr faces store three attributes
 the engine keeps elsewhere: ``grid_mapping`` (the engine's encoding, as

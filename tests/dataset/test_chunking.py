@@ -12,7 +12,7 @@ import xarray as xr
 import xarray_rumi
 from xarray_rumi.dataset.chunking import cube_auto_chunks, dask_array, frame_chunks
 from xarray_rumi.dataset.engine import RumiCubeArray
-from xarray_rumi.dataset.layout import cube_layout, image_layout
+from xarray_rumi.datamodel.variable import cube_layout, image_layout
 
 
 def _images(root, count, shape=(2, 100, 70), tile=32, dtype="uint16"):

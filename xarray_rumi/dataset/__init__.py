@@ -1,1 +1,1 @@
-"""The xarray face: the ``rumi`` engine, coordinates, Cubes, catalogs and collections."""
+"""The xarray face: the ``rumi`` engine, Cubes, catalogs and collections."""

@@ -11,7 +11,6 @@ files are not touched until pixels are read.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 
@@ -21,18 +20,12 @@ from ..format.blob import Header
 from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
 from ..reading.image import RumiImage
 from ..reading.open import open_image
+from ..stac.read import is_stac, is_stac_geoparquet, item_images, read_stac_geoparquet
 
 COLUMNS = (
     "url", "header", "bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type",
     "epsg", "raster_type", "transform", "minx", "miny", "maxx", "maxy",
 )
-
-
-#: What a STAC Item of a rumi file says (see docs/stac.md); written by ``xarray_rumi.stac``, read here.
-STAC_MEDIA_TYPE = "image/tiff; application=rumi"
-STAC_HEADER = "rumi:header"
-STAC_RASTER_TYPE = "rumi:raster_type"
-STAC_TRANSFORM = "rumi:transform"
 
 
 def _row(url: str, storage_options) -> dict:
@@ -98,110 +91,22 @@ def read(catalog):
         return catalog
     if is_stac(catalog):
         return rows_from_items(catalog)
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    if b"stac-geoparquet" in (pq.read_schema(catalog).metadata or {}):
+    if is_stac_geoparquet(catalog):
         return rows_from_items(read_stac_geoparquet(catalog))
+    import pandas as pd
+
     return pd.read_parquet(catalog)
 
 
-def read_stac_geoparquet(path) -> list[dict]:
-    """The STAC Item dicts of a stac-geoparquet file (needs ``stac-geoparquet``, in the ``stac`` extra)."""
-    import pyarrow.parquet as pq
-    from stac_geoparquet.arrow import stac_table_to_items
-
-    return list(stac_table_to_items(pq.read_table(path)))
-
-
-def is_stac(value) -> bool:
-    """Whether ``value`` is STAC: an Item, an ItemCollection, their dicts, or a list of Items."""
-    if isinstance(value, dict):
-        return value.get("type") in ("Feature", "FeatureCollection")
-    if hasattr(value, "to_dict") and hasattr(value, "assets"):  # a pystac Item
-        return True
-    if type(value).__name__ == "ItemCollection":
-        return True
-    if isinstance(value, (list, tuple)) and value:
-        return all(is_stac(v) and not _is_collection(v) for v in value)
-    return False
-
-
-def _is_collection(value) -> bool:
-    return type(value).__name__ == "ItemCollection" or (
-        isinstance(value, dict) and value.get("type") == "FeatureCollection")
-
-
-def stac_item_dicts(items) -> list[dict]:
-    """Item dicts from an Item, an ItemCollection, their dicts, or a list of Items."""
-    if isinstance(items, dict):
-        return list(items["features"]) if items.get("type") == "FeatureCollection" else [items]
-    if hasattr(items, "to_dict") and hasattr(items, "assets"):
-        return [_pystac_item_dict(items)]
-    if type(items).__name__ == "ItemCollection":
-        return [_pystac_item_dict(i) for i in items.items]
-    return [d for i in items for d in stac_item_dicts(i)]
-
-
-def _pystac_item_dict(item) -> dict:
-    """A pystac Item as a dict, its asset hrefs made absolute (relative ones resolve against the Item's file)."""
-    as_dict = item.to_dict(include_self_link=False)
-    for key, asset in item.assets.items():
-        as_dict["assets"][key]["href"] = asset.get_absolute_href() or asset.href
-    return as_dict
-
-
-def rumi_asset(item: dict) -> dict:
-    """The asset of a STAC Item dict that is a rumi file: the one carrying the blob."""
-    found = [a for a in item.get("assets", {}).values() if STAC_HEADER in a]
-    if len(found) != 1:
-        raise ValueError(f"STAC Item {item.get('id')!r} has {len(found)} assets with a {STAC_HEADER} blob; "
-                         "expected exactly one (see docs/stac.md)")
-    return found[0]
-
-
-def stac_georeferencing(item: dict) -> Georeferencing:
-    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly)."""
-    asset = rumi_asset(item)
-    properties = {**item.get("properties", {}), **asset}
-    raster_type = RasterType[str(asset.get(STAC_RASTER_TYPE) or "area").upper()]
-    code = properties.get("proj:code")
-    if code is None and properties.get("proj:epsg") is not None:  # projection extension 1.x
-        code = f"EPSG:{properties['proj:epsg']}"
-    if code is None:
-        return Georeferencing(None, ModelType.UNDEFINED, raster_type)
-    authority, _, number = str(code).partition(":")
-    if authority.upper() != "EPSG" or not number.isdigit():
-        raise ValueError(f"STAC Item {item.get('id')!r}: proj:code {code!r} is not an EPSG code")
-    epsg = int(number)
-    transform = asset.get(STAC_TRANSFORM) or properties.get("proj:transform")
-    return Georeferencing(epsg, epsg_model_type(epsg), raster_type, tuple(transform[:6]))
-
-
-def stac_datetime(item: dict):
-    """The Item's ``datetime`` (or ``start_datetime``) as a UTC ``numpy.datetime64``, or ``NaT``."""
-    import pandas as pd
-
-    properties = item.get("properties", {})
-    value = properties.get("datetime") or properties.get("start_datetime")
-    if value is None:
-        return np.datetime64("NaT", "ns")
-    stamp = pd.Timestamp(value)
-    if stamp.tzinfo is not None:  # xarray's time coordinates are naive: UTC, as STAC's are
-        stamp = stamp.tz_convert("UTC").tz_localize(None)
-    return stamp.to_datetime64()
-
-
 def rows_from_items(items):
-    """A catalog DataFrame (with ``id`` and ``datetime`` columns) from STAC Items: nothing is read."""
+    """A catalog DataFrame (with ``id`` and ``datetime`` columns) from STAC Items: nothing is read.
+
+    What each Item records comes from :func:`xarray_rumi.stac.read.item_images`.
+    """
     import pandas as pd
 
-    rows = []
-    for item in stac_item_dicts(items):
-        asset = rumi_asset(item)
-        header = Header.from_bytes(base64.b64decode(asset[STAC_HEADER]))
-        row = _image_row(asset["href"], header, stac_georeferencing(item))
-        rows.append({**row, "id": item.get("id"), "datetime": stac_datetime(item)})
+    rows = [{**_image_row(image.href, Header.from_bytes(image.blob), image.georeferencing),
+             "id": image.id, "datetime": image.datetime} for image in item_images(items)]
     table = pd.DataFrame(rows, columns=[*COLUMNS, "id", "datetime"])
     table["epsg"] = table["epsg"].astype("Int64")
     return table
@@ -251,8 +156,8 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
     """
     import xarray as xr
 
+    from ..datamodel.variable import VARIABLE
     from .engine import image_coordinates, image_variable
-    from .layout import VARIABLE
 
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)

@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from .layout import Layout
+from ..datamodel.variable import Layout
 
 
 def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
@@ -35,7 +35,7 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
     frame's extent (one image along a Cube's stacking dimension).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.dataset.layout import image_layout
+    >>> from xarray_rumi.datamodel.variable import image_layout
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> blob = xarray_rumi.write(path, np.zeros((2, 100, 70), "uint8"), tile_size=32)
     >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
@@ -85,7 +85,7 @@ def cube_auto_chunks(layout: Layout) -> tuple[tuple[int, ...], ...]:
     docs/backend.md has the measurements behind this.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.dataset.layout import cube_layout
+    >>> from xarray_rumi.datamodel.variable import cube_layout
     >>> root = tempfile.mkdtemp()
     >>> paths = [os.path.join(root, f"{i}.rumi") for i in range(4)]
     >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 1024, 1024), "uint16")))

@@ -1,35 +1,21 @@
 """Collections in the rumi data model: images grouped by grid into Cubes.
 
 Images that share a grid (shape, bands, tiles, frame unit, sample type, CRS
-and transform) stack into a Cube ``(n, band, y, x)``; images on different
-grids cannot, so a CubeCollection is an ``xr.DataTree`` with one Cube per
-grid.  Everything opens from catalog rows: no file is read.
+and transform: :mod:`~xarray_rumi.datamodel.alignment`, the rule
+:func:`~xarray_rumi.open_cube` checks) stack into a Cube ``(n, band, y,
+x)``; images on different grids cannot, so a CubeCollection is an
+``xr.DataTree`` with one Cube per grid.  Everything opens from catalog rows:
+no file is read.
 """
 
 from __future__ import annotations
 
 import xarray as xr
 
+from ..datamodel.alignment import aligned_groups
+from ..stac.read import is_stac
 from . import catalog as catalog_module
 from .cube import cube_dataset
-
-#: What two images must share to stack into one Cube.
-GRID_KEY = ("bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type", "epsg",
-            "raster_type", "transform")
-
-
-def _key(row) -> tuple:
-    values = []
-    for name in GRID_KEY:
-        value = getattr(row, name)
-        values.append(tuple(value) if name == "transform" else (None if _missing(value) else value))
-    return tuple(values)
-
-
-def _missing(value) -> bool:
-    import pandas as pd
-
-    return value is None or (not isinstance(value, (list, tuple, bytes, str)) and bool(pd.isna(value)))
 
 
 def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_options=None) -> xr.DataTree:
@@ -55,16 +41,13 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     """
     import pandas as pd
 
-    if isinstance(paths_or_catalog, (list, tuple)) and not catalog_module.is_stac(paths_or_catalog):
+    if isinstance(paths_or_catalog, (list, tuple)) and not is_stac(paths_or_catalog):
         table = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
     else:
         table = catalog_module.read(paths_or_catalog)
-    groups: dict[tuple, list[int]] = {}
-    for position, row in enumerate(table.itertuples()):
-        groups.setdefault(_key(row), []).append(position)
     images = catalog_module.images_of(table, storage_options)
     nodes = {}
-    for number, members in enumerate(groups.values()):
+    for number, members in enumerate(aligned_groups(images)):
         urls = [table.url.iloc[i] for i in members]
         cube = cube_dataset([images[i] for i in members], dim, chunks, urls)
         cube = cube.assign_coords(url=(dim, urls))

@@ -16,11 +16,11 @@ import os
 import pandas as pd
 import xarray as xr
 
+from ..datamodel.variable import VARIABLE, cube_layout
 from ..reading.open import caller_georeferencing, open_image
-from .catalog import georeferencing_of, is_stac, rows_from_items
+from ..stac.read import is_stac, item_images
 from .chunking import dask_array
 from .engine import RumiCubeArray, layout_coordinates
-from .layout import VARIABLE, cube_layout
 
 
 def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None, chunks=None,
@@ -60,12 +60,12 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     if is_stac(paths_or_items):
         if headers is not None:
             raise ValueError("STAC Items carry their blobs; pass headers= only with paths")
-        table = rows_from_items(paths_or_items)
-        paths, headers = list(table.url), [bytes(h) for h in table.header]
+        recorded = item_images(paths_or_items)
+        paths, headers = [i.href for i in recorded], [i.blob for i in recorded]
         given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
-        georefs = [{}] * len(paths) if given else [{"georeferencing": georeferencing_of(r)} for r in table.itertuples()]
-        if isinstance(dim, str) and not table.datetime.isna().any():
-            dim = pd.DatetimeIndex(table.datetime, name=dim)
+        georefs = [{}] * len(paths) if given else [{"georeferencing": i.georeferencing} for i in recorded]
+        if isinstance(dim, str) and not any(pd.isna(i.datetime) for i in recorded):
+            dim = pd.DatetimeIndex([i.datetime for i in recorded], name=dim)
     else:
         paths = [os.fspath(p) for p in paths_or_items]
         headers = _headers_for(paths, headers)

@@ -1,6 +1,6 @@
 """The ``rumi`` engine for ``xarray.open_dataset``: lazy, one Dask chunk per frame.
 
-The dataset is the image's :class:`~xarray_rumi.dataset.layout.Layout` as
+The dataset is the image's :class:`~xarray_rumi.datamodel.variable.Layout` as
 xarray objects, so ``.rio`` works on it as on rioxarray's own engine.  What
 differs is the cost of opening: with a header blob the frames are located
 without reading the file, and each Dask task fetches the exact byte range of
@@ -29,12 +29,12 @@ from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 from xarray.indexes import PandasIndex
 
+from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..reading.image import RumiImage, read_windows
 from ..reading.open import open_image
 from .chunking import dask_array
-from .layout import VARIABLE, Layout, image_layout
 
 
 class _WindowsAndPoints(BackendArray):
@@ -173,7 +173,7 @@ def layout_coordinates(layout: Layout) -> xr.Coordinates:
     building an image's dataset.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.dataset.layout import image_layout
+    >>> from xarray_rumi.datamodel.variable import image_layout
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> blob = xarray_rumi.write(path, np.zeros((2, 3, 4), "uint8"), crs=4326, transform=(1, 0, 10, 0, -1, 50))
     >>> coords = layout_coordinates(image_layout(xarray_rumi.open_image(path, header=blob)))

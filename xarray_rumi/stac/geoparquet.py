@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from ..dataset.catalog import read_stac_geoparquet, stac_item_dicts
 from .items import item
+from .read import read_stac_geoparquet, stac_item_dicts
 
 
 def write_stac_geoparquet(items, out) -> None:

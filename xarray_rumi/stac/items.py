@@ -15,15 +15,10 @@ import posixpath
 
 import numpy as np
 
-from ..dataset.catalog import (
-    STAC_HEADER,
-    STAC_MEDIA_TYPE,
-    STAC_RASTER_TYPE,
-    STAC_TRANSFORM,
-)
-from ..dataset.coords import corner_transform
+from ..datamodel.coords import corner_transform
 from ..format.geo import Georeferencing, RasterType
 from ..reading.open import open_image
+from .read import STAC_HEADER, STAC_MEDIA_TYPE, STAC_RASTER_TYPE, STAC_TRANSFORM
 
 #: The data asset's media type: a TIFF file (BigTIFF) whose frames only a rumi reader decodes.
 MEDIA_TYPE = STAC_MEDIA_TYPE

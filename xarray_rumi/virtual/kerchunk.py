@@ -38,8 +38,8 @@ import tempfile
 
 import numpy as np
 
-from ..dataset.coords import GRID_MAPPING
-from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
+from ..datamodel.coords import GRID_MAPPING
+from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import open_image
 from .chunks import zarr_dtype
 from .codec import OpenZLCodec

@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..dataset.coords import GRID_MAPPING
-from ..dataset.layout import VARIABLE, Layout, cube_layout, image_layout
+from ..datamodel.coords import GRID_MAPPING
+from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
 from .chunks import OpenZLChunks, zarr_dtype
 from .codec import OpenZLBytesCodec, OpenZLZarrCodec

@@ -20,12 +20,11 @@ import numpy as np
 
 from ..format.blob import Header
 from ..format.geo import Georeferencing, RasterType
+from .alignment import check_aligned
 from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 
 #: The data variable every face shows, as rioxarray's engine names it.
 VARIABLE = "band_data"
-#: What must agree for Images to form a Cube, in the order it is checked.
-ALIGNMENT = ("shape", "transform", "crs", "tile size", "frame unit", "sample type")
 
 
 @dataclass(frozen=True)
@@ -154,8 +153,9 @@ def image_layout(image) -> Layout:
 def cube_layout(images: Sequence, dim: str, names: Sequence[str] | None = None) -> Layout:
     """The :class:`Layout` of aligned images stacked along a new dimension ``dim``.
 
-    Raises ``ValueError`` naming the first of :data:`ALIGNMENT` in which an
-    image differs from the first (see :func:`check_aligned`).
+    Raises ``ValueError`` naming the first of
+    :data:`~xarray_rumi.datamodel.alignment.ALIGNMENT` in which an image
+    differs from the first (see :func:`~xarray_rumi.datamodel.alignment.check_aligned`).
     """
     if not images:
         raise ValueError("a Cube needs at least one image")
@@ -164,52 +164,4 @@ def cube_layout(images: Sequence, dim: str, names: Sequence[str] | None = None) 
                   stack_dim=dim)
 
 
-def alignment_key(image) -> dict:
-    """The properties :func:`check_aligned` compares, named as in its error messages."""
-    grid, georef = image.grid, image.georeferencing
-    defined = georef is not None and georef.is_defined
-    return {
-        "shape": grid.shape,
-        # The raster type belongs with the transform: the same matrix read as
-        # PixelIsArea or PixelIsPoint puts pixels half a pixel apart.
-        "transform": (georef.transform, georef.raster_type.name.lower()) if defined else None,
-        "crs": f"EPSG:{georef.epsg}" if defined else None,
-        "tile size": (grid.tile_length, grid.tile_width),
-        "frame unit": grid.frame_unit.name.lower(),
-        "sample type": image.sample_type.name,
-    }
-
-
-def check_aligned(images: Sequence, names: Sequence[str] | None = None) -> None:
-    """Raise ``ValueError`` naming the first property in which an image differs from the first one.
-
-    Misaligned images are each valid rumi files, so this is not a
-    ``RumiFormatError``: they simply form an ImageCollection, not a Cube.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> d = tempfile.mkdtemp()
-    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 8, n), "uint8")))
-    ...           for p, n in ((os.path.join(d, "a.rumi"), 8), (os.path.join(d, "b.rumi"), 9))]
-    >>> check_aligned(images, ["a", "b"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot stack into a Cube: image 1 ('b') has shape (1, 8, 9), but image 0 ('a') has (1, 8, 8)
-    """
-    names = list(names) if names is not None else [image.source.url for image in images]
-    reference = alignment_key(images[0])
-    for position, image in enumerate(images[1:], start=1):
-        key = alignment_key(image)
-        for prop in ALIGNMENT:
-            if key[prop] != reference[prop]:
-                raise ValueError(
-                    f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
-                    f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}"
-                )
-
-
-def _describe(value) -> str:
-    return "none (no georeferencing)" if value is None else str(value)
-
-
-__all__ = ["ALIGNMENT", "VARIABLE", "Coordinate", "Layout", "alignment_key", "check_aligned", "cube_layout",
-           "image_layout"]
+__all__ = ["VARIABLE", "Coordinate", "Layout", "cube_layout", "image_layout"]

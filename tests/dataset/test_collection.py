@@ -1,0 +1,39 @@
+"""A collection's Cubes are the ones ``open_cube`` makes: one rule decides which images stack."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xarray_rumi
+from xarray_rumi.dataset.catalog import build
+from xarray_rumi.dataset.collection import open_collection
+
+pytest.importorskip("pyarrow")
+
+UTM = (10, 0, 500000, 0, -10, 5000000)
+
+
+def _write(path, value, **georeferencing):
+    xarray_rumi.write(path, np.full((2, 16, 16), value, "uint8"), tile_size=8, **georeferencing)
+    return path
+
+
+def test_images_without_a_crs_stack_whatever_their_raster_type(tmp_path):
+    # Without a CRS the raster type places no pixel anywhere: open_cube stacks such images, so a collection does.
+    paths = [_write(tmp_path / "area.rumi", 0), _write(tmp_path / "point.rumi", 1, raster_type="point")]
+    assert xarray_rumi.open_cube(paths).band_data.shape == (2, 2, 16, 16)
+    for given in (paths, build(paths, tmp_path / "c.parquet")):
+        tree = open_collection(given)
+        assert list(tree.children) == ["grid_0"]
+        assert tree["grid_0"].dataset.band_data.max(("band", "y", "x")).values.tolist() == [0, 1]
+
+
+def test_with_a_crs_the_raster_type_splits_them(tmp_path):
+    # The same matrix read as PixelIsArea or PixelIsPoint puts pixels half a pixel apart: open_cube refuses them.
+    paths = [_write(tmp_path / "area.rumi", 0, crs=32633, transform=UTM),
+             _write(tmp_path / "point.rumi", 1, crs=32633, transform=UTM, raster_type="point")]
+    with pytest.raises(ValueError, match="has transform"):
+        xarray_rumi.open_cube(paths)
+    tree = open_collection(paths)
+    assert {name: node.dataset.sizes["n"] for name, node in tree.children.items()} == {"grid_0": 1, "grid_1": 1}
