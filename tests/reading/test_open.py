@@ -46,10 +46,12 @@ def test_what_each_combination_reads(written, reads):
     np.testing.assert_array_equal(image.read(), data)
 
 
-def test_read_georef_false_is_the_older_spelling_of_georeferencing_false(written, reads):
+def test_read_georef_is_gone_georeferencing_false_says_it(written, reads):
+    """0.1.0 was never released, so the older spelling ``read_georef=`` went before anyone relied on it."""
     path, blob, _ = written
-    with pytest.warns(DeprecationWarning, match="georeferencing=False"):
-        image = xarray_rumi.open_image(path, blob, read_georef=False)
+    with pytest.raises(TypeError, match="read_georef"):
+        xarray_rumi.open_image(path, blob, read_georef=False)
+    image = xarray_rumi.open_image(path, blob, georeferencing=False)
     assert reads == [] and not image.georeferencing.is_defined
 
 

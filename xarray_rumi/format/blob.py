@@ -287,14 +287,3 @@ def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> n
     for j in range(5):
         word |= buf[first + j].astype(np.uint64) << np.uint64(8 * j)
     return (word >> (lo & np.uint64(7))) & np.uint64((1 << count_bits) - 1)
-
-
-def read_header(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> Header:
-    """Parse a header blob (alias of :meth:`Header.from_bytes`).
-
-    >>> read_header(b"\\0" * 28)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.magic: expected 0x45564F4C (bytes 4C 4F 56 45), got 0x00000000
-    """
-    return Header.from_bytes(blob, limits)

@@ -23,7 +23,6 @@ nothing checks nothing: a frame past the end of the file is then
 from __future__ import annotations
 
 import os
-import warnings
 
 from ..errors import RumiFormatError
 from ..format.blob import Header
@@ -49,7 +48,7 @@ FIRST_READ = 64 * 1024
 
 def open_image(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type=None,
                georeferencing=None, limits: Limits = DEFAULT_LIMITS, verify: bool = True,
-               retry: RetryPolicy = DEFAULT_POLICY, read_georef: bool | None = None) -> RumiImage:
+               retry: RetryPolicy = DEFAULT_POLICY) -> RumiImage:
     """Open a rumi image, reading as little as the arguments allow (see the module's description).
 
     ``path`` is a local path, an fsspec URL, or a byte source (an object
@@ -62,8 +61,7 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     for it.  ``verify=False`` trusts the file and the blob (no check of the
     blob against the file, no frame checksums).  ``retry`` is how remote
     reads are retried; ``limits`` bound what an untrusted blob or IFD may
-    claim.  ``read_georef=False`` is the older spelling of
-    ``georeferencing=False``.
+    claim.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -83,10 +81,6 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     ...
     xarray_rumi.errors.RumiFormatError: frames.truncated: the file is 619 bytes, but its frames end at byte 620 (1 byte missing): frame 3 of 4 is the first cut short or absent, 1 in all
     """
-    if read_georef is not None:
-        warnings.warn("read_georef= is deprecated; pass georeferencing=False", DeprecationWarning, stacklevel=2)
-        if not read_georef and georeferencing is None and crs is None and transform is None:
-            georeferencing = False
     if not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be an xarray_rumi.RetryPolicy, got {type(retry).__name__}")
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
