@@ -100,7 +100,7 @@ def test_frames_of_a_chunk_decode_together_on_the_idle_cores(scenes, monkeypatch
     paths, blobs, values = scenes
     calls = []
     share = reader.share_work
-    monkeypatch.setattr(reader, "share_work", lambda *a, **k: calls.append(k.get("useful")) or share(*a, **k))
+    monkeypatch.setattr(reader, "share_work", lambda *a, **k: calls.append(k.get("at_most")) or share(*a, **k))
     cube = open_cube(paths, blobs, chunks={"time": 3, "y": 64, "x": 96})
     np.testing.assert_array_equal(cube.band_data.values, values)
     assert calls == [3 * 2 * 3]  # one chunk, 3 images x (2 x 3 cell frames)

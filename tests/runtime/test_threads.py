@@ -23,7 +23,7 @@ def test_every_piece_runs_once_and_the_count_of_working_threads_returns_to_zero(
     out = {}
     share_work([range(i, i + 7) for i in range(0, 70, 7)], _recording(out), threads=2)
     assert sorted(out) == list(range(70))
-    assert threads._computing.busy == 0
+    assert threads._computing.working == 0
 
 
 def test_an_idle_core_helps_the_caller():
@@ -54,7 +54,7 @@ def test_a_busy_process_gets_no_helpers(monkeypatch):
     monkeypatch.setattr(threads, "_shared_pool", lambda size=0: asked.append(size) or pool(size))
 
     def other_task():  # a Dask task of the same process, busy in share_work
-        share_work([0], lambda _: [lambda: (inside.set(), release.wait(timeout=20))], threads=2, useful=1)
+        share_work([0], lambda _: [lambda: (inside.set(), release.wait(timeout=20))], threads=2, at_most=1)
 
     other = threading.Thread(target=other_task)
     other.start()
@@ -67,22 +67,22 @@ def test_a_busy_process_gets_no_helpers(monkeypatch):
     finally:
         release.set()
         other.join()
-    assert threads._computing.busy == 0
+    assert threads._computing.working == 0
 
 
-def test_useful_caps_the_helpers(monkeypatch):
+def test_at_most_caps_the_helpers(monkeypatch):
     asked = []
     pool = threads._shared_pool
     monkeypatch.setattr(threads, "_shared_pool", lambda size=0: asked.append(size) or pool(size))
     out = {}
-    share_work([range(1)], _recording(out), threads=8, useful=1)
+    share_work([range(1)], _recording(out), threads=8, at_most=1)
     assert set(out.values()) == {threading.get_ident()} and asked == []
-    share_work([range(3)], _recording(out), threads=8, useful=3)
+    share_work([range(3)], _recording(out), threads=8, at_most=3)
     assert asked == [2]  # two helpers, from the pool
 
 
 def test_a_helper_makes_way_for_a_new_caller_and_its_pieces_still_run():
-    """A caller arriving mid-read crowds the process: the helper leaves after its piece; nothing is lost."""
+    """A caller arriving mid-read fills the cores: the helper leaves after its piece; nothing is lost."""
     out, arrived = {}, threading.Event()
     late = threading.Thread(target=lambda: (arrived.wait(timeout=20), share_work([range(1000, 1030)],
                                                                                   _recording(out), threads=2)))
@@ -96,7 +96,7 @@ def test_a_helper_makes_way_for_a_new_caller_and_its_pieces_still_run():
     share_work(range(20), prepare, threads=2)
     late.join()
     assert sorted(out) == [*range(200), *range(1000, 1030)]
-    assert threads._computing.busy == 0
+    assert threads._computing.working == 0
 
 
 @pytest.mark.parametrize("where", ["piece", "prepare"])
@@ -116,7 +116,7 @@ def test_the_first_failure_is_raised_in_the_caller_and_stops_the_work(where):
     with pytest.raises((OSError, ValueError), match="range 2 failed|frame 20 is damaged"):
         share_work(range(100), prepare, threads=2)
     assert len(ran) < 1000  # stopped early, not after the last batch
-    assert threads._computing.busy == 0
+    assert threads._computing.working == 0
 
 
 # --- ordered_map: the writer's frames --------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_a_forked_child_starts_with_nobody_working_and_a_free_lock():
                 try:
                     out = {}
                     share_work([range(3)], _recording(out), threads=2)
-                    os._exit(0 if sorted(out) == [0, 1, 2] and threads._computing.busy == 0 else 1)
+                    os._exit(0 if sorted(out) == [0, 1, 2] and threads._computing.working == 0 else 1)
                 except BaseException:  # noqa: BLE001  (the child must exit, whatever happened)
                     os._exit(2)
     _, status = os.waitpid(pid, 0)

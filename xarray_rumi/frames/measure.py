@@ -52,7 +52,7 @@ class Measurer:
 
         # one batch: the jobs need no fetching, so every piece is ready at once
         share_work([range(len(jobs))], lambda batch: [functools.partial(measure, i) for i in batch],
-                   threads=self._workers, useful=len(jobs))
+                   threads=self._workers, at_most=len(jobs))
         return sizes
 
 

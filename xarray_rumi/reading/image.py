@@ -365,7 +365,7 @@ def decode_all(jobs) -> None:
         payloads = image.fetch(starts, stops)
         return [functools.partial(place, k, payload) for k, payload in zip(indices.tolist(), payloads)]
 
-    share_work(batches(), prepare, useful=frames)
+    share_work(batches(), prepare, at_most=frames)
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None) -> RumiImage:

@@ -201,22 +201,23 @@ class _Computing:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.busy = 0
+        self.working = 0
 
     def enter(self, limit: int, wanted: int) -> int:
         """Count the caller in; return how many helpers (at most ``wanted``) fit under ``limit``."""
         with self.lock:
-            self.busy += 1
-            helpers = max(0, min(wanted, limit - self.busy))
-            self.busy += helpers
+            self.working += 1
+            helpers = max(0, min(wanted, limit - self.working))
+            self.working += helpers
             return helpers
 
-    def crowded(self, limit: int) -> bool:
-        return self.busy > limit
+    def more_than(self, limit: int) -> bool:
+        """Whether more than ``limit`` threads are working (read without the lock: a helper checks it often)."""
+        return self.working > limit
 
     def leave(self) -> None:
         with self.lock:
-            self.busy -= 1
+            self.working -= 1
 
 
 _computing = _Computing()
@@ -226,7 +227,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], None]]], *,
-               threads: int | None = None, useful: int | None = None) -> None:
+               threads: int | None = None, at_most: int | None = None) -> None:
     """Run the work of ``batches`` on the calling thread and on as many idle cores as there are.
 
     ``batches`` only says what to do (no I/O while it is iterated);
@@ -234,7 +235,7 @@ def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], 
     returns its pieces of work, callables that compute (decode a frame into
     its place).  The calling thread always works; pool threads join it only
     while fewer than ``threads`` (default :func:`computing_threads`) threads
-    of the process are working, and never more than ``useful`` threads in
+    of the process are working, and never more than ``at_most`` threads in
     all (say, the number of frames), so two Dask tasks on a two-thread
     scheduler each work alone while a read on its own uses every core.  A
     helper leaves after its current piece when more callers arrive.  Each
@@ -250,7 +251,7 @@ def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], 
     [0, 1, 4, 9, 16, 25]
     """
     limit = computing_threads() if threads is None else max(1, threads)
-    wanted = limit - 1 if useful is None else min(limit, useful) - 1
+    wanted = limit - 1 if at_most is None else min(limit, at_most) - 1
     shared = _SharedWork(iter(batches), prepare)
     helpers = _computing.enter(limit, wanted)
     pool = _shared_pool(helpers) if helpers else None
@@ -289,7 +290,7 @@ class _SharedWork:
                 if batch is not None:
                     piece = self._prepared(batch)
                 piece()
-                if limit is not None and _computing.crowded(limit):
+                if limit is not None and _computing.more_than(limit):
                     return
         except BaseException as exc:  # noqa: BLE001  (kept, and raised in the caller)
             with self.changed:
