@@ -64,19 +64,19 @@ def main() -> None:
     args = parser.parse_args()
     path = os.path.join(tempfile.mkdtemp(prefix="rumi-refusal-"), "claim.rumi")
     open(path, "wb").close()
-    faces = {
+    openers = {
         "Header.from_bytes": lambda blob, limits: Header.from_bytes(blob, limits),
         "xr.open_dataset": lambda blob, limits: xr.open_dataset(path, engine="rumi", header=blob,
                                                                  georeferencing=False, limits=limits),
     }
     rows = []
-    for face, open_blob in faces.items():
+    for opener, open_blob in openers.items():
         for case, huge, small, limits in CLAIMS:
             cases = {"small": refusing(open_blob, small, limits), "huge": refusing(open_blob, huge, Limits())}
             # Many refusals per timing: one takes microseconds, below the clock's useful resolution.
             times = interleaved({name: lambda run=run: [run() for _ in range(200)] for name, run in cases.items()},
                                 args.repeats)
-            rows.append(time_row(f"{face}: {case}", times["huge"] / 200, "same claim, scaled down",
+            rows.append(time_row(f"{opener}: {case}", times["huge"] / 200, "same claim, scaled down",
                                  times["small"] / 200, note=f"scaled down: {times['small'] / 200 * 1e6:.1f} us"))
     print(text_table(rows))
     print("value: one refusal; ratio: the huge claim's time over the scaled-down claim's (1 = the size costs nothing)")

@@ -1,1 +1,1 @@
-"""What every face shows of the rumi data model, and when Images form a Cube: no xarray, no Zarr, no I/O."""
+"""What an image or a Cube shows, in xarray and in Zarr, and when images form a Cube: no xarray, no Zarr, no I/O."""

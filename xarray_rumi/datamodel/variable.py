@@ -1,4 +1,4 @@
-"""What every face shows of an opened image or a Cube: one pure description.
+"""What an opened image or a Cube shows, in xarray and in Zarr: one pure description.
 
 The engine (``xr.open_dataset(..., engine="rumi")``), Cubes, catalogs,
 Kerchunk references and the VirtualiZarr parser all present a rumi image as
@@ -23,7 +23,7 @@ from ..format.geo import Georeferencing, RasterType
 from .alignment import check_aligned
 from .coords import GRID_MAPPING, corner_transform, grid_mapping_attrs, spatial_coords
 
-#: The data variable every face shows, as rioxarray's engine names it.
+#: The data variable, as rioxarray's engine names it.
 VARIABLE = "band_data"
 
 
@@ -85,7 +85,7 @@ class Layout:
 
     @property
     def dtype(self) -> np.dtype:
-        """What the reader returns (the Zarr faces may widen it, see ``virtual.codec.zarr_dtype``)."""
+        """What the reader returns (Kerchunk and VirtualiZarr may widen it: ``virtual.codec.zarr_dtype``)."""
         return self.sample_type.dtype
 
     @property

@@ -1,1 +1,1 @@
-"""The xarray face: the ``rumi`` engine, Cubes, catalogs and collections."""
+"""Opening in xarray: the ``rumi`` engine, Cubes, catalogs and collections."""

@@ -1,8 +1,9 @@
 """The one opener: a rumi image from a path, URL or byte source and (optionally) its blob.
 
-Every face opens images here (the engine, Cubes, catalogs, Kerchunk
-references, the VirtualiZarr parser, the CLI), with the same parameters and
-the same defaults, reading as little as the arguments allow:
+Every way of opening an image goes through here (the engine, Cubes,
+catalogs, Kerchunk references, the VirtualiZarr parser, the CLI), with the
+same parameters and the same defaults, reading as little as the arguments
+allow:
 
 - no ``header``: the IFD (usually one read) gives the frames and the
   georeferencing; caller-supplied georeferencing replaces the file's.

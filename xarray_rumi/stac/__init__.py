@@ -1,4 +1,4 @@
-"""The EO ecosystem's face: STAC Items for rumi files and what opening reads from them, and quicklooks.
+"""STAC, for Earth-observation tools: Items for rumi files and what opening reads from them, and quicklooks.
 
 ``item`` needs ``pystac`` and the stac-geoparquet functions ``stac-geoparquet``
 (both in the ``stac`` extra), imported when called; quicklooks need nothing

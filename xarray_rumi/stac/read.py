@@ -7,7 +7,7 @@ the file without touching it.  :func:`item_images` takes those out of pystac
 Items, an ItemCollection, their dicts or a stac-geoparquet file;
 :func:`xarray_rumi.open_cube`, :func:`xarray_rumi.open_catalog` and
 :func:`xarray_rumi.open_collection` open what it returns.  No xarray here:
-the xarray face comes after this module and calls it.
+``dataset/`` (the engine, Cubes, catalogs) comes after this module and calls it.
 """
 
 from __future__ import annotations
