@@ -1,8 +1,10 @@
-"""Files that appear whole or not at all.
+"""Files, and directories of files, that appear whole or not at all.
 
 A file is written to a staging file and renamed over its target only when
 complete, so a failure, or a killed process, leaves nothing at the target
 path (a local staging file has no name at all where the file system allows).
+A directory is filled in a local staging directory and renamed over its
+target, or uploaded, only when complete (:func:`staged_directory`).
 A replaced file's blocks are freed in the background, and a large local file
 is handed to the disk while it is still being written, so publishing it
 waits for the last few MiB only.  Both run on the process's background thread.
@@ -80,6 +82,71 @@ def write_small(target: ByteSource, data: bytes) -> None:
     """
     with staged(target) as f:
         f.write(data)
+
+
+@contextlib.contextmanager
+def staged_directory(target: ByteSource, *, last=()):
+    """A local directory to fill, which appears at ``target`` when the block ends, or not at all.
+
+    Locally the directory is made beside ``target`` and renamed over it; a
+    directory already there is moved aside first and put back if the rename
+    fails, so a failure leaves the previous directory.  Remotely its files
+    are uploaded once a directory already there is removed (its files
+    would linger among the new ones), the names in ``last`` (the files a
+    reader opens first) after all the others; a failed upload removes what
+    it wrote, so a failure leaves nothing.  A killed process may leave a
+    hidden ``.rumi-*`` staging directory beside a local target.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "refs.parq")
+    >>> with staged_directory(ByteSource.of(path)) as built:
+    ...     _ = open(os.path.join(built, "part.0"), "wb").write(b"rows")
+    ...     os.path.exists(path)
+    False
+    >>> os.listdir(path)
+    ['part.0']
+    """
+    parent = os.path.dirname(os.path.abspath(target.local_path)) if target.is_local else None
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".rumi-") as staging:
+        built = os.path.join(staging, "built")
+        os.mkdir(built)
+        yield built
+        if target.is_local:
+            _replace_directory(built, target.local_path, os.path.join(staging, "previous"))
+        else:
+            fs, path = target._fs_path
+            _upload_directory(fs, built, path.rstrip("/"), last)
+
+
+def _replace_directory(built: str, path: str, previous: str) -> None:
+    """Rename ``built`` to ``path``, an older ``path`` moved aside to ``previous`` (and back if that fails)."""
+    if os.path.lexists(path):
+        os.replace(path, previous)
+    try:
+        os.replace(built, path)
+    except BaseException:
+        if os.path.lexists(previous):
+            os.replace(previous, path)
+        raise
+
+
+def _upload_directory(fs, built: str, path: str, last) -> None:
+    """Upload the files under ``built`` to ``path``, those named in ``last`` last."""
+    files = sorted(
+        (os.path.relpath(os.path.join(root, name), built) for root, _, names in os.walk(built) for name in names),
+        key=lambda name: (name in last, name),
+    )
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+    try:
+        for name in files:
+            fs.put_file(os.path.join(built, name), f"{path}/{name.replace(os.sep, '/')}")
+    except BaseException:
+        try:
+            fs.rm(path, recursive=True)
+        except Exception:  # noqa: BLE001 - the upload's error is the one to report
+            pass
+        raise
 
 
 class Writeback:
@@ -181,4 +248,4 @@ def _link_anonymous(f, directory: str) -> str:
     return name
 
 
-__all__ = ["WRITEBACK_BYTES", "Writeback", "staged", "write_small"]
+__all__ = ["WRITEBACK_BYTES", "Writeback", "staged", "staged_directory", "write_small"]
