@@ -31,7 +31,9 @@ ALLOWED = {
     "dataset": UP_TO_READING | {"datamodel", "stac"},
     "writing": {"errors", "format", "io", "runtime", "frames"},
     "accessor": {"writing", "stac"},
-    "cli": {"errors", "format", "reading", "dataset", "virtual", "writing", "stac"},
+    # the command line calls every part, and no part calls it back
+    "cli": {"errors", "format", "io", "runtime", "frames", "reading", "datamodel", "virtual", "stac", "dataset",
+            "writing", "accessor"},
     "__init__": {"accessor", "errors", "format", "io", "runtime", "reading", "datamodel", "writing", "dataset", "virtual",
                  "stac"},
 }
@@ -92,6 +94,22 @@ def test_imports_follow_the_architecture(relative, module, tree):
     part = _part(module)
     allowed = ALLOWED[part] | {part}
     assert [name for name in own if _part(name) not in allowed] == [], f"{module} imports against the flow"
+
+
+def test_the_command_line_may_import_every_part_and_no_part_imports_it():
+    parts = {_part(module) for _, module, _ in _modules()}
+    assert ALLOWED["cli"] == parts - {"cli", "__init__"}
+    assert [part for part, allowed in ALLOWED.items() if "cli" in allowed] == []
+
+
+@pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if
+                         isinstance(v, pathlib.Path) else "")
+def test_only_the_command_line_parses_arguments(relative, module, tree):
+    """argparse, and the ``add_command`` functions that build on it, live in ``cli/`` alone."""
+    if _part(module) == "cli":
+        return
+    assert "argparse" not in set(_imports(relative, module, tree)), f"{module} parses arguments"
+    assert "add_command" not in {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
 
 
 @pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if

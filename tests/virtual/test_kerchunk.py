@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import xarray as xr
@@ -13,7 +11,7 @@ from xarray_rumi import RumiFormatError
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.reading.open import load_header, open_image
 from xarray_rumi.virtual.edges import ambiguous_edges, chunk_references
-from xarray_rumi.virtual.kerchunk import add_command, cube_references, references
+from xarray_rumi.virtual.kerchunk import cube_references, references
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))
 
@@ -281,21 +279,6 @@ def test_http_references_read_only_the_frames_a_selection_touches(tmp_path, http
     assert {r.range for r in http_server.get_requests()} == wanted
 
 
-def test_rumi_refs_over_http_uses_the_blob_beside_the_file(tmp_path, http_server):
-    from xarray_rumi.cli import main
-
-    data = sample_data("uint16", (1, 64, 64))
-    xarray_rumi.write(str(tmp_path / "a.rumi"), data, tile_size=32, **UTM)   # also writes a.rumi.header
-    out = tmp_path / "a.json"
-    http_server.requests.clear()
-    assert main(["refs", f"{http_server.url}/a.rumi", "-o", str(out)]) == 0
-    file_reads = [r.range for r in http_server.get_requests() if r.path == "/a.rumi"]
-    # the blob located every frame: the IFD head it is checked against and the georeferencing only
-    assert sorted(b - a for a, b in file_reads) == [160, 252]   # one batch of two ranges, in either order
-    ds = open_refs(json.load(open(out)), remote_protocol="http", remote_options={"asynchronous": True})
-    np.testing.assert_array_equal(ds.band_data.values, data)
-
-
 def test_cube_stacks_aligned_images(tmp_path):
     images = [sample_data("int16", (2, 70, 70), seed=s) for s in range(3)]
     images[1][:] = 0   # equal lengths across files: the shared table still keeps every edge exact
@@ -333,33 +316,6 @@ def test_real_rasters(shared_data, tmp_path, name, tile):
     path = str(tmp_path / "real.rumi")
     blob = xarray_rumi.write(path, data, tile_size=tile, sample_type=sample, **georef)
     assert_exact(tmp_path, path, blob, references(path, blob), data)
-
-
-def test_rumi_refs_command(tmp_path, capsys):
-    import argparse
-
-    from xarray_rumi.cli import main
-
-    paths = []
-    for n in range(2):
-        paths.append(str(tmp_path / f"s{n}.rumi"))
-        xarray_rumi.write(paths[-1], sample_data("uint8", (1, 40, 40), seed=n), tile_size=16, **UTM)
-    assert main(["refs", paths[0]]) == 0
-    assert capsys.readouterr().out.strip() == f"wrote {paths[0]}.json: 9 frame references, 2 moved"  # random bytes: edges of equal size
-    single = json.load(open(paths[0] + ".json"))
-    assert single == references(paths[0])
-    out_dir = tmp_path / "refs"
-    assert main(["refs", *paths, "-o", str(out_dir)]) == 0
-    assert sorted(p.name for p in out_dir.iterdir()) == ["s0.rumi.json", "s1.rumi.json"]
-    cube = tmp_path / "cube.json"
-    assert main(["refs", *paths, "--cube", "time", "-o", str(cube)]) == 0
-    ds = open_refs(json.load(open(cube)))
-    assert ds.sizes["time"] == 2
-    # add_command is what cli.py picks up; it sets run= and takes the Namespace
-    parser = argparse.ArgumentParser()
-    add_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["refs", paths[0], "--cube", "t"])
-    assert args.run(args) == 2   # --cube needs -o
 
 
 def test_public_references_works_whatever_was_imported_first(tmp_path):

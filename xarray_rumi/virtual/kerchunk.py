@@ -1,4 +1,4 @@
-"""Kerchunk (version 1) references to the frames of rumi files, and ``rumi refs``.
+"""Kerchunk (version 1) references to the frames of rumi files.
 
 The references describe one Zarr v2 group, laid out as rioxarray's engine
 opens the file: ``band_data`` on ``(band, y, x)`` with one chunk per frame
@@ -12,20 +12,9 @@ From a header blob, no frame is read: only the 160 bytes of georeferencing
 and the IFD head the blob is checked against, in one batched read, and
 nothing at all when the caller passes ``crs`` and ``transform``.
 
-:func:`write_references` writes a reference set anywhere fsspec writes, as
-Kerchunk JSON or as kerchunk's Parquet references (``refs_to_dataframe``: a
-directory of ``.zmetadata`` and Parquet record files), whole or not at all:
-JSON locally through a temporary file renamed over the target, remotely in
-one upload; Parquet built in a local temporary directory first, then renamed
-over the target or uploaded with ``.zmetadata`` last (a failed upload removes
-what it wrote).  fsspec's reference file system takes either as ``fo``;
-Parquet needs ``fastparquet`` to read and, with fsspec 2026.9 at least, an
-explicit ``remote_protocol`` (it otherwise guesses the protocol from the
-first reference it meets, which may be an unused record row).
-
-``rumi refs`` writes one reference set per file with :func:`layout_references`,
-or with ``--cube`` one for a Cube built through VirtualiZarr
-(:func:`xarray_rumi.virtual.parser.virtual_cube_references`).
+The references are a dict, what fsspec's reference file system takes as
+``fo``; ``rumi refs`` (:mod:`xarray_rumi.cli.refs`) writes them as JSON or
+Parquet, whole or not at all.
 """
 
 from __future__ import annotations
@@ -33,8 +22,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sys
-import tempfile
 
 import numpy as np
 
@@ -44,7 +31,6 @@ from ..reading.open import open_image
 from .chunks import zarr_dtype
 from .codec import OpenZLCodec
 from .edges import chunk_references
-from .parser import check_stack_dim, virtual_cube_references
 
 
 def references(path, header=None, **open_kwargs) -> dict:
@@ -71,7 +57,7 @@ def references(path, header=None, **open_kwargs) -> dict:
     >>> bool((ds.band_data.values == data).all()), float(ds.x[0])
     (True, 500005.0)
     """
-    return layout_references(image_layout(open_image(_url(path), header, **open_kwargs)))
+    return layout_references(image_layout(open_image(reference_url(path), header, **open_kwargs)))
 
 
 def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
@@ -94,7 +80,7 @@ def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
     if not paths:
         raise ValueError("no files to reference")
-    images = [open_image(_url(p), h, **open_kwargs) for p, h in zip(paths, headers)]
+    images = [open_image(reference_url(p), h, **open_kwargs) for p, h in zip(paths, headers)]
     return layout_references(cube_layout(images, dim))
 
 
@@ -179,253 +165,13 @@ def _json(value) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _url(path) -> str:
+def reference_url(path) -> str:
+    """Where references point for ``path``: a URL as it is, a local path made absolute.
+
+    >>> reference_url("https://example.com/a.rumi"), reference_url("file:///data/a.rumi")
+    ('https://example.com/a.rumi', '/data/a.rumi')
+    """
     path = os.fspath(path)
     if "://" in path and not path.startswith("file://"):
         return path
     return os.path.abspath(path.removeprefix("file://"))
-
-
-# -- writing references ---------------------------------------------------------
-
-#: The formats ``write_references`` writes.
-FORMATS = ("json", "parquet")
-#: Output names that mean Parquet references when no format is given.
-PARQUET_SUFFIXES = (".parq", ".parquet")
-#: References per Parquet file: kerchunk's default.
-RECORD_SIZE = 100_000
-
-
-def reference_format(url: str, format: str | None = None) -> str:
-    """The format of references written to ``url``: ``format`` if given, else from the name.
-
-    >>> reference_format("s3://bucket/cube.parq"), reference_format("cube.json"), reference_format("c", "parquet")
-    ('parquet', 'json', 'parquet')
-    """
-    if format is None:
-        return "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
-    if format not in FORMATS:
-        raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
-    return format
-
-
-def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None,
-                     record_size: int = RECORD_SIZE) -> str:
-    """Write a Kerchunk reference set to ``url`` (a path or any fsspec URL); returns the format written.
-
-    ``format`` is ``"json"`` or ``"parquet"`` (default: Parquet when ``url``
-    ends with ``.parq`` or ``.parquet``, JSON otherwise); ``storage_options``
-    go to fsspec for the target.  Both carry consolidated metadata, so
-    xarray opens them with its defaults.  Whatever fails, the target holds either
-    the complete new references or no new bytes at all.
-
-    >>> import os, tempfile, xarray as xr
-    >>> refs = {"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}
-    >>> out = os.path.join(tempfile.mkdtemp(), "empty.json")
-    >>> write_references(refs, out), sorted(xr.open_dataset("reference://", engine="zarr", backend_kwargs={
-    ...     "storage_options": {"fo": out}}).variables)
-    ('json', [])
-    """
-    import fsspec
-    from fsspec.implementations.local import LocalFileSystem
-
-    written = reference_format(url, format)
-    fs, path = fsspec.core.url_to_fs(os.fspath(url), **(storage_options or {}))
-    local = isinstance(fs, LocalFileSystem)
-    if written == "json":
-        data = json.dumps(consolidated(refs), separators=(",", ":")).encode()
-        if local:
-            _replace_file(path, data)
-        else:
-            fs.pipe_file(path, data)   # one PUT: an object store shows it whole or not at all
-        return written
-    from kerchunk.df import refs_to_dataframe
-
-    parent = os.path.dirname(os.path.abspath(path)) if local else None
-    with tempfile.TemporaryDirectory(dir=parent, prefix=".rumi-refs-") as staging:
-        built = os.path.join(staging, "refs.parq")
-        # Parquet references keep their metadata in a .zmetadata of their own
-        entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
-        refs_to_dataframe({"version": 1, "refs": entries}, built, record_size=record_size)
-        if local:
-            _replace_directory(built, path, staging)
-        else:
-            _upload_directory(fs, built, path)
-    return written
-
-
-def _replace_file(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _replace_directory(built: str, path: str, staging: str) -> None:
-    """Rename ``built`` to ``path``, moving an older output aside into ``staging`` (removed with it)."""
-    previous = os.path.join(staging, "previous")
-    if os.path.lexists(path):
-        os.replace(path, previous)
-    try:
-        os.replace(built, path)
-    except BaseException:
-        if os.path.lexists(previous):
-            os.replace(previous, path)
-        raise
-
-
-def _upload_directory(fs, built: str, path: str) -> None:
-    """Upload ``built`` to ``path``, ``.zmetadata`` (what a reader opens first) last."""
-    files = sorted(
-        (os.path.relpath(os.path.join(root, name), built) for root, _, names in os.walk(built) for name in names),
-        key=lambda name: (name == ".zmetadata", name),
-    )
-    path = path.rstrip("/")
-    if fs.exists(path):   # record files of an older, larger reference set would linger
-        fs.rm(path, recursive=True)
-    try:
-        for name in files:
-            fs.put_file(os.path.join(built, name), f"{path}/{name.replace(os.sep, '/')}")
-    except BaseException:
-        try:
-            fs.rm(path, recursive=True)
-        except Exception:  # noqa: BLE001 - the upload's error is the one to report
-            pass
-        raise
-
-
-# -- rumi refs ------------------------------------------------------------------
-
-def add_command(subparsers) -> None:
-    """Add ``rumi refs FILE [FILE ...] [-o OUT] [--format F] [--cube DIM]`` to the ``rumi`` command."""
-    refs = subparsers.add_parser(
-        "refs", help="write Kerchunk references to the frames of rumi files",
-        description="One reference set per file (beside it, or in the -o directory when several), "
-                    "or with --cube DIM one reference set stacking grid-aligned files along a new dimension, "
-                    "built through VirtualiZarr. A FILE.header blob beside a file is used when present. "
-                    "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written.",
-    )
-    refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
-    refs.add_argument("-o", "--output",
-                      help="where to write: a file (one FILE, or --cube) or a directory (several FILEs); "
-                           "any fsspec URL (default: FILE.json, or FILE.parq with --format parquet, beside each FILE)")
-    refs.add_argument("--format", choices=FORMATS, default=None,
-                      help="json, or parquet (kerchunk's Parquet references, a directory) "
-                           "(default: parquet when -o ends with .parq or .parquet, else json)")
-    refs.add_argument("--cube", metavar="DIM", default=None,
-                      help="stack the files along a new dimension DIM into one reference set, built with "
-                           "VirtualiZarr's open_virtual_dataset, xr.concat and .vz.to_kerchunk (default: none, "
-                           "one reference set per file)")
-    refs.add_argument("--storage-options", metavar="JSON", type=_json_object, default=None,
-                      help="fsspec storage options for writing -o, as a JSON object, e.g. "
-                           "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}' (default: none; credentials and "
-                           "endpoints come from the environment)")
-    refs.set_defaults(run=run_refs)
-
-
-def _json_object(text: str) -> dict:
-    import argparse
-
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
-def _beside_header(path: str):
-    """``<path>.header`` when it exists (one HEAD request for a remote file), else ``None``."""
-    blob = f"{path}.header"
-    if "://" not in path:
-        return blob if os.path.exists(blob) else None
-    from fsspec.core import url_to_fs
-
-    fs, target = url_to_fs(blob)
-    return blob if fs.exists(target) else None
-
-
-def run_refs(args) -> int:
-    """Run ``rumi refs``; returns the exit status."""
-    files = list(args.file)
-    fmt, options = getattr(args, "format", None), getattr(args, "storage_options", None)
-    if args.cube:
-        if not args.output:
-            print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
-            return 2
-        check_stack_dim(args.cube)
-        images = [_opened(f) for f in files]  # every file is tried, so that one run names every unreadable one
-        if None in images:
-            return 1
-        layout = cube_layout(images, args.cube)
-        if not _write(virtual_cube_references(images, args.cube), args.output, fmt, options):
-            return 1
-        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, "
-              f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
-        return 0
-    several = args.output and len(files) > 1
-    if several and _is_local(args.output):
-        os.makedirs(args.output.removeprefix("file://"), exist_ok=True)
-    for path in files:
-        image = _opened(path)
-        if image is None:
-            return 1
-        layout = image_layout(image)
-        if several:
-            target = f"{args.output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}"
-        else:
-            target = args.output or f"{path}.{_suffix(fmt)}"
-        if not _write(layout_references(layout), target, fmt, options):
-            return 1
-        print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
-    return 0
-
-
-def _opened(path: str):
-    """The image at ``path``, with the blob beside it if any; ``None`` once it has said why it cannot be opened.
-
-    The command names the file itself: ``rumi``'s own handling knows only the list of FILEs.
-    """
-    from ..errors import RumiFormatError
-
-    try:
-        return open_image(_url(path), _beside_header(path))
-    except RumiFormatError as exc:
-        print(f"rumi refs: {path}: {exc}", file=sys.stderr)
-    except OSError as exc:
-        print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
-    return None
-
-
-def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> bool:
-    """Write, or say why not (the command's own error handling would call it a read failure)."""
-    try:
-        write_references(refs, target, format=fmt, storage_options=options)
-    except OSError as exc:
-        print(f"rumi refs: cannot write {target}: {exc}", file=sys.stderr)
-        return False
-    return True
-
-
-def _is_local(url: str) -> bool:
-    return "://" not in url or url.startswith("file://")
-
-
-def _suffix(fmt: str | None) -> str:
-    """The name ending of a reference set written beside its file or into the -o directory."""
-    return "parq" if fmt == "parquet" else "json"
-
-
-def _frame_count(layout: Layout) -> int:
-    return len(layout.headers) * layout.grid.frame_count
-
-
-def _moved_count(layout: Layout) -> int:
-    """References that start before their frame (see :mod:`xarray_rumi.virtual.edges`)."""
-    return chunk_references(list(layout.headers)).moved

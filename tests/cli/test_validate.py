@@ -1,4 +1,4 @@
-"""The rumi command's core: info, validate and header."""
+"""`rumi validate`: the verdict on standard output, the rule named, exit 1 for an invalid file."""
 
 from __future__ import annotations
 
@@ -22,32 +22,6 @@ def run(capsys, *argv) -> tuple[int, str, str]:
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
     return status, out, err
-
-
-def test_info(capsys, written):
-    path, blob, data = written
-    status, out, _ = run(capsys, "info", path)
-    assert status == 0
-    for expected in ("3 bands x 40 rows x 50 columns", "uint16 (sample_format 1, 16 bits)", "frame unit   tile",
-                     "4 x 3 of 16 x 16 px, 36 frames", "EPSG:32618 (projected), pixel is area",
-                     "30, 0, 500000, 0, -30, 4000000", f"{len(data)} bytes for {3 * 40 * 50 * 2} raw",
-                     f"blob {len(blob)} bytes"):
-        assert expected in out, expected
-    header_path = save(written[0].parent, blob, "f.header")
-    status, with_blob, _ = run(capsys, "info", path, "--header", header_path)
-    assert status == 0 and with_blob == out
-
-
-def test_info_without_georeferencing(capsys, tmp_path):
-    path, _, _ = make(tmp_path, ramp((1, 8, 8), "float32"), tile_size=8, frame_unit="cell")
-    status, out, _ = run(capsys, "info", path)
-    assert status == 0 and "crs          none" in out and "float32" in out
-
-
-def test_info_on_a_broken_file(capsys, written):
-    path, _, data = written
-    status, _, err = run(capsys, "info", save(path.parent, data[:200], "short.rumi"))
-    assert status == 1 and "file-profile.truncated" in err
 
 
 def test_validate_ok(capsys, written):
@@ -74,25 +48,6 @@ def test_validate_names_the_rule(capsys, written):
 def test_validate_missing_file(capsys, tmp_path):
     status, out, _ = run(capsys, "validate", tmp_path / "absent.rumi")
     assert status == 1 and "cannot read" in out
-
-
-def test_header_default_and_output(capsys, written, tmp_path):
-    path, blob, _ = written
-    status, out, _ = run(capsys, "header", path)
-    assert status == 0
-    assert (path.parent / (path.name + ".header")).read_bytes() == blob
-    assert f"{len(blob)} bytes" in out
-    target = tmp_path / "elsewhere.bin"
-    assert run(capsys, "header", path, "-o", target)[0] == 0
-    assert target.read_bytes() == blob
-
-
-def test_header_of_a_broken_file(capsys, written):
-    path, _, data = written
-    broken = save(path.parent, put(data, 8, "<Q", 24), "moved.rumi")
-    status, _, err = run(capsys, "header", broken)
-    assert status == 1 and "placement.ifd" in err
-    assert not (path.parent / "moved.rumi.header").exists()
 
 
 def test_installed_command(written):

@@ -1,4 +1,5 @@
-"""``rumi refs``: JSON and Parquet references written through fsspec, Cubes built through VirtualiZarr.
+"""``rumi refs``: JSON and Parquet references written through fsspec, whole or not at all, Cubes built through
+VirtualiZarr.
 
 Everything is read back as a user would, with xarray's defaults (no
 ``mask_and_scale=False``, no ``consolidated=False``): zeros are real values
@@ -20,8 +21,9 @@ pytest.importorskip("fastparquet")   # what fsspec reads Parquet references with
 
 import xarray_rumi  # noqa: E402
 from xarray_rumi.cli import main  # noqa: E402
-from xarray_rumi.virtual import kerchunk  # noqa: E402
-from xarray_rumi.virtual.kerchunk import cube_references, references, write_references  # noqa: E402
+from xarray_rumi.cli import refs as rumi_refs  # noqa: E402
+from xarray_rumi.cli.refs import write_references  # noqa: E402
+from xarray_rumi.virtual.kerchunk import cube_references, references  # noqa: E402
 
 UTM = dict(crs=32633, transform=(10.0, 0.0, 500000.0, 0.0, -10.0, 6000000.0))
 
@@ -143,13 +145,52 @@ def test_every_option_says_its_default():
     import re
 
     subparsers = argparse.ArgumentParser().add_subparsers()
-    kerchunk.add_command(subparsers)
+    rumi_refs.add_command(subparsers)
     text = subparsers.choices["refs"].format_help().split("options:", 1)[1]
     blocks = re.split(r"\n(?=  -)", text.strip("\n"))   # one block per option, its help text included
     options = {re.search(r"--[\w-]+", block).group(): " ".join(block.split()) for block in blocks}
     assert set(options) == {"--help", "--output", "--format", "--cube", "--storage-options"}
     for option, help_text in options.items():
         assert option == "--help" or "(default:" in help_text, option
+
+
+def test_rumi_refs_over_http_uses_the_blob_beside_the_file(tmp_path, http_server):
+    data = np.random.default_rng(0).integers(0, 1000, (1, 64, 64), endpoint=True).astype(np.uint16)
+    xarray_rumi.write(str(tmp_path / "a.rumi"), data, tile_size=32, **UTM)   # also writes a.rumi.header
+    out = tmp_path / "a.json"
+    http_server.requests.clear()
+    assert main(["refs", f"{http_server.url}/a.rumi", "-o", str(out)]) == 0
+    file_reads = [r.range for r in http_server.get_requests() if r.path == "/a.rumi"]
+    # the blob located every frame: the IFD head it is checked against and the georeferencing only
+    assert sorted(b - a for a, b in file_reads) == [160, 252]   # one batch of two ranges, in either order
+    ds = open_refs(str(out), remote_protocol="http", remote_options={"asynchronous": True})
+    np.testing.assert_array_equal(ds.band_data.values, data)
+
+
+def test_rumi_refs_command(tmp_path, capsys):
+    import argparse
+
+    paths = []
+    for n in range(2):
+        paths.append(str(tmp_path / f"s{n}.rumi"))
+        data = np.random.default_rng(n).integers(0, 255, (1, 40, 40), endpoint=True).astype(np.uint8)
+        xarray_rumi.write(paths[-1], data, tile_size=16, **UTM)
+    assert main(["refs", paths[0]]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {paths[0]}.json: 9 frame references, 2 moved"  # random bytes: edges of equal size
+    single = json.load(open(paths[0] + ".json"))
+    assert single == references(paths[0])
+    out_dir = tmp_path / "refs"
+    assert main(["refs", *paths, "-o", str(out_dir)]) == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["s0.rumi.json", "s1.rumi.json"]
+    cube = tmp_path / "cube.json"
+    assert main(["refs", *paths, "--cube", "time", "-o", str(cube)]) == 0
+    ds = open_refs(str(cube))
+    assert ds.sizes["time"] == 2
+    # add_command is what the rumi parser picks up; it sets run= and takes the Namespace
+    parser = argparse.ArgumentParser()
+    rumi_refs.add_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["refs", paths[0], "--cube", "t"])
+    assert args.run(args) == 2   # --cube needs -o
 
 
 # -- nothing half-written ----------------------------------------------------------
@@ -257,7 +298,7 @@ def test_a_failed_upload_leaves_nothing_on_s3(tmp_path, s3, monkeypatch):
             raise OSError("connection reset")
         return put_file(lpath, rpath, *args, **kwargs)
 
-    def upload_fails(path, value, *args, **kwargs):
+    def upload_fails(path, *args, **kwargs):
         raise OSError("connection reset")
 
     monkeypatch.setattr(fs, "put_file", second_upload_fails)
@@ -266,7 +307,7 @@ def test_a_failed_upload_leaves_nothing_on_s3(tmp_path, s3, monkeypatch):
     assert len(uploads) == 2 and not any(u.endswith(".zmetadata") for u in uploads)
     fs.invalidate_cache()
     assert not fs.exists("bucket/refs/cube.parq")
-    monkeypatch.setattr(fs, "pipe_file", upload_fails)
+    monkeypatch.setattr(fs, "open", upload_fails)   # the staged JSON's upload
     assert main(["refs", paths[0], "-o", "s3://bucket/refs/a.json", "--storage-options", json.dumps(s3)]) == 1
     fs.invalidate_cache()
     assert fs.find("bucket/refs") == []

@@ -1,13 +1,14 @@
-"""``rumi stac`` and ``rumi quicklook``: the subcommands of this face, added to the ``rumi`` parser."""
+"""``rumi stac FILE [FILE ...]``: STAC Items for rumi files, blob included, as JSON or stac-geoparquet."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 
 
-def add_stac_command(commands) -> None:
+def add_command(commands) -> None:
     stac = commands.add_parser(
         "stac", help="describe rumi files as STAC Items (JSON)",
         description="Write a STAC Item for each FILE, blob included, so the files open with no read "
@@ -26,7 +27,7 @@ def add_stac_command(commands) -> None:
     stac.add_argument("--nodata", type=_nodata, default=None, metavar="VALUE",
                       help="every band's nodata in raster:bands, a value the samples can hold: a number, "
                            "nan, inf or -inf (as --nodata=-inf) (default: none; a rumi file records none)")
-    stac.set_defaults(run=_stac)
+    stac.set_defaults(run=run)
 
 
 def _nodata(text: str) -> int | float:
@@ -35,8 +36,6 @@ def _nodata(text: str) -> int | float:
     >>> _nodata("0"), _nodata("-9999"), _nodata("nan"), _nodata("-inf"), _nodata("0.5")
     (0, -9999, nan, -inf, 0.5)
     """
-    import argparse
-
     try:
         return int(text)
     except ValueError:
@@ -47,11 +46,11 @@ def _nodata(text: str) -> int | float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
-def _stac(args) -> int:
+def run(args) -> int:
     import pystac  # noqa: F401  (the stac extra: when missing, main() names it before any file is read)
 
     from ..errors import RumiFormatError
-    from .items import item
+    from ..stac.items import item
 
     items, failed = [], False
     for path in args.files:  # every file is tried, so that one run names every file that cannot be described
@@ -91,7 +90,7 @@ def _document(items, collection: bool) -> dict:
 
 def _write_document(items, args, parquet: bool) -> None:
     if parquet:
-        from .geoparquet import write_stac_geoparquet
+        from ..stac.geoparquet import write_stac_geoparquet
 
         write_stac_geoparquet(items, args.output)
         return
@@ -99,39 +98,3 @@ def _write_document(items, args, parquet: bool) -> None:
 
     with fsspec.open(args.output, "w") as f:
         f.write(json.dumps(_document(items, args.collection), indent=2) + "\n")
-
-
-def add_quicklook_command(commands) -> None:
-    from .quicklook import PERCENTILES, SIZE
-
-    look = commands.add_parser(
-        "quicklook", help="write a small PNG of a rumi file",
-        description="Sample the image on a regular grid (reading only the frames holding a sample), stretch each "
-                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three.")
-    look.add_argument("file", help="rumi file (path or URL)")
-    look.add_argument("output", help="PNG to write (path or fsspec URL)")
-    look.add_argument("--header", default=None, help="header blob file (default: rebuild it from the IFD)")
-    look.add_argument("--bands", default=None,
-                      help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
-                           "(default: 1,2,3 with three bands or more, else 1)")
-    look.add_argument("--size", type=int, default=SIZE,
-                      help="longest side of the PNG, in pixels (default: %(default)s)")
-    look.add_argument("--percentiles", default=",".join(f"{p:g}" for p in PERCENTILES),
-                      help="low,high percentiles each band is stretched between (default: %(default)s)")
-    look.set_defaults(run=_quicklook)
-
-
-def _quicklook(args) -> int:
-    from .quicklook import quicklook, write_quicklook
-
-    bands = None if args.bands is None else [int(b) for b in args.bands.split(",")]
-    low, high = (float(p) for p in args.percentiles.split(","))
-    pixels = quicklook(args.file, args.header, bands=bands, size=args.size, percentiles=(low, high))
-    try:
-        write_quicklook(args.output, pixels)
-    except OSError as exc:
-        print(f"rumi quicklook: cannot write {args.output}: {exc}", file=sys.stderr)
-        return 1
-    kind = "RGB" if pixels.ndim == 3 else "grey"
-    print(f"wrote {args.output}: {pixels.shape[1]} x {pixels.shape[0]} px, {kind}")
-    return 0

@@ -1,9 +1,9 @@
-"""What the rumi command says when something is wrong: the path it could not read or write, one line, the
-right exit status, and nothing at all when the reader of its output leaves early."""
+"""``rumi`` itself (cli/__init__.py): what it says when something is wrong (the path it could not read or write,
+one line, the right exit status, nothing at all when the reader of its output leaves early), and the commands whose
+extra is not installed, listed anyway and naming what to install, in both forms (from an index, from a clone)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from without_extras import GEO_EXTRA, looked_for, rumi_without
+
 import xarray_rumi
-from xarray_rumi.cli import EXIT_STATUS, READER_GONE, install_hint, main
+from xarray_rumi.cli import READER_GONE, install_hint, main
 
 #: Each command that reads one rumi file, with the arguments that follow the file (an output where needed).
 READERS = {
@@ -98,25 +100,6 @@ def test_a_failed_write_says_write_and_names_what(capsys, scene, argv):
     assert "cannot read" not in err
 
 
-def test_info_prints_the_transform_in_full(capsys, tmp_path):
-    path = tmp_path / "swiss.rumi"
-    transform = (0.1, 0.0, 2826915.0, 0.0, -0.1, 1181234.567890123)
-    xarray_rumi.write(path, np.zeros((1, 8, 8), np.uint8), crs=2056, transform=transform)
-    status, out, _ = run(capsys, "info", path)
-    assert status == 0 and "transform    0.1, 0, 2826915, 0, -0.1, 1181234.567890123\n" in out
-    status, out, _ = run(capsys, "info", path, "--json")
-    assert status == 0 and json.loads(out)["transform"] == list(transform)
-    assert "1181234.567890123" in out
-
-
-def test_install_hints_say_both_forms():
-    assert install_hint("geo") == 'pip install "xarray-rumi[geo]" (in a clone: pip install ".[geo]")'
-
-
-def test_exit_statuses_name_the_closed_pipe():
-    assert f"{READER_GONE} standard output closed early" in EXIT_STATUS
-
-
 @pytest.mark.parametrize("argv", [["info"], ["info", "--json"], ["validate"], ["stac"]])
 def test_a_reader_that_leaves_early_gets_silence(scene, argv):
     """``rumi info f | head -1`` with the reader already gone: nothing on stderr, no traceback, status 141."""
@@ -159,3 +142,74 @@ def test_a_broken_pipe_that_is_not_standard_output_is_an_error(tmp_path, scene):
         done = subprocess.run([sys.executable, "-c", BROKEN_READ, str(scene)], stdout=out, stderr=subprocess.PIPE,
                               text=True, timeout=120)
     assert done.returncode == 1 and done.stderr == f"rumi info: cannot read {scene}: [Errno 32] Broken pipe\n"
+
+
+def test_the_names_it_always_had_are_there():
+    """``rumi = "xarray_rumi.cli:main"`` (pyproject.toml), and what scripts import from it."""
+    import xarray_rumi.cli as cli
+    from xarray_rumi.cli import demo, shared
+
+    assert cli.main.__module__ == "xarray_rumi.cli"
+    assert cli.demo_raster is demo.demo_raster
+    assert (cli.EXIT_STATUS, cli.READER_GONE, cli.install_hint) == (shared.EXIT_STATUS, shared.READER_GONE,
+                                                                     shared.install_hint)
+    assert (cli.HelpFormatter, cli.CommandParser) == (shared.HelpFormatter, shared.CommandParser)
+
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "xarray_rumi.cli", "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and "usage: rumi" in done.stdout
+
+
+# -- commands whose extra is not installed ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", ["zarr", "numcodecs"])
+def test_refs_without_the_zarr_extra_says_what_to_install(tmp_path, missing):
+    path, _, _ = _written(tmp_path)
+    done = rumi_without([missing], "refs", path, "-o", tmp_path / "refs.json", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert looked_for(done) == {missing}
+    assert f"rumi refs: needs {missing}, which is not installed: {install_hint('zarr')}" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "refs.json").exists()
+
+
+def test_help_names_the_extra_of_a_command_that_cannot_load(tmp_path):
+    done = rumi_without(["zarr"], "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert " ".join(f"(needs: {install_hint('zarr')})".split()) in " ".join(done.stdout.split())
+    for command in ("info", "validate", "header", "convert", "refs", "demo"):
+        assert command in done.stdout
+
+
+@pytest.mark.parametrize("missing", GEO_EXTRA)
+def test_convert_without_the_geo_extra_says_what_to_install(tmp_path, missing):
+    tifffile = pytest.importorskip("tifffile")
+    source = tmp_path / "in.tif"
+    tifffile.imwrite(source, np.arange(32 * 32, dtype=np.uint16).reshape(32, 32))
+    done = rumi_without([missing], "convert", source, tmp_path / "out.rumi", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert missing in looked_for(done)
+    assert f"rumi convert: needs {missing}, which is not installed: {install_hint('geo')}" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out.rumi").exists()
+
+
+def test_the_commands_run_with_their_extras(tmp_path):
+    """The same runs with nothing refused succeed: what failed above was the missing module alone."""
+    tifffile = pytest.importorskip("tifffile")
+    path, _, _ = _written(tmp_path)
+    refs = rumi_without(["nothing"], "refs", path, "-o", tmp_path / "refs.json", cwd=tmp_path)
+    assert refs.returncode == 0, refs.stderr
+    assert (tmp_path / "refs.json").exists()
+    source = tmp_path / "in.tif"
+    tifffile.imwrite(source, np.arange(32 * 32, dtype=np.uint16).reshape(32, 32))
+    convert = rumi_without(["nothing"], "convert", source, tmp_path / "out.rumi", cwd=tmp_path)
+    assert convert.returncode == 0, convert.stderr
+    assert np.array_equal(xarray_rumi.open_image(tmp_path / "out.rumi").read()[0], tifffile.imread(source))
+
+
+def _written(tmp_path):
+    path = tmp_path / "scene.rumi"
+    blob = xarray_rumi.write(path, np.arange(2 * 40 * 48, dtype=np.uint16).reshape(2, 40, 48), tile_size=16)
+    return path, blob, None

@@ -1,0 +1,141 @@
+"""The ``rumi`` command: info, validate, header, demo, convert, refs, stac and quicklook, a module each.
+
+This module builds the parser from each command's ``add_command`` and turns
+the errors a user can cause into one line and an exit status
+(:data:`~xarray_rumi.cli.shared.EXIT_STATUS`).  A command whose extra is not
+installed is listed all the same, by a stand-in that says what to install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+
+from ..errors import RumiFormatError
+from . import demo, header, info, quicklook, stac, validate
+from .demo import demo_raster
+from .shared import EXIT_STATUS, READER_GONE, CommandParser, HelpFormatter, install_hint
+
+#: Commands that need an extra, and the extra that brings what they need.
+_EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``rumi`` command; returns the exit status.
+
+    >>> main(["validate", "/nonexistent.rumi"])
+    rumi validate: cannot read /nonexistent.rumi: [Errno 2] No such file or directory: '/nonexistent.rumi'
+    1
+    """
+    args = _parser().parse_args(argv)
+    try:
+        status = _run(args)
+        sys.stdout.flush()  # a reader that left shows here at the latest, not as a message at interpreter exit
+    except BrokenPipeError:
+        # `rumi info f | head -1`: the reader has all it wanted. Stop without a word, as GNU tools do, and
+        # point standard output at devnull so Python's own flush at exit has nowhere to fail (the recipe in
+        # the signal module's documentation, which exits 1: here 1 says "invalid input", hence READER_GONE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return READER_GONE
+    return status
+
+
+def _run(args) -> int:
+    """Run the command; the errors a user can cause become one line and an exit status."""
+    report = sys.stdout if args.command == "validate" else sys.stderr  # validate's verdict is its output
+    try:
+        return args.run(args) or 0
+    except RumiFormatError as exc:
+        print(f"rumi {args.command}: {exc}", file=report)
+        return 1
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError) and _output_is_a_pipe():
+            raise  # our reader left (main stops quietly); on a file or terminal it is an I/O failure like any
+        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {exc}", file=report)
+        return 1
+    except ValueError as exc:
+        print(f"rumi {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # a command whose optional dependencies are not installed
+        extra = _EXTRAS.get(args.command, "all")
+        print(f"rumi {args.command}: needs {exc.name or exc}, which is not installed: {install_hint(extra)}",
+              file=sys.stderr)
+        return 2
+
+
+def _unreadable(args, exc: OSError) -> str:
+    """The input an OSError is about, as the user wrote it: ``--header`` when the error names it, else FILE.
+
+    Commands that read several files or write any name those failures
+    themselves (``convert``, ``stac``, ``refs``; what ``header``, ``demo`` and
+    ``quicklook`` write).
+
+    >>> args = argparse.Namespace(file="a.rumi", header="a.blob")
+    >>> _unreadable(args, FileNotFoundError(2, "No such file or directory", "a.blob"))
+    'a.blob'
+    >>> _unreadable(args, OSError("connection reset"))
+    'a.rumi'
+    """
+    header = getattr(args, "header", None)
+    if header and str(header) in str(exc):
+        return str(header)
+    files = getattr(args, "file", None) or getattr(args, "files", None) or ""
+    return str(files) if isinstance(files, (str, os.PathLike)) else " ".join(map(str, files))
+
+
+def _output_is_a_pipe() -> bool:
+    """Whether standard output is a pipe or socket, the only outputs whose reader can leave."""
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # replaced by an object with no file (a test's capture)
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rumi", description="Read, check and write rumi raster files.",
+                                     formatter_class=HelpFormatter, epilog=EXIT_STATUS)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser,
+                                     metavar="COMMAND")
+    for add_command in (info.add_command, validate.add_command, header.add_command, demo.add_command,
+                        *_commands_needing_extras(), stac.add_command, quicklook.add_command):
+        add_command(commands)
+    return parser
+
+
+def _commands_needing_extras():
+    """``add_command`` of ``convert`` and ``refs``, or of a stand-in that says what to install.
+
+    Their modules import what their extra brings (``refs``: zarr and
+    numcodecs, through the Kerchunk references); ``stac`` imports pystac only
+    when it runs, and ``convert`` rasterio and tqdm.
+    """
+    try:
+        from . import convert
+    except ImportError as exc:
+        yield _missing_command("convert", exc)
+    else:
+        yield convert.add_command
+    try:
+        from . import refs
+    except ImportError as exc:
+        yield _missing_command("refs", exc)
+    else:
+        yield refs.add_command
+
+
+def _missing_command(command: str, error: ImportError):
+    def run(args):
+        raise error  # main() turns it into the install hint
+
+    def add(commands) -> None:
+        stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
+        stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
+        stand_in.set_defaults(run=run)
+
+    return add
+
+
+__all__ = ["EXIT_STATUS", "READER_GONE", "CommandParser", "HelpFormatter", "demo_raster", "install_hint", "main"]

@@ -1,0 +1,185 @@
+"""``rumi convert IN [IN ...] OUT_OR_DIR``: rasters rasterio opens to rumi files, with bars and a summary.
+
+Each file goes through :func:`xarray_rumi.writing.convert.convert`; this
+module decides where each one goes, shows progress on a terminal, converts
+files in parallel processes with ``-j``, names every file it could not
+convert, and ends with a table of sizes and the notes of what rumi did not store.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+
+from ..runtime.threads import in_processes
+from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
+from ..writing.write import nodata_note
+
+
+def add_command(commands) -> None:
+    cmd = commands.add_parser(
+        "convert", help="convert GeoTIFFs (anything rasterio opens) to rumi",
+        description="Convert rasters that rasterio opens (paths or URLs) to rumi files, each with its FILE.header "
+                    "blob. A CRS given only as WKT is stored as the EPSG code it is equivalent to "
+                    f"(pyproj's identification at confidence {CRS_CONFIDENCE} or more, checked for equivalence); "
+                    "the summary names the code.")
+    cmd.add_argument("inputs", nargs="+", metavar="IN", help="rasters to convert (paths or URLs rasterio opens)")
+    cmd.add_argument("output", metavar="OUT_OR_DIR",
+                     help="the rumi file for one input, else a directory (paths or fsspec URLs)")
+    cmd.add_argument("--tile-size", type=int, default=512, help="tile side in pixels (default: %(default)s)")
+    cmd.add_argument("--frame-unit", choices=("tile", "cell"), default="tile",
+                     help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
+                          "position, decoded together (default: %(default)s)")
+    cmd.add_argument("--compression", default="auto",
+                     help="auto, portable, or a GeoZL recipe (default: %(default)s)")
+    cmd.add_argument("--crs", default=None, metavar="EPSG:n",
+                     help="assign this CRS, keeping the source's transform, as gdal_translate -a_srs does "
+                          "(default: the source's CRS)")
+    cmd.add_argument("--drop-georeferencing", action="store_true",
+                     help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
+    cmd.add_argument("-j", "--jobs", type=int, default=1, help="files converted in parallel (default: %(default)s)")
+    cmd.set_defaults(run=run)
+
+
+def run(args) -> int:
+    import tqdm  # noqa: F401  (part of the geo extra: missing, main() names the extra before any work)
+
+    if len(args.inputs) > 1:
+        if _is_url(args.output):
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(args.output)
+            fs.makedirs(root, exist_ok=True)
+        else:
+            os.makedirs(args.output, exist_ok=True)
+    targets = target_paths(args.inputs, args.output)
+    options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
+                   drop_georeferencing=args.drop_georeferencing, crs=args.crs)
+    results, failures = [], 0
+    if len(targets) == 1 or args.jobs <= 1:
+        for source, target in zip(args.inputs, targets):
+            with LazyBar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
+                         leave=False) as bar:
+                try:
+                    results.append(convert(source, target, progress=bar.update, **options))
+                except (ValueError, OSError) as exc:
+                    failures += 1
+                    print(f"rumi convert: {source}: {exc}", file=sys.stderr)
+    else:
+        jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
+        with LazyBar(total=len(jobs), unit="file") as bar:
+            # strict: the processes' results run out with the jobs, which ends (and shuts down) the processes
+            for (source, _, _), outcome in zip(jobs, in_processes(_convert_quietly, jobs, args.jobs), strict=True):
+                if isinstance(outcome, Conversion):
+                    results.append(outcome)
+                else:
+                    failures += 1
+                    print(f"rumi convert: {source}: {outcome}", file=sys.stderr)
+                bar.update(1)
+    _summary(results)
+    return 1 if failures else 0
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def target_paths(sources: list[str], out: str) -> list[str]:
+    """Where each source goes: ``out`` itself for one file, else ``out/<stem>.rumi``.
+
+    >>> target_paths(["a/x.tif", "b/y.tiff"], "outdir")
+    ['outdir/x.rumi', 'outdir/y.rumi']
+    """
+    url = _is_url(out)
+    if len(sources) == 1 and not out.endswith("/" if url else os.sep) and (url or not os.path.isdir(out)):
+        return [out]
+    names = [os.path.splitext(posixpath.basename(s.split("?")[0]))[0] + ".rumi" for s in sources]
+    if len(set(names)) != len(names):
+        raise ValueError("two inputs would write the same output name; convert them into different directories")
+    return [posixpath.join(out, n) if url else os.path.join(out, n) for n in names]
+
+
+def _convert_quietly(args) -> Conversion | ValueError | OSError:
+    """One conversion of ``rumi convert -j``, in a worker process; a refusal is returned, to be reported in order."""
+    source, target, options = args
+    try:
+        return convert(source, target, **options)
+    except (ValueError, OSError) as exc:
+        return exc
+
+
+class LazyBar:
+    """A tqdm bar that appears at its first update, and only on a terminal.
+
+    A file refused before its first frame never shows a "0%" bar; output
+    redirected to a file or a pipe gets no bar at all.
+
+    >>> import io
+    >>> with LazyBar(io.StringIO(), total=2) as bar:   # not a terminal: no bar
+    ...     bar.update(2)
+    >>> bar.bar is None
+    True
+    """
+
+    def __init__(self, stream=None, **options):
+        self.stream = sys.stderr if stream is None else stream
+        self.options = options
+        self.bar = None
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is None:
+            if not _is_terminal(self.stream):
+                return
+            from tqdm import tqdm
+
+            self.bar = tqdm(file=self.stream, **self.options)
+        self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> LazyBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _frame_count(source: str, args) -> int | None:
+    import rasterio
+
+    try:
+        with rasterio.open(source) as src:
+            bands, rows, cols = src.count, src.height, src.width
+    except Exception:  # the conversion itself reports what is wrong with the file
+        return None
+    positions = -(-rows // args.tile_size) * -(-cols // args.tile_size)
+    return positions * (bands if args.frame_unit == "tile" else 1)
+
+
+def _summary(results: list[Conversion]) -> None:
+    if not results:
+        return
+    width = max(len(posixpath.basename(r.source)) for r in results)
+    print(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}  crs")
+    for r in results:
+        source_bytes, versus = ("?", "?") if r.source_bytes is None else (
+            r.source_bytes, f"{r.source_bytes / r.target_bytes:.2f}x")
+        print(f"{posixpath.basename(r.source):<{width}}  {source_bytes:>12}  {r.target_bytes:>12}  "
+              f"{versus:>8}  {r.ratio:>6.2f}x  {r.crs or 'none'}")
+        if r.crs_source == "identified":
+            print(f"  note: the source's CRS has no EPSG code of its own; stored {r.crs}, which pyproj identifies "
+                  f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
+        elif r.crs_source == "assigned":
+            print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
+        if r.nodata is not None:
+            print(f"  note: {nodata_note(r.nodata)}")

@@ -1,0 +1,75 @@
+"""``rumi info FILE``: what a rumi file holds, as text or as one JSON object."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+
+def add_command(commands) -> None:
+    info = commands.add_parser("info", help="describe a rumi file")
+    info.add_argument("file", help="rumi file (path or URL)")
+    info.add_argument("--header", help="header blob file (default: rebuild it from the IFD)")
+    info.add_argument("--json", action="store_true", help="print a JSON object instead of text")
+    info.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..reading.open import open_image
+
+    image = open_image(args.file, header=args.header)
+    header, grid = image.header, image.grid
+    counts = header.byte_counts()
+    raw = grid.image_width * grid.image_length * grid.samples_per_pixel * header.sample_type.bytes_per_sample
+    geo = image.georeferencing
+    if args.json:
+        print(json.dumps(_info_json(args.file, image, counts, raw), indent=2))
+        return 0
+    print(f"file         {args.file}")
+    print(f"shape        {grid.samples_per_pixel} bands x {grid.image_length} rows x {grid.image_width} columns")
+    print(f"sample type  {header.sample_type.name} (sample_format {header.sample_type.sample_format}, "
+          f"{header.sample_type.bits_per_sample} bits) -> {header.sample_type.dtype}")
+    print(f"frame unit   {grid.frame_unit.name.lower()}")
+    print(f"grid         {grid.tiles_across} x {grid.tiles_down} of {grid.tile_length} x {grid.tile_width} px, "
+          f"{grid.frame_count} frames")
+    if geo is not None and geo.is_defined:
+        print(f"crs          EPSG:{geo.epsg} ({geo.model_type.name.lower()}), pixel is {geo.raster_type.name.lower()}")
+        print(f"transform    {', '.join(_exact(v) for v in geo.transform)}")
+    else:
+        print("crs          none (undefined georeferencing)")
+    print(f"frame bytes  min {counts.min()}, median {int(np.median(counts))}, max {counts.max()}, "
+          f"blob {len(header.to_bytes())} bytes")
+    print(f"size         {header.file_size} bytes for {raw} raw: ratio {raw / header.file_size:.2f}")
+    return 0
+
+
+def _exact(value: float) -> str:
+    """The shortest text that reads back as ``value`` (Python's ``repr``), without a trailing ``.0``.
+
+    >>> _exact(2826915.0), _exact(2826915.25), _exact(0.1), _exact(-30.0), _exact(1e-07)
+    ('2826915', '2826915.25', '0.1', '-30', '1e-07')
+    """
+    return repr(float(value)).removesuffix(".0")
+
+
+def _info_json(file, image, counts, raw) -> dict:
+    """What ``rumi info`` prints, as one JSON object (names as in the STAC Item where STAC has one)."""
+    header, grid, geo = image.header, image.grid, image.georeferencing
+    defined = geo is not None and geo.is_defined
+    return {
+        "file": str(file),
+        "bands": grid.samples_per_pixel, "rows": grid.image_length, "columns": grid.image_width,
+        "sample_type": header.sample_type.name, "sample_format": header.sample_type.sample_format,
+        "bits_per_sample": header.sample_type.bits_per_sample, "dtype": str(header.sample_type.dtype),
+        "frame_unit": grid.frame_unit.name.lower(),
+        "tile_shape": [grid.tile_length, grid.tile_width], "tiles": [grid.tiles_down, grid.tiles_across],
+        "frame_count": grid.frame_count,
+        "crs": f"EPSG:{geo.epsg}" if defined else None,
+        "model_type": geo.model_type.name.lower() if defined else None,
+        "raster_type": geo.raster_type.name.lower() if geo is not None else None,
+        "transform": list(geo.transform) if defined else None,
+        "frame_bytes": {"min": int(counts.min()), "median": int(np.median(counts)), "max": int(counts.max())},
+        "blob_bytes": len(header.to_bytes()),
+        "file_size": header.file_size, "raw_size": raw, "ratio": raw / header.file_size,
+    }
