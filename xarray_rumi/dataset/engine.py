@@ -156,7 +156,8 @@ def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
     """``band_data`` of an opened image: lazy, or with ``chunked`` one Dask chunk per frame.
 
     The chunked form is what ``xr.open_dataset(..., chunks={})`` gives, built
-    directly (catalogs open thousands of images this way, under 1 ms each).
+    directly: catalogs open thousands of images this way, so what one costs
+    counts (docs/benchmarks.md, scenario 3).
     """
     layout = image_layout(image)
     array = RumiBackendArray(image)
@@ -169,8 +170,8 @@ def layout_coordinates(layout: Layout) -> xr.Coordinates:
     """The layout's coordinates with their indexes.
 
     The indexes are the ones xarray would infer (a ``PandasIndex`` for each
-    dimension coordinate), built directly: inferring them is half the cost of
-    building an image's dataset.
+    dimension coordinate), built directly, because inferring them is a large
+    part of building an image's dataset (docs/benchmarks.md, scenario 3).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> from xarray_rumi.datamodel.variable import image_layout

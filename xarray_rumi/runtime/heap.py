@@ -5,18 +5,18 @@ set to 64 KiB, so that glibc gives freed memory back to the system at once.
 Setting it also freezes glibc's mmap threshold at 128 KiB.  The OpenZL codec
 allocates and frees frame-sized work buffers on every call, and every Dask
 chunk is a fresh array: in such a worker each of them became a new mapping,
-faulted in page by page and unmapped again.  Decoding a 24-frame chunk on a
-worker thread took 51-57 ms instead of 25, and a Cube mean on a two-process
-``LocalCluster`` cost 1.37x the threaded scheduler's time even with its
-result left on the workers.
+faulted in page by page and unmapped again, so a chunk decoded in a worker
+took far longer than in the client, and a Cube mean on a ``LocalCluster``
+was slower than on the threaded scheduler even with its result left on the
+workers.
 
 Where the process started with that setting, the package raises the mmap
 threshold to 32 MiB (the ceiling glibc's own dynamic threshold would reach)
 and keeps 16 MiB at the top of the heap when it is trimmed (``M_TOP_PAD``):
 the codec's buffers and chunks of a Cube's ``"auto"`` size are then reused
-in place (the same mean: 1.06x), while freed memory beyond those 16 MiB,
-and every array of 32 MiB or more, still goes back to the system at once,
-which is what the setting is for.  Nothing is changed where the trim
+in place, while freed memory beyond those 16 MiB, and every array of 32 MiB
+or more, still goes back to the system at once, which is what the setting
+is for.  Nothing is changed where the trim
 threshold is not set, where the caller chose these two settings
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``) themselves, or off glibc.
 Measurements: docs/benchmarks.md, scenario 8.

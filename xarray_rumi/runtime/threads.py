@@ -127,8 +127,9 @@ def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
 def in_background(function, *args) -> Future:
     """Run ``function(*args)`` on the process's background thread: for work that waits on the disk, not the CPU.
 
-    Disk waits (a write-back ``fdatasync``, ~2.5 ms a 4 MiB step; freeing a
-    replaced 28 MB file's blocks, ~8 ms) there never idle a computing thread.
+    Disk waits (a write-back ``fdatasync``, freeing a replaced file's blocks)
+    there never idle a computing thread; docs/benchmarks.md (scenario 5) says
+    what they cost.
 
     >>> in_background(len, b"abc").result()
     3
