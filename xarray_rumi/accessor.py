@@ -31,7 +31,8 @@ class RumiDataArrayAccessor:
         which x is refused.  A nodata value (``rio.nodata``, ``_FillValue``)
         is not stored: the pixels keep their values and a
         ``NodataNotStoredWarning`` names it (publish it with
-        ``xarray_rumi.stac.item(..., nodata=)``).
+        ``xarray_rumi.stac.item(..., nodata=)``).  A scale or offset in the
+        attributes of raw values is not stored either: a ``ScaleNotStoredWarning`` names it.
 
         >>> import numpy as np, xarray as xr, tempfile, os, xarray_rumi
         >>> rgb = xr.DataArray(np.zeros((16, 24, 3), "uint8"), dims=("y", "x", "band"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -47,6 +48,56 @@ def test_converts_from_a_url_to_an_fsspec_target(tmp_path, http_server, capsys, 
     blob = fsspec.filesystem("memory").cat("/converted/out.rumi.header")
     image = open_image("memory://converted/out.rumi", blob)
     assert np.array_equal(image.read(), data) and image.georeferencing.epsg == 4326
+
+
+def test_a_missing_input_is_named_once(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status = main(["convert", "nope.tif", "out.rumi"])
+    assert status == 1
+    assert capsys.readouterr().err == "rumi convert: nope.tif: No such file or directory\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_refusal_that_does_not_name_the_input_is_given_its_name(shared_data, tmp_path, capsys):
+    assert main(["convert", str(shared_data / "cog.tif"), str(tmp_path / "cog.rumi")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"rumi convert: {shared_data / 'cog.tif'}: ") and line.count("cog.tif") == 1
+
+
+def _scaled_geotiff(path, scales, offsets):
+    with rasterio.open(path, "w", driver="GTiff", width=32, height=16, count=len(scales), dtype="int16",
+                       crs="EPSG:32633", transform=rasterio.Affine(10, 0, 500000, 0, -10, 5000000)) as dst:
+        dst.write(np.full((len(scales), 16, 32), 29315, "int16"))
+        dst.scales, dst.offsets = scales, offsets
+    return path
+
+
+def test_the_summary_names_a_scale_and_offset_it_did_not_store(tmp_path, capsys):
+    source = _scaled_geotiff(tmp_path / "kelvin.tif", (0.01,), (-273.15,))
+    assert main(["convert", str(source), str(tmp_path / "raw.rumi"), "--tile-size", "16"]) == 0
+    out = capsys.readouterr().out
+    assert ("  note: scale_factor 0.01 and add_offset -273.15 are not stored: rumi has no place for them; "
+            "pixel values are written as they are, unscaled") in out
+    assert (open_image(tmp_path / "raw.rumi").read() == 29315).all()   # raw, as the GeoTIFF stores them
+
+
+def test_the_summary_names_per_band_scales_and_says_nothing_of_none(tmp_path, capsys):
+    source = _scaled_geotiff(tmp_path / "bands.tif", (0.5, 1.0), (0.0, 0.0))
+    with warnings.catch_warnings():
+        # the note says it: rioxarray's warning that scales differ is not repeated
+        warnings.filterwarnings("error", "(Scales|Offsets) differ", UserWarning)
+        assert main(["convert", str(source), str(tmp_path / "bands.rumi"), "--tile-size", "16"]) == 0
+    assert "  note: scales (0.5, 1) are not stored" in capsys.readouterr().out
+    plain = _scaled_geotiff(tmp_path / "plain.tif", (1.0,), (0.0,))
+    assert main(["convert", str(plain), str(tmp_path / "plain.rumi"), "--tile-size", "16"]) == 0
+    assert "not stored" not in capsys.readouterr().out
+
+
+def test_the_scale_note_comes_back_from_parallel_jobs(tmp_path, capsys):
+    first = _scaled_geotiff(tmp_path / "a.tif", (0.01,), (0.0,))
+    second = _scaled_geotiff(tmp_path / "b.tif", (1.0,), (0.0,))
+    assert main(["convert", str(first), str(second), str(tmp_path / "out"), "--tile-size", "16", "-j", "2"]) == 0
+    assert capsys.readouterr().out.count("  note: scale_factor 0.01 is not stored") == 1
 
 
 def test_progress_bars_only_on_a_terminal_and_only_once_work_starts(tmp_path):

@@ -164,3 +164,18 @@ def test_crs_option_assigns_like_a_srs(tmp_path, capsys):
         convert(bare, tmp_path / "x.rumi", crs="+proj=ortho +lat_0=10 +lon_0=20")
     with pytest.raises(ValueError, match="one of them"):
         convert(bare, tmp_path / "x.rumi", crs=4326, drop_georeferencing=True)
+
+
+def test_scales_and_offsets_are_reported_and_the_raw_values_written(tmp_path):
+    source = tmp_path / "kelvin.tif"
+    georeferenced = dict(crs="EPSG:4326", transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45))
+    with rasterio.open(source, "w", driver="GTiff", width=20, height=10, count=2, dtype="int16", **georeferenced) as dst:
+        dst.write(np.full((2, 10, 20), 29315, "int16"))
+        dst.scales, dst.offsets = (0.01, 0.01), (-273.15, -273.15)
+    result = convert(source, tmp_path / "raw.rumi", tile_size=16)
+    assert result.scaling == {"scale_factor": 0.01, "add_offset": -273.15}
+    assert (open_image(tmp_path / "raw.rumi").read() == 29315).all()
+    plain = tmp_path / "plain.tif"
+    with rasterio.open(plain, "w", driver="GTiff", width=20, height=10, count=1, dtype="uint8", **georeferenced) as dst:
+        dst.write(np.ones((1, 10, 20), "uint8"))
+    assert convert(plain, tmp_path / "plain.rumi").scaling is None

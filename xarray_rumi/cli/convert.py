@@ -14,7 +14,7 @@ import sys
 
 from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
-from ..writing.write import nodata_note
+from ..writing.write import nodata_note, scale_note
 
 
 def add_command(commands) -> None:
@@ -65,7 +65,7 @@ def run(args) -> int:
                     results.append(convert(source, target, progress=bar.update, **options))
                 except (ValueError, OSError) as exc:
                     failures += 1
-                    print(f"rumi convert: {source}: {exc}", file=sys.stderr)
+                    print(f"rumi convert: {_refusal(source, exc)}", file=sys.stderr)
     else:
         jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
         with LazyBar(total=len(jobs), unit="file") as bar:
@@ -75,10 +75,22 @@ def run(args) -> int:
                     results.append(outcome)
                 else:
                     failures += 1
-                    print(f"rumi convert: {source}: {outcome}", file=sys.stderr)
+                    print(f"rumi convert: {_refusal(source, outcome)}", file=sys.stderr)
                 bar.update(1)
     _summary(results)
     return 1 if failures else 0
+
+
+def _refusal(source: str, error: Exception) -> str:
+    """Why ``source`` was not converted, naming it once: rasterio's messages begin with the path already.
+
+    >>> _refusal("nope.tif", OSError("nope.tif: No such file or directory"))
+    'nope.tif: No such file or directory'
+    >>> _refusal("cog.tif", ValueError("no EPSG code"))
+    'cog.tif: no EPSG code'
+    """
+    message = str(error)
+    return message if message.startswith(f"{source}: ") else f"{source}: {message}"
 
 
 def _is_url(path: str) -> bool:
@@ -183,3 +195,5 @@ def _summary(results: list[Conversion]) -> None:
             print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
         if r.nodata is not None:
             print(f"  note: {nodata_note(r.nodata)}")
+        if r.scaling is not None:
+            print(f"  note: {scale_note(r.scaling)}")

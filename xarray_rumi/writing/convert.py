@@ -3,8 +3,9 @@
 Pixels are read through rioxarray as a Dask array in frame-sized pieces, so a
 conversion holds a few frames in memory, not the image.  What rumi cannot
 store is refused before any output exists: a CRS with no EPSG equivalent
-(unless ``drop_georeferencing``), or a sample type outside the spec.  NoData
-has no place in rumi: the value is reported and the pixels keep their values.
+(unless ``drop_georeferencing``), or a sample type outside the spec.  NoData,
+scales and offsets have no place in rumi: they are reported in the
+:class:`Conversion` and the pixels keep their raw values.
 
 A CRS given only as WKT is identified as GDAL users expect: pyproj's
 identification (``CRS.to_epsg(min_confidence=CRS_CONFIDENCE)``) proposes an
@@ -20,10 +21,11 @@ as ``gdal_translate -a_srs`` does.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 from ..format.geo import IDENTITY, resolve_crs
-from .write import write
+from .write import _scaling, write
 
 #: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
 CRS_CONFIDENCE = 70
@@ -46,6 +48,9 @@ class Conversion:
     #: ``"identified"`` (equivalent WKT), ``"assigned"`` (``crs=``).
     crs: str | None = None
     crs_source: str | None = None
+    #: The source's scales and offsets that change its values (``{"scale_factor": 0.01}``, rioxarray's names), or
+    #: ``None``: the pixels are written raw, as they are stored.
+    scaling: dict | None = None
 
     @property
     def ratio(self) -> float:
@@ -88,9 +93,13 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         sample_type = _GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         nodata = src.nodata
         tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]
-    data = rioxarray.open_rasterio(
-        source, chunks={"band": -1, "y": tile_rows, "x": -1}, lock=False, mask_and_scale=False, cache=False
-    )
+    with warnings.catch_warnings():
+        # rioxarray warns when bands differ in scale or offset; the Conversion names them all instead
+        warnings.filterwarnings("ignore", r"(Scales|Offsets) differ across bands", UserWarning)
+        data = rioxarray.open_rasterio(
+            source, chunks={"band": -1, "y": tile_rows, "x": -1}, lock=False, mask_and_scale=False, cache=False
+        )
+    scaling = _scaling(data)  # what write would warn about for the DataArray, named in the Conversion instead
     try:
         # the bare Dask array: georeferencing is exactly what was decided above
         write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=code, transform=transform,
@@ -100,7 +109,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         data.close()
     raw = data.size * (4 if sample_type == "cint16" else data.dtype.itemsize)
     return Conversion(source, target, _size(source, None), _size(target, storage_options), raw, nodata,
-                      None if code is None else f"EPSG:{code}", how)
+                      None if code is None else f"EPSG:{code}", how, scaling)
 
 
 def identify_epsg(crs, min_confidence: int = CRS_CONFIDENCE) -> tuple[int, str]:
