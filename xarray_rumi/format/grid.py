@@ -3,6 +3,15 @@
 Frames are numbered in frame-index order (row-major grid positions; for tile
 frames all bands of a position before the next position).  Edge frames are cut
 to the image and never padded.
+
+Every question about the grid is answered here, once: where a frame lies and
+its cut shape (:meth:`FrameGrid.frame_window`), the same for every frame at
+once (:meth:`FrameGrid.frame_locations`, :meth:`FrameGrid.edge_masks`,
+:meth:`FrameGrid.on_frame_grid`), the frames a window or a selection of
+points touches (:meth:`FrameGrid.frames_touching`,
+:meth:`FrameGrid.frames_at_points`), and the frame sizes along an axis
+(:func:`axis_sizes`).  The methods over every frame are vectorised: grids
+have up to millions of frames.
 """
 
 from __future__ import annotations
@@ -173,10 +182,87 @@ class FrameGrid:
         bands, ys, xs = self.frame_window(index)
         return (bands.stop - bands.start, ys.stop - ys.start, xs.stop - xs.start)
 
-    def frame_samples(self, index: int) -> int:
-        """Samples frame ``index`` must decode to."""
-        bands, h, w = self.frame_shape(index)
-        return bands * h * w
+    def frame_locations(self, indices=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, cols, first bands)`` of frames ``indices`` (default: every frame), as :meth:`frame_location` for one.
+
+        >>> g = FrameGrid(6, 6, 4, 4, 2)   # 2 x 2 positions, 2 tile frames each
+        >>> [a.tolist() for a in g.frame_locations()]
+        [[0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 1, 1], [0, 1, 0, 1, 0, 1, 0, 1]]
+        >>> [a.tolist() for a in g.frame_locations([7, 2])]
+        [[1, 0], [1, 1], [1, 0]]
+        """
+        per_position, across = self.frames_per_position, self.tiles_across
+        if indices is None:   # every frame: repeats, cheaper than dividing a million indices
+            rows = np.repeat(np.arange(self.tiles_down, dtype=np.int64), across * per_position)
+            cols = np.tile(np.repeat(np.arange(across, dtype=np.int64), per_position), self.tiles_down)
+            return rows, cols, np.tile(np.arange(per_position, dtype=np.int64), self.positions)
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.frame_count):
+            raise IndexError(f"frame indices must lie in 0..{self.frame_count - 1}")
+        position, band = np.divmod(indices, per_position)
+        rows, cols = np.divmod(position, across)
+        return rows, cols, band
+
+    @property
+    def frame_grid_shape(self) -> tuple[int, int, int]:
+        """``(frames per position, tiles down, tiles across)``: the frames as a grid of ``(band, row, col)``.
+
+        >>> FrameGrid(1000, 600, 512, 256, 3).frame_grid_shape, FrameGrid(1000, 600, 512, 256, 3, 1).frame_grid_shape
+        ((3, 3, 2), (1, 3, 2))
+        """
+        return (self.frames_per_position, self.tiles_down, self.tiles_across)
+
+    def on_frame_grid(self, values) -> np.ndarray:
+        """Per-frame ``values`` in frame-index order, laid out as :attr:`frame_grid_shape` (a view, no copy).
+
+        Frame-index order is ``(row, col, band)`` for tile frames; a grid of
+        chunks, one a frame, is ``(band, row, col)``.
+
+        >>> FrameGrid(6, 6, 4, 4, 2).on_frame_grid(np.arange(8))[1].tolist()   # band 1's frames
+        [[1, 3], [5, 7]]
+        """
+        grid = np.asarray(values).reshape(self.tiles_down, self.tiles_across, self.frames_per_position)
+        return grid.transpose(2, 0, 1)
+
+    def edge_masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Boolean masks over frame indices: right-edge frames, bottom-edge frames (the corner in neither).
+
+        >>> right, bottom = FrameGrid(6, 6, 4, 4, 2).edge_masks()   # 2 x 2 positions, 2 bands
+        >>> right.astype(int).tolist(), bottom.astype(int).tolist()
+        ([0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0])
+        """
+        right = np.zeros(self.frame_grid_shape[1:] + (self.frames_per_position,), bool)
+        bottom = np.zeros_like(right)
+        right[:-1, -1] = True
+        bottom[-1, :-1] = True
+        return right.reshape(-1), bottom.reshape(-1)
+
+    @cached_property
+    def frame_sizes(self) -> frozenset[tuple[int, int]]:
+        """The distinct ``(h, w)`` of the frames: whole tiles, the cut last row and column, the cut corner.
+
+        >>> sorted(FrameGrid(1000, 600, 512, 256, 1).frame_sizes)
+        [(88, 488), (88, 512), (256, 488), (256, 512)]
+        >>> sorted(FrameGrid(100, 60, 512, 256, 1).frame_sizes)   # one frame, cut both ways
+        [(60, 100)]
+        """
+        edge_length, edge_width = self.edge_sizes()
+        heights = {edge_length, self.tile_length} if self.tiles_down > 1 else {edge_length}
+        widths = {edge_width, self.tile_width} if self.tiles_across > 1 else {edge_width}
+        return frozenset((h, w) for h in heights for w in widths)
+
+    @property
+    def frame_chunks(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """The ``(band, y, x)`` chunks of the image, one chunk a frame, as Dask writes chunks.
+
+        >>> FrameGrid(1000, 600, 512, 256, 2).frame_chunks
+        ((1, 1), (256, 256, 88), (512, 488))
+        """
+        return (
+            (self.bands_per_frame,) * self.frames_per_position,
+            axis_sizes(self.image_length, self.tile_length),
+            axis_sizes(self.image_width, self.tile_width),
+        )
 
     def frames_touching(self, bands: range, rows: range, cols: range) -> np.ndarray:
         """Frame indices overlapping a ``(band, y, x)`` window, in frame-index order.
@@ -193,12 +279,81 @@ class FrameGrid:
         b = np.arange(bands.start, bands.stop)
         return (positions[:, None] * self.samples_per_pixel + b[None, :]).ravel().astype(np.int64)
 
+    def frames_at_points(self, bands, rows, cols) -> FramePoints:
+        """The outer selection ``bands x rows x cols`` of in-range indices, grouped by the frames holding them.
+
+        Any order, repeats allowed.  The grouping is made once, vectorised;
+        each frame's share is then a lookup (see :class:`FramePoints`).
+
+        >>> g = FrameGrid(50, 40, 16, 16, 3)
+        >>> points = g.frames_at_points(np.array([2]), np.array([39, 1]), np.array([20, 0, 17]))
+        >>> points.frames.tolist()   # rows 0 and 2 of the grid, columns 0 and 1, band 2
+        [2, 5, 26, 29]
+        >>> [(where.tolist(), inside.tolist()) for where, inside in points.in_frame(29)]
+        [([0], [0]), ([0], [7]), ([0, 2], [4, 1])]
+        """
+        return FramePoints(self, bands, rows, cols)
+
     def edge_sizes(self) -> tuple[int, int]:
         """``(last row height, last column width)`` of the grid."""
         return (
             self.image_length - (self.tiles_down - 1) * self.tile_length,
             self.image_width - (self.tiles_across - 1) * self.tile_width,
         )
+
+
+class FramePoints:
+    """An outer selection of pixel indices, grouped by the frames that hold them (:meth:`FrameGrid.frames_at_points`).
+
+    ``frames`` lists the frames holding any point, in frame-index order.
+    :meth:`in_frame` gives, axis by axis, which points of the selection frame
+    ``k`` holds and where they lie in the frame, so a reader places
+    ``out[np.ix_(*where)] = frame[np.ix_(*inside)]``.
+    """
+
+    def __init__(self, grid: FrameGrid, bands, rows, cols):
+        self.grid = grid
+        self._axes = (_AxisPoints(bands, grid.bands_per_frame), _AxisPoints(rows, grid.tile_length),
+                      _AxisPoints(cols, grid.tile_width))
+        band_blocks, row_blocks, col_blocks = (axis.blocks for axis in self._axes)
+        positions = (row_blocks[:, None] * grid.tiles_across + col_blocks[None, :]).reshape(-1)
+        self.frames = (positions[:, None] * grid.frames_per_position + band_blocks[None, :]).reshape(-1)
+
+    def in_frame(self, index: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """``(positions in the selection, positions in the frame)`` for each axis ``(band, y, x)`` of frame ``index``."""
+        position, band = divmod(index, self.grid.frames_per_position)
+        row, col = divmod(position, self.grid.tiles_across)
+        bands, rows, cols = self._axes
+        return bands.members[band], rows.members[row], cols.members[col]
+
+
+class _AxisPoints:
+    """The points along one axis, grouped by the block (of ``size`` indices) holding them.
+
+    ``members[block]`` is ``(positions in the selection, offsets in the block)``
+    of the points the block holds, made once: a frame's share is then three lookups.
+    """
+
+    def __init__(self, points, size: int):
+        points = np.asarray(points, dtype=np.int64)
+        block = points // size
+        order = np.argsort(block, kind="stable")
+        self.blocks, starts = np.unique(block[order], return_index=True)
+        bounds = [*starts.tolist(), points.size]
+        self.members = {}
+        for i, b in enumerate(self.blocks.tolist()):
+            chosen = order[bounds[i]:bounds[i + 1]]
+            self.members[b] = (chosen, points[chosen] - b * size)
+
+
+def axis_sizes(extent: int, tile: int) -> tuple[int, ...]:
+    """The frame sizes along one axis of ``extent`` pixels in tiles of ``tile``: whole tiles, then the cut edge.
+
+    >>> axis_sizes(1000, 256), axis_sizes(512, 256)
+    ((256, 256, 256, 232), (256, 256))
+    """
+    full, rest = divmod(extent, tile)
+    return (tile,) * full + ((rest,) if rest else ())
 
 
 def overlap(frame: slice, window: range) -> tuple[slice, slice]:

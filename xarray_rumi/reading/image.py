@@ -283,27 +283,17 @@ class RumiImage:
 
     def read_points(self, bands: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The outer selection of in-range indices ``bands x rows x cols``, decoding the frames holding any."""
-        grid = self.grid
         out = np.empty((bands.size, rows.size, cols.size), self.sample_type.dtype)
         if out.size == 0:
             return out
-        tile_rows = np.unique(rows // grid.tile_length)
-        tile_cols = np.unique(cols // grid.tile_width)
-        positions = (tile_rows[:, None] * grid.tiles_across + tile_cols[None, :]).ravel()
-        if grid.frames_per_position == 1:
-            touched = positions
-        else:
-            touched = (positions[:, None] * grid.frames_per_position + np.unique(bands)[None, :]).ravel()
-        axes = (bands, rows, cols)
+        points = self.grid.frames_at_points(bands, rows, cols)
 
         def decode_and_place(k: int, payload: bytes) -> None:
             frame = self.decode(k, payload)
-            window = grid.frame_window(k)
-            inside = [np.flatnonzero((a >= w.start) & (a < w.stop)) for a, w in zip(axes, window)]
-            local = [a[i] - w.start for a, i, w in zip(axes, inside, window)]
-            out[np.ix_(*inside)] = frame[np.ix_(*local)]
+            where, inside = zip(*points.in_frame(k))
+            out[np.ix_(*where)] = frame[np.ix_(*inside)]
 
-        decode_all([(self, touched, decode_and_place)])
+        decode_all([(self, points.frames, decode_and_place)])
         return out
 
     def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import geozl
 import numpy as np
 
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
+from ..format.grid import FrameGrid
 from ..format.limits import DEFAULT_LIMITS
 from ..frames.codec import encode_frame, frame_version
 from .edges import RIGHT_EDGE_SHIFTS, frame_shift
@@ -202,15 +203,7 @@ class OpenZLChunks:
         planes = math.prod(shape[:-2])
         tile_length, tile_width = shape[-2:]
         image_length, image_width = self.image_shape
-        heights = {image_length - (-(-image_length // tile_length) - 1) * tile_length}
-        widths = {image_width - (-(-image_width // tile_width) - 1) * tile_width}
-        if image_length > tile_length:
-            heights.add(tile_length)
-        if image_width > tile_width:
-            widths.add(tile_width)
-        # A full chunk is always accepted (a copy written by zarr pads edges);
-        # no cut frame holds as many samples, so it adds no ambiguity.
-        shapes = {(h, w) for h in heights for w in widths} | {(tile_length, tile_width)}
+        shapes = _frame_sizes(self.image_shape, (tile_length, tile_width))
         candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
         if len(candidates) == 2 and not (self.right_edge_lengths or self.bottom_edge_lengths):
             # a right edge (T_l, e_w) or a bottom edge (e_l, T_w): the reference's shift says which
@@ -235,6 +228,17 @@ class OpenZLChunks:
                 f"image in {tile_length} x {tile_width} tiles holds",
             )
         return candidates[0]
+
+
+@lru_cache(maxsize=64)
+def _frame_sizes(image_shape: tuple[int, int], tile_shape: tuple[int, int]) -> frozenset[tuple[int, int]]:
+    """The ``(h, w)`` a chunk's frame may have: the grid's frame sizes, and a full chunk.
+
+    A full chunk is always accepted (a copy written by zarr pads edges); no
+    cut frame holds as many samples, so it adds no ambiguity.
+    """
+    (image_length, image_width), (tile_length, tile_width) = image_shape, tile_shape
+    return FrameGrid(image_width, image_length, tile_width, tile_length, 1).frame_sizes | {tile_shape}
 
 
 def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

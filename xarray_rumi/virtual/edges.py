@@ -68,19 +68,6 @@ def ambiguous_edges(grid: FrameGrid) -> bool:
     )
 
 
-def edge_masks(grid: FrameGrid) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean masks over frame indices: right-edge frames, bottom-edge frames (corners excluded).
-
-    >>> right, bottom = edge_masks(FrameGrid(6, 6, 4, 4, 2))   # 2 x 2 positions, 2 bands
-    >>> right.astype(int).tolist(), bottom.astype(int).tolist()
-    ([0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0])
-    """
-    position = np.arange(grid.frame_count, dtype=np.int64) // grid.frames_per_position
-    row, col = np.divmod(position, grid.tiles_across)
-    last_row, last_col = row == grid.tiles_down - 1, col == grid.tiles_across - 1
-    return last_col & ~last_row, last_row & ~last_col
-
-
 def frame_shift(data) -> int:
     """How many bytes a reference's data has before its frame: where OpenZL's frame magic begins.
 
@@ -127,7 +114,7 @@ def chunk_references(headers: list[Header]) -> ChunkReferences:
     """
     grid, sample = headers[0].grid, headers[0].sample_type
     chunk_bytes = grid.bands_per_frame * grid.tile_length * grid.tile_width * sample.bytes_per_sample
-    right = edge_masks(grid)[0] if ambiguous_edges(grid) else np.zeros(grid.frame_count, bool)
+    right = grid.edge_masks()[0] if ambiguous_edges(grid) else np.zeros(grid.frame_count, bool)
     starts, lengths, moved = [], [], 0
     for header in headers:
         length = header.byte_counts()

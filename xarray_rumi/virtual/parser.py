@@ -114,13 +114,11 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
         shape=layout.shape, data_type=zarr_dtype(sample), chunk_shape=layout.chunks, fill_value=0,
         codecs=codecs, attributes=attrs, dimension_names=list(layout.dims),
     )
-    # Frame-index order is (row, col, band) for tile frames: the chunk grid is (band, row, col).
-    grid_shape = (grid.samples_per_pixel // grid.bands_per_frame, grid.tiles_down, grid.tiles_across)
 
-    def by_chunk(values):
-        return np.asarray(values, np.uint64).reshape(grid.tiles_down, grid.tiles_across, grid_shape[0]).transpose(2, 0, 1)
+    def by_chunk(values):   # frame-index order to the chunk grid, (band, row, col)
+        return grid.on_frame_grid(np.asarray(values, np.uint64))
 
-    paths = np.full(grid_shape, _uri(url), dtype=np.dtypes.StringDType())
+    paths = np.full(grid.frame_grid_shape, _uri(url), dtype=np.dtypes.StringDType())
     manifest = ChunkManifest.from_arrays(paths=paths, offsets=by_chunk(plan.starts[0]), lengths=by_chunk(plan.lengths[0]))
     return ManifestArray(metadata=metadata, chunkmanifest=manifest)
 

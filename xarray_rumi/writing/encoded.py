@@ -76,13 +76,7 @@ class DaskFrames:
     """
 
     def __init__(self, array, grid: FrameGrid):
-        bands_per_frame = grid.bands_per_frame
-        chunks = (
-            (bands_per_frame,) * (grid.samples_per_pixel // bands_per_frame),
-            _sizes(grid.image_length, grid.tile_length),
-            _sizes(grid.image_width, grid.tile_width),
-        )
-        self.array = array.rechunk(chunks)
+        self.array = array.rechunk(grid.frame_chunks)
         self._grid = grid
         self._blocks = self.array.to_delayed(optimize_graph=False)
 
@@ -156,11 +150,6 @@ def _cluster_encoded_frames(client, source: DaskFrames, grid: FrameGrid, sample:
         batch = [encode(source.block(k), sample, recipes[k % grid.frames_per_position])
                  for k in range(start, min(start + window, grid.frame_count))]
         yield from client.gather(client.compute(batch))
-
-
-def _sizes(extent: int, tile: int) -> tuple[int, ...]:
-    full, rest = divmod(extent, tile)
-    return (tile,) * full + ((rest,) if rest else ())
 
 
 def _distributed_client():
