@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import dask.array as da
 import numpy as np
@@ -73,14 +73,27 @@ def test_peak_memory_is_bounded_by_frames_not_the_image(tmp_path):
 
 
 KILLED_SCRIPT = textwrap.dedent("""
-    import time, dask.array as da, numpy as np, xarray_rumi
-    def slow(block):
-        time.sleep(0.05)
+    import threading, dask.array as da, xarray_rumi
+    held, never = threading.Lock(), threading.Event()
+
+    def first_half_only(block, block_id=None):
+        # 32 x 32 frames of 256 px, written in row order under a recipe given as is (nothing sampled before
+        # the write): a block of the second half is asked for only once the staging file is open and the
+        # first frames of the image are in it
+        if block_id[1] >= 16:
+            if held.acquire(blocking=False):
+                print("held", flush=True)
+            never.wait()   # the rest of the image never comes: the write cannot finish
         return block
-    lazy = da.ones((1, 2048, 2048), dtype="uint8", chunks=(1, 64, 64)).map_blocks(slow, dtype="uint8")
-    print("writing", flush=True)
-    xarray_rumi.write({target!r}, lazy, tile_size=64, compression="portable")
+
+    lazy = da.ones((1, 8192, 8192), dtype="uint8", chunks=(1, 256, 256)).map_blocks(first_half_only, dtype="uint8")
+    xarray_rumi.write({target!r}, lazy, tile_size=256, compression="id>zstd")
 """)
+
+
+def _open_files(pid: int) -> list[str]:
+    fds = f"/proc/{pid}/fd"
+    return [os.readlink(os.path.join(fds, fd)) for fd in os.listdir(fds)] if os.path.isdir(fds) else []
 
 
 def test_a_killed_writer_leaves_nothing_at_the_target(tmp_path):
@@ -88,9 +101,10 @@ def test_a_killed_writer_leaves_nothing_at_the_target(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", KILLED_SCRIPT.format(target=str(target))],
                                stdout=subprocess.PIPE, text=True)
     try:
-        assert process.stdout.readline().strip() == "writing"
-        time.sleep(3)  # 1,024 frames at 50 ms each: well inside the write
-        assert process.poll() is None, "the writer finished before it could be killed"
+        ready, _, _ = select.select([process.stdout], [], [], 120)
+        assert ready and process.stdout.readline().strip() == "held", "the writer never reached the image's second half"
+        if sys.platform == "linux":   # the staged file is open in the target's directory: killed mid-write
+            assert any(name.startswith(str(tmp_path)) for name in _open_files(process.pid))
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
     finally:
