@@ -4,7 +4,8 @@ A rumi file and the same raster as a GeoTIFF must open to the same ``x``/``y``
 coordinates, ``spatial_ref`` attributes and ``.rio.transform()``.  rioxarray
 follows GDAL, whose geotransform always refers to pixel *corners*; a rumi
 PixelIsPoint matrix maps pixel indices to pixel *centres* (GeoTIFF's
-convention), so it is shifted back by half a pixel here, as GDAL does.
+convention), so it is shifted back by half a pixel here, as GDAL does
+(:func:`xarray_rumi.format.geo.centre_to_corner`).
 
 Only numpy and pyproj are used: rioxarray is optional, and what it reads back
 (``spatial_ref`` / ``crs_wkt`` / ``GeoTransform``) is plain attributes.
@@ -16,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..format.geo import Georeferencing, RasterType
+from ..format.geo import Georeferencing, RasterType, centre_to_corner
 
 GRID_MAPPING = "spatial_ref"
 
@@ -33,13 +34,9 @@ def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
     """
     if georef is None or not georef.is_defined:
         return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
-    a, b, c, d, e, f = georef.transform
     if georef.raster_type is RasterType.POINT:
-        # The matrix maps index (0, 0) to the first pixel's centre; move half a
-        # pixel back, with GDAL's exact arithmetic so coordinates agree bit for bit.
-        c -= a * 0.5 + b * 0.5
-        f -= d * 0.5 + e * 0.5
-    return (a, b, c, d, e, f)
+        return centre_to_corner(georef.transform)
+    return georef.transform
 
 
 def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dict:

@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..format.blob import Header
-from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
+from ..format.geo import Georeferencing, ModelType, RasterType, centre_to_corner, epsg_model_type
 from ..reading.image import RumiImage
 from ..reading.open import open_image
 from ..stac.read import is_stac, is_stac_geoparquet, item_images, read_stac_geoparquet
@@ -48,10 +48,9 @@ def _image_row(url: str, header: Header, georef: Georeferencing) -> dict:
 
 def _bounds(georef: Georeferencing, width: int, height: int) -> tuple[float, float, float, float]:
     """Outer bounds of the pixels (pixel edges, also for PixelIsPoint)."""
-    a, b, c, d, e, f = georef.transform
-    shift = 0.5 if georef.raster_type is RasterType.POINT else 0.0
-    cols = np.array([0, width, 0, width]) - shift
-    rows = np.array([0, 0, height, height]) - shift
+    transform = georef.transform
+    a, b, c, d, e, f = centre_to_corner(transform) if georef.raster_type is RasterType.POINT else transform
+    cols, rows = np.array([0, width, 0, width]), np.array([0, 0, height, height])
     xs, ys = a * cols + b * rows + c, d * cols + e * rows + f
     return float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())
 

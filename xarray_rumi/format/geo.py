@@ -255,6 +255,39 @@ def _resolve_crs(crs) -> tuple[int, ModelType]:
     return code, model
 
 
+# -- PixelIsPoint's half pixel ----------------------------------------------------
+#
+# GDAL (and rioxarray, rasterio, STAC's proj:transform) give every transform for
+# pixel *corners*: index (0, 0) is the outer corner of the first pixel.  A rumi
+# PixelIsPoint matrix maps index (0, 0) to the first pixel's *centre* (GeoTIFF's
+# convention), half a pixel further along both axes.  These two functions are
+# the one place that moves between them, with GDAL's arithmetic
+# (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
+
+
+def corner_to_centre(transform) -> tuple[float, ...]:
+    """A GDAL-style (pixel-corner) affine as a PixelIsPoint matrix's (pixel-centre) one.
+
+    ``transform`` is ``(a, b, c, d, e, f)``, or anything whose first six
+    values are (an ``affine.Affine``).
+
+    >>> corner_to_centre((30, 0, 100000, 0, -30, 200000))
+    (30.0, 0.0, 100015.0, 0.0, -30.0, 199985.0)
+    """
+    a, b, c, d, e, f = (float(v) for v in tuple(transform)[:6])
+    return (a, b, c + (a * 0.5 + b * 0.5), d, e, f + (d * 0.5 + e * 0.5))
+
+
+def centre_to_corner(transform) -> tuple[float, ...]:
+    """A PixelIsPoint matrix's (pixel-centre) affine as the GDAL-style (pixel-corner) one: :func:`corner_to_centre` undone.
+
+    >>> centre_to_corner((30, 0, 100015, 0, -30, 199985))
+    (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
+    """
+    a, b, c, d, e, f = (float(v) for v in tuple(transform)[:6])
+    return (a, b, c - (a * 0.5 + b * 0.5), d, e, f - (d * 0.5 + e * 0.5))
+
+
 def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferencing:
     """Build the georeferencing a writer stores.
 

@@ -24,7 +24,7 @@ import os
 import warnings
 from dataclasses import dataclass
 
-from ..format.geo import IDENTITY, resolve_crs
+from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from .write import _scaling, write
 
 #: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
@@ -86,10 +86,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         code, transform, how = _georeferencing(src, source, drop_georeferencing, crs)
         raster_type = "point" if src.tags().get("AREA_OR_POINT", "").lower() == "point" else "area"
         if raster_type == "point" and transform is not None:
-            # GDAL reports a PixelIsPoint file's transform shifted to pixel
-            # corners; the rumi matrix maps pixel indices to pixel centres.
-            a, b, c, d, e, f = transform
-            transform = (a, b, c + 0.5 * (a + b), d, e, f + 0.5 * (d + e))
+            transform = corner_to_centre(transform)   # GDAL reports a PixelIsPoint file's transform for corners
         sample_type = _GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         nodata = src.nodata
         tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..format.blob import Header
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
-from ..format.geo import RasterType, georeferencing
+from ..format.geo import RasterType, corner_to_centre, georeferencing
 from ..format.grid import FrameGrid, FrameUnit
 from ..format.ifd import build_prefix
 from ..format.layout import base_frame_offset
@@ -97,10 +97,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         if transform is None and crs is not None:  # a DataArray without a CRS writes no transform, as before
             transform = rio_georeferencing.transform()
             if RasterType.parse(raster_type) is RasterType.POINT:
-                # rioxarray's transform refers to pixel corners (GDAL's convention);
-                # a PixelIsPoint matrix maps pixel indices to pixel centres.
-                a, b, c, d, e, f = transform
-                transform = (a, b, c + 0.5 * (a + b), d, e, f + 0.5 * (d + e))
+                transform = corner_to_centre(transform)   # rioxarray's transform is GDAL's, for pixel corners
     sample = _sample_type(sample_type, encoding, array.dtype)
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)
