@@ -31,6 +31,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_past_the_end, retried
+from .urls import is_local, local_path
 
 
 class FileEndedError(OSError):
@@ -56,10 +57,6 @@ class FileEndedError(OSError):
 
     def __reduce__(self):
         return type(self), (self.url, self.start, self.stop, self.size)
-
-
-def _is_local(url: str) -> bool:
-    return "://" not in url or url.startswith("file://")
 
 
 def single_try_file_system(url: str, storage_options: dict | None = None):
@@ -145,11 +142,11 @@ class ByteSource:
 
     @property
     def is_local(self) -> bool:
-        return _is_local(self.url)
+        return is_local(self.url)
 
     @cached_property
     def local_path(self) -> str:
-        return self.url[len("file://"):] if self.url.startswith("file://") else self.url
+        return local_path(self.url)
 
     @cached_property
     def _fs_path(self):
@@ -298,7 +295,7 @@ def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_P
     b'blob'
     """
     url = os.fspath(path_or_url)
-    if _is_local(url):
+    if is_local(url):
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
             return f.read()
     fs, path = single_try_file_system(url, storage_options)

@@ -27,12 +27,12 @@ import base64
 import json
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from ..datamodel.coords import GRID_MAPPING
+from ..io.urls import as_url
 from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
 from .chunks import OpenZLChunks, zarr_dtype
@@ -92,10 +92,6 @@ class RumiParser:
         return ManifestStore(group=ManifestGroup(arrays=arrays, attributes={}), registry=registry)
 
 
-def _uri(url: str) -> str:
-    return url if "://" in url else Path(url).absolute().as_uri()
-
-
 def _frames_array(url: str, layout: Layout, codec_name: str):
     from virtualizarr.manifests import ChunkManifest, ManifestArray
     from virtualizarr.manifests.utils import create_v3_array_metadata
@@ -118,7 +114,7 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
     def by_chunk(values):   # frame-index order to the chunk grid, (band, row, col)
         return grid.on_frame_grid(np.asarray(values, np.uint64))
 
-    paths = np.full(grid.frame_grid_shape, _uri(url), dtype=np.dtypes.StringDType())
+    paths = np.full(grid.frame_grid_shape, as_url(url), dtype=np.dtypes.StringDType())
     manifest = ChunkManifest.from_arrays(paths=paths, offsets=by_chunk(plan.starts[0]), lengths=by_chunk(plan.lengths[0]))
     return ManifestArray(metadata=metadata, chunkmanifest=manifest)
 
@@ -195,7 +191,7 @@ def virtual_cube_references(images: Sequence, dim: str) -> dict:
 
     check_stack_dim(dim)
     layout = cube_layout(list(images), dim)   # the alignment check
-    urls = [_object_url(image.source.url) for image in images]
+    urls = [as_url(image.source.url) for image in images]
     registry = object_store_registry(urls)
     # Dimension coordinates load by default; 2-D ones (rotated grids) only when named.
     loadable = [name for name in image_layout(images[0]).coords if name != GRID_MAPPING]
@@ -273,13 +269,6 @@ def object_store_registry(urls: Sequence[str]):
             store = from_url(prefix)
         registry.register(prefix, store)
     return registry
-
-
-def _object_url(url: str) -> str:
-    """The URL obstore resolves: ``file://`` plus the absolute path for a local file."""
-    if "://" in url:
-        return url
-    return "file://" + str(Path(url).absolute())
 
 
 def _json(value) -> str:

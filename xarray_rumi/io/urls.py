@@ -1,0 +1,71 @@
+"""Paths and URLs: telling them apart, and the one form each consumer wants.
+
+A location is a local path or a URL with a scheme (``https://``, ``s3://``,
+``file://``, or fsspec's chained ``simplecache::s3://...``).  A ``file://`` URL
+is a local file.  Each function here is the package's one answer to its
+question; nothing else looks for ``"://"``.
+
+No percent-encoding anywhere: fsspec, obstore and Kerchunk take a path with a
+space as it is, and obstore looks ``%20`` up literally.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: The scheme of a local file written as a URL.
+FILE_SCHEME = "file://"
+
+
+def is_url(location) -> bool:
+    """Whether ``location`` is written as a URL (``file://`` included), not as a bare path.
+
+    >>> is_url("s3://bucket/a.rumi"), is_url("file:///data/a.rumi"), is_url("data/a.rumi")
+    (True, True, False)
+    """
+    return "://" in os.fspath(location)
+
+
+def is_local(location) -> bool:
+    """Whether ``location`` is a file on this machine: a bare path or a ``file://`` URL.
+
+    >>> is_local("data/a.rumi"), is_local("file:///data/a.rumi"), is_local("https://example.com/a.rumi")
+    (True, True, False)
+    """
+    location = os.fspath(location)
+    return not is_url(location) or location.startswith(FILE_SCHEME)
+
+
+def local_path(location) -> str:
+    """The path of a local ``location``: a bare path as it is, a ``file://`` URL without its scheme.
+
+    >>> local_path("file:///data/a.rumi"), local_path("data/a.rumi")
+    ('/data/a.rumi', 'data/a.rumi')
+    """
+    return os.fspath(location).removeprefix(FILE_SCHEME)
+
+
+def absolute(location) -> str:
+    """A URL as it is; a local file as an absolute path (what Kerchunk references point at).
+
+    >>> import os
+    >>> absolute("https://example.com/a.rumi"), absolute("file:///data/a.rumi")
+    ('https://example.com/a.rumi', '/data/a.rumi')
+    >>> absolute("a.rumi") == os.path.join(os.getcwd(), "a.rumi")
+    True
+    """
+    location = os.fspath(location)
+    return os.path.abspath(local_path(location)) if is_local(location) else location
+
+
+def as_url(location) -> str:
+    """A URL as it is; a local file as a ``file://`` URL of its absolute path (what object stores resolve).
+
+    >>> as_url("s3://bucket/a.rumi"), as_url("/data/a b.rumi")
+    ('s3://bucket/a.rumi', 'file:///data/a b.rumi')
+    """
+    location = os.fspath(location)
+    return FILE_SCHEME + absolute(location) if is_local(location) else location
+
+
+__all__ = ["FILE_SCHEME", "absolute", "as_url", "is_local", "is_url", "local_path"]
