@@ -95,8 +95,6 @@ def test_rumi_stac_with_several_files_names_the_truncated_one(capsys, halved, tm
     assert str(path) in err and str(whole) not in err
 
 
-@pytest.mark.xfail(strict=True, reason="rumi info (_info and _info_json) prints header.file_size (where the blob "
-                                       "says the frames end), not image.file_size (the file's size)")
 @pytest.mark.parametrize("with_blob", [False, True], ids=["ifd", "blob"])
 def test_rumi_info_reports_the_files_own_size(capsys, written, with_blob):
     """A file longer than its frames (trailing bytes, which validate refuses) opens: info says its real size."""

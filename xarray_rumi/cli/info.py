@@ -40,7 +40,7 @@ def run(args) -> int:
         print("crs          none (undefined georeferencing)")
     print(f"frame bytes  min {counts.min()}, median {int(np.median(counts))}, max {counts.max()}, "
           f"blob {len(header.to_bytes())} bytes")
-    print(f"size         {header.file_size} bytes for {raw} raw: ratio {raw / header.file_size:.2f}")
+    print(f"size         {image.file_size} bytes for {raw} raw: ratio {raw / image.file_size:.2f}")
     return 0
 
 
@@ -71,5 +71,5 @@ def _info_json(file, image, counts, raw) -> dict:
         "transform": list(geo.transform) if defined else None,
         "frame_bytes": {"min": int(counts.min()), "median": int(np.median(counts)), "max": int(counts.max())},
         "blob_bytes": len(header.to_bytes()),
-        "file_size": header.file_size, "raw_size": raw, "ratio": raw / header.file_size,
+        "file_size": image.file_size, "raw_size": raw, "ratio": raw / image.file_size,
     }
