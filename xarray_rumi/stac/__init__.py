@@ -9,5 +9,16 @@ from .geoparquet import build_stac_catalog, read_stac_geoparquet, write_stac_geo
 from .items import MEDIA_TYPE, item, item_collection
 from .quicklook import quicklook, write_quicklook
 
-__all__ = ["MEDIA_TYPE", "build_stac_catalog", "item", "item_collection", "quicklook", "read_stac_geoparquet",
-           "write_stac_geoparquet", "write_quicklook"]
+#: odc-stac's reader driver and load (the ``odc`` extra): loaded on first use, so importing this imports no odc.
+_LAZY = {"RumiDriver": "xarray_rumi.stac.odc", "load": "xarray_rumi.stac.odc"}
+
+__all__ = ["MEDIA_TYPE", "RumiDriver", "build_stac_catalog", "item", "item_collection", "load", "quicklook",
+           "read_stac_geoparquet", "write_stac_geoparquet", "write_quicklook"]
+
+
+def __getattr__(name):
+    import importlib  # here, not at the top, so that it is no attribute of the package
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'xarray_rumi.stac' has no attribute {name!r}")

@@ -1,0 +1,282 @@
+"""odc-stac's reader driver for rumi files: ``odc.stac.load(items, ..., driver=RumiDriver())``.
+
+odc-stac (odc-loader underneath) picks the Items covering an area, puts them
+on one grid, fuses same-day images and chunks the result for Dask; a reader
+driver is how it reads pixels.  :class:`RumiDriver` implements odc-loader's
+``ReaderDriver`` protocol:
+
+- its metadata parser reads each rumi asset's bands, sample type and
+  georeferencing from the Item (``rumi:header``, the projection fields, and
+  nodata from ``raster:bands``), so building the lazy Dataset reads nothing;
+- its readers open each file from that blob (:func:`xarray_rumi.open_image`,
+  no request) and decode only the frames a chunk's source window overlaps,
+  then paste or warp as odc's GeoTIFF reader does (:mod:`.odc_read`);
+- assets that are not rumi files (a mixed search result) go to odc's own
+  GeoTIFF reader in the same load.
+
+Needs the ``odc`` extra (odc-stac, odc-loader), imported here only: importing
+:mod:`xarray_rumi.stac` does not import odc.  See docs/stac.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from dataclasses import dataclass, field
+
+from ..format.blob import Header
+from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk
+from .read import STAC_HEADER, stac_georeferencing
+
+
+class RumiDriver:
+    """odc-loader reader driver for rumi files (and odc's GeoTIFF reader for every other asset).
+
+    ``stac_cfg`` is odc-stac's ``stac_cfg``: odc hands its own ``stac_cfg=``
+    only to its own metadata parser, which a driver with a parser replaces,
+    so give it here (or call :func:`load`, which does).  Picklable: a driver
+    carries its configuration, never a handle or a lock.
+
+    >>> import numpy as np, tempfile, os, odc.stac, xarray_rumi, xarray_rumi.stac
+    >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
+    >>> blob = xarray_rumi.write(path, np.arange(64 * 64, dtype="uint16").reshape(64, 64), tile_size=32,
+    ...                          crs=32633, transform=(10, 0, 500000, 0, -10, 5000000))
+    >>> item = xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z")
+    >>> ds = odc.stac.load([item], driver=RumiDriver(), chunks={})
+    >>> int(ds["data"][0, 1, 2]), ds["data"].dtype.name
+    (66, 'uint16')
+    """
+
+    def __init__(self, stac_cfg: dict | None = None) -> None:
+        self.stac_cfg = dict(stac_cfg or {})
+
+    def __repr__(self) -> str:
+        return f"RumiDriver(stac_cfg={self.stac_cfg!r})" if self.stac_cfg else "RumiDriver()"
+
+    # -- a load's state and environment: odc's GeoTIFF reader's (which reads the other assets), and the bands asked --
+
+    def new_load(self, geobox, *, chunks=None) -> RumiLoad:
+        return RumiLoad(_rio_driver().new_load(geobox, chunks=chunks))
+
+    def finalise_load(self, load_state: RumiLoad):
+        return _rio_driver().finalise_load(load_state.rio)
+
+    def capture_env(self) -> dict:
+        return _rio_driver().capture_env()
+
+    def restore_env(self, env: dict, load_state: RumiLoad) -> contextlib.AbstractContextManager:
+        return _rio_driver().restore_env(env, load_state.rio)
+
+    # -- readers --
+
+    def open(self, src, ctx):
+        """The reader of one source: a :class:`RumiReader` for a rumi asset, odc's ``RioReader`` otherwise."""
+        if isinstance(src.driver_data, RumiAsset):
+            return RumiReader(src)
+        from odc.loader import RioReader
+
+        return RioReader(src, ctx)
+
+    @property
+    def md_parser(self) -> RumiMDParser:
+        return RumiMDParser(self.stac_cfg)
+
+    @property
+    def dask_reader(self) -> RumiDaskReader:
+        return RumiDaskReader(self)
+
+    @property
+    def aux_reader(self):
+        return None
+
+
+class RumiMDParser:
+    """odc's metadata parser (``odc.stac.extract_collection_metadata``), with each rumi asset's bands from its blob.
+
+    A rumi asset is one carrying ``rumi:header``: it is kept whatever its
+    media type says, with as many bands as the blob has, each of the type
+    the reader returns (the Item's ``raster:bands`` ``data_type`` may name
+    none numpy has, ``other`` for bfloat16), and the nodata and units odc
+    reads from ``raster:bands`` (or from ``stac_cfg``).
+    """
+
+    def __init__(self, stac_cfg: dict | None = None) -> None:
+        self.stac_cfg = dict(stac_cfg or {})
+
+    def extract(self, md):
+        from odc.loader.types import RasterBandMetadata, norm_nodata
+        from odc.stac import extract_collection_metadata
+
+        group = extract_collection_metadata(md, self.stac_cfg).meta
+        bands = dict(group.bands)
+        for name, asset in md.assets.items():
+            if STAC_HEADER not in asset.extra_fields:
+                continue
+            header = _header(asset.extra_fields[STAC_HEADER])
+            described = asset.extra_fields.get("raster:bands") or []
+            for key in [k for k in bands if k[0] == name]:
+                del bands[key]
+            for index in range(1, header.grid.samples_per_pixel + 1):
+                odc_band = group.bands.get((name, index))
+                stac_band = described[index - 1] if index <= len(described) else {}
+                bands[(name, index)] = RasterBandMetadata(
+                    data_type=str(header.sample_type.dtype),
+                    nodata=odc_band.nodata if odc_band is not None else norm_nodata(stac_band.get("nodata")),
+                    units=odc_band.units if odc_band is not None else stac_band.get("unit", "1"),
+                )
+        return group.patch(bands=bands)
+
+    def driver_data(self, md, band_key):
+        """A rumi band's :class:`RumiAsset` (the blob, the georeferencing); ``None`` for any other band."""
+        asset = md.assets.get(band_key[0])
+        if asset is None or STAC_HEADER not in asset.extra_fields:
+            return None
+        return _rumi_asset(md, band_key[0])
+
+
+@dataclass
+class RumiLoad:
+    """One load's state: odc's GeoTIFF reader's, and the bands the load asks of each rumi file.
+
+    ``asked`` maps a file and a load configuration to the list of its bands
+    asked for so far; odc builds the whole graph before anything is computed,
+    so each chunk task finds every band the load wants in it.  Picklable
+    (odc's state drops its cache when pickled); no lock.
+    """
+
+    rio: object
+    asked: dict = field(default_factory=dict)
+
+    def bands_of(self, group: str) -> list:
+        return self.asked.setdefault(group, [])
+
+
+@dataclass(frozen=True)
+class RumiReader:
+    """Reads one band of one rumi asset onto an output chunk (odc's ``RasterReader`` protocol); picklable.
+
+    odc calls it without Dask (``chunks=None``): then each band decodes its
+    window's frames itself, all of them when they are cell frames.
+    """
+
+    src: object
+
+    def read(self, cfg, dst_geobox, *, dst=None, selection=None):
+        """``(roi, pixels)``: the part of ``dst_geobox`` this source covers and its pixels, as odc's readers return."""
+        band = _band_index(self.src)
+        request = ChunkRequest(self.src.uri, self.src.driver_data, (band,), cfg, _nodata(self.src))
+        return read_chunk(request, dst_geobox).band(band, dst)
+
+
+@dataclass(frozen=True)
+class RumiDaskReader:
+    """odc's ``DaskRasterReader`` protocol: each read is a Dask task, and a file's bands share one per chunk.
+
+    A rumi band's read is two tasks: putting every band the load asks of
+    the file on the chunk (:func:`~.odc_read.read_chunk`, whose key names
+    the file, the configuration and the chunk, so the bands share it), and
+    taking this band from it.  Each frame is then decoded once per chunk,
+    whatever the bands.  Other assets are read by odc's GeoTIFF reader, one
+    task each, as odc reads them itself.
+    """
+
+    driver: RumiDriver
+    env: dict | None = None
+    load: RumiLoad | None = None
+    src: object = None
+    cfg: object = None
+    layer_name: str = ""
+
+    def open(self, src, cfg, ctx, *, layer_name: str, idx: int) -> RumiDaskReader:
+        env = self.env if self.env is not None else self.driver.capture_env()
+        return RumiDaskReader(self.driver, env, ctx, src, cfg, layer_name)
+
+    def read(self, dst_geobox, *, selection=None, idx: tuple[int, ...]):
+        from dask import delayed
+        from dask.base import tokenize
+
+        key = (self.layer_name, *idx)
+        src, cfg = self.src, self.cfg
+        if not isinstance(src.driver_data, RumiAsset):
+            return delayed(_read_other, pure=True, traverse=False)(
+                src, self.load, cfg, dst_geobox, self.driver, self.env, selection, dask_key_name=key)
+        band, nodata = _band_index(src), _nodata(src)
+        group = tokenize(src.uri, src.driver_data, nodata, *(getattr(cfg, name) for name in SHARED_CFG))
+        bands = self.load.bands_of(group)
+        if band not in bands:
+            bands.append(band)
+        request = ChunkRequest(src.uri, src.driver_data, bands, cfg, nodata)
+        chunk = delayed(read_chunk, pure=True, traverse=False)(
+            request, dst_geobox, dask_key_name=f"rumi-chunk-{tokenize(group, dst_geobox)}")
+        return delayed(_band_of, pure=True, traverse=False)(chunk, band, dask_key_name=key)
+
+
+#: What of odc's load configuration a file's bands must share to be put on a chunk together.
+SHARED_CFG = ("dtype", "fill_value", "src_nodata_fallback", "src_nodata_override", "resampling", "fail_on_error")
+
+
+def _band_of(chunk, band: int):
+    return chunk.band(band)
+
+
+def _read_other(src, load, cfg, dst_geobox, driver, env, selection):
+    """A source that is not rumi, read by odc's GeoTIFF reader in its environment (as odc's own Dask tasks do)."""
+    with driver.restore_env(env, load) as local_ctx:
+        return driver.open(src, local_ctx).read(cfg, dst_geobox, selection=selection)
+
+
+def load(items, bands=None, **kwargs):
+    """``odc.stac.load`` with :class:`RumiDriver`: the same parameters, the same defaults.
+
+    ``stac_cfg=`` goes to the driver's metadata parser too, where odc's own
+    parser would have used it.  Needs the ``odc`` extra.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi, xarray_rumi.stac
+    >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
+    >>> blob = xarray_rumi.write(path, np.ones((2, 64, 64), "uint8"), tile_size=32, crs=32633,
+    ...                          transform=(10, 0, 500000, 0, -10, 5000000))
+    >>> items = [xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z")]
+    >>> ds = load(items, crs="EPSG:3857", resolution=20, chunks={"x": 512, "y": 512})
+    >>> sorted(ds.data_vars), ds.odc.crs.epsg
+    (['data.1', 'data.2'], 3857)
+    """
+    import odc.stac
+
+    if kwargs.get("driver") is not None:
+        raise TypeError("xarray_rumi.stac.load reads with the rumi driver; call odc.stac.load(driver=...) for another")
+    kwargs.pop("driver", None)
+    driver = RumiDriver(stac_cfg=kwargs.get("stac_cfg"))
+    return odc.stac.load(items, bands, driver=driver, **kwargs)
+
+
+def _rio_driver():
+    from odc.loader import RioDriver
+
+    return RioDriver()
+
+
+def _header(encoded: str) -> Header:
+    return blob_header(base64.b64decode(encoded))
+
+
+def _rumi_asset(item, name: str) -> RumiAsset:
+    """The blob and georeferencing of the Item's asset ``name``, read from the Item alone."""
+    asset = item.assets[name]
+    # The georeferencing of this asset: the Item's projection fields, the asset's own over them.
+    record = {"id": item.id, "properties": item.properties, "assets": {name: asset.extra_fields}}
+    return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record))
+
+
+def _band_index(src) -> int:
+    """The 0-based band of a source; odc's "all bands" (band 0, for ``dims=`` configurations) is refused."""
+    if src.band < 1:
+        raise ValueError(f"{src.uri}: loading a rumi asset's bands as one variable with extra dims is not supported; "
+                         "load them as one variable per band (the default)")
+    return src.band - 1
+
+
+def _nodata(src):
+    return src.meta.nodata if src.meta is not None else None
+
+
+__all__ = ["RumiDaskReader", "RumiDriver", "RumiLoad", "RumiMDParser", "RumiReader", "load"]

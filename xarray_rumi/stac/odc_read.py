@@ -1,0 +1,277 @@
+"""What the odc-stac driver does for one rumi source and one output chunk: read a source window, then paste or warp it.
+
+Mirrors odc-loader's GeoTIFF reader (``odc.loader.RioReader``) step by step,
+so that a rumi file and its GeoTIFF twin load to the same pixels: the same
+overlap computation (``odc.geo.overlap.compute_reproject_roi``, with the
+same tolerances), the same choice between pasting and reprojecting, the same
+nodata rules, and for reprojection the same call of
+``rasterio.warp.reproject``.  One difference is unavoidable: odc hands GDAL
+the whole GeoTIFF and lets GDAL pick what it reads, where this module decodes
+only the frames the chunk's source window overlaps, grown by a margin wider
+than any of GDAL's resampling kernels reaches, and hands GDAL that window
+(see docs/stac.md for what that changes: a handful of pixels, or none).
+
+odc asks for one band at a time; :func:`read_chunk` puts every band a load
+wants of a file on a chunk at once, so that each frame is decoded once per
+chunk, not once per band (a cell frame holds them all), and GDAL transforms
+coordinates once for all bands.  Nothing here keeps an open handle or a lock:
+it runs in any process, from pickled arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RumiFormatError
+from ..format.geo import Georeferencing
+from ..reading.open import open_image
+
+log = logging.getLogger(__name__)
+
+#: How far (in source pixels, before scaling) each GDAL resampling kernel reaches from a pixel's centre.
+KERNEL_RADIUS = {"nearest": 1, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "lanczos": 3}
+#: Source pixels added around the kernel's reach.  GDAL sizes its source window and its kernel's scale from the
+#: raster it is handed, clamped to it; a cut-out narrower than what GDAL would take from the whole file changes
+#: pixels of chunks that hold a sliver of a source image.  20 is the smallest margin of 2, 5, 10, 20 with which
+#: every load of ci/benchmarks/odc_load.py's equality sweep matched odc's GeoTIFF reader (docs/stac.md).
+EXTRA_MARGIN = 20
+#: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
+WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
+                                            "float32", "float64", "complex64", "complex128"))
+#: Errors that ``fail_on_error=False`` turns into a missing source, as odc does with rasterio's read errors.
+READ_ERRORS = (OSError, RumiFormatError)
+
+
+@dataclass(frozen=True)
+class RumiAsset:
+    """What an Item records of one rumi asset: its blob and its georeferencing (the driver data of its bands)."""
+
+    blob: bytes
+    georeferencing: Georeferencing
+
+
+@dataclass(frozen=True)
+class ChunkRequest:
+    """Bands of one rumi file to put on output chunks, under one load configuration.
+
+    ``bands`` are 0-based; odc asks for them one at a time, so a load keeps
+    one list per file and configuration and adds each band it is asked for
+    (:class:`~xarray_rumi.stac.odc.RumiDaskReader`): when the chunks are
+    computed it holds every band the load wants.  ``cfg`` is odc's
+    ``RasterLoadParams`` (output type, fill value, resampling,
+    ``fail_on_error``) and ``src_nodata`` the source's nodata (the Item's
+    ``raster:bands`` value).
+    """
+
+    href: str
+    asset: RumiAsset
+    bands: list | tuple
+    cfg: object
+    src_nodata: float | None = None
+
+
+@dataclass(frozen=True)
+class ChunkPixels:
+    """The bands of one source on one output chunk: ``pixels[i]`` is band ``bands[i]`` on ``roi_dst``.
+
+    ``failed`` names the error a read met under ``fail_on_error=False``
+    (then there are no pixels), as odc's reader skips a file it cannot read.
+    """
+
+    roi_dst: tuple[slice, slice]
+    bands: tuple[int, ...]
+    pixels: np.ndarray | None
+    failed: str | None = None
+
+    def band(self, band: int, dst: np.ndarray | None = None) -> tuple[tuple[slice, slice], np.ndarray]:
+        """``(roi, pixels)`` of band ``band`` (0-based), as odc's readers return them (into ``dst`` if given)."""
+        if self.failed is not None:
+            return np.s_[0:0, 0:0], (dst[0:0, 0:0] if dst is not None else np.ndarray((0, 0), self.pixels.dtype))
+        pixels = self.pixels[self.bands.index(band)]
+        if dst is None:
+            return self.roi_dst, pixels
+        dst[self.roi_dst] = pixels
+        return self.roi_dst, dst[self.roi_dst]
+
+
+def source_geobox(asset: RumiAsset):
+    """The source image's ``odc.geo.GeoBox``: its shape and the corner transform GDAL reports for its twin."""
+    from affine import Affine
+    from odc.geo.geobox import GeoBox
+
+    from ..datamodel.coords import corner_transform
+
+    georef, grid = asset.georeferencing, blob_header(asset.blob).grid
+    if not georef.is_defined:
+        raise ValueError("a rumi asset without a CRS cannot be loaded onto a grid: its Item has no proj:code")
+    return GeoBox((grid.image_length, grid.image_width), Affine(*corner_transform(georef)), f"EPSG:{georef.epsg}")
+
+
+def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
+    """``request``'s bands on the output chunk ``dst_geobox``: pasted or warped as odc's GeoTIFF reader does.
+
+    The file opens from its blob and georeferencing, reading nothing; only
+    the frames the chunk's source window overlaps are fetched and decoded,
+    every band at once, through the image's window read (its retries and
+    checks).  Then the window is pasted, or warped with
+    ``rasterio.warp.reproject`` and the parameters odc's reader passes.
+    """
+    from odc.geo.overlap import compute_reproject_roi
+    from odc.geo.roi import roi_is_empty
+    from odc.loader import resolve_dst_nodata, resolve_src_nodata
+
+    cfg, bands = request.cfg, tuple(sorted(set(request.bands)))
+    src_geobox = source_geobox(request.asset)
+    # odc's tolerance: with nearest resampling a sub-pixel shift still pastes.
+    info = compute_reproject_roi(src_geobox, dst_geobox, ttol=0.9 if cfg.nearest else 0.05)
+    roi_dst = tuple(info.roi_dst)
+    out = np.ndarray((len(bands), *(s.stop - s.start for s in roi_dst)), dtype=np.dtype(cfg.dtype))
+    src_nodata = resolve_src_nodata(request.src_nodata, cfg)
+    dst_nodata = resolve_dst_nodata(out.dtype, cfg, src_nodata)
+    if out.size == 0:
+        return ChunkPixels(roi_dst, bands, out)
+    if roi_is_empty(info.roi_src):  # the chunk's grid overlaps, but no source pixel lands in it
+        out[...] = dst_nodata if dst_nodata is not None else 0
+        return ChunkPixels(roi_dst, bands, out)
+    paste = bool(info.paste_ok and info.read_shrink == 1)
+    rows, cols = (range(s.start, s.stop) for s in info.roi_src)
+    if not paste:
+        rows, cols = _grown(rows, cols, src_geobox.shape.yx, cfg.resampling, info.scale)
+    try:
+        image = open_image(request.href, header=blob_header(request.asset.blob),
+                           georeferencing=request.asset.georeferencing)
+        pixels = _read_bands(image, bands, rows, cols)
+    except READ_ERRORS as error:
+        if cfg.fail_on_error:
+            raise
+        log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
+        return ChunkPixels(roi_dst, bands, out[:, 0:0, 0:0], failed=str(error))
+    if paste:
+        np.copyto(out, pixels, casting="unsafe")
+        if dst_nodata is not None and not _same_nodata(src_nodata, dst_nodata):
+            np.copyto(out, dst_nodata, where=_nodata_mask(out, src_nodata))
+    else:
+        window = src_geobox[rows.start:rows.stop, cols.start:cols.stop]
+        _warp(_warpable(pixels, out.dtype, cfg.resampling), out, window, dst_geobox[info.roi_dst], cfg.resampling,
+              src_nodata, dst_nodata)
+    return ChunkPixels(roi_dst, bands, out)
+
+
+def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_nodata) -> None:
+    """odc's reader's call: ``rasterio.warp.reproject(band, dst, src_nodata, dst_crs, dst_transform, dst_nodata, ...)``.
+
+    All bands in one call where that gives each band's own result (one
+    coordinate transformation for them all); with a source nodata GDAL
+    would merge the bands' validity, so then band by band.
+    """
+    import rasterio.warp
+    from odc.geo.warp import resampling_s2rio
+
+    common = dict(src_transform=src_geobox.transform, src_crs=str(src_geobox.crs), src_nodata=src_nodata,
+                  dst_crs=str(dst_geobox.crs), dst_transform=dst_geobox.transform, dst_nodata=dst_nodata,
+                  resampling=resampling_s2rio(resampling))
+    if src_nodata is None:
+        rasterio.warp.reproject(pixels, out, **common)
+        return
+    for band_pixels, band_out in zip(pixels, out):
+        rasterio.warp.reproject(band_pixels, band_out, **common)
+
+
+def _warpable(pixels: np.ndarray, out_dtype: np.dtype, resampling: str) -> np.ndarray:
+    """``pixels`` in a type GDAL warps: as they are, or upcast exactly to the output type; else a clear error."""
+    if pixels.dtype in WARPABLE:
+        return pixels
+    if out_dtype in WARPABLE and _holds_exactly(out_dtype, pixels.dtype):
+        return pixels.astype(out_dtype)
+    raise ValueError(
+        f"{pixels.dtype} samples cannot be reprojected ({resampling} resampling onto another grid): GDAL does not "
+        f"warp {pixels.dtype}. Load them with dtype= a type that holds them (dtype='float32' for float types and "
+        "bfloat16, 'uint8'/'int8' for 1- to 6-bit integers, 'complex64' for complex integers), or onto their own "
+        "grid, where they are pasted as they are")
+
+
+def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
+    """Whether every value of ``narrow`` (numpy or ml_dtypes) is a value of ``wide``."""
+    if narrow == np.bool_:
+        return True
+    try:
+        return np.can_cast(narrow, wide, "safe")
+    except TypeError:
+        pass
+    import ml_dtypes
+
+    if wide.kind == "f" and narrow.kind == "V":  # bfloat16, float8, float6, float4 (ml_dtypes' kind)
+        info = ml_dtypes.finfo(narrow)
+        return info.nmant <= np.finfo(wide).nmant and info.maxexp <= np.finfo(wide).maxexp
+    if wide.kind in "iu":
+        info = ml_dtypes.iinfo(narrow)
+        return np.iinfo(wide).min <= info.min and info.max <= np.iinfo(wide).max
+    return False
+
+
+def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.ndarray:
+    """The window of ``bands`` (sorted), one window read per run of consecutive bands.
+
+    Where a frame holds every band (cell frames) one read covers them all:
+    the frames are decoded whole anyway.
+    """
+    runs = [[bands[0]]]
+    for band in bands[1:]:
+        if band == runs[-1][-1] + 1 or image.grid.bands_per_frame > 1:
+            runs[-1].append(band)
+        else:
+            runs.append([band])
+    parts = []
+    for run in runs:
+        first, last = run[0], run[-1]
+        pixels = image.read_window(range(first, last + 1), rows, cols)
+        parts.append(pixels if len(run) == last - first + 1 else pixels[[b - first for b in run]])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _grown(rows: range, cols: range, shape, resampling: str, scale: float) -> tuple[range, range]:
+    """odc's source window grown by what GDAL's kernel can reach at this scale, within the image.
+
+    Wider than GDAL's own source window, so that GDAL sees the pixels it
+    would read from the whole file and treats none of them as outside it.
+    """
+    reach = KERNEL_RADIUS.get(resampling, 1) * max(1.0, float(scale))
+    margin = math.ceil(reach) + EXTRA_MARGIN
+    height, width = shape
+    return (range(max(0, rows.start - margin), min(height, rows.stop + margin)),
+            range(max(0, cols.start - margin), min(width, cols.stop + margin)))
+
+
+@functools.lru_cache(maxsize=64)
+def blob_header(blob: bytes):
+    """The parsed blob, once per process for the few files a load's tasks read (the opener takes it as it is)."""
+    from ..format.blob import Header
+
+    return Header.from_bytes(blob)
+
+
+def _same_nodata(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if math.isnan(a):
+        return math.isnan(b)
+    return a == b
+
+
+def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
+    """Where ``pixels`` are nodata, by odc's rule (NaN always counts in floats)."""
+    if pixels.dtype.kind == "f":
+        if nodata is None or math.isnan(nodata):
+            return np.isnan(pixels)
+        return np.isnan(pixels) | (pixels == nodata)
+    if nodata is None:
+        return np.zeros(pixels.shape, dtype=bool)
+    return pixels == nodata
+
+
+__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "read_chunk", "source_geobox"]
