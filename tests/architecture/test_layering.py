@@ -13,10 +13,10 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "xarray_rumi"
 
-#: What each part may import of the package: data flows bytes -> format -> frames -> reading -> datamodel -> faces;
-#: ``runtime`` (the process's threads and allocator) sits beside ``format`` and ``io``, under everything that computes.
-#: Of the faces, ``dataset`` comes last: it opens STAC Items through ``stac``, and neither ``stac`` nor ``virtual``
-#: imports it.
+#: What each part may import of the package: data flows bytes -> format -> frames -> reading -> datamodel -> the ways
+#: of opening (virtual, stac, dataset); ``runtime`` (the process's threads and allocator) sits beside ``format`` and
+#: ``io``, under everything that computes.  Of those, ``dataset`` comes last: it opens STAC Items through ``stac``,
+#: and neither ``stac`` nor ``virtual`` imports it.
 UP_TO_READING = {"errors", "format", "io", "runtime", "frames", "reading"}
 ALLOWED = {
     "errors": set(),

@@ -1,12 +1,13 @@
 """The engine, Kerchunk references and the VirtualiZarr parser show one file the same way.
 
 All three adapt one layout (``xarray_rumi.datamodel.variable``); this is what a
-user sees of that through each face's own reader: dims, coordinates,
-coordinate values and attributes.  The Zarr faces store three attributes
-the engine keeps elsewhere: ``grid_mapping`` (the engine's encoding, as
-xarray's netCDF and rasterio engines decode it), ``coordinates`` (CF: which
-variables are coordinates) and ``rumi_sample_type`` (the on-disk type, which
-Zarr cannot always name); they are compared with what the engine says of them.
+user sees of that through each one's own reader: dims, coordinates,
+coordinate values and attributes.  Kerchunk references and the VirtualiZarr
+parser store three attributes the engine keeps elsewhere: ``grid_mapping``
+(the engine's encoding, as xarray's netCDF and rasterio engines decode it),
+``coordinates`` (CF: which variables are coordinates) and
+``rumi_sample_type`` (the on-disk type, which Zarr cannot always name); they
+are compared with what the engine says of them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ obstore = pytest.importorskip("obstore")
 virtualizarr = pytest.importorskip("virtualizarr")
 from obspec_utils.registry import ObjectStoreRegistry  # noqa: E402
 
-#: What the Zarr faces store as attributes and the engine as encoding or coordinates.
+#: What Kerchunk references and the VirtualiZarr parser store as attributes and the engine as encoding or coordinates.
 STORED_ONLY = ("grid_mapping", "coordinates", "rumi_sample_type")
 
 CASES = {
@@ -34,7 +35,7 @@ CASES = {
 }
 
 
-def _faces(path, blob, rotated):
+def _three_datasets(path, blob, rotated):
     engine = xr.open_dataset(path, engine="rumi", header=blob)
     refs = xarray_rumi.references(path, blob)
     kerchunk = xr.open_dataset("reference://", engine="zarr",
@@ -47,44 +48,44 @@ def _faces(path, blob, rotated):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_three_faces_show_the_same_dataset(tmp_path, case):
+def test_engine_kerchunk_and_virtualizarr_show_the_same_dataset(tmp_path, case):
     shape, dtype, options = CASES[case]
     path = str(tmp_path / f"{case}.rumi")
     data = (np.arange(np.prod(shape)) % 97).reshape(shape).astype(np.dtype(dtype) if dtype != "bfloat16" else
                                                                      __import__("ml_dtypes").bfloat16)
     blob = xarray_rumi.write(path, data, compression="portable", **options)
-    faces = _faces(path, blob, rotated="rotated" in case)
-    engine = faces["engine"]
+    datasets = _three_datasets(path, blob, rotated="rotated" in case)
+    engine = datasets["engine"]
     band = engine.band_data
     assert band.encoding["grid_mapping"] == "spatial_ref"
-    for name, face in faces.items():
-        assert dict(face.sizes) == dict(engine.sizes), name
-        assert face.band_data.dims == band.dims, name
-        assert set(face.coords) == set(engine.coords), name
-        assert face.attrs == engine.attrs == {}, name
-        shown = {k: v for k, v in face.band_data.attrs.items() if k not in STORED_ONLY}
+    for name, dataset in datasets.items():
+        assert dict(dataset.sizes) == dict(engine.sizes), name
+        assert dataset.band_data.dims == band.dims, name
+        assert set(dataset.coords) == set(engine.coords), name
+        assert dataset.attrs == engine.attrs == {}, name
+        shown = {k: v for k, v in dataset.band_data.attrs.items() if k not in STORED_ONLY}
         assert shown == band.attrs, name
         for coord in engine.coords:
-            assert face[coord].dims == engine[coord].dims, (name, coord)
-            assert face[coord].attrs == engine[coord].attrs, (name, coord)
+            assert dataset[coord].dims == engine[coord].dims, (name, coord)
+            assert dataset[coord].attrs == engine[coord].attrs, (name, coord)
             if name != "virtualizarr" or coord != "spatial_ref":   # a virtual scalar is a ManifestArray
-                np.testing.assert_array_equal(np.asarray(face[coord].values), engine[coord].values)
-                assert face[coord].dtype == engine[coord].dtype, (name, coord)
+                np.testing.assert_array_equal(np.asarray(dataset[coord].values), engine[coord].values)
+                assert dataset[coord].dtype == engine[coord].dtype, (name, coord)
         if name != "engine":
-            stored = face.band_data.attrs
+            stored = dataset.band_data.attrs
             assert stored["rumi_sample_type"] == band.encoding["sample_type"], name
-            grid_mapping = stored.get("grid_mapping", face.band_data.encoding.get("grid_mapping"))
+            grid_mapping = stored.get("grid_mapping", dataset.band_data.encoding.get("grid_mapping"))
             assert grid_mapping == "spatial_ref", name
             extra = " xc yc" if "rotated" in case else ""
-            coordinates = stored.get("coordinates", face.band_data.encoding.get("coordinates"))
+            coordinates = stored.get("coordinates", dataset.band_data.encoding.get("coordinates"))
             assert coordinates == "spatial_ref" + extra, name
     for name in ("engine", "kerchunk"):
-        values = faces[name].band_data.values
+        values = datasets[name].band_data.values
         np.testing.assert_array_equal(values.astype(np.float64), data.astype(np.float64))
 
 
-def test_faces_share_the_opener_defaults(tmp_path):
-    """Every face takes the opener's parameters, with the same defaults and the same refusals."""
+def test_every_way_of_opening_shares_the_opener_defaults(tmp_path):
+    """Each takes the opener's parameters, with the same defaults and the same refusals."""
     path = str(tmp_path / "a.rumi")
     blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, crs=4326, transform=(1, 0, 0, 0, -1, 0))
     registry = ObjectStoreRegistry({"file://": obstore.store.LocalStore()})
@@ -94,13 +95,13 @@ def test_faces_share_the_opener_defaults(tmp_path):
         "parser": lambda **kw: xarray_rumi.RumiParser(header=blob, **kw)(f"file://{path}", registry),
         "open_cube": lambda **kw: xarray_rumi.open_cube([path], [blob], **kw),
     }
-    for name, open_face in opens.items():
+    for name, open_with in opens.items():
         with pytest.raises(ValueError, match="raster_type= overrides the file's georeferencing only"):
-            open_face(raster_type="point")
+            open_with(raster_type="point")
         with pytest.raises(ValueError, match="georeferencing=False means no CRS"):
-            open_face(georeferencing=False, crs=4326, transform=(1, 0, 0, 0, -1, 0))
+            open_with(georeferencing=False, crs=4326, transform=(1, 0, 0, 0, -1, 0))
         with pytest.raises(TypeError, match="retry must be"):
-            open_face(retry=3)
+            open_with(retry=3)
         with pytest.raises(xarray_rumi.RumiFormatError, match="limits"):
-            open_face(limits=xarray_rumi.Limits(max_frames=2))
-        open_face(georeferencing=False, verify=False)   # accepted everywhere
+            open_with(limits=xarray_rumi.Limits(max_frames=2))
+        open_with(georeferencing=False, verify=False)   # accepted everywhere
