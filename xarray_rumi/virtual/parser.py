@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ..datamodel.coords import GRID_MAPPING
+from ..io.registry import RegistrySource
+from ..io.retry import DEFAULT_POLICY
 from ..io.urls import as_url
 from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
@@ -46,8 +48,9 @@ class RumiParser:
     ``header`` and the keyword arguments are :func:`xarray_rumi.open_image`'s
     (``storage_options`` for a blob file, ``crs``/``transform``/``raster_type``,
     ``georeferencing``, ``limits``, ``verify``, ``retry``); the file itself is
-    read through the caller's object store registry.  With a header and
-    ``crs``/``transform``, nothing is read from the file.
+    read through the caller's object store registry, retried under ``retry``
+    as every read is (:class:`~xarray_rumi.io.registry.RegistrySource`).  With
+    a header and ``crs``/``transform``, nothing is read from the file.
 
     ``codec`` is how ``band_data`` names the OpenZL codec in its zarr v3
     metadata: ``"numcodecs.openzl"`` (the default), zarr's ``bytes``
@@ -80,7 +83,8 @@ class RumiParser:
     def __call__(self, url: str, registry):
         from virtualizarr.manifests import ManifestGroup, ManifestStore
 
-        image = open_image(_RegistrySource(url, registry), self.header, **self.open_kwargs)
+        source = RegistrySource(url, registry, self.open_kwargs.get("retry", DEFAULT_POLICY))
+        image = open_image(source, self.header, **self.open_kwargs)
         layout = image_layout(image)
         coordinates = _CoordinateStore(registry)
         arrays = {VARIABLE: _frames_array(url, layout, self.codec)}
@@ -273,45 +277,6 @@ def object_store_registry(urls: Sequence[str]):
 
 def _json(value) -> str:
     return json.dumps(value, separators=(",", ":"))
-
-
-class _RegistrySource:
-    """Byte ranges of ``url`` through a VirtualiZarr object store registry: the opener's byte source."""
-
-    storage_options: dict = {}  # the registry holds the credentials; nothing to tell sources apart by
-    is_local = False
-
-    def __init__(self, url: str, registry):
-        self.url = url
-        self.store, self.path = registry.resolve(url)
-
-    def size(self) -> int:
-        import obstore
-
-        return int(obstore.head(self.store, self.path)["size"])
-
-    def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
-        import obstore
-
-        if not exact:  # a first read that may run past the end of a small file
-            stop = min(stop, self.size())
-        data = bytes(obstore.get_range(self.store, self.path, start=start, end=stop)) if stop > start else b""
-        _check_length(self.url, start, stop, data)
-        return data
-
-    def read_many(self, starts, stops) -> list[bytes]:
-        import obstore
-
-        starts, stops = [int(s) for s in starts], [int(s) for s in stops]
-        out = [bytes(b) for b in obstore.get_ranges(self.store, self.path, starts=starts, ends=stops)]
-        for data, start, stop in zip(out, starts, stops):
-            _check_length(self.url, start, stop, data)
-        return out
-
-
-def _check_length(url: str, start: int, stop: int, data: bytes) -> None:
-    if len(data) != stop - start:
-        raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
 __all__ = ["RumiParser", "check_stack_dim", "object_store_registry", "readable_with_defaults",

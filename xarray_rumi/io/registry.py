@@ -1,0 +1,208 @@
+"""Exact byte ranges through an obstore registry: how VirtualiZarr hands a parser its file.
+
+VirtualiZarr gives a parser a URL and an ``ObjectStoreRegistry``
+(``obspec_utils``) holding the caller's stores and credentials.
+:class:`RegistrySource` reads through it as
+:class:`~xarray_rumi.io.source.ByteSource` reads through fsspec: every answer
+checked by length, transient failures retried under a
+:class:`~xarray_rumi.io.retry.RetryPolicy`, and a range past the end of the
+file a :class:`~xarray_rumi.io.source.FileEndedError`, never retried, which
+readers name (``frames.truncated``, ``file-profile.truncated``).
+
+obstore reports failures as its own exception types, with the HTTP status
+only in the message; :func:`as_os_error` turns them into the errors
+:func:`~xarray_rumi.io.retry.retried` classifies.  A range past the end shows
+in three ways: a short answer, an error (a 416, or a local store's "range
+was invalid"), or, from ``obstore.get_ranges`` (obstore 0.12), a Rust panic
+when the answer to the ranges it merged into one request is shorter than
+they are (the file ended, or the body was cut in transit).  Each asks the
+file's size once, which tells a file that ends there from a failure in
+transit, which is retried.
+
+The stores keep their own retries (object_store's ``RetryConfig``) as their
+owner configured them; the policy here comes on top of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, retried
+from .source import FileEndedError
+
+#: How obstore's messages name a failed request's HTTP status.
+_STATUS = re.compile(r"status code: (\d{3})")
+#: How obstore's messages (its reqwest client's) name a connection or a body that broke in transit.
+_IN_TRANSIT = ("error sending request", "body error", "connection closed", "connection reset", "timed out")
+#: How a local store names a range that starts at or past the end of the file.
+_INVALID_RANGE = ("range was invalid", "InvalidRange")
+
+
+class StoreStatusError(OSError):
+    """An object store's answer with an HTTP status, which :mod:`xarray_rumi.io.retry` classifies by ``status``."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def as_os_error(exc: BaseException) -> BaseException:
+    """``exc``, an obstore error, as the ``OSError`` that says the same: missing, refused, a status, in transit.
+
+    >>> from xarray_rumi.io.retry import is_transient
+    >>> class GenericError(Exception): pass
+    >>> error = as_os_error(GenericError("Error performing GET http://h/a - Server returned non-2xx status code: "
+    ...                                  "503 Service Unavailable\\n\\nDebug source: ..."))
+    >>> error.status, is_transient(error), str(error)
+    (503, True, 'Error performing GET http://h/a - Server returned non-2xx status code: 503 Service Unavailable')
+    """
+    if isinstance(exc, OSError):   # obstore raises FileNotFoundError itself for a missing object
+        return exc
+    message = str(exc).split("\n\nDebug source:")[0].strip() or type(exc).__name__
+    name = type(exc).__name__
+    if name == "NotFoundError":
+        return FileNotFoundError(message)
+    if name in ("PermissionDeniedError", "UnauthenticatedError"):
+        return PermissionError(message)
+    status = _STATUS.search(message)
+    if status:
+        return StoreStatusError(int(status.group(1)), message)
+    if any(words in message for words in _IN_TRANSIT):
+        return TransientReadError(message)
+    return OSError(message)
+
+
+def _past_the_end(exc: BaseException) -> bool:
+    """Whether ``exc`` may mean that a range starts past the end of the file (the size then says)."""
+    if type(exc).__name__ == "PanicException":   # get_ranges' panic, see the module's description
+        return True
+    status = getattr(exc, "status", None)
+    return status == 416 or any(words in str(exc) for words in _INVALID_RANGE)
+
+
+@dataclass(frozen=True, eq=False)
+class RegistrySource:
+    """Exact byte ranges of ``url`` through an obstore ``registry``: the opener's byte source for VirtualiZarr.
+
+    >>> import os, tempfile, obstore
+    >>> from obspec_utils.registry import ObjectStoreRegistry
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.bin")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"abcdef")
+    >>> source = RegistrySource(f"file://{path}", ObjectStoreRegistry({"file://": obstore.store.LocalStore()}))
+    >>> source.read(1, 4), source.read_many([0, 4], [2, 6]), source.size()
+    (b'bcd', [b'ab', b'ef'], 6)
+    >>> source.read(4, 9)
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.io.source.FileEndedError: short read from file://...x.bin: bytes 4-9 run past its end at byte 6 (3 bytes missing)
+    """
+
+    url: str
+    registry: object = field(repr=False)
+    #: how reads are retried when they fail in transit
+    retry: RetryPolicy = DEFAULT_POLICY
+    #: the registry holds the credentials: nothing else tells sources apart (see ``reading.checked.blob_key``)
+    storage_options: dict = field(default_factory=dict, repr=False)
+    #: reads go through the store even for a local file, so the opener's local shortcuts do not apply
+    is_local = False
+
+    @cached_property
+    def _store_path(self):
+        return self.registry.resolve(self.url)
+
+    def size(self) -> int:
+        """The file's size in bytes: one request (a HEAD remotely, a stat locally)."""
+        return int(retried(self._size_once, policy=self.retry, describe=f"the size of {self.url}"))
+
+    def _size_once(self) -> int:
+        import obstore
+
+        store, path = self._store_path
+        try:
+            return int(obstore.head(store, path)["size"])
+        except Exception as exc:  # noqa: BLE001 - translated for retried()
+            raise as_os_error(exc) from exc
+
+    def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
+        """Bytes ``[start, stop)``; without ``exact`` the answer stops at the end of the file, never past it."""
+        if not exact:  # a first read that may run past the end of a small file
+            stop = min(stop, self.size())
+        if stop <= start:
+            return b""
+        return self.read_many([start], [stop])[0]
+
+    def read_many(self, starts, stops) -> list[bytes]:
+        """Several exact ranges, in one ``obstore.get_ranges`` call (one for one range); only failed ones again."""
+        starts, stops = [int(s) for s in starts], [int(s) for s in stops]
+        out: list[bytes | None] = [b"" if b <= a else None for a, b in zip(starts, stops)]
+        failed: list[str] = []  # the range the error names
+
+        def attempt() -> list[bytes]:
+            missing = [i for i, data in enumerate(out) if data is None]
+            if not missing:
+                return out
+            sizes: list[int] = []  # asked at most once an attempt
+            ranges = [(starts[i], stops[i]) for i in missing]
+            try:
+                answers = self._get(*zip(*ranges))
+            except Exception as exc:  # noqa: BLE001 - translated, then classified by retried()
+                error = as_os_error(exc)
+                if _past_the_end(error):
+                    self._raise_if_past_the_end(ranges, sizes)
+                failed[:] = [_describe(ranges, self.url)]
+                raise error from exc
+            except BaseException as exc:
+                if type(exc).__name__ != "PanicException":
+                    raise   # KeyboardInterrupt and the like
+                # obstore's panic for a merged answer shorter than the ranges it covers: the file
+                # ends there, or the body was cut in transit (another try may get it whole)
+                self._raise_if_past_the_end(ranges, sizes)
+                failed[:] = [_describe(ranges, self.url)]
+                raise TransientReadError(f"short read from {self.url}: {exc}") from exc
+            for i, data in zip(missing, answers):
+                failed[:] = [_describe([(starts[i], stops[i])], self.url)]
+                out[i] = self._checked(starts[i], stops[i], data, sizes)
+            return out
+
+        return retried(attempt, policy=self.retry, describe=lambda: (
+            failed[0] if failed else f"{len(starts)} byte ranges of {self.url}"))
+
+    def _get(self, starts, stops) -> list[bytes]:
+        import obstore
+
+        store, path = self._store_path
+        if len(starts) == 1:
+            return [bytes(obstore.get_range(store, path, start=starts[0], end=stops[0]))]
+        return [bytes(b) for b in obstore.get_ranges(store, path, starts=starts, ends=stops)]
+
+    def _checked(self, start: int, stop: int, data: bytes, sizes: list[int]) -> bytes:
+        """``data`` if it is exactly the range; else why not (past the end, cut in transit, the whole object)."""
+        if len(data) > stop - start:
+            raise OSError(f"the store ignored the byte range: {self.url} bytes {start}-{stop} gave {len(data)} bytes")
+        if len(data) < stop - start:
+            self._raise_if_past_the_end([(start, stop)], sizes)
+            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
+        return data
+
+    def _raise_if_past_the_end(self, ranges: list[tuple[int, int]], sizes: list[int]) -> None:
+        """Raise :class:`FileEndedError` for the first of ``ranges`` the file does not hold; ``sizes`` caches the size."""
+        if not sizes:
+            try:
+                sizes.append(self._size_once())
+            except Exception:  # noqa: BLE001 - the size is unknown: the read's own error is the one to report
+                return
+        for start, stop in ranges:
+            if stop > sizes[0]:
+                raise FileEndedError(self.url, start, stop, sizes[0])
+
+
+def _describe(ranges: list[tuple[int, int]], url: str) -> str:
+    if len(ranges) == 1:
+        return f"bytes {ranges[0][0]}-{ranges[0][1]} of {url}"
+    return f"{len(ranges)} byte ranges of {url}"
+
+
+__all__ = ["RegistrySource", "StoreStatusError", "as_os_error"]
