@@ -16,16 +16,30 @@ from ..errors import RumiFormatError
 from .dtypes import SampleType, sample_type
 from .geo import Georeferencing
 from .grid import FrameGrid, FrameUnit
-from .layout import BIGTIFF_HEADER_SIZE, IFD_OFFSET, IFD_SIZE, TAG_COUNT, base_frame_offset, external_sizes
+from .layout import (
+    BIGTIFF_HEADER_SIZE,
+    BITS_PER_SAMPLE,
+    GEO_KEY_DIRECTORY,
+    IFD_OFFSET,
+    IFD_SIZE,
+    IMAGE_LENGTH,
+    IMAGE_WIDTH,
+    MODEL_TRANSFORMATION,
+    SAMPLE_FORMAT,
+    SAMPLES_PER_PIXEL,
+    TAG_COUNT,
+    TILE_BYTE_COUNTS,
+    TILE_LENGTH,
+    TILE_OFFSETS,
+    TILE_WIDTH,
+    base_frame_offset,
+    external_sizes,
+)
 from .limits import DEFAULT_LIMITS, Limits
 
 SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
 TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
 _TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
-
-IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 277
-TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
-SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
 
 #: (tag, name, type); counts depend on B and N, see :func:`expected_counts`.
 FIXED_TAGS = (
@@ -116,7 +130,9 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
     header = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
     ifd = struct.pack("<Q", TAG_COUNT) + b"".join(entries) + struct.pack("<Q", 0)
     prefix = header + ifd + b"".join(external)
-    assert len(prefix) == base, "layout.base_frame_offset and the IFD writer disagree"
+    if len(prefix) != base:  # a bug here, never bad input: frames written after it would be located wrong
+        raise RuntimeError(f"internal error: the IFD writer made {len(prefix)} bytes before the frames, "
+                           f"layout.base_frame_offset says {base}")
     return prefix
 
 

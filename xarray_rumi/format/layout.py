@@ -12,6 +12,11 @@ import numpy as np
 from ..errors import RumiFormatError
 from .grid import FrameGrid
 
+# The eleven tags of the fixed IFD (spec: *The fixed IFD*), by number.
+IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 277
+TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
+SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
+
 BIGTIFF_HEADER_SIZE = 16
 IFD_OFFSET = 16
 TAG_COUNT = 11
@@ -29,12 +34,12 @@ def external_sizes(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
     """
     b, n = samples_per_pixel, frame_count
     sizes = {
-        258: 2 * b if b >= 5 else 0,
-        324: 8 * n if n >= 2 else 0,
-        325: 4 * n if n >= 3 else 0,
-        339: 2 * b if b >= 5 else 0,
-        34264: MODEL_TRANSFORMATION_SIZE,
-        34735: GEO_KEY_DIRECTORY_SIZE,
+        BITS_PER_SAMPLE: 2 * b if b >= 5 else 0,
+        TILE_OFFSETS: 8 * n if n >= 2 else 0,
+        TILE_BYTE_COUNTS: 4 * n if n >= 3 else 0,
+        SAMPLE_FORMAT: 2 * b if b >= 5 else 0,
+        MODEL_TRANSFORMATION: MODEL_TRANSFORMATION_SIZE,
+        GEO_KEY_DIRECTORY: GEO_KEY_DIRECTORY_SIZE,
     }
     return {tag: size for tag, size in sizes.items() if size}
 

@@ -26,7 +26,8 @@ from ._geozl_into import into_decoder
 #: read by decoders built on openzl 0.2 and 0.3 alike.
 FORMAT_VERSION = 24
 MIN_READ_VERSION, MAX_READ_VERSION = 8, 27
-_MAGIC_TAIL = bytes.fromhex("a5b1d7")  # bytes 1..3 of every OpenZL frame
+#: Bytes 1..3 of every OpenZL frame; byte 0 is ``0xC0`` + the frame format version.
+MAGIC_TAIL = bytes.fromhex("a5b1d7")
 
 #: Recipes that use only OpenZL's built-in codecs: any OpenZL decoder reads them.
 PORTABLE_RECIPES = ("id>zstd", "delta_1d>zstd", "id>transpose>zstd", "delta_1d>transpose>zstd", "id>field_lz")
@@ -43,7 +44,7 @@ def frame_version(frame: bytes | memoryview) -> int:
     24
     """
     head = bytes(frame[:4])
-    if len(head) < 4 or head[1:] != _MAGIC_TAIL or not 0xC0 + MIN_READ_VERSION <= head[0] <= 0xC0 + MAX_READ_VERSION:
+    if len(head) < 4 or head[1:] != MAGIC_TAIL or not 0xC0 + MIN_READ_VERSION <= head[0] <= 0xC0 + MAX_READ_VERSION:
         raise RumiFormatError("frame.openzl", f"the frame does not start with an OpenZL frame header (got {head.hex()})")
     return head[0] - 0xC0
 

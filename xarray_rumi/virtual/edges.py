@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.blob import Header
 from ..format.grid import FrameGrid
-from ..frames.codec import frame_version
+from ..frames.codec import MAGIC_TAIL, frame_version
 
 #: Leading bytes before a right-edge frame of an ambiguous grid.
 RIGHT_EDGE = 1
@@ -51,8 +51,6 @@ RIGHT_EDGE_DODGING = 3
 DODGING = 2
 #: The shifts that mark a right-edge frame.
 RIGHT_EDGE_SHIFTS = (RIGHT_EDGE, RIGHT_EDGE_DODGING)
-#: Bytes 1..3 of every OpenZL frame (byte 0 is ``0xC0`` + the format version).
-_MAGIC_TAIL = bytes.fromhex("a5b1d7")
 
 
 def ambiguous_edges(grid: FrameGrid) -> bool:
@@ -80,7 +78,7 @@ def frame_shift(data) -> int:
     head = bytes(data[:RIGHT_EDGE_DODGING + 4])
     for shift in range(RIGHT_EDGE_DODGING + 1):
         # bytes 1..3 of the magic first: one comparison a shift, no exception on the way to the frame
-        if head[shift + 1:shift + 4] == _MAGIC_TAIL:
+        if head[shift + 1:shift + 4] == MAGIC_TAIL:
             try:
                 frame_version(head[shift:shift + 4])
             except RumiFormatError:
