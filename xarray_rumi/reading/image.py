@@ -243,10 +243,6 @@ class RumiImage:
         """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given)."""
         return decode_frame(payload, self.sample_type, self.grid.frame_shape(index), verify=self.verify, out=out)
 
-    def read_frames(self, indices) -> list[np.ndarray]:
-        """Frames ``indices``, each ``(bands, h, w)``, decoded in order."""
-        return [self.decode(k, payload) for k, payload in self.iter_payloads(indices)]
-
     def read(self, bands: slice = slice(None), rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
         """The ``(band, y, x)`` window of contiguous slices, reading only the frames it touches."""
         window = [range(*s.indices(n)) for s, n in zip((bands, rows, cols), self.grid.shape)]

@@ -23,7 +23,11 @@ so grid-aligned files share it.
 References written by xarray-rumi 0.1.0 carried per-file tables instead
 (``right_edge_lengths``, ``bottom_edge_lengths``: the reference lengths of
 each edge; ``moved_lengths``: ``[reference length, leading bytes to
-skip]``); a configuration that has them is still read by them.
+skip]``); a configuration that has them is still read by them.  They stay
+because such stored metadata cannot be read any other way: its right-edge
+references are not shifted (without the tables they would decode as
+bottom-edge frames, silently wrong), and its moved references skip any
+number of leading bytes, not only the 1 to 3 the frame magic is looked for in.
 """
 
 from __future__ import annotations

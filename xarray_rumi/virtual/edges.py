@@ -17,10 +17,10 @@ bytes before the frame were ``A5 B1`` and a frame at OpenZL version 23
 such a misreading fails to decode rather than give other values.  The shift
 is the message:
 
-- :data:`RIGHT_EDGE` (1 byte, or :data:`RIGHT_EDGE_DODGING`, 3, where one
-  more byte would make the reference exactly as long as a raw chunk): a
+- :data:`RIGHT_EDGE` (1 byte, or :data:`RIGHT_EDGE_AT_RAW_LENGTH`, 3, where
+  one more byte would make the reference exactly as long as a raw chunk): a
   right-edge frame of a grid whose edges are ambiguous;
-- :data:`DODGING` (2 bytes): any other frame whose compressed length equals
+- :data:`RAW_LENGTH` (2 bytes): any other frame whose compressed length equals
   the byte size of a chunk, so that no reference can pass for raw chunk bytes
   in a reader that has lost the codec;
 - none: every other frame.
@@ -43,14 +43,17 @@ from ..format.blob import Header
 from ..format.grid import FrameGrid
 from ..frames.codec import MAGIC_TAIL, frame_version
 
+# The values are written into stored references (each moves a reference's start and length): never change them.
 #: Leading bytes before a right-edge frame of an ambiguous grid.
 RIGHT_EDGE = 1
-#: The same, where :data:`RIGHT_EDGE` would make the reference as long as a raw chunk.
-RIGHT_EDGE_DODGING = 3
-#: Leading bytes before any other frame as long as a raw chunk.
-DODGING = 2
+#: Leading bytes before any other frame exactly as long as a raw chunk, so that its reference is not.
+RAW_LENGTH = 2
+#: Leading bytes before a right-edge frame that :data:`RIGHT_EDGE` would make exactly as long as a raw chunk.
+RIGHT_EDGE_AT_RAW_LENGTH = 3
 #: The shifts that mark a right-edge frame.
-RIGHT_EDGE_SHIFTS = (RIGHT_EDGE, RIGHT_EDGE_DODGING)
+RIGHT_EDGE_SHIFTS = (RIGHT_EDGE, RIGHT_EDGE_AT_RAW_LENGTH)
+#: The largest shift: how far before its reference a frame can begin.
+LARGEST_SHIFT = max(RIGHT_EDGE, RAW_LENGTH, RIGHT_EDGE_AT_RAW_LENGTH)
 
 
 def ambiguous_edges(grid: FrameGrid) -> bool:
@@ -75,8 +78,8 @@ def frame_shift(data) -> int:
     >>> frame_shift(bytes.fromhex("d8a5b1d7")), frame_shift(bytes.fromhex("00d8a5b1d7"))
     (0, 1)
     """
-    head = bytes(data[:RIGHT_EDGE_DODGING + 4])
-    for shift in range(RIGHT_EDGE_DODGING + 1):
+    head = bytes(data[:LARGEST_SHIFT + 4])
+    for shift in range(LARGEST_SHIFT + 1):
         # bytes 1..3 of the magic first: one comparison a shift, no exception on the way to the frame
         if head[shift + 1:shift + 4] == MAGIC_TAIL:
             try:
@@ -116,8 +119,8 @@ def chunk_references(headers: list[Header]) -> ChunkReferences:
     starts, lengths, moved = [], [], 0
     for header in headers:
         length = header.byte_counts()
-        shift = np.where(right, np.where(length + RIGHT_EDGE == chunk_bytes, RIGHT_EDGE_DODGING, RIGHT_EDGE),
-                         np.where(length == chunk_bytes, DODGING, 0))
+        shift = np.where(right, np.where(length + RIGHT_EDGE == chunk_bytes, RIGHT_EDGE_AT_RAW_LENGTH, RIGHT_EDGE),
+                         np.where(length == chunk_bytes, RAW_LENGTH, 0))
         start = header.offsets() - shift
         if start.size and start.min() < 0:   # cannot happen: the 252-byte IFD comes first
             raise ValueError("a reference cannot start before the file")
