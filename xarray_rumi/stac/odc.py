@@ -117,7 +117,8 @@ class RumiMDParser:
             for key in [k for k in bands if k[0] == name]:
                 del bands[key]
             for index in range(1, header.grid.samples_per_pixel + 1):
-                odc_band = group.bands.get((name, index))
+                # odc's own reading of the asset: raster:bands, or stac_cfg's (one band when it names the asset)
+                odc_band = group.bands.get((name, index)) or group.bands.get((name, 1))
                 stac_band = described[index - 1] if index <= len(described) else {}
                 bands[(name, index)] = RasterBandMetadata(
                     data_type=str(header.sample_type.dtype),
