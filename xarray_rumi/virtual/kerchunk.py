@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 
 import numpy as np
 
 from ..datamodel.coords import GRID_MAPPING
 from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
+from ..io.urls import absolute
 from ..reading.open import open_image
 from .chunks import zarr_dtype
 from .codec import OpenZLCodec
@@ -99,9 +99,10 @@ def layout_references(layout: Layout) -> dict:
     }
     if layout.stack_dim is not None:
         attrs["rumi_sources"] = list(layout.sources)
-    refs = {".zgroup": _json({"zarr_format": 2}), ".zattrs": _json({})}
-    refs[f"{VARIABLE}/.zarray"] = _json(_zarray(layout.shape, layout.chunks, zarr_dtype(sample), codec.get_config()))
-    refs[f"{VARIABLE}/.zattrs"] = _json(attrs)
+    refs = {".zgroup": compact_json({"zarr_format": 2}), ".zattrs": compact_json({})}
+    zarray = _zarray(layout.shape, layout.chunks, zarr_dtype(sample), codec.get_config())
+    refs[f"{VARIABLE}/.zarray"] = compact_json(zarray)
+    refs[f"{VARIABLE}/.zattrs"] = compact_json(attrs)
 
     keys = _chunk_keys(grid)
     for n, url in enumerate(layout.sources):
@@ -131,14 +132,14 @@ def consolidated(refs: dict) -> dict:
     entries = {k: v for k, v in refs["refs"].items() if k != ".zmetadata"}
     metadata = {k: v if isinstance(v, dict) else json.loads(v) for k, v in entries.items()
                 if k.rsplit("/", 1)[-1] in _METADATA}
-    return {**refs, "refs": {**entries, ".zmetadata": _json({"zarr_consolidated_format": 1, "metadata": metadata})}}
+    zmetadata = compact_json({"zarr_consolidated_format": 1, "metadata": metadata})
+    return {**refs, "refs": {**entries, ".zmetadata": zmetadata}}
 
 
 def _chunk_keys(grid) -> list[str]:
     """``band.row.col`` of every frame, in frame-index order."""
-    position, band = np.divmod(np.arange(grid.frame_count, dtype=np.int64), grid.frames_per_position)
-    row, col = np.divmod(position, grid.tiles_across)
-    return [f"{b}.{r}.{c}" for b, r, c in zip(band.tolist(), row.tolist(), col.tolist())]
+    rows, cols, bands = grid.frame_locations()
+    return [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]
 
 
 def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
@@ -155,23 +156,25 @@ def _inline(name: str, values: np.ndarray, dims: list[str], attrs: dict) -> dict
     values = np.array(values, order="C")  # ascontiguousarray would make a 0-d array 1-d
     key = ".".join("0" for _ in values.shape) or "0"
     return {
-        f"{name}/.zarray": _json(_zarray(values.shape, values.shape, values.dtype, None)),
-        f"{name}/.zattrs": _json({"_ARRAY_DIMENSIONS": dims, **attrs}),
+        f"{name}/.zarray": compact_json(_zarray(values.shape, values.shape, values.dtype, None)),
+        f"{name}/.zattrs": compact_json({"_ARRAY_DIMENSIONS": dims, **attrs}),
         f"{name}/{key}": "base64:" + base64.b64encode(values.astype(values.dtype.newbyteorder("<")).tobytes()).decode(),
     }
 
 
-def _json(value) -> str:
+def compact_json(value) -> str:
+    """``value`` as a reference set stores its metadata: JSON without spaces.
+
+    >>> compact_json({"zarr_format": 2, "chunks": [1, 2]})
+    '{"zarr_format":2,"chunks":[1,2]}'
+    """
     return json.dumps(value, separators=(",", ":"))
 
 
 def reference_url(path) -> str:
-    """Where references point for ``path``: a URL as it is, a local path made absolute.
+    """Where references point for ``path``: a URL as it is, a local path (or ``file://`` URL) made absolute.
 
     >>> reference_url("https://example.com/a.rumi"), reference_url("file:///data/a.rumi")
     ('https://example.com/a.rumi', '/data/a.rumi')
     """
-    path = os.fspath(path)
-    if "://" in path and not path.startswith("file://"):
-        return path
-    return os.path.abspath(path.removeprefix("file://"))
+    return absolute(path)

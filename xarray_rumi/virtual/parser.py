@@ -40,6 +40,7 @@ from ..reading.open import caller_georeferencing, open_image
 from .chunks import OpenZLChunks, zarr_dtype
 from .codec import OpenZLBytesCodec, OpenZLZarrCodec
 from .edges import chunk_references
+from .kerchunk import compact_json
 
 
 class RumiParser:
@@ -210,7 +211,7 @@ def virtual_cube_references(images: Sequence, dim: str) -> dict:
     refs = readable_with_defaults(cube.vz.to_kerchunk(format="dict"))
     attrs = json.loads(refs["refs"][f"{VARIABLE}/.zattrs"])
     attrs["rumi_sources"] = list(layout.sources)
-    refs["refs"][f"{VARIABLE}/.zattrs"] = _json(attrs)
+    refs["refs"][f"{VARIABLE}/.zattrs"] = compact_json(attrs)
     return refs
 
 
@@ -239,12 +240,12 @@ def readable_with_defaults(refs: dict) -> dict:
             out[f"{name}0"] = "base64:" + base64.b64encode(value.tobytes()).decode()
             out.pop(name, None)   # VirtualiZarr's 0-d key ("name/"), which zarr never asks for
         zarray["fill_value"] = None
-        out[key] = _json(zarray)
+        out[key] = compact_json(zarray)
         attrs_key = f"{name}.zattrs"
         if attrs_key in out:
             attrs = json.loads(out[attrs_key])
             attrs.pop("_FillValue", None)
-            out[attrs_key] = _json(attrs)
+            out[attrs_key] = compact_json(attrs)
     return {**refs, "refs": out}
 
 
@@ -273,10 +274,6 @@ def object_store_registry(urls: Sequence[str]):
             store = from_url(prefix)
         registry.register(prefix, store)
     return registry
-
-
-def _json(value) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 __all__ = ["RumiParser", "check_stack_dim", "object_store_registry", "readable_with_defaults",
