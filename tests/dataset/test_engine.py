@@ -20,7 +20,6 @@ from servers import RangeServer
 import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.dataset.engine import RumiBackendEntrypoint
-from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 
 SHAPE = (3, 37, 45)  # 3 x 3 grid positions of 16 px with cut edges (5 rows, 13 columns)
@@ -215,89 +214,3 @@ def test_grid_shapes(tmp_path, shape, tile, unit):
         assert ds.band_data.chunks == (cut(shape[0], bands), cut(shape[1], tile_length), cut(shape[2], tile_width))
         assert same_values(ds.band_data.values, values)
         assert same_values(ds.band_data.isel(x=[shape[2] - 1, 0]).values, values[:, :, [shape[2] - 1, 0]])
-
-
-def test_multi_frame_windows_decode_in_parallel(written, monkeypatch):
-    """A lazy window over several frames decodes them on the calling thread and the idle cores."""
-    import threading
-
-    import xarray_rumi.reading.image as reader
-
-    _, files = written
-    path, blob, values = files["float64", "tile"]
-    threads = []
-
-    def recording(*args, **kwargs):
-        threads.append(threading.get_ident())
-        return decode(*args, **kwargs)
-
-    decode = reader.decode_frame
-    monkeypatch.setattr(reader, "decode_frame", recording)
-    monkeypatch.setattr("xarray_rumi.runtime.threads.computing_threads", lambda: 2)
-    da = xr.open_dataset(path, engine="rumi", header=blob).band_data
-    assert same_values(da[:, 10:30, 5:40].values, values[:, 10:30, 5:40])
-    assert len(threads) == 3 * 2 * 3 and threading.get_ident() in threads
-    threads.clear()
-    assert same_values(da[0, :16, :16].values, values[0, :16, :16])  # one frame: no pool
-    assert threads == [threading.get_ident()]
-
-
-def test_damaged_frame_in_a_multi_frame_window_raises(written, tmp_path):
-    _, files = written
-    path, blob, _ = files["uint16", "cell"]
-    damaged = bytearray(path.read_bytes())
-    header = Header.from_bytes(blob)
-    start, stop = header.ranges(np.array([4]))
-    damaged[int(start[0]) + 20: int(stop[0]) - 4] = bytes(int(stop[0]) - 24 - int(start[0]))
-    (tmp_path / "d.rumi").write_bytes(bytes(damaged))
-    ds = xr.open_dataset(tmp_path / "d.rumi", engine="rumi", header=blob)
-    with pytest.raises(RumiFormatError, match="frame"):
-        ds.band_data.values
-    assert same_values(ds.band_data[:, :16, :16].values, files["uint16", "cell"][2][:, :16, :16])
-
-
-def test_batches_overlap_and_at_most_one_a_thread_is_held(written, monkeypatch):
-    """A read over many batches never leaves a thread waiting at a batch's end, and holds one batch a thread at most.
-
-    One frame per batch, two threads: the first frame's decoding waits until
-    the other thread has started on the next batch, which happens only if
-    that batch was fetched before the first finished; and each fetch happens
-    only once every frame two batches back is decoded (the bound on
-    compressed bytes held).
-    """
-    import threading
-
-    import xarray_rumi.reading.image as reader
-    from xarray_rumi.reading.image import RumiImage
-
-    _, files = written
-    path, blob, values = files["uint16", "tile"]
-    monkeypatch.setattr(reader, "DECODE_BATCH", 1)
-    monkeypatch.setattr("xarray_rumi.runtime.threads.computing_threads", lambda: 2)
-    decoded, decoded_at_fetch, started = [], [], []
-    next_batch_started, first_waited, lock = threading.Event(), [], threading.Lock()
-
-    def recording_decode(*args, **kwargs):
-        with lock:
-            first = not started
-            started.append(1)
-        if first:
-            first_waited.append(next_batch_started.wait(timeout=10))
-        else:
-            next_batch_started.set()
-        result = decode(*args, **kwargs)
-        decoded.append(1)
-        return result
-
-    def recording_fetch(self, *args, **kwargs):
-        decoded_at_fetch.append(len(decoded))
-        return fetch(self, *args, **kwargs)
-
-    decode, fetch = reader.decode_frame, RumiImage.fetch
-    monkeypatch.setattr(reader, "decode_frame", recording_decode)
-    monkeypatch.setattr(RumiImage, "fetch", recording_fetch)
-    da = xr.open_dataset(path, engine="rumi", header=blob).band_data
-    assert same_values(da.values, values)
-    assert first_waited == [True]
-    assert len(decoded_at_fetch) == len(decoded) == 3 * 3 * 3
-    assert all(done >= k - 1 for k, done in enumerate(decoded_at_fetch))

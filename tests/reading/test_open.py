@@ -80,18 +80,3 @@ def test_a_caller_georeferencing_object_is_used_as_given(written):
     given = xarray_rumi.open_image(path, header=blob).georeferencing
     assert isinstance(given, xarray_rumi.Georeferencing)
     assert xarray_rumi.open_image(path, header=blob, georeferencing=given).georeferencing == given
-
-
-def test_an_opened_image_shows_itself_in_one_readable_line(written, tmp_path):
-    path, blob, _ = written
-    shown = repr(xarray_rumi.open_image(path, blob))
-    assert shown == (f"<RumiImage {path}: 2 bands x 20 rows x 30 columns, uint16, 8 frames (tile, 16 x 16 px), "
-                     "EPSG:32633>")
-    cint = str(tmp_path / "c.rumi")
-    xarray_rumi.write(cint, np.zeros((1, 4, 6), "complex64"), tile_size=(2, 3), frame_unit="cell",
-                      sample_type="cint16")
-    assert repr(xarray_rumi.open_image(cint)) == (
-        f"<RumiImage {cint}: 1 band x 4 rows x 6 columns, cint16 (read as complex64), 4 frames (tile, 2 x 3 px), "
-        "no CRS>")
-    unread = repr(xarray_rumi.open_image(path, blob, georeferencing=False))
-    assert unread.endswith("no CRS>") and "\n" not in unread and len(unread) < 200

@@ -71,19 +71,6 @@ def test_every_shape(tmp_path, name, dtype, unit):
         assert np.array_equal(image.read(*window), values[window])
 
 
-@pytest.mark.parametrize("unit", ["tile", "cell"])
-def test_windows_read_only_what_they_ask(tmp_path, unit):
-    values = ramp((4, 45, 38), "int32")
-    path, blob, _ = make(tmp_path, values, tile_size=(16, 8), frame_unit=unit)
-    image = xarray_rumi.open_image(path, blob)
-    rng = np.random.default_rng(9)
-    for _ in range(25):
-        b0, y0, x0 = (int(rng.integers(0, n)) for n in values.shape)
-        b1, y1, x1 = (int(rng.integers(lo + 1, n + 1)) for lo, n in zip((b0, y0, x0), values.shape))
-        window = (slice(b0, b1), slice(y0, y1), slice(x0, x1))
-        assert np.array_equal(image.read(*window), values[window])
-
-
 def test_auto_compression_round_trips(tmp_path):
     y, x = np.mgrid[0:70, 0:90]
     smooth = np.stack([(1000 + 3 * y + 2 * x + b * 7) for b in range(3)]).astype(np.uint16)
