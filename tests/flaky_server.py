@@ -19,7 +19,9 @@ Faults:
 ``"truncated"``
     half of the body, with a ``Content-Length`` that agrees: only the reader's length check can tell.
 ``"slow"``
-    the response is held back ``delay`` seconds (a client with a shorter timeout gives up).
+    the response is held until the client hangs up (its timeout: it gave up), and then
+    ``client_gave_up`` is set and nothing is sent; a client that waits ``delay`` seconds
+    gets the response then.  No race between two clocks: the client's timeout alone decides.
 ``"flip"``
     one bit of the body is flipped in transit: the transport cannot notice, only a checksum can.
 ``"whole"``
@@ -33,8 +35,9 @@ used up: a persistent failure.  Every request is recorded with the fault it got.
 from __future__ import annotations
 
 import http.client
+import select
+import socket
 import threading
-import time
 import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
@@ -75,6 +78,7 @@ class FlakyProxy(LoopbackServer):
         self._delay = delay
         self._lock = threading.Lock()
         self.requests: list[ProxiedRequest] = []
+        self.client_gave_up = threading.Event()  # a "slow" response's client hung up before it was sent
 
     def _next_fault(self, method: str, path: str, headers) -> str | None:
         if not self._when(method, path, headers):
@@ -98,6 +102,16 @@ class FlakyProxy(LoopbackServer):
             def log_message(self, *args):
                 pass
 
+            def _hung_up_within(self, seconds: float) -> bool:
+                """Whether the client closes the connection within ``seconds``, sending nothing more."""
+                readable, _, _ = select.select([self.connection], [], [], seconds)
+                if not readable:
+                    return False
+                try:
+                    return self.connection.recv(1, socket.MSG_PEEK) == b""
+                except ConnectionError:
+                    return True
+
             def _forward(self):
                 fault = proxy._next_fault(self.command, self.path, self.headers)
                 with proxy._lock:
@@ -112,8 +126,10 @@ class FlakyProxy(LoopbackServer):
                     self._reply(int(fault), {"Content-Type": "application/xml"},
                                 f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode())
                     return
-                if fault == "slow":
-                    time.sleep(proxy._delay)
+                if fault == "slow" and self._hung_up_within(proxy._delay):
+                    proxy.client_gave_up.set()
+                    self.close_connection = True
+                    return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
                 if fault == "whole":
                     headers.pop("Range", None)

@@ -58,11 +58,13 @@ def test_transient_failures_are_retried_and_the_values_are_exact(origin, faults,
 
 
 def test_a_slow_response_times_out_and_is_retried(origin):
+    """The proxy holds the answer until the client gives up, so only the client's timeout decides."""
     server, blob = origin
-    options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=0.5)}}
-    with FlakyProxy(server.url, ["slow"], delay=1.5) as proxy:
+    options = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=2)}}
+    with FlakyProxy(server.url, ["slow"], delay=60) as proxy:
         values = _values(f"{proxy.url}/scene.rumi", blob, storage_options=options)
         assert proxy.faults_injected == ["slow"]
+        assert proxy.client_gave_up.wait(timeout=30)   # it hung up on the held answer
         requests = list(proxy.requests)
     np.testing.assert_array_equal(values, EXPECTED)
     # gave up on the slow answer and asked again for the same bytes, which came at once

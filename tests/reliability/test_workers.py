@@ -9,10 +9,10 @@ only, gated by a marker file created with ``O_EXCL`` (exactly one process wins).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
-import time
 
 import cloudpickle
 import dask
@@ -36,6 +36,7 @@ def client():
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}), distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
     ) as cluster, distributed.Client(cluster) as running:
+        running.register_plugin(_WorkersChanged())
         yield running
 
 
@@ -67,16 +68,40 @@ def _pids(client) -> set[int]:
     return set(client.run(os.getpid).values())
 
 
-def _running_workers(dask_scheduler) -> int:
-    return sum(worker.status.name == "running" for worker in dask_scheduler.workers.values())
+class _WorkersChanged(distributed.diagnostics.plugin.SchedulerPlugin):
+    """On the scheduler: wakes whoever waits for its workers when one joins, leaves or changes status."""
+
+    name = "rumi-tests-workers-changed"
+
+    async def start(self, scheduler) -> None:
+        self.changed = asyncio.Event()
+
+    def add_worker(self, scheduler, worker: str) -> None:
+        self.changed.set()
+
+    def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
+        self.changed.set()
+
+    def log_event(self, topic, msg) -> None:
+        if isinstance(msg, dict) and msg.get("action") == "worker-status-change":
+            self.changed.set()
 
 
-def _wait_for(condition, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout} s for {what}")
-        time.sleep(0.1)
+async def _until_running(count: int, timeout: float, dask_scheduler=None) -> None:
+    """On the scheduler's event loop: return once ``count`` workers run, woken by :class:`_WorkersChanged`."""
+    changed = dask_scheduler.plugins[_WorkersChanged.name].changed
+
+    async def running():
+        # nothing runs between the check and clear() on this one loop, so no change is missed
+        while sum(worker.status.name == "running" for worker in dask_scheduler.workers.values()) < count:
+            changed.clear()
+            await changed.wait()
+
+    try:
+        await asyncio.wait_for(running(), timeout)
+    except asyncio.TimeoutError:
+        statuses = {address: worker.status.name for address, worker in dask_scheduler.workers.items()}
+        raise TimeoutError(f"waited {timeout} s for {count} workers running; the scheduler has {statuses}") from None
 
 
 def _wait_for_two_workers(client, timeout: float = 180) -> None:
@@ -86,10 +111,11 @@ def _wait_for_two_workers(client, timeout: float = 180) -> None:
     cluster's list of workers with snapshots of the scheduler's, racing the
     cluster's own status watcher, and closing the cluster then fails with a
     KeyError for a worker removed that the list no longer held (seen with
-    distributed 2026.7.1).
+    distributed 2026.7.1).  Nor a loop that asks and sleeps: the scheduler
+    itself waits, and wakes when its workers change.
     """
     # generous: under load a nanny takes seconds to start each replacement
-    _wait_for(lambda: client.run_on_scheduler(_running_workers) >= 2, "2 workers running", timeout)
+    client.run_on_scheduler(_until_running, 2, timeout)
 
 
 def test_a_worker_killed_during_a_read_is_retried_and_the_result_is_exact(client, tmp_path):
