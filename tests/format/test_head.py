@@ -22,7 +22,6 @@ from xarray_rumi.format.blob import Header
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameUnit
 from xarray_rumi.format.head import check_blob_against_ifd_head, ifd_head_ranges
-from xarray_rumi.reading.checked import CheckedBlobs
 
 VALUES = np.random.default_rng(3).integers(0, 3000, (2, 40, 48), dtype=np.uint16)
 
@@ -128,10 +127,3 @@ def test_a_lying_blob_met_by_many_threads_is_refused_by_each(scene):
     for t in threads:
         t.join()
     assert errors == ["blob.matches-file"] * 4
-
-
-def test_the_cache_of_checked_blobs_is_bounded_and_forgets_the_oldest():
-    checked = CheckedBlobs(max_entries=3)
-    for key in [b"a", b"b", b"c", b"a", b"d"]:
-        checked.add(key)
-    assert len(checked) == 3 and b"b" not in checked and all(k in checked for k in (b"a", b"c", b"d"))

@@ -16,7 +16,6 @@ import pytest
 
 from xarray_rumi.errors import RumiFormatError
 from xarray_rumi.format.dtypes import sample_type_from_name
-from xarray_rumi.frames import _geozl_into
 from xarray_rumi.frames import codec as frames
 from xarray_rumi.frames.codec import decode_frame, encode_frame
 
@@ -52,21 +51,6 @@ def decoder(request, monkeypatch):
     yield request.param
     if request.param == "fallback":
         assert calls, "the fallback was not taken"
-
-
-def test_unchecked_geozl_versions_get_no_private_decoder():
-    assert _geozl_into.into_decoder("0.20.0") is None
-    assert _geozl_into.into_decoder("1.19.0") is None
-    assert _geozl_into.into_decoder(geozl.__version__) is not None
-
-
-def test_the_private_names_are_used_in_one_module_only():
-    import pathlib
-
-    package = pathlib.Path(frames.__file__).parents[1]
-    users = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
-                   if "geozl._" in path.read_text())
-    assert users == ["frames/_geozl_into.py"]
 
 
 def test_contiguous_out_is_written_in_place_and_returned(decoder):
