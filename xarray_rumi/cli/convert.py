@@ -12,6 +12,8 @@ import os
 import posixpath
 import sys
 
+from ..format.grid import FrameGrid, FrameUnit
+from ..io.urls import is_url
 from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
 from ..writing.write import nodata_note, scale_note
@@ -46,7 +48,7 @@ def run(args) -> int:
     import tqdm  # noqa: F401  (part of the geo extra: missing, main() names the extra before any work)
 
     if len(args.inputs) > 1:
-        if _is_url(args.output):
+        if is_url(args.output):
             import fsspec
 
             fs, root = fsspec.core.url_to_fs(args.output)
@@ -93,17 +95,13 @@ def _refusal(source: str, error: Exception) -> str:
     return message if message.startswith(f"{source}: ") else f"{source}: {message}"
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
 def target_paths(sources: list[str], out: str) -> list[str]:
     """Where each source goes: ``out`` itself for one file, else ``out/<stem>.rumi``.
 
     >>> target_paths(["a/x.tif", "b/y.tiff"], "outdir")
     ['outdir/x.rumi', 'outdir/y.rumi']
     """
-    url = _is_url(out)
+    url = is_url(out)
     if len(sources) == 1 and not out.endswith("/" if url else os.sep) and (url or not os.path.isdir(out)):
         return [out]
     names = [os.path.splitext(posixpath.basename(s.split("?")[0]))[0] + ".rumi" for s in sources]
@@ -174,8 +172,7 @@ def _frame_count(source: str, args) -> int | None:
             bands, rows, cols = src.count, src.height, src.width
     except Exception:  # the conversion itself reports what is wrong with the file
         return None
-    positions = -(-rows // args.tile_size) * -(-cols // args.tile_size)
-    return positions * (bands if args.frame_unit == "tile" else 1)
+    return FrameGrid(cols, rows, args.tile_size, args.tile_size, bands, FrameUnit.parse(args.frame_unit)).frame_count
 
 
 def _summary(results: list[Conversion]) -> None:

@@ -24,6 +24,8 @@ import json
 import os
 import sys
 
+from ..io.urls import is_local, is_url, local_path
+
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import consolidated, layout_references, reference_url
 
@@ -94,8 +96,8 @@ def run(args) -> int:
               f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
         return 0
     several = args.output and len(files) > 1
-    if several and _is_local(args.output):
-        os.makedirs(args.output.removeprefix("file://"), exist_ok=True)
+    if several and is_local(args.output):
+        os.makedirs(local_path(args.output), exist_ok=True)
     for path in files:
         image = _opened(path)
         if image is None:
@@ -114,7 +116,7 @@ def run(args) -> int:
 def _beside_header(path: str):
     """``<path>.header`` when it exists (one HEAD request for a remote file), else ``None``."""
     blob = f"{path}.header"
-    if "://" not in path:
+    if not is_url(path):
         return blob if os.path.exists(blob) else None
     from fsspec.core import url_to_fs
 
@@ -147,10 +149,6 @@ def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> bo
         print(f"rumi refs: cannot write {target}: {exc}", file=sys.stderr)
         return False
     return True
-
-
-def _is_local(url: str) -> bool:
-    return "://" not in url or url.startswith("file://")
 
 
 def _suffix(fmt: str | None) -> str:

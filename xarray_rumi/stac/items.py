@@ -17,6 +17,7 @@ import numpy as np
 
 from ..datamodel.coords import corner_transform
 from ..format.geo import Georeferencing, RasterType
+from ..io.urls import is_url
 from ..reading.open import open_image
 from .read import STAC_HEADER, STAC_MEDIA_TYPE, STAC_RASTER_TYPE, STAC_TRANSFORM
 
@@ -192,7 +193,7 @@ def _item_id(path) -> str:
 
 def _href(path) -> str:
     path = os.fspath(path)
-    return path if "://" in str(path) else os.path.abspath(path)
+    return path if is_url(path) else os.path.abspath(path)
 
 
 def _datetime(value, path, storage_options) -> dt.datetime:
