@@ -16,7 +16,7 @@ from ..format.grid import FrameGrid, FrameUnit
 from ..io.urls import is_url
 from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
-from ..writing.write import nodata_note, scale_note
+from ..writing.data_array import nodata_note, scale_note
 
 
 def add_command(commands) -> None:

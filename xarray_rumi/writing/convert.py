@@ -25,7 +25,8 @@ import warnings
 from dataclasses import dataclass
 
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
-from .write import _scaling, write
+from .data_array import scaling_attributes
+from .write import write
 
 #: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
 CRS_CONFIDENCE = 70
@@ -96,7 +97,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         data = rioxarray.open_rasterio(
             source, chunks={"band": -1, "y": tile_rows, "x": -1}, lock=False, mask_and_scale=False, cache=False
         )
-    scaling = _scaling(data)  # what write would warn about for the DataArray, named in the Conversion instead
+    scaling = scaling_attributes(data)  # what write would warn about for the DataArray, named in the Conversion instead
     try:
         # the bare Dask array: georeferencing is exactly what was decided above
         write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=code, transform=transform,

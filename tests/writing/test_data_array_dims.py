@@ -13,7 +13,7 @@ import xarray as xr
 from affine import Affine
 
 import xarray_rumi
-from xarray_rumi.writing.write import _as_band_array, _named_spatial_dims, band_y_x
+from xarray_rumi.writing.data_array import _named_spatial_dims, as_band_array, band_y_x
 
 TRANSFORM = Affine(10, 0, 399960, 0, -10, 5000040)
 BANDS, ROWS, COLS = 3, 60, 80
@@ -72,7 +72,7 @@ def test_dask_is_transposed_without_loading():
     pixels = _pixels()
     array = _georeferenced(pixels, ("y", "x", "band"), lazy=True)
     with dask.config.set(scheduler=_refuse_compute):
-        values = _as_band_array(array).values
+        values = as_band_array(array).values
     assert dask.is_dask_collection(values) and values.shape == (BANDS, ROWS, COLS)
     assert np.array_equal(values.compute(scheduler="sync"), pixels)
 

@@ -13,7 +13,7 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.cli import main
-from xarray_rumi.writing.write import NodataNotStoredWarning, nodata_note
+from xarray_rumi.writing.data_array import NodataNotStoredWarning, nodata_note
 
 NODATA = -9999
 

@@ -11,7 +11,7 @@ import rioxarray
 import xarray as xr
 
 import xarray_rumi
-from xarray_rumi.writing.write import NodataNotStoredWarning, ScaleNotStoredWarning, scale_note
+from xarray_rumi.writing.data_array import NodataNotStoredWarning, ScaleNotStoredWarning, scale_note
 
 SCALE, OFFSET = 0.01, -273.15
 TRANSFORM = rasterio.Affine(10, 0, 399960, 0, -10, 5000040)

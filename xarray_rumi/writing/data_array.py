@@ -1,0 +1,360 @@
+"""What a DataArray brings to a write: its dimensions by name, its georeferencing, and what rumi cannot store.
+
+``write`` takes numpy and Dask arrays by position, ``(band, y, x)`` or
+``(y, x)``; a DataArray by its dimension names (rioxarray's ``y_dim`` and
+``x_dim``; the other one is the band), with its CRS and a transform checked
+against its coordinates.  Its nodata and its scale and offset have no place
+in a rumi file: they are named in a warning, never dropped without a word.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+
+class WriteInput(NamedTuple):
+    """What ``write`` takes from its ``data`` argument."""
+
+    values: object             #: numpy or Dask array, ``(B, Y, X)``
+    georeferencing: RioGeoreferencing | None  #: a DataArray's CRS and transform, as rioxarray sees them
+    encoding: dict             #: what a DataArray was read with (tile size, frame unit, raster type, sample type)
+    nodata: object = None      #: the value marking missing pixels in a DataArray (not stored: rumi has no place)
+    scaling: dict | None = None  #: a DataArray's scale and offset attributes that are not 1 and 0 (not stored)
+
+
+def as_band_array(data) -> WriteInput:
+    """The array to write, ``(B, Y, X)``, and what a DataArray says about it."""
+    if hasattr(data, "dims") and hasattr(data, "variable"):  # an xarray DataArray
+        found = _data_array_input(data)
+    else:
+        values = data if hasattr(data, "__array_function__") else np.asarray(data)
+        if values.ndim == 2:
+            values = values[None]
+        if values.ndim != 3:
+            raise ValueError(f"data must be (B, Y, X) or (Y, X), got shape {values.shape}")
+        found = WriteInput(values, None, {})
+    if 0 in found.values.shape:
+        raise ValueError(f"cannot write an empty raster of shape {found.values.shape}")
+    return found
+
+
+def _data_array_input(data) -> WriteInput:
+    """A DataArray's values as ``(band, y, x)``, its dimensions found by name, transposed lazily."""
+    band, y, x = band_y_x(data)
+    encoding = dict(data.encoding)
+    if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
+        encoding["raster_type"] = "point"
+    # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
+    geo = _rio_georeferencing(data, y, x)
+    ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
+    return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data))
+
+
+def band_y_x(data) -> tuple:
+    """The names of a DataArray's band (``None`` if 2-D), y and x dimensions, whatever their order.
+
+    y and x are rioxarray's ``rio.y_dim`` and ``rio.x_dim`` (the names it
+    recognises without rioxarray installed); the band is the one other
+    dimension.  A DataArray whose names do not say which is which is refused.
+
+    >>> import numpy as np, xarray as xr
+    >>> band_y_x(xr.DataArray(np.zeros((4, 5, 3)), dims=("y", "x", "band")))
+    ('band', 'y', 'x')
+    >>> band_y_x(xr.DataArray(np.zeros((4, 5)), dims=("longitude", "latitude")))
+    (None, 'latitude', 'longitude')
+    >>> band_y_x(xr.DataArray(np.zeros((3, 4, 5)), dims=("a", "b", "c")))
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot tell which dimensions of ('a', 'b', 'c') are y and x: ...
+    """
+    if data.ndim not in (2, 3):
+        raise ValueError(f"a DataArray to write has a y, an x and at most one band dimension, got dims {data.dims}; "
+                         "select one band dimension's worth with .sel or .isel")
+    spatial = _spatial_dims(data)
+    if spatial is None:
+        raise ValueError(
+            f"cannot tell which dimensions of {data.dims} are y and x: name them y and x (or latitude and "
+            "longitude), give their coordinates CF axis attributes (axis='Y' / 'X'), or call "
+            "da.rio.set_spatial_dims(x_dim=..., y_dim=...); rumi writes (band, y, x) by name, never by position")
+    y, x = spatial
+    others = [dim for dim in data.dims if dim not in (y, x)]
+    return (others[0] if others else None), y, x
+
+
+def _spatial_dims(data) -> tuple | None:
+    """rioxarray's ``(y_dim, x_dim)`` of ``data``, or ``None`` where it finds none."""
+    try:
+        import rioxarray  # noqa: F401  (registers the .rio accessor)
+        from rioxarray.exceptions import MissingSpatialDimensionError
+    except ImportError:
+        return _named_spatial_dims(data)
+    try:
+        return data.rio.y_dim, data.rio.x_dim
+    except MissingSpatialDimensionError:
+        return None
+
+
+def _named_spatial_dims(data) -> tuple | None:
+    """``(y, x)`` as rioxarray finds them (``XRasterBase.__init__``, rioxarray 0.19), for when it is not installed.
+
+    ``y``/``x``, then ``latitude``/``longitude``, then the 1-D coordinates
+    whose CF attributes say Y or X (the last one of each wins, as there).
+    """
+    if "x" in data.dims and "y" in data.dims:
+        return "y", "x"
+    if "longitude" in data.dims and "latitude" in data.dims:
+        return "latitude", "longitude"
+    y = x = None
+    for name, coord in data.coords.items():
+        if coord.dims != (name,):
+            continue
+        axis, standard_name = coord.attrs.get("axis", "").upper(), coord.attrs.get("standard_name", "").lower()
+        if axis == "X" or standard_name in ("longitude", "projection_x_coordinate"):
+            x = name
+        elif axis == "Y" or standard_name in ("latitude", "projection_y_coordinate"):
+            y = name
+    return None if y is None or x is None else (y, x)
+
+
+def _rio_georeferencing(data, y: str, x: str) -> RioGeoreferencing | None:
+    try:
+        import rioxarray  # noqa: F401  (registers the .rio accessor)
+    except ImportError:
+        return None
+    return RioGeoreferencing(data, y, x, data.rio.crs)
+
+
+# --- georeferencing: the transform must put the pixels where the coordinates say --------------------------------
+
+
+class RioGeoreferencing(NamedTuple):
+    """A DataArray's CRS, and its transform computed only when one is to be written."""
+
+    data: object  #: the DataArray as given: dimensions named with rio.set_spatial_dims are known to its accessor only
+    y: str
+    x: str
+    crs: object   #: ``rio.crs``, or ``None``
+
+    def transform(self) -> tuple:
+        """rioxarray's ``rio.transform()``, refused where it would put pixels anywhere but at their coordinates.
+
+        rioxarray takes the resolution from a stored ``GeoTransform`` and the
+        origin from the first coordinates, or both from the first and last
+        coordinates; where it can do neither it returns the identity, without
+        a word.  A stored transform goes stale under ``sortby`` or
+        ``isel(x=slice(None, None, 2))``, so it is kept only while it agrees
+        with the coordinates; else the coordinates' own spacing is used (a y
+        that increases gives a positive y resolution, which rumi stores).
+
+        >>> import numpy as np, xarray as xr, rioxarray
+        >>> da = xr.DataArray(np.zeros((2, 3)), dims=("y", "x"),
+        ...                   coords={"y": [15.0, 5.0], "x": [5.0, 15.0, 25.0]}).rio.write_crs(4326)
+        >>> RioGeoreferencing(da, "y", "x", da.rio.crs).transform()
+        (10.0, 0.0, 0.0, 0.0, -10.0, 20.0)
+        >>> one_row = da.isel(y=[0])
+        >>> RioGeoreferencing(one_row, "y", "x", da.rio.crs).transform()
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot tell the pixel size along y: the DataArray has 1 y coordinate and no stored transform ...
+        """
+        stored = _stored_transform(self.data)
+        if stored is not None and (stored[1] or stored[3]):
+            return stored  # rotated: 1-D coordinates cannot express it, and rioxarray uses it as stored
+        if stored is None:
+            for dim in (self.y, self.x):
+                _check_spacing_known(self.data, dim)
+        inferred = tuple(self.data.rio.transform())[:6]
+        if not self._misplaced(inferred):
+            return inferred
+        # the stored resolution disagrees with the coordinates: take theirs, from the first and last
+        recalculated = tuple(self.data.rio.transform(recalc=True))[:6]
+        misplaced = self._misplaced(recalculated)
+        if misplaced:
+            raise _irregular(self.data, misplaced[0])
+        return recalculated
+
+    def _misplaced(self, transform) -> list[str]:
+        """The dimensions whose coordinates are not the pixel centres ``transform`` gives."""
+        a, _, c, _, e, f = transform
+        return [dim for dim, origin, resolution in ((self.y, f, e), (self.x, c, a))
+                if not _on_grid(self.data, dim, origin, resolution)]
+
+
+def _stored_transform(data) -> tuple | None:
+    """The transform rioxarray keeps (``GeoTransform`` of the grid mapping, else a ``transform`` attribute), if any."""
+    grid_mapping = data.rio.grid_mapping
+    if grid_mapping in data.coords and "GeoTransform" in data.coords[grid_mapping].attrs:
+        text = str(data.coords[grid_mapping].attrs["GeoTransform"])
+        try:
+            c, a, b, f, d, e = (float(v) for v in text.split())  # GDAL's order
+        except ValueError:
+            raise ValueError(f"the GeoTransform of the DataArray's {grid_mapping!r} coordinate is not six "
+                             f"numbers: {text!r}; pass transform=") from None
+        return a, b, c, d, e, f
+    if "transform" in data.attrs:
+        return tuple(float(v) for v in data.attrs["transform"][:6])
+    return None
+
+
+def _coordinates(data, dim: str) -> np.ndarray | None:
+    return np.asarray(data.coords[dim].values, dtype=float) if dim in data.coords else None
+
+
+def _check_spacing_known(data, dim: str) -> None:
+    """Refuse a dimension whose pixel size neither a stored transform nor two coordinates say."""
+    values = _coordinates(data, dim)
+    if values is not None and values.size >= 2:
+        return
+    had = f"no {dim} coordinate" if values is None else f"1 {dim} coordinate"
+    raise ValueError(
+        f"cannot tell the pixel size along {dim}: the DataArray has {had} and no stored transform (rioxarray's "
+        "rio.transform() would give the identity, which is no georeferencing at all); pass "
+        "transform=(x_res, 0, x_origin, 0, y_res, y_origin), or store one with da.rio.write_transform(...)")
+
+
+def _irregular(data, dim: str) -> ValueError:
+    """The refusal of coordinates that no transform reproduces, with the steps between them."""
+    steps = np.diff(_coordinates(data, dim))
+    between = f" (steps from {steps.min():g} to {steps.max():g})" if steps.size else ""
+    return ValueError(
+        f"the DataArray's {dim} coordinates are not a regular grid{between}, so no transform puts every pixel "
+        "where its coordinate says; resample it to a regular grid (da.rio.reproject, da.interp), or pass "
+        "transform= to write it with that transform anyway")
+
+
+def _on_grid(data, dim: str, origin: float, resolution: float) -> bool:
+    """Whether the pixel centres ``origin + resolution * (i + 0.5)`` are ``dim``'s coordinates (where it has them).
+
+    Within a thousandth of a pixel, plus what the coordinates' own precision
+    loses (a float32 northing is only good to half a metre).
+    """
+    values = _coordinates(data, dim)
+    if values is None:
+        return True
+    if resolution == 0:
+        return False
+    centres = origin + resolution * (np.arange(values.size) + 0.5)
+    dtype = data.coords[dim].dtype
+    precision = 4 * float(np.spacing(np.abs(values).max().astype(dtype))) if dtype.kind == "f" else 0.0
+    return bool(np.all(np.abs(centres - values) <= 1e-3 * abs(resolution) + precision))
+
+
+# --- nodata: rumi has no place for it, so a write says so -----------------------------------------------------
+
+
+class NodataNotStoredWarning(UserWarning):
+    """The array written had a nodata value, which a rumi file cannot record."""
+
+
+def nodata_note(value) -> str:
+    """What ``write`` warns and ``rumi convert`` prints when the data had a nodata value.
+
+    >>> nodata_note(-9999.0).split(":")[0]
+    'nodata -9999 is not stored'
+    >>> nodata_note(float("nan")).split(":")[0]
+    'nodata nan is not stored'
+    """
+    return (f"nodata {_number_text(value)} is not stored: rumi has no place for it; pixel values are unchanged; "
+            "pass nodata= to xarray_rumi.stac.item to publish it")
+
+
+def _number_text(value) -> str:
+    """``-9999``, ``nan``, ``0.5``: a number as a person writes it (numpy scalars in their own precision)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):  # a complex nodata, say
+        return str(value)
+    if number.is_integer() and abs(number) < 2**53:
+        return str(int(value) if isinstance(value, (int, np.integer)) else int(number))
+    return str(value)
+
+
+def _nodata(data):
+    """The value marking missing pixels in a DataArray, as rioxarray's ``rio.nodata`` finds it, or ``None``."""
+    try:
+        import rioxarray  # noqa: F401  (registers the .rio accessor)
+    except ImportError:
+        return _attribute_nodata(data)
+    try:
+        return data.rio.nodata
+    except (OverflowError, TypeError, ValueError):  # a value the dtype cannot hold: rioxarray refuses to cast it
+        return _attribute_nodata(data)
+
+
+def _attribute_nodata(data):
+    """``rio.nodata`` without rioxarray: where rioxarray and xarray keep it, in the same order."""
+    encoded = data.encoding.get("_FillValue")
+    if encoded is not None:  # masked when read: the missing pixels are NaN in memory
+        return np.nan if data.dtype.kind in "fc" else encoded
+    for name in ("_FillValue", "missing_value", "fill_value", "nodata"):
+        if data.attrs.get(name) is not None:
+            return data.attrs[name]
+    listed = data.attrs.get("nodatavals")
+    return listed[0] if listed else None
+
+
+# --- scale and offset: rumi has no place for them either, so a write of raw values says so -------------------------
+
+
+class ScaleNotStoredWarning(UserWarning):
+    """The array written carried a scale or an offset in its attributes, which a rumi file cannot record."""
+
+
+#: The attributes that say how raw values scale (CF's, and rioxarray's per band), and their identity values.
+_SCALING = {"scale_factor": 1, "add_offset": 0, "scales": 1, "offsets": 0}
+
+
+def scale_note(scaling: dict) -> str:
+    """What ``write`` warns when raw values carried a scale or an offset: their attribute names and values.
+
+    >>> note = scale_note({"scale_factor": 0.01, "add_offset": -273.15})
+    >>> note.split(";")[0]
+    'scale_factor 0.01 and add_offset -273.15 are not stored: rumi has no place for them'
+    >>> note.split(";")[1]
+    ' pixel values are written as they are, unscaled'
+    >>> scale_note({"scales": (0.5, 1.0)}).split(":")[0]
+    'scales (0.5, 1) are not stored'
+    """
+    plural = len(scaling) > 1 or any(name in ("scales", "offsets") for name in scaling)
+    verb, pronoun = ("are", "them") if plural else ("is", "it")
+    named = " and ".join(f"{name} {_scaling_text(value)}" for name, value in scaling.items())
+    return (f"{named} {verb} not stored: rumi has no place for {pronoun}; pixel values are written as they are, "
+            f"unscaled; decode {pronoun} first (mask_and_scale=True) to write scaled values, or keep {pronoun} "
+            "in your catalog")
+
+
+def _scaling_text(value) -> str:
+    """``0.01``, or ``(0.5, 1)`` for rioxarray's per-band ``scales``."""
+    if np.ndim(value) == 0:
+        return _number_text(value)
+    return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
+
+
+def scaling_attributes(data) -> dict | None:
+    """The scale and offset attributes of a DataArray that change its values, or ``None``.
+
+    Attributes only: ``rioxarray.open_rasterio(..., mask_and_scale=False)``
+    and xarray without CF decoding leave them there, on raw values.  Decoded
+    data keeps them in its encoding and holds the scaled values, which are
+    what is written, so there is nothing to say.  1 and 0 (what
+    ``open_rasterio`` sets on every unscaled raster) change nothing.
+    """
+    changing = {}
+    for name, identity in _SCALING.items():
+        value = data.attrs.get(name)
+        if value is None:
+            continue
+        try:
+            unchanged = np.all(np.asarray(value, dtype=float) == identity)
+        except (TypeError, ValueError):  # an attribute that is not a number: say it as it is
+            unchanged = False
+        if not unchanged:
+            changing[name] = value
+    return changing or None
+
+
+__all__ = ["NodataNotStoredWarning", "ScaleNotStoredWarning", "WriteInput", "as_band_array", "band_y_x", "nodata_note",
+           "scale_note", "scaling_attributes"]
