@@ -220,7 +220,7 @@ def resolve_crs(crs) -> tuple[int, ModelType]:
     """
     if isinstance(crs, (int, str)):
         # An EPSG code or a string names one CRS for good: resolve it once per process
-        # (pyproj costs ~0.1 ms, as much as the rest of opening an image with a blob).
+        # (pyproj costs as much as the rest of opening an image with a blob: docs/benchmarks.md).
         return _resolve_named_crs(crs)
     return _resolve_crs(crs)
 

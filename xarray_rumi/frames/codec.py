@@ -31,11 +31,6 @@ MAGIC_TAIL = bytes.fromhex("a5b1d7")
 
 #: Recipes that use only OpenZL's built-in codecs: any OpenZL decoder reads them.
 PORTABLE_RECIPES = ("id>zstd", "delta_1d>zstd", "id>transpose>zstd", "delta_1d>transpose>zstd", "id>field_lz")
-#: Candidates for ``compression="auto"``: the portable ones plus GeoZL's 2D predictors.
-AUTO_RECIPES = PORTABLE_RECIPES + (
-    "planar>zigzag>zstd", "med>zigzag>zstd", "delta_w>zigzag>zstd", "average>zigzag>zstd",
-    "planar>zigzag>field_lz", "planar>zigzag>pfor",
-)
 
 def frame_version(frame: bytes | memoryview) -> int:
     """The OpenZL frame format version a frame was written at (its first byte).
@@ -66,7 +61,7 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     each band, so a cell frame predicts within each band; with ``interband``
     a cell frame is one plane whose rows are whole bands, so the "row above"
     of a pixel is the same pixel in the previous band.  ``recipe`` is a GeoZL
-    recipe (see ``PORTABLE_RECIPES`` and ``AUTO_RECIPES``).  ``error`` makes it
+    recipe (see ``PORTABLE_RECIPES``; ``frames/choose.py`` lists what ``"auto"`` tries).  ``error`` makes it
     lossy: a GeoZL error bound (a number, ``"1%"`` or a ``LINEAR``/``LOG``/
     ``SQRT`` recipe), recorded inside the frame and nowhere else.  The
     lossless graph is built once per thread and kept in ``cache`` (by
@@ -96,7 +91,7 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     return frame
 
 
-#: Built graphs a thread keeps (~130 KB each): enough for every recipe a write of one image
+#: Built graphs a thread keeps: enough for every recipe a write of one image
 #: measures and uses, bounded because the pool's threads live as long as the process.
 GRAPHS_PER_THREAD = 96
 
@@ -169,7 +164,7 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
     frame_version(frame)
     keep_heap_top()  # in a Dask worker, the decoder's buffers would otherwise go back to the system each frame
     shape = tuple(int(n) for n in shape)
-    expected = math.prod(shape) * sample.bytes_per_sample  # math.prod: np.prod costs ~2 us a frame
+    expected = math.prod(shape) * sample.bytes_per_sample  # math.prod: np.prod's overhead shows per frame
     if out is not None:
         _check_out(out, sample, shape)
         if _decoder is not None:

@@ -28,9 +28,9 @@ def _encode_one(block, sample: SampleType, recipes: Recipes, cache: ThreadCache 
 
 
 # Each write encodes with graphs of its own (a ThreadCache), dropped when it ends.  Graphs kept by
-# the pool's threads from one write to the next measured 1.7x slower on 512 px frames: each encode
-# grows and shrinks the heap by ~1.5 MB, and glibc trims it back every time (~400 page faults a
-# frame) until it first frees a block that large, which dropping a frame's graph does.
+# the pool's threads from one write to the next made later writes slower: each encode grows and
+# shrinks the heap by a graph's worth, and glibc trims it back every time until it first frees a
+# block that large, which dropping a frame's graph does (docs/benchmarks.md).
 
 
 def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
@@ -62,11 +62,12 @@ class DaskFrames:
     Each frame's block is a ``Delayed`` (``to_delayed``), and a window is one
     ``Delayed`` that lists its blocks, computed by ``dask.compute`` on the
     active scheduler, which runs only what those blocks need.  One
-    collection a window, not one a frame: Dask's expression layer costs
-    ~250 us for each collection it is given, several times the work of
-    slicing a block from memory.  Dask's array optimisation is a performance
-    pass only; on the graphs measured (``from_array``, ``map_blocks`` chains,
-    rechunks) it changed no task and cost ~40 us a frame, so it is skipped.
+    collection a window, not one a frame: Dask's expression layer costs,
+    for each collection it is given, several times the work of slicing a
+    block from memory.  Dask's array optimisation is a performance pass
+    only; on the graphs measured (``from_array``, ``map_blocks`` chains,
+    rechunks) it changed no task and cost time on every frame, so it is
+    skipped (figures in docs/benchmarks.md).
 
     >>> import dask.array as da
     >>> grid = FrameGrid(64, 32, 32, 32, 1)

@@ -152,8 +152,8 @@ def _upload_directory(fs, built: str, path: str, last) -> None:
 class Writeback:
     """Hands a staged local file to the disk while later frames are still being encoded.
 
-    Without it the final fsync waits for the whole file (~50 ms for 28 MB
-    here); with it, for the last few MiB.  A failed flush is raised to the
+    Without it the final fsync waits for the whole file; with it, for the last
+    few MiB (figures in docs/benchmarks.md, *Measurements the code relies on*).  A failed flush is raised to the
     writer, because the kernel reports a write-back error to one fsync only.
     ``f`` is ``None`` for a file that is not local: nothing is flushed.
 
@@ -204,8 +204,8 @@ def _hold(path: str) -> int | None:
     """A descriptor that keeps the file at ``path`` alive past its replacement, or ``None``.
 
     Freeing a replaced file's blocks takes as long as writing a good part of
-    it (~25 ms for 28 MB on a file system mounted with ``discard``, which
-    trims them there and then).  Holding the old file open lets the rename
+    it on a file system mounted with ``discard``, which trims them there and
+    then.  Holding the old file open lets the rename
     return at once; the blocks are freed when a background thread closes the
     descriptor (or the process ends).  Windows cannot rename over an open file.
     """
