@@ -35,10 +35,11 @@ log = logging.getLogger(__name__)
 
 #: How far (in source pixels, before scaling) each GDAL resampling kernel reaches from a pixel's centre.
 KERNEL_RADIUS = {"nearest": 1, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "lanczos": 3}
-#: Source pixels added around the kernel's reach.  GDAL sizes its source window and its kernel's scale from the
-#: raster it is handed, clamped to it; a cut-out narrower than what GDAL would take from the whole file changes
-#: pixels of chunks that hold a sliver of a source image.  20 is the smallest margin of 2, 5, 10, 20 with which
-#: every load of ci/benchmarks/odc_load.py's equality sweep matched odc's GeoTIFF reader (docs/stac.md).
+#: Source pixels added to the kernel's reach, both scaled by how much the warp shrinks the source.  GDAL sizes its
+#: source window and its kernel's scale from the raster it is handed, clamped to it; a cut-out narrower than what
+#: GDAL would take from the whole file changes pixels of chunks that hold a sliver of a source image.  Measured
+#: (ci/benchmarks/odc_load.py's equality sweep, docs/stac.md): 2 and 10 change pixels at a shrink of 1, 20 does
+#: not; at a shrink of 2.9, 20 unscaled still does, 40 does not.
 EXTRA_MARGIN = 20
 #: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
 WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
@@ -240,8 +241,7 @@ def _grown(rows: range, cols: range, shape, resampling: str, scale: float) -> tu
     Wider than GDAL's own source window, so that GDAL sees the pixels it
     would read from the whole file and treats none of them as outside it.
     """
-    reach = KERNEL_RADIUS.get(resampling, 1) * max(1.0, float(scale))
-    margin = math.ceil(reach) + EXTRA_MARGIN
+    margin = math.ceil((KERNEL_RADIUS.get(resampling, 1) + EXTRA_MARGIN) * max(1.0, float(scale)))
     height, width = shape
     return (range(max(0, rows.start - margin), min(height, rows.stop + margin)),
             range(max(0, cols.start - margin), min(width, cols.stop + margin)))
