@@ -3,7 +3,9 @@
 Every face reads pixels here: the engine's ``BackendArray`` (through Dask or
 lazily), ``RumiImage.read``, validation.  A read fetches the frames a
 selection touches in batches of byte ranges and decodes them in parallel
-(the decoder releases the GIL), each straight into its place in the result.
+(the decoder releases the GIL): a frame the selection holds whole straight
+into its place in the result, a frame it cuts into its thread's frame buffer
+(:func:`frame_buffer`), from which the wanted part is copied.
 
 A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -46,6 +50,9 @@ log = logging.getLogger(__name__)
 DECODE_BATCH = 2 * 1024 * 1024
 #: Compressed bytes fetched together when frames are only checked, not placed (validation).
 READ_BATCH = 32 * 1024 * 1024
+#: Decoded bytes of the largest frame a thread keeps a buffer for, to decode frames of which a read
+#: wants only a part (see :func:`frame_buffer`); a larger frame is decoded into memory of its own.
+FRAME_BUFFER_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -270,10 +277,11 @@ class RumiImage:
         def decode_into_place(k: int, payload: bytes) -> None:
             spans = [overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
             target = out[tuple(o for o, _ in spans)]
-            if target.shape == grid.frame_shape(k):
+            shape = grid.frame_shape(k)
+            if target.shape == shape:
                 self.decode(k, payload, out=target)  # the whole frame lies in the window
             else:
-                target[...] = self.decode(k, payload)[tuple(i for _, i in spans)]
+                target[...] = self.decode(k, payload, out=frame_buffer(shape, out.dtype))[tuple(i for _, i in spans)]
 
         return self, grid.frames_touching(*window), decode_into_place
 
@@ -285,7 +293,7 @@ class RumiImage:
         points = self.grid.frames_at_points(bands, rows, cols)
 
         def decode_and_place(k: int, payload: bytes) -> None:
-            frame = self.decode(k, payload)
+            frame = self.decode(k, payload, out=frame_buffer(self.grid.frame_shape(k), out.dtype))
             where, inside = zip(*points.in_frame(k))
             out[np.ix_(*where)] = frame[np.ix_(*inside)]
 
@@ -327,6 +335,33 @@ def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
     return out
 
 
+_frame_buffers = threading.local()
+
+
+def frame_buffer(shape: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:
+    """This thread's array of ``shape`` to decode a frame into when only a part of it is wanted.
+
+    A read copies its part out before the thread decodes the next frame, so
+    one buffer a thread is enough.  Decoding into memory the process already
+    uses, rather than a fresh frame each time, is what keeps a small window
+    near the cost of decoding its frames (docs/benchmarks.md, "Training
+    chips").  A frame over :data:`FRAME_BUFFER_BYTES` gets memory of its own.
+
+    >>> a = frame_buffer((1, 4, 4), np.dtype("uint16"))
+    >>> b = frame_buffer((2, 2, 2), np.dtype("uint8"))
+    >>> a.shape, b.shape, np.shares_memory(a, b), a.flags.c_contiguous and a.ctypes.data % 8 == 0
+    ((1, 4, 4), (2, 2, 2), True, True)
+    """
+    size = math.prod(shape) * dtype.itemsize
+    if size > FRAME_BUFFER_BYTES:
+        return np.empty(shape, dtype)
+    buffer = getattr(_frame_buffers, "buffer", None)
+    if buffer is None or buffer.size < size:
+        # uint64 storage keeps it 8-byte aligned, so the decoder writes straight into it
+        buffer = _frame_buffers.buffer = np.empty(-(-size // 8), np.uint64).view(np.uint8)
+    return buffer[:size].view(dtype).reshape(shape)
+
+
 def decode_all(jobs) -> None:
     """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each.
 
@@ -361,4 +396,5 @@ def _load_image(source, header, georeferencing, verify, checked, opened_size=Non
     return image
 
 
-__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]
+__all__ = ["DECODE_BATCH", "FRAME_BUFFER_BYTES", "READ_BATCH", "RumiImage", "decode_all", "frame_buffer",
+           "read_windows"]
