@@ -20,10 +20,10 @@ from ..datamodel.variable import VARIABLE, cube_layout
 from ..reading.open import caller_georeferencing, open_image
 from ..stac.read import is_stac, item_images
 from .chunking import dask_array
-from .engine import RumiCubeArray, layout_coordinates
+from .engine import RumiCubeArray, index_kind, layout_coordinates, spatially_indexed
 
 
-def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None, chunks=None,
+def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None, chunks=None, index=None,
               **open_kwargs) -> xr.Dataset:
     """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset, lazily, on Dask.
 
@@ -43,6 +43,9 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     ``"auto"`` (chunks of about Dask's ``array.chunk-size`` in whole frames,
     several images deep), or a dict such as ``{"time": 8, "y": 1024, "x":
     1024}``; each chunk is read by one task, its frames decoded in parallel.
+    ``index`` is the engine's: ``None``/``"default"`` (pandas indexes over
+    ``x``/``y``) or ``"raster"`` (a ``rasterix.RasterIndex`` from the shared
+    georeferencing, the CRS assigned with xproj; the ``rasterix`` extra).
 
     Raises ``ValueError`` naming the first of shape, transform, CRS, tile
     size, frame unit and sample type in which an image differs.
@@ -57,6 +60,7 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     >>> cube.band_data.mean(("band", "y", "x")).values.tolist()
     [0.0, 1.0, 2.0]
     """
+    index = index_kind(index)  # before anything is opened
     if is_stac(paths_or_items):
         if headers is not None:
             raise ValueError("STAC Items carry their blobs; pass headers= only with paths")
@@ -78,14 +82,14 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
         open_image(path, header=header, storage_options=storage_options, **shared, **georef)
         for path, header, georef in zip(paths, headers, georefs)
     ]
-    return cube_dataset(images, dim, chunks, paths)
+    return cube_dataset(images, dim, chunks, paths, index=index)
 
 
-def cube_dataset(images, dim="time", chunks=None, names=None) -> xr.Dataset:
+def cube_dataset(images, dim="time", chunks=None, names=None, *, index=None) -> xr.Dataset:
     """The Cube of opened, aligned images: one Dask array over all of them, chunked by ``chunks``.
 
-    ``dim`` and ``chunks`` are :func:`open_cube`'s; ``names`` name the images
-    in the error that a misaligned one raises.
+    ``dim``, ``chunks`` and ``index`` are :func:`open_cube`'s; ``names`` name
+    the images in the error that a misaligned one raises.
     """
     layout = cube_layout(images, _dimension_name(dim), names)
     data = dask_array(RumiCubeArray(images), layout, chunks, verify=images[0].verify)
@@ -93,6 +97,7 @@ def cube_dataset(images, dim="time", chunks=None, names=None) -> xr.Dataset:
         import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
     stacked = xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
     cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
+    cube = spatially_indexed(cube, index, layout.georeferencing, f"the Cube's {len(images)} images")
     return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})
 
 

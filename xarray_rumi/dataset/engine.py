@@ -30,6 +30,7 @@ from xarray.core import indexing
 from xarray.indexes import PandasIndex
 
 from ..datamodel.variable import VARIABLE, Layout, image_layout
+from ..format.geo import Georeferencing
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..reading.image import RumiImage, read_windows
@@ -192,9 +193,78 @@ def image_coordinates(image: RumiImage) -> xr.Coordinates:
     return layout_coordinates(image_layout(image))
 
 
-def image_dataset(image: RumiImage, *, chunked: bool = False) -> xr.Dataset:
-    """The dataset of an opened image: ``band_data`` on ``(band, y, x)`` plus coordinates."""
-    return xr.Dataset({VARIABLE: image_variable(image, chunked=chunked)}, coords=image_coordinates(image))
+def image_dataset(image: RumiImage, *, chunked: bool = False, index=None) -> xr.Dataset:
+    """The dataset of an opened image: ``band_data`` on ``(band, y, x)`` plus coordinates.
+
+    ``index`` is the engine's: ``None``/``"default"`` or ``"raster"`` (see :func:`spatially_indexed`).
+    """
+    dataset = xr.Dataset({VARIABLE: image_variable(image, chunked=chunked)}, coords=image_coordinates(image))
+    return spatially_indexed(dataset, index, image.georeferencing, repr(image.source.url))
+
+
+# -- x and y: pandas indexes, or rasterix's ------------------------------------
+
+#: What ``index=`` takes, besides ``None`` (the default index).
+INDEXES = ("default", "raster")
+
+
+def index_kind(index) -> str:
+    """``index=`` checked before anything is opened: ``"default"`` or ``"raster"``.
+
+    ``"raster"`` needs rasterix and xproj (the ``rasterix`` extra); without
+    them it raises ``ImportError`` saying how to install them.
+
+    >>> index_kind(None)
+    'default'
+    >>> index_kind("pandas")
+    Traceback (most recent call last):
+    ...
+    ValueError: index='pandas' is not one of None, 'default', 'raster'
+    """
+    if index is None:
+        return "default"
+    if not isinstance(index, str) or index not in INDEXES:
+        allowed = ", ".join(repr(i) for i in (None, *INDEXES))
+        raise ValueError(f"index={index!r} is not one of {allowed}")
+    if index == "raster":
+        _raster_index()
+    return index
+
+
+def _raster_index():
+    try:
+        from . import raster_index
+    except ModuleNotFoundError as err:
+        if err.name not in ("rasterix", "xproj"):
+            raise
+        # The words of cli/shared.install_hint, which the layering keeps out of reach here.
+        raise ImportError(
+            f'index="raster" needs rasterix and xproj ({err.name} is not installed), the rasterix extra: '
+            'pip install "xarray-rumi[rasterix]" (in a clone: pip install ".[rasterix]")'
+        ) from err
+    return raster_index
+
+
+def spatially_indexed(dataset: xr.Dataset, index, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
+    """``dataset`` (an image's or a Cube's) with ``x``/``y`` indexed as ``index`` says.
+
+    ``None``/``"default"``: unchanged, pandas indexes over the coordinate
+    arrays, as rioxarray's engine gives them.  ``"raster"``: a
+    ``rasterix.RasterIndex`` built from ``georeferencing``, the CRS assigned
+    with xproj (:func:`xarray_rumi.dataset.raster_index.raster_indexed`);
+    ``what`` names the image(s) in the ``ValueError`` raised when there is no
+    georeferencing.
+
+    >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 3, 4), "uint8"), crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
+    >>> ds = xr.open_dataset(path, engine="rumi", header=blob, index="raster", chunks={})
+    >>> ds.proj.crs.to_epsg(), ds.x.values.tolist(), ds.rio.transform().c
+    (32633, [500005.0, 500015.0, 500025.0, 500035.0], 500000.0)
+    """
+    if index_kind(index) == "default":
+        return dataset
+    return _raster_index().raster_indexed(dataset, georeferencing, what)
 
 
 class RumiBackendEntrypoint(BackendEntrypoint):
@@ -206,27 +276,29 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     georeferencing (with a blob, opening then reads nothing at all);
     ``georeferencing=False`` opens without a CRS and without reading one;
     ``verify=False`` trusts the file and the blob; ``retry=`` is a
-    :class:`~xarray_rumi.RetryPolicy` for remote reads.
+    :class:`~xarray_rumi.RetryPolicy` for remote reads.  ``index="raster"``
+    indexes ``x``/``y`` with a ``rasterix.RasterIndex`` (:func:`spatially_indexed`).
     """
 
     description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily, one Dask chunk per frame"
     url = "https://pypi.org/project/xarray-rumi/"  # the distribution name in pyproject.toml; docs/backend.md
     open_dataset_parameters = (
         "filename_or_obj", "drop_variables", "header", "storage_options",
-        "crs", "transform", "raster_type", "georeferencing", "limits", "verify", "retry",
+        "crs", "transform", "raster_type", "georeferencing", "limits", "verify", "retry", "index",
     )
 
     def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, storage_options=None,
                      crs=None, transform=None, raster_type=None, georeferencing=None,
                      limits: Limits = DEFAULT_LIMITS, verify: bool = True,
-                     retry: RetryPolicy = DEFAULT_POLICY) -> xr.Dataset:
+                     retry: RetryPolicy = DEFAULT_POLICY, index=None) -> xr.Dataset:
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
+        index = index_kind(index)  # before anything is read
         image = open_image(
             filename_or_obj, header=header, storage_options=storage_options, crs=crs, transform=transform,
             raster_type=raster_type, georeferencing=georeferencing, limits=limits, verify=verify, retry=retry,
         )
-        dataset = image_dataset(image)
+        dataset = image_dataset(image, index=index)
         if drop_variables is not None:
             dataset = dataset.drop_vars(drop_variables, errors="ignore")
         return dataset
@@ -242,6 +314,6 @@ class RumiBackendEntrypoint(BackendEntrypoint):
 
 
 __all__ = [
-    "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_coordinates", "image_dataset", "image_variable",
-    "layout_coordinates",
+    "INDEXES", "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_coordinates", "image_dataset",
+    "image_variable", "index_kind", "layout_coordinates", "spatially_indexed",
 ]
