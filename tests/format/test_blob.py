@@ -352,3 +352,18 @@ def test_pickles_without_its_cached_prefix_sum():
     assert len(shipped) == before < len(header.packed) + 4096
     back = pickle.loads(shipped)
     assert back == header and back.offset(n - 1) == header.offset(n - 1)
+
+
+def test_checking_a_large_blob_holds_a_bounded_slice_of_frames():
+    # 65,536 frames at 1 bit each (8 KiB of residuals): the check unpacks them a slice at a time, within the
+    # bound the blob fuzzer holds the parser to (1 MiB + 64 bytes per blob byte); one slice of 65,536 did not
+    blob = (b"LOVE\x01\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x01\x00\xff\xff\x08\x01\x00\xee\x00\x00\x00\x01"
+            + bytes(8192))
+    tracemalloc.start()
+    try:
+        with pytest.raises(RumiFormatError, match="blob.canonical"):  # every residual 0 at count_bits 1
+            Header.from_bytes(blob)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * len(blob) + (1 << 20)
