@@ -97,10 +97,14 @@ def test_a_slice_keeps_an_exact_raster_index(tmp_path):
     _write(path)
     default, raster = _both(path, chunks={})
     part = raster.isel(x=slice(10, 20), y=slice(5, 9))
-    assert isinstance(part.xindexes["x"], rasterix.RasterIndex)
+    assert isinstance(part.xindexes["x"], InMemoryRasterIndex)
     assert part.xindexes["x"].transform().c == 500000.0 + 10 * 30.0       # exact: no float noise
     assert part.rio.transform() == default.isel(x=slice(10, 20), y=slice(5, 9)).rio.transform()
     np.testing.assert_array_equal(part.x.values, default.x.values[10:20])
+    chunked = part.chunk()                                                # chunking after slicing, too
+    assert isinstance(chunked.x.data, np.ndarray) and chunked.rio.transform() == part.rio.transform()
+    assert raster.sel(x=slice(500100, 500400)).rio.transform().c == 500100.0 - 10.0
+    assert raster.isel(x=3).sizes["y"] == SHAPE[1] and "x" not in raster.isel(x=3).xindexes  # a point drops it
 
 
 def test_label_slices_take_the_pixels_the_bounds_fall_in(tmp_path):

@@ -32,9 +32,9 @@ class InMemoryRasterIndex(rasterix.RasterIndex):
     then becomes a Dask array over the transform, whose ``x[0]`` has shape
     ``(1,)`` instead of ``()``, and ``.rio.transform()`` fails.  Held in
     memory (a 1-D coordinate as an ``IndexVariable``, which nothing chunks),
-    they stay numpy through every copy xarray makes.  The values are computed
-    once per index, by rasterix itself.  Slicing gives rasterix's own index
-    and its lazy coordinates, as ``isel`` on any ``RasterIndex`` does.
+    they stay numpy through every copy xarray makes, and a slice's index is
+    one of these too.  The values are computed once per index, by rasterix
+    itself.
 
     >>> index = InMemoryRasterIndex.from_transform(Affine(10, 0, 0, 0, -10, 50), width=3, height=2)
     >>> variables = index.create_variables()
@@ -56,6 +56,12 @@ class InMemoryRasterIndex(rasterix.RasterIndex):
             created[name] = kind(dims, values, attrs=dict(attrs if given is None else given.attrs),
                                  encoding=None if given is None else dict(given.encoding))
         return created
+
+    def isel(self, indexers):
+        sliced = super().isel(indexers)
+        if type(sliced) is rasterix.RasterIndex:  # a new index, which rasterix makes of its own class
+            sliced.__class__ = InMemoryRasterIndex
+        return sliced
 
 
 def raster_indexed(dataset: xr.Dataset, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
