@@ -55,11 +55,16 @@ def test_gdal_reads_frames_as_long_as_a_raw_tile_as_wrong_pixels(tmp_path):
     assert (read != noise[0]).mean() > 0.9, f"GDAL no longer returns the frames' bytes as pixels: {UPDATE_THE_PAGE}"
 
 
-def test_odc_stac_takes_a_rumi_asset_for_raster_bands(tmp_path):
-    odc_stac = pytest.importorskip("odc.stac")   # not in any extra: runs where odc-stac is installed
+def test_odc_stac_alone_leaves_a_rumi_asset_out_and_takes_an_old_image_tiff_one(tmp_path):
+    odc_stac = pytest.importorskip("odc.stac")   # the odc extra
     pytest.importorskip("pystac")
+    from xarray_rumi.stac.read import LEGACY_MEDIA_TYPE
+
     path = str(tmp_path / "scene.rumi")
     blob = xarray_rumi.write(path, np.zeros((2, 64, 64), "uint16"), tile_size=32, crs=32633,
                              transform=(10, 0, 399960, 0, -10, 5000040))
-    parsed = odc_stac.parse_item(xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z"))
-    assert set(parsed.bands) == {("data", 1), ("data", 2)}, f"odc-stac skips rumi assets now: {UPDATE_THE_PAGE}"
+    item = xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z")
+    assert set(odc_stac.parse_item(item).bands) == set(), f"odc-stac takes non-image assets now: {UPDATE_THE_PAGE}"
+    item.assets["data"].media_type = LEGACY_MEDIA_TYPE   # what Items said before: odc-stac takes them for GeoTIFFs
+    parsed = odc_stac.parse_item(item)
+    assert set(parsed.bands) == {("data", 1), ("data", 2)}, f"odc-stac skips image/tiff assets now: {UPDATE_THE_PAGE}"

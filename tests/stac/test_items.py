@@ -41,7 +41,7 @@ def test_item_fields(tmp_path):
     assert it.properties["platform"] == "demo"
     assert it.datetime.isoformat() == "2024-05-01T10:00:00+00:00"
     asset = it.assets["data"]
-    assert asset.href == str(path) and asset.media_type == MEDIA_TYPE == "image/tiff; application=rumi"
+    assert asset.href == str(path) and asset.media_type == MEDIA_TYPE == "application/vnd.rumi+tiff"
     assert asset.roles == ["data"]
     assert asset.extra_fields["file:size"] == path.stat().st_size
     assert asset.extra_fields["raster:bands"] == [{"data_type": "uint16"}] * 2

@@ -95,3 +95,16 @@ def test_an_item_without_a_date_has_nat_and_a_range_its_start(tmp_path):
 ])
 def test_what_counts_as_stac(value, expected):
     assert is_stac(value) is expected
+
+
+def test_items_of_either_media_type_open_to_the_same_cube(tmp_path):
+    # Items say application/vnd.rumi+tiff; earlier ones said image/tiff; application=rumi: the asset is the one
+    # carrying rumi:header, whatever its type
+    from xarray_rumi.stac.read import LEGACY_MEDIA_TYPE, STAC_MEDIA_TYPE
+
+    items = [each for each, _, _ in _items(tmp_path)]
+    assert {i.assets["data"].media_type for i in items} == {STAC_MEDIA_TYPE}
+    new = xarray_rumi.open_cube(items).band_data.values
+    for each in items:
+        each.assets["data"].media_type = LEGACY_MEDIA_TYPE
+    np.testing.assert_array_equal(xarray_rumi.open_cube(items).band_data.values, new)

@@ -20,7 +20,12 @@ import numpy as np
 from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
 
 #: What a STAC Item of a rumi file says (see docs/stac.md); written by :mod:`.items`, read here.
-STAC_MEDIA_TYPE = "image/tiff; application=rumi"
+#: Not ``image/*``: generic raster loaders (odc-stac without the rumi driver, stackstac, GDAL) would take the
+#: file for a GeoTIFF and read its OpenZL frames as uncompressed pixels. Items written before carry
+#: ``image/tiff; application=rumi``; a rumi asset is found by its ``rumi:header``, whatever its type.
+STAC_MEDIA_TYPE = "application/vnd.rumi+tiff"
+#: What Items of xarray-rumi 0.1.0's first builds said; still read.
+LEGACY_MEDIA_TYPE = "image/tiff; application=rumi"
 STAC_HEADER = "rumi:header"
 STAC_RASTER_TYPE = "rumi:raster_type"
 STAC_TRANSFORM = "rumi:transform"
@@ -155,6 +160,6 @@ def stac_datetime(item: dict):
     return stamp.to_datetime64()
 
 
-__all__ = ["ItemImage", "STAC_HEADER", "STAC_MEDIA_TYPE", "STAC_RASTER_TYPE", "STAC_TRANSFORM", "is_stac",
+__all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_HEADER", "STAC_MEDIA_TYPE", "STAC_RASTER_TYPE", "STAC_TRANSFORM", "is_stac",
            "is_stac_geoparquet", "item_images", "read_stac_geoparquet", "rumi_asset", "stac_datetime",
            "stac_georeferencing", "stac_item_dicts"]
