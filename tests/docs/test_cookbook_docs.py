@@ -1,38 +1,141 @@
 """docs/cookbook.md runs: every ```python block, in order, in one namespace.
 
 ``base_url`` is a Range HTTP server for the working directory on 127.0.0.1,
-so the Items' assets are URLs and the Cube reads its pixels over HTTP.
+so the Items' assets are URLs and the Cube and the chips read their pixels
+over HTTP.  The page runs once for the module; the tests after the first
+check what it made: the chips of both start methods are the files' pixels,
+and a worker reads nothing before its first chip and then only the frames
+each chip touches.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
+import sys
+from collections import Counter
+
+import numpy as np
 import pytest
 from doc_blocks import python_blocks, run_blocks
 
+import xarray_rumi
+from xarray_rumi.format.head import ifd_head_ranges
+
 PAGE = "docs/cookbook.md"
+#: The first line of the block that is a module of its own (the chips Dataset), written beside the script.
+MODULE = "# rumi_chips.py\n"
+CHIP = 256
 
 
 def test_doc_blocks_exist():
     blocks = python_blocks(PAGE)
-    assert len(blocks) >= 5
+    assert len(blocks) >= 8
     text = "\n".join(blocks)
-    for needed in ("xarray_rumi.write", "xarray_rumi.stac.item", "open_cube(", ".median(", "quicklook"):
+    for needed in ("xarray_rumi.write", "xarray_rumi.stac.item", "open_cube(", ".median(", "quicklook",
+                   "xbatcher.BatchGenerator", "__getitem__", '"fork"', '"spawn"'):
         assert needed in text, needed
+    assert sum(block.startswith(MODULE) for block in blocks) == 1
 
 
-def test_cookbook_runs(tmp_path, monkeypatch, http_server):
+@pytest.fixture(scope="module")
+def cookbook(tmp_path_factory):
+    """The page run once over HTTP: ``(namespace, server, directory, what the run saw)``."""
     pytest.importorskip("pystac")
-    monkeypatch.chdir(tmp_path)  # the HTTP server serves tmp_path: files written here are online
+    pytest.importorskip("xbatcher")
+    from servers import RangeServer
 
-    def before(block):
-        if "open_cube" in block:
-            http_server.requests.clear()
+    root = tmp_path_factory.mktemp("cookbook")
+    seen = {}
 
-    def after(block):
-        if "open_cube" in block:
-            assert http_server.requests == [], "opening the Cube from the Items read something"
+    with pytest.MonkeyPatch.context() as patch, RangeServer(str(root)) as server:
+        patch.chdir(root)  # the server serves root: files written here are online
+        # rumi_chips.py is importable as beside a script; spawned workers inherit the path
+        patch.syspath_prepend(str(root))
 
-    run_blocks(PAGE, {"base_url": http_server.url}, before_each=before, after_each=after)
-    assert http_server.get_requests()  # the pixels came over HTTP
+        def before(block):
+            if block.startswith(MODULE):
+                (root / "rumi_chips.py").write_text(block)
+            if "open_cube" in block:
+                server.requests.clear()
+
+        def after(block):
+            if "open_cube" in block:
+                seen["requests to open the Cube"] = list(server.requests)
+
+        namespace = {"base_url": server.url}
+        run_blocks(PAGE, namespace, before_each=before, after_each=after)
+        seen["pixel requests"] = server.get_requests()
+        try:
+            yield namespace, server, root, seen
+        finally:
+            sys.modules.pop("rumi_chips", None)
+
+
+def test_cookbook_runs(cookbook):
+    _, _, root, seen = cookbook
+    assert seen["requests to open the Cube"] == [], "opening the Cube from the Items read something"
+    assert seen["pixel requests"]  # the pixels came over HTTP
     for name in ("median.png", "last.png"):
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (root / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def local_pixels(namespace) -> list[np.ndarray]:
+    """Each scene read whole from its file, straight into numpy: what every chip is compared with."""
+    return [xarray_rumi.open_image(path, blob).read() for path, blob in zip(namespace["paths"], namespace["blobs"])]
+
+
+def test_chips_of_both_start_methods_are_the_files_pixels(cookbook):
+    namespace = cookbook[0]
+    scenes, chips, drawn = local_pixels(namespace), namespace["chips"], namespace["drawn"]
+    assert len(drawn["fork"]) == len(drawn["spawn"]) == len(chips) > 0
+    assert len({image for image, _, _ in chips.places}) > 1  # chips of several scenes
+    for method in ("fork", "spawn"):
+        for (image, y, x), got in zip(chips.places, drawn[method]):
+            np.testing.assert_array_equal(got, scenes[image][:, y:y + CHIP, x:x + CHIP], err_msg=method)
+
+
+def test_xbatcher_batches_are_the_scenes_at_one_place(cookbook):
+    namespace = cookbook[0]
+    scenes, cube, batch = local_pixels(namespace), namespace["cube"], namespace["batch"]
+    y0 = int(np.flatnonzero(cube.y.values == batch.y.values[0])[0])
+    x0 = int(np.flatnonzero(cube.x.values == batch.x.values[0])[0])
+    expected = np.stack([scene[:, y0:y0 + CHIP, x0:x0 + CHIP] for scene in scenes])
+    np.testing.assert_array_equal(batch.values, expected)
+    assert (y0, x0) != (0, 0)
+
+
+def test_the_dataset_crosses_to_workers_with_nothing_open(cookbook):
+    namespace = cookbook[0]
+    chips = namespace["RumiChips"](namespace["collection"], size=CHIP, count=3, seed=2)
+    chips[0]  # opens an image here
+    assert chips._opened
+    copy = pickle.loads(pickle.dumps(chips))
+    assert copy._opened == {} and copy.places == chips.places
+    np.testing.assert_array_equal(copy[1], chips[1])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_reads_nothing_before_its_first_chip_then_only_the_frames_each_chip_touches(cookbook, method):
+    namespace, server, _, _ = cookbook
+    paths, blobs = namespace["paths"], namespace["blobs"]
+    images = [xarray_rumi.open_image(path, blob, georeferencing=False) for path, blob in zip(paths, blobs)]
+    (head,) = ifd_head_ranges(images[0].grid)  # each worker checks each blob once against its file's head
+    module = sys.modules["rumi_chips"]
+    chips = module.RumiChips(namespace["collection"], size=CHIP, count=10, seed=3)
+    server.requests.clear()
+    with multiprocessing.get_context(method).Pool(2, initializer=module.start_worker, initargs=(chips,)) as pool:
+        assert pool.map(abs, range(-4, 0)) == [4, 3, 2, 1]  # workers up, dataset received
+        assert server.requests == [], "a worker read something before its first chip"
+        heads = Counter()
+        for index, (image, y, x) in enumerate(chips.places):
+            server.requests.clear()
+            np.testing.assert_array_equal(pool.apply(module.chip, (index,)),
+                                          images[image].read(rows=slice(y, y + CHIP), cols=slice(x, x + CHIP)))
+            touched = images[image].grid.frames_touching(range(4), range(y, y + CHIP), range(x, x + CHIP))
+            starts, stops = images[image].header.ranges(touched)
+            asked = Counter((r.method, r.path, r.range) for r in server.requests)
+            file = f"/{paths[image]}"
+            heads[file] += asked.pop(("GET", file, head), 0)
+            assert asked == Counter(("GET", file, (int(a), int(b))) for a, b in zip(starts, stops)), index
+    assert all(count <= 2 for count in heads.values()), heads  # at most once per worker and file
