@@ -22,17 +22,25 @@ from __future__ import annotations
 
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from .data_array import scaling_attributes
 from .write import write
+
+#: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
+GDAL_CACHE_FLOOR = 32 * 2**20
+GDAL_CACHE_BLOCK_ROWS = 4
 
 #: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
 CRS_CONFIDENCE = 70
 
 # GDAL types with no numpy twin, and the rumi sample type that keeps them exact.
 _GDAL_SAMPLE_TYPES = {"complex_int16": "cint16", "complex_int32": "cint32"}
+_GDAL_ITEMSIZES = {"complex_int16": 4, "complex_int32": 8}
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         sample_type = _GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         nodata = src.nodata
         tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]
+        cache_bytes = gdal_cache_bytes(src)
     with warnings.catch_warnings():
         # rioxarray warns when bands differ in scale or offset; the Conversion names them all instead
         warnings.filterwarnings("ignore", r"(Scales|Offsets) differ across bands", UserWarning)
@@ -100,14 +109,56 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     scaling = scaling_attributes(data)  # what write would warn about for the DataArray, named in the Conversion instead
     try:
         # the bare Dask array: georeferencing is exactly what was decided above
-        write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=code, transform=transform,
-              raster_type=raster_type, sample_type=sample_type, compression=compression,
-              storage_options=storage_options, progress=progress)
+        with _gdal_cache(cache_bytes):
+            write(target, data.data, tile_size=tile_size, frame_unit=frame_unit, crs=code, transform=transform,
+                  raster_type=raster_type, sample_type=sample_type, compression=compression,
+                  storage_options=storage_options, progress=progress)
     finally:
         data.close()
     raw = data.size * (4 if sample_type == "cint16" else data.dtype.itemsize)
     return Conversion(source, target, _size(source, None), _size(target, storage_options), raw, nodata,
                       None if code is None else f"EPSG:{code}", how, scaling)
+
+
+def gdal_cache_bytes(src) -> int:
+    """The bound on GDAL's block cache while ``src`` (an open rasterio dataset) is converted.
+
+    Each tile row is read once, whole (``encoded.py`` computes whole rioxarray
+    blocks), so each source block is decoded once and the cache only needs the
+    blocks a tile row shares with the next: a few block rows.  GDAL's default
+    (5% of RAM) kept every decoded strip of a striped file until it was full.
+    Never more than GDAL's own setting.
+
+    >>> import rasterio, numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "strips.tif")
+    >>> with rasterio.open(path, "w", driver="GTiff", width=4096, height=64, count=1, dtype="uint16") as f:
+    ...     f.write(np.zeros((1, 64, 4096), "uint16"))
+    >>> with rasterio.open(path) as src:
+    ...     gdal_cache_bytes(src) == GDAL_CACHE_FLOOR
+    True
+    """
+    from rasterio.env import get_gdal_config
+
+    block_rows = src.block_shapes[0][0]
+    row_bytes = src.width * sum(_GDAL_ITEMSIZES.get(name) or np.dtype(name).itemsize for name in src.dtypes)
+    wanted = max(GDAL_CACHE_FLOOR, GDAL_CACHE_BLOCK_ROWS * block_rows * row_bytes)
+    return min(wanted, int(get_gdal_config("GDAL_CACHEMAX")))  # rasterio reports GDAL's cache size in bytes
+
+
+@contextmanager
+def _gdal_cache(limit: int):
+    """GDAL's block cache bounded to ``limit`` bytes, then set back.
+
+    ``rasterio.Env`` does not set it back: the cache size is process-wide, not a config option.
+    """
+    from rasterio.env import get_gdal_config, set_gdal_config
+
+    before = get_gdal_config("GDAL_CACHEMAX")
+    set_gdal_config("GDAL_CACHEMAX", limit)
+    try:
+        yield
+    finally:
+        set_gdal_config("GDAL_CACHEMAX", before)
 
 
 def identify_epsg(crs, min_confidence: int = CRS_CONFIDENCE) -> tuple[int, str]:

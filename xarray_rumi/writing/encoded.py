@@ -77,6 +77,7 @@ class DaskFrames:
     """
 
     def __init__(self, array, grid: FrameGrid):
+        self.source_chunks = array.chunks
         self.array = array.rechunk(grid.frame_chunks)
         self._grid = grid
         self._blocks = self.array.to_delayed(optimize_graph=False)
@@ -85,6 +86,24 @@ class DaskFrames:
         """Frame ``k``'s block, a ``Delayed``."""
         row, col, band = self._grid.frame_location(k)
         return self._blocks[band, row, col]
+
+    def frames_per_block(self) -> int | None:
+        """Frames in each of the source's blocks when they span the width and whole frame rows, else ``None``.
+
+        Such blocks (rioxarray's, as ``convert`` asks for them: a tile row each) hold a
+        run of consecutive frames, the same number in each but the last.
+
+        >>> import dask.array as da
+        >>> DaskFrames(da.zeros((2, 96, 64), chunks=(2, 64, 64)), FrameGrid(64, 96, 32, 32, 2)).frames_per_block()
+        8
+        >>> DaskFrames(da.zeros((1, 64, 64), chunks=(1, 64, 32)), FrameGrid(64, 64, 32, 32, 1)).frames_per_block()
+        """
+        bands, rows, cols = self.source_chunks
+        grid = self._grid
+        if len(bands) != 1 or len(cols) != 1 or len(set(rows[:-1])) > 1 or rows[0] % grid.tile_length:
+            return None
+        frame_rows = -(-rows[0] // grid.tile_length)
+        return frame_rows * grid.tiles_across * grid.frames_per_position
 
     def compute(self, indices) -> list:
         """The blocks of frames ``indices``, in order."""
@@ -124,7 +143,7 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     if client is not None:
         yield from _cluster_encoded_frames(client, source, grid, sample, recipes)
         return
-    window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    window = _window(source, grid, sample, workers)
     cache = ThreadCache()
 
     def blocks():
@@ -139,6 +158,20 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
 
     # a window in flight while the next is computed: at most two windows of blocks in memory
     yield from ordered_map(encode, blocks(), in_flight=window)
+
+
+def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: int) -> int:
+    """Frames computed at a time: about ``LOCAL_WINDOW_BYTES``, and whole source blocks when they span the width.
+
+    A window that ends inside a source block computes the whole block again for
+    the next window: a tile row of a 64k px GeoTIFF was read and decoded four
+    times, and GDAL's block cache grew to hold it (docs/writing.md, "Memory").
+    """
+    window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    per_block = source.frames_per_block()
+    if per_block is None:
+        return window
+    return -(-window // per_block) * per_block
 
 
 def _cluster_encoded_frames(client, source: DaskFrames, grid: FrameGrid, sample: SampleType,
