@@ -230,3 +230,10 @@ def test_no_import_cycles():
 def module_is_parent(package: str, module: str) -> bool:
     """A module importing its own package's ``__init__`` is how Python loads it, not a cycle."""
     return module.startswith(package + ".")
+
+
+def test_no_assert_in_library_code():
+    # python -O drops asserts: a check the package relies on must raise on its own
+    found = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in PACKAGE.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assert)]
+    assert found == []

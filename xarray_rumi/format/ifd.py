@@ -227,7 +227,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
                 "fixed-ifd.counts", f"{TAG_NAMES[tag]} must have count {expected}, got {by_tag[tag][0]}"
             )
 
-    values = _values(data, by_tag, spp, n)
+    values = _values(data, by_tag)
     bits = np.frombuffer(values[BITS_PER_SAMPLE], "<u2")
     formats = np.frombuffer(values[SAMPLE_FORMAT], "<u2")
     if len(set(bits.tolist())) != 1 or len(set(formats.tolist())) != 1:
@@ -356,9 +356,8 @@ def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[in
     return by_tag
 
 
-def _values(data: bytes, by_tag: dict, spp: int, n: int) -> dict[int, bytes]:
+def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
     """Each tag's value bytes, checking external placement exactly."""
-    sizes = external_sizes(spp, n)
     cursor = BIGTIFF_HEADER_SIZE + IFD_SIZE
     values = {}
     for tag, name, type_code in FIXED_TAGS:
@@ -369,7 +368,7 @@ def _values(data: bytes, by_tag: dict, spp: int, n: int) -> dict[int, bytes]:
                 raise RumiFormatError("placement.inline", f"{name}: the unused bytes of an inline value must be zero")
             values[tag] = field[:size]
             continue
-        assert sizes.get(tag) == size
+        # parse_prefix checked every count against expected_counts: size is external_sizes()'s for the tag
         offset, = struct.unpack("<Q", field)
         if offset != cursor:
             raise RumiFormatError(
