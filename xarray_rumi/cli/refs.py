@@ -2,7 +2,7 @@
 
 One reference set per file (:func:`xarray_rumi.virtual.kerchunk.layout_references`),
 or with ``--cube`` one for a Cube built through VirtualiZarr
-(:func:`xarray_rumi.virtual.parser.virtual_cube_references`).
+(:func:`xarray_rumi.virtual.cube.virtual_cube_references`).
 
 :func:`write_references` writes a reference set anywhere fsspec writes, as
 Kerchunk JSON or as kerchunk's Parquet references (``refs_to_dataframe``: a
@@ -77,7 +77,7 @@ def _json_object(text: str) -> dict:
 def run(args) -> int:
     """Run ``rumi refs``; returns the exit status."""
     from ..datamodel.variable import cube_layout, image_layout
-    from ..virtual.parser import check_stack_dim, virtual_cube_references
+    from ..virtual.cube import check_stack_dim, virtual_cube_references
 
     files = list(args.file)
     fmt, options = getattr(args, "format", None), getattr(args, "storage_options", None)

@@ -1,0 +1,139 @@
+"""A Cube through VirtualiZarr: ``rumi refs --cube``.
+
+Aligned images stacked the way VirtualiZarr users stack them
+(:class:`~xarray_rumi.virtual.parser.RumiParser` per file, ``xr.concat``,
+``.vz.to_kerchunk``), then made readable with xarray's defaults: rumi has no
+nodata, so the fill values VirtualiZarr's Kerchunk writer copies into Zarr v2
+metadata (VirtualiZarr issue 478) would mask real pixels
+(:func:`readable_with_defaults`).  ``xarray_rumi.virtual.kerchunk.cube_references``
+is the library's own route to the same Cube, without VirtualiZarr.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from ..datamodel.coords import GRID_MAPPING
+from ..datamodel.variable import VARIABLE, cube_layout, image_layout
+from ..io.urls import as_url
+from .kerchunk import compact_json
+from .parser import RumiParser
+
+
+#: Dimensions a Cube already has: the stacking dimension must be a new one.
+IMAGE_DIMS = ("band", "y", "x")
+
+
+def check_stack_dim(dim: str) -> None:
+    """Refuse a stacking dimension that is not a new name.
+
+    >>> check_stack_dim("band")
+    Traceback (most recent call last):
+    ...
+    ValueError: the stacking dimension must be new, not one of band, y, x: got 'band'
+    """
+    if not isinstance(dim, str) or not dim or dim in IMAGE_DIMS:
+        raise ValueError(f"the stacking dimension must be new, not one of {', '.join(IMAGE_DIMS)}: got {dim!r}")
+
+
+def virtual_cube_references(images: Sequence, dim: str) -> dict:
+    """Kerchunk references stacking opened, aligned images along ``dim``, built through VirtualiZarr.
+
+    ``images`` are :class:`~xarray_rumi.reading.image.RumiImage` values (from
+    :func:`xarray_rumi.open_image`); misaligned ones raise ``ValueError`` as
+    :func:`xarray_rumi.open_cube` does.  Each file's parser is handed the
+    blob and georeferencing its image was opened with, so it reads nothing.
+    The result reads back with xarray's defaults,
+    ``band_data.attrs["rumi_sources"]`` listing the files in stacking order.
+    """
+    import virtualizarr
+    import xarray as xr
+
+    check_stack_dim(dim)
+    layout = cube_layout(list(images), dim)   # the alignment check
+    urls = [as_url(image.source.url) for image in images]
+    registry = object_store_registry(urls)
+    # Dimension coordinates load by default; 2-D ones (rotated grids) only when named.
+    loadable = [name for name in image_layout(images[0]).coords if name != GRID_MAPPING]
+    parts = [
+        virtualizarr.open_virtual_dataset(
+            url, registry=registry, loadable_variables=loadable,
+            parser=RumiParser(header=image.header, georeferencing=image.georeferencing, verify=False),
+        )
+        for url, image in zip(urls, images)
+    ]
+    cube = xr.concat(parts, dim=dim, coords="minimal", compat="override")
+    refs = readable_with_defaults(cube.vz.to_kerchunk(format="dict"))
+    attrs = json.loads(refs["refs"][f"{VARIABLE}/.zattrs"])
+    attrs["rumi_sources"] = list(layout.sources)
+    refs["refs"][f"{VARIABLE}/.zattrs"] = compact_json(attrs)
+    return refs
+
+
+def readable_with_defaults(refs: dict) -> dict:
+    """``refs`` with null fill values, no ``_FillValue`` attributes and chunkless scalars inlined.
+
+    Every array's chunks all exist (rumi has no nodata and no missing frame),
+    so a fill value is never seen; as Zarr v2 metadata, though, xarray would
+    mask real values equal to it.  A 0-d array without its chunk (VirtualiZarr
+    leaves ``spatial_ref`` so: its value is the fill value, 0) gets the chunk.
+
+    >>> refs = {"version": 1, "refs": {"s/.zarray": '{"shape":[],"chunks":[],"dtype":"<i8","fill_value":0}',
+    ...                                "s/.zattrs": '{"_FillValue":0}'}}
+    >>> for key, value in sorted(readable_with_defaults(refs)["refs"].items()):
+    ...     print(key, value)
+    s/.zarray {"shape":[],"chunks":[],"dtype":"<i8","fill_value":null}
+    s/.zattrs {}
+    s/0 base64:AAAAAAAAAAA=
+    """
+    out = dict(refs["refs"])
+    for key in [k for k in out if k.endswith("/.zarray") or k == ".zarray"]:
+        name = key[: -len(".zarray")]
+        zarray = json.loads(out[key])
+        if not zarray["shape"] and f"{name}0" not in out:
+            value = np.array(zarray.get("fill_value") or 0, np.dtype(zarray["dtype"]))
+            out[f"{name}0"] = "base64:" + base64.b64encode(value.tobytes()).decode()
+            out.pop(name, None)   # VirtualiZarr's 0-d key ("name/"), which zarr never asks for
+        zarray["fill_value"] = None
+        out[key] = compact_json(zarray)
+        attrs_key = f"{name}.zattrs"
+        if attrs_key in out:
+            attrs = json.loads(out[attrs_key])
+            attrs.pop("_FillValue", None)
+            out[attrs_key] = compact_json(attrs)
+    return {**refs, "refs": out}
+
+
+def object_store_registry(urls: Sequence[str]):
+    """An obstore registry for ``urls``: one store per scheme and host, configured from the environment.
+
+    ``file://`` URLs get a ``LocalStore``, ``http(s)://`` an ``HTTPStore``
+    (plain HTTP allowed, since the URL asks for it), ``s3://`` an ``S3Store``
+    for the bucket (credentials, region and endpoint from the ``AWS_*``
+    variables, as obstore reads them), any other scheme obstore's
+    ``from_url`` store.
+    """
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import HTTPStore, LocalStore, S3Store, from_url
+
+    registry = ObjectStoreRegistry()
+    for prefix in dict.fromkeys(f"{p.scheme}://{p.netloc}" for p in map(urlsplit, urls)):
+        parts = urlsplit(prefix)
+        if parts.scheme == "file":
+            store = LocalStore()
+        elif parts.scheme in ("http", "https"):
+            store = HTTPStore.from_url(prefix, client_options={"allow_http": parts.scheme == "http"})
+        elif parts.scheme in ("s3", "s3a"):
+            store = S3Store.from_url(f"s3://{parts.netloc}")
+        else:
+            store = from_url(prefix)
+        registry.register(prefix, store)
+    return registry
+
+
+__all__ = ["check_stack_dim", "object_store_registry", "readable_with_defaults", "virtual_cube_references"]
