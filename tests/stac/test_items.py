@@ -108,19 +108,6 @@ def test_item_validates_against_the_core_stac_schema_offline(tmp_path):
         validate_dict(undated, extensions=[])
 
 
-def test_item_validates_against_its_extension_schemas(tmp_path):
-    """The extensions' schemas (projection, raster, file) are not shipped: fetched, skipped only if they cannot be."""
-    pytest.importorskip("jsonschema")
-    from pystac.validation import GetSchemaError
-
-    (path,), _, _ = _scenes(tmp_path, 1)
-    it = item(path, datetime=DATES[0])
-    try:
-        it.validate()
-    except GetSchemaError as exc:   # stac-extensions.github.io unreachable (offline)
-        pytest.skip(f"STAC extension schemas not reachable: {exc}")
-
-
 @pytest.mark.parametrize("sample_type,expected", [
     ("uint4", {"data_type": "uint8", "bits_per_sample": 4}),
     ("bfloat16", {"data_type": "other", "bits_per_sample": 16}),
