@@ -1,6 +1,6 @@
 """An opened rumi image and the one reader of its frames.
 
-Every face reads pixels here: the engine's ``BackendArray`` (through Dask or
+Every way of reading pixels comes here: the engine's ``BackendArray`` (through Dask or
 lazily), ``RumiImage.read``, validation.  A read fetches the frames a
 selection touches in batches of byte ranges and decodes them in parallel
 (the decoder releases the GIL): a frame the selection holds whole straight
