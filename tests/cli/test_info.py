@@ -5,23 +5,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from _rumi_bytes import make, ramp, save
+from cli_runs import run
 
 import xarray_rumi
 from xarray_rumi.cli import main
-
-
-@pytest.fixture
-def written(tmp_path):
-    return make(tmp_path, ramp((3, 40, 50)), tile_size=16, crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return status, out, err
 
 
 def test_info(capsys, written):

@@ -14,21 +14,15 @@ import numpy as np
 import pytest
 
 from without_extras import GEO_EXTRA, looked_for, rumi_without
+from cli_runs import run
 
 import xarray_rumi
-from xarray_rumi.cli import READER_GONE, install_hint, main
+from xarray_rumi.cli import READER_GONE, install_hint
 
 #: Each command that reads one rumi file, with the arguments that follow the file (an output where needed).
 READERS = {
     "info": [], "validate": [], "header": [], "stac": [], "quicklook": ["out.png"], "refs": [],
 }
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return status, out, err
 
 
 def rumi_command() -> str:

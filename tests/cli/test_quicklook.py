@@ -5,15 +5,7 @@ from __future__ import annotations
 import numpy as np
 from quicklook_samples import read_png, scene
 from without_extras import GEO_EXTRA, ZARR_EXTRA, rumi_without
-
-from xarray_rumi.cli import main
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return status, out, err
+from cli_runs import run
 
 
 def test_quicklook_command_rgb(capsys, tmp_path):

@@ -8,16 +8,10 @@ import json
 import numpy as np
 import pytest
 from without_extras import rumi_without
+from cli_runs import run
 
 import xarray_rumi
 from xarray_rumi.cli import main
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return status, out, err
 
 
 def scene(tmp_path, bands=4, rows=600, cols=900, tile=128, **kwargs):

@@ -6,22 +6,8 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-from _rumi_bytes import make, put, ramp, save
-
-from xarray_rumi.cli import main
-
-
-@pytest.fixture
-def written(tmp_path):
-    return make(tmp_path, ramp((3, 40, 50)), tile_size=16, crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return status, out, err
+from _rumi_bytes import put, save
+from cli_runs import run
 
 
 def test_validate_ok(capsys, written):
