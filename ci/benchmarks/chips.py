@@ -1,0 +1,475 @@
+"""Training chips: random 256 px windows of random images, rumi beside COG twins read by rasterio.
+
+Run from the repository root::
+
+    python ci/benchmarks/chips.py            # 4 images of 4 x 4096 x 4096 uint16, 512 px tiles: ~7 minutes on 2 cores
+    python ci/benchmarks/chips.py --quick    # 2 images of 2048 px, fewer windows and rounds: ~2 minutes
+
+The images are written as rumi (``compression="auto"``, 512 px tile frames,
+one band each) and as COG twins (rasterio's COG driver: ZSTD, horizontal
+predictor, 512 px blocks, pixel-interleaved as that driver writes, no
+overviews).  Every round draws fresh chips (a random image, a random place)
+and runs every case on the same chips, each case first in turn, so machine
+noise and warm caches favour none.  Two tables:
+
+1. **Window latency** (local files): the median time of one window over the
+   round's windows, for each way of reading it, against *decoding the frames
+   it touches* (fetch them in one batch, decode each into memory of its own on
+   two threads: scenario 2's floor in ``suite.py``).  The stricter floor
+   decodes each into a buffer its thread reuses.
+2. **Chips per second**, locally and over a loopback HTTP server (the tests'
+   ``RangeServer`` in a process of its own): the engine's window (no Dask), a
+   Cube's window (Dask, and the Cube's array without Dask), the cookbook's
+   ``RumiChips`` Dataset on two worker processes, xbatcher batches of a Cube;
+   and the same chips from the COG twins through rasterio windows, in one
+   process (``GDAL_NUM_THREADS=ALL_CPUS``) and on two worker processes
+   (GDAL's default, one thread each).  GDAL's block cache is off
+   (``GDAL_CACHEMAX=0``) and so are its other caches (``VSI_CACHE``, the
+   /vsicurl/ cache), as rumi caches nothing.  Worker processes are spawned
+   and have each opened every image once before the clock starts: what is
+   timed is what an epoch costs, not starting Python.
+
+Values are medians over rounds, with the range of the rounds; ratios are time
+multiples of the decode floor over the same chips (smaller is better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import multiprocessing
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import xarray as xr
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))  # doc_blocks, servers
+
+import xarray_rumi  # noqa: E402
+from _report import Row, environment, text_table  # noqa: E402
+from read import make_raster  # noqa: E402
+from xarray_rumi.frames.codec import decode_frame  # noqa: E402
+from xarray_rumi.reading.image import frame_buffer  # noqa: E402
+
+TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
+CHIP = 256
+#: GDAL with every cache off, as rumi caches nothing; one process's reads decode blocks on every core.
+GDAL_UNCACHED = {"GDAL_CACHEMAX": 0, "VSI_CACHE": False, "GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR"}
+
+
+# -- the images -----------------------------------------------------------------
+
+
+def write_images(root: str, count: int, bands: int, size: int, tile: int) -> list[tuple[str, str]]:
+    """``count`` images as rumi and as COG twins, ``(rumi name, COG name)`` each; each pair checked once."""
+    import rasterio
+    from affine import Affine
+
+    names = []
+    for i in range(count):
+        values = make_raster(bands, size, seed=i)
+        rumi, cog = f"scene-{i}.rumi", f"scene-{i}.tif"
+        blob = xarray_rumi.write(os.path.join(root, rumi), values, tile_size=tile, crs=32618, transform=TRANSFORM)
+        with open(os.path.join(root, rumi + ".header"), "wb") as f:
+            f.write(blob)
+        with rasterio.open(os.path.join(root, cog), "w", driver="COG", width=size, height=size, count=bands,
+                           dtype=values.dtype, crs="EPSG:32618", transform=Affine(*TRANSFORM), blocksize=tile,
+                           compress="zstd", predictor=2, overviews="none") as dst:
+            dst.write(values)
+        # A fast wrong read is no result: one window of each against the values written.
+        window = (slice(None), slice(size // 3, size // 3 + CHIP), slice(size // 5, size // 5 + CHIP))
+        np.testing.assert_array_equal(xarray_rumi.open_image(os.path.join(root, rumi), blob).read(*window),
+                                      values[window])
+        with rasterio.open(os.path.join(root, cog)) as src:
+            np.testing.assert_array_equal(src.read(window=_window(size // 3, size // 5)), values[window])
+        names.append((rumi, cog))
+    return names
+
+
+def _window(y: int, x: int):
+    from rasterio.windows import Window
+
+    return Window(x, y, CHIP, CHIP)
+
+
+def stac_items(root: str, names, location: str):
+    """STAC Items of the rumi files in ``root``, their assets at ``location`` (``root`` or its URL)."""
+    items = []
+    for day, (rumi, _) in enumerate(names, start=1):
+        blob = pathlib.Path(root, rumi + ".header").read_bytes()
+        items.append(xarray_rumi.stac.item(os.path.join(root, rumi), blob, href=f"{location}/{rumi}",
+                                           datetime=f"2024-05-{day:02d}T10:00:00Z"))
+    return items
+
+
+def cookbook_chips_module(directory: str):
+    """The cookbook's ``rumi_chips`` module (docs/cookbook.md), written to ``directory`` and imported."""
+    from doc_blocks import python_blocks
+
+    (source,) = [block for block in python_blocks("docs/cookbook.md") if block.startswith("# rumi_chips.py\n")]
+    pathlib.Path(directory, "rumi_chips.py").write_text(source)
+    sys.path.insert(0, directory)
+    import rumi_chips
+
+    return rumi_chips
+
+
+@contextlib.contextmanager
+def http_server(directory: str):
+    """The tests' Range HTTP server for ``directory``, in a process of its own; its URL."""
+    # A listen backlog of 128, not http.server's 5: readers open a connection per range at once, and a
+    # connection refused for a full backlog is retried by the kernel a second later.
+    code = ("import sys, http.server; http.server.ThreadingHTTPServer.request_queue_size = 128; "
+            "sys.path.insert(0, sys.argv[1]); from servers import RangeServer; "
+            "server = RangeServer(sys.argv[2]).__enter__(); print(server.url, flush=True); sys.stdin.read()")
+    process = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tests"), directory],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+# -- ways of reading one chip ------------------------------------------------------
+
+
+class Floor:
+    """Decoding the frames a chip touches: one batched fetch, each frame decoded on a pool of two threads."""
+
+    def __init__(self, images, *, into_buffer: bool):
+        self.images, self.into_buffer = images, into_buffer
+        self.pool = ThreadPoolExecutor(2)
+
+    def __call__(self, image: int, y: int, x: int) -> None:
+        image = self.images[image]
+        grid, sample = image.grid, image.sample_type
+        touched = grid.frames_touching(range(grid.samples_per_pixel), range(y, y + CHIP), range(x, x + CHIP))
+        starts, stops = image.header.ranges(touched)
+        payloads = image.source.read_many(starts, stops)
+
+        def decode(k: int, payload: bytes) -> None:
+            shape = grid.frame_shape(k)
+            decode_frame(payload, sample, shape, out=frame_buffer(shape, sample.dtype) if self.into_buffer else None)
+
+        list(self.pool.map(decode, touched.tolist(), payloads))
+
+
+def lazy_cube(cube: xr.Dataset, images) -> xr.Dataset:
+    """The Cube's array without Dask: what ``open_cube`` would give if it could open lazily."""
+    from xarray.core.indexing import LazilyIndexedArray
+
+    from xarray_rumi.dataset.engine import RumiCubeArray
+
+    variable = xr.Variable(cube.band_data.dims, LazilyIndexedArray(RumiCubeArray(images)))
+    return xr.Dataset({"band_data": variable}, coords=cube.coords)
+
+
+class Readers:
+    """Every way of reading a chip of the images at one location (a directory or a URL)."""
+
+    def __init__(self, root: str, names, location: str):
+        import rasterio
+
+        self.items = stac_items(root, names, location)
+        recorded = [(i.assets["data"].href, base64.b64decode(i.assets["data"].extra_fields["rumi:header"]))
+                    for i in self.items]
+        self.images = [xarray_rumi.open_image(href, blob, georeferencing=False) for href, blob in recorded]
+        self.datasets = [xr.open_dataset(href, engine="rumi", header=blob, georeferencing=False)
+                         for href, blob in recorded]
+        self.backend_arrays = [_backend_array(image) for image in self.images]
+        self.cubes = {str(chunks): xarray_rumi.open_cube(self.items, chunks=chunks) for chunks in ({}, "auto")}
+        self.lazy_cube = lazy_cube(self.cubes["auto"], self.images)
+        self.cog_paths = [f"{location}/{cog}" for _, cog in names]
+        self.gdal_uncached = {**GDAL_UNCACHED, **({"CPL_VSIL_CURL_NON_CACHED": f"/vsicurl/{location}"}
+                                                  if location.startswith("http") else {})}
+        # Entered for as long as the files are open: GDAL's block cache is off for every read here.
+        self.gdal = rasterio.Env(**self.gdal_uncached, GDAL_NUM_THREADS="ALL_CPUS")
+        self.gdal.__enter__()
+        self.cogs = [rasterio.open(path) for path in self.cog_paths]
+        self.floor = Floor(self.images, into_buffer=False)
+        self.floor_into_buffer = Floor(self.images, into_buffer=True)
+
+    def window_cases(self) -> dict:
+        """``name -> read(image, y, x)``."""
+        band_data = [ds.band_data for ds in self.datasets]
+        return {
+            "decode touched frames": self.floor,
+            "decode touched frames into a reused buffer": self.floor_into_buffer,
+            "RumiImage.read_window": lambda i, y, x: self.images[i].read(rows=slice(y, y + CHIP),
+                                                                          cols=slice(x, x + CHIP)),
+            "RumiBackendArray window": lambda i, y, x: self.backend_arrays[i](y, x),
+            "lazy window through xarray": lambda i, y, x: band_data[i][:, y:y + CHIP, x:x + CHIP].values,
+            "the same, cut frames into fresh memory (before ae3280f)": lambda i, y, x: _into_fresh_memory(
+                lambda: band_data[i][:, y:y + CHIP, x:x + CHIP].values),
+            "Cube array without Dask": lambda i, y, x: self.lazy_cube.band_data[i, :, y:y + CHIP, x:x + CHIP].values,
+            "Cube window, Dask chunks={}": lambda i, y, x: self.cubes["{}"].band_data[
+                i, :, y:y + CHIP, x:x + CHIP].values,
+            "Cube window, Dask chunks='auto'": lambda i, y, x: self.cubes["auto"].band_data[
+                i, :, y:y + CHIP, x:x + CHIP].values,
+            "COG window, rasterio": self.cog_window,
+        }
+
+    def cog_window(self, i: int, y: int, x: int) -> np.ndarray:
+        return self.cogs[i].read(window=_window(y, x))
+
+    def close(self) -> None:
+        for cog in self.cogs:
+            cog.close()
+        self.gdal.__exit__(None, None, None)
+        self.floor.pool.shutdown()
+        self.floor_into_buffer.pool.shutdown()
+
+
+def _into_fresh_memory(read):
+    """``read()`` with every frame a window cuts decoded into fresh memory, as the reader did before ae3280f."""
+    import xarray_rumi.reading.image as reader
+
+    kept = reader.frame_buffer
+    reader.frame_buffer = lambda shape, dtype: np.empty(shape, dtype)
+    try:
+        return read()
+    finally:
+        reader.frame_buffer = kept
+
+
+def _backend_array(image):
+    from xarray.core.indexing import BasicIndexer
+
+    from xarray_rumi.dataset.engine import RumiBackendArray
+
+    array = RumiBackendArray(image)
+    return lambda y, x: array[BasicIndexer((slice(None), slice(y, y + CHIP), slice(x, x + CHIP)))]
+
+
+# -- COG chips on worker processes: the cookbook's Dataset, for rasterio ------------
+
+
+class CogChips:
+    """``RumiChips``'s twin for COGs: paths and places, each worker opening a file on its first chip."""
+
+    def __init__(self, paths, places, env: dict):
+        self.paths, self.places, self.env = paths, places, env
+        self._opened = {}
+
+    def __len__(self):
+        return len(self.places)
+
+    def __getitem__(self, index):
+        import rasterio
+
+        image, y, x = self.places[index]
+        with rasterio.Env(**self.env):
+            if image not in self._opened:
+                self._opened[image] = rasterio.open(self.paths[image])
+            return self._opened[image].read(window=_window(y, x))
+
+    def __getstate__(self):
+        return {**self.__dict__, "_opened": {}}
+
+
+_worker_dataset = None
+
+
+def _start_worker(dataset) -> None:
+    """Receive the dataset and open each of its images with one chip: what a worker does once, not per chip."""
+    global _worker_dataset
+    _worker_dataset = dataset
+    first_of_each = {image: index for index, (image, _, _) in reversed(list(enumerate(dataset.places)))}
+    for index in first_of_each.values():
+        dataset[index]
+
+
+def _chip(index: int):
+    try:
+        return _worker_dataset[index]
+    except Exception as exc:
+        # As a plain error: some (GDAL's) do not unpickle in the parent, which would then wait forever.
+        raise RuntimeError(f"chip {index}: {exc!r}") from None
+
+
+def on_workers(dataset, processes: int = 2) -> float:
+    """Seconds to read every chip of ``dataset`` on ``processes`` spawned workers, started before the clock.
+
+    Spawned, for rumi and GDAL alike: a worker forked from this process
+    hangs in GDAL, which this process has used (GDAL's own advice is not to
+    fork after using it); the cookbook's test draws rumi chips on forked
+    workers too, and the work per chip is the same.
+    """
+    pool = multiprocessing.get_context("spawn").Pool(processes, initializer=_start_worker, initargs=(dataset,))
+    try:
+        _every_worker_started(pool, processes)
+        start = time.perf_counter()
+        pool.map(_chip, range(len(dataset)), chunksize=4)
+        return time.perf_counter() - start
+    finally:
+        pool.close()
+        pool.join()  # the workers are gone before the next case starts
+
+
+def _every_worker_started(pool, processes: int) -> None:
+    """Return once each of the pool's workers has run its initializer (each takes one of these tasks)."""
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        pool.map(_wait_at, [manager.Barrier(processes)] * processes, chunksize=1)
+
+
+def _wait_at(barrier) -> None:
+    barrier.wait(timeout=120)
+
+
+# -- the two tables ----------------------------------------------------------------
+
+
+def random_chips(rng, images: int, size: int, count: int) -> list[tuple[int, int, int]]:
+    return [(int(i), int(y), int(x)) for i, y, x in
+            zip(rng.integers(0, images, count), *rng.integers(0, size - CHIP + 1, (2, count)))]
+
+
+def window_latency(readers: Readers, size: int, windows: int, rounds: int) -> list[Row]:
+    """Table 1: per round, the median of each case over fresh windows, cases alternated window by window."""
+    cases = readers.window_cases()
+    rng = np.random.default_rng(1)
+    for run in cases.values():  # warm up: modules, pools, the blob checks
+        run(0, 0, 0)
+    medians = {name: [] for name in cases}
+    order = list(cases)
+    for _ in range(rounds):
+        seconds = {name: [] for name in cases}
+        for chip in random_chips(rng, len(readers.images), size, windows):
+            order = order[1:] + order[:1]  # each case first in turn: none always reads what another just read
+            for name in order:
+                start = time.perf_counter()
+                cases[name](*chip)
+                seconds[name].append(time.perf_counter() - start)
+        for name in cases:
+            medians[name].append(statistics.median(seconds[name]))
+    anchor = "decode touched frames"
+    targets = {"lazy window through xarray": 1.1, "Cube array without Dask": 1.1}
+    return [_time_row(name, medians[name], anchor, medians[anchor], targets.get(name)) for name in cases]
+
+
+def _time_row(name: str, times: list[float], anchor: str, anchor_times: list[float], target=None) -> Row:
+    """The median over rounds of a time and of its multiple of the anchor's, with their ranges."""
+    ratios = [t / a for t, a in zip(times, anchor_times)]
+    return Row(name, statistics.median(times) * 1e3, "ms", anchor, statistics.median(ratios), target, False,
+               f"{min(times) * 1e3:.2f}-{max(times) * 1e3:.2f} ms, ratio {min(ratios):.2f}-{max(ratios):.2f}")
+
+
+def throughput(readers: Readers, rumi_chips, size: int, chips: int, rounds: int, where: str) -> list[Row]:
+    """Table 2 for one location: chips per second of each case over the same fresh chips each round.
+
+    The cases run one after the other, each first in turn from round to
+    round; xbatcher's chips are its own (whole patches of its grid, every
+    image at one place), with a floor of their own.
+    """
+    import xbatcher
+
+    cube, images = readers.cubes["auto"], len(readers.images)
+    patches = xbatcher.BatchGenerator(cube.band_data, input_dims={"band": cube.sizes["band"], "y": CHIP, "x": CHIP})
+    per_row = size // CHIP
+    corners = [(float(patches[k].y[0]), float(patches[k].x[0])) for k in (0, 1)]
+    # xbatcher's patches lie row by row: patch k is at (k // per_row, k % per_row) x CHIP px
+    assert len(patches) == per_row ** 2 and corners == [(float(cube.y[0]), float(cube.x[0])),
+                                                        (float(cube.y[0]), float(cube.x[CHIP]))]
+    windows = readers.window_cases()
+    floor = windows["decode touched frames"]
+    rng = np.random.default_rng(2)
+    seconds: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    order = 0
+    for _ in range(rounds):
+        dataset = rumi_chips.RumiChips(readers.items, size=CHIP, count=chips, seed=int(rng.integers(1 << 30)))
+        drawn = dataset.places
+        batches = rng.choice(len(patches), max(1, chips // images), replace=False).tolist()
+        patch_chips = [(i, CHIP * (b // per_row), CHIP * (b % per_row)) for b in batches for i in range(images)]
+        cog_chips = CogChips(readers.cog_paths, drawn, {**readers.gdal_uncached, "GDAL_NUM_THREADS": 1})
+        cases = {
+            "decode touched frames": (_each, floor, drawn),
+            "engine window, no Dask": (_each, windows["lazy window through xarray"], drawn),
+            "Cube array without Dask": (_each, windows["Cube array without Dask"], drawn),
+            "Cube window, Dask chunks='auto'": (_each, windows["Cube window, Dask chunks='auto'"], drawn),
+            "RumiChips Dataset, 2 worker processes": (on_workers, dataset),
+            "decode touched frames (xbatcher's patches)": (_each, floor, patch_chips),
+            "xbatcher over the Cube (Dask 'auto')": (_each, lambda b: patches[b], [(b,) for b in batches]),
+            "COG, rasterio windows": (_each, readers.cog_window, drawn),
+            "COG, 2 worker processes": (on_workers, cog_chips),
+        }
+        names = list(cases)
+        order += 1
+        for name in names[order % len(names):] + names[:order % len(names)]:
+            run, *args = cases[name]
+            start = time.perf_counter()
+            elapsed = run(*args)  # the pools time themselves, without starting their workers
+            seconds.setdefault(name, []).append(elapsed if run is on_workers else time.perf_counter() - start)
+            counts[name] = len(patch_chips) if "xbatcher" in name else chips
+    rows = []
+    for name in names:  # in the order the cases are defined
+        times = seconds[name]
+        anchor = "decode touched frames (xbatcher's patches)" if "xbatcher" in name else "decode touched frames"
+        rates = [counts[name] / t for t in times]
+        ratios = [t / a for t, a in zip(times, seconds[anchor])]
+        rows.append(Row(f"{name} ({where})", statistics.median(rates), "chips/s", anchor, statistics.median(ratios),
+                        None, False, f"{min(rates):.0f}-{max(rates):.0f} chips/s, ratio {min(ratios):.2f}-"
+                                     f"{max(ratios):.2f}"))
+    return rows
+
+
+def _each(read, chips) -> None:
+    for chip in chips:
+        read(*chip)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--images", type=int, default=4)
+    parser.add_argument("--bands", type=int, default=4)
+    parser.add_argument("--size", type=int, default=4096, help="image width and height in px")
+    parser.add_argument("--tile", type=int, default=512)
+    parser.add_argument("--windows", type=int, default=200, help="windows a round in table 1")
+    parser.add_argument("--chips", type=int, default=96, help="chips a round in table 2")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="2 images of 2048 px, 60 windows, 3 rounds")
+    parser.add_argument("--only", choices=["windows", "chips"], help="one table")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.images, args.size, args.windows, args.rounds = 2, 2048, 60, 3
+    warnings.simplefilter("ignore")
+    with tempfile.TemporaryDirectory(prefix="rumi-chips-") as root:
+        started = time.perf_counter()
+        names = write_images(root, args.images, args.bands, args.size, args.tile)
+        rumi_chips = cookbook_chips_module(root)
+        print(f"{args.images} images of {args.bands} x {args.size} x {args.size} uint16, {args.tile} px tiles; "
+              f"{CHIP} px chips of every band at random places of random images; written in "
+              f"{time.perf_counter() - started:.0f} s")
+        print("\n".join(environment()))
+        local = Readers(root, names, root)
+        if args.only != "chips":
+            rows = window_latency(local, args.size, args.windows, args.rounds)
+            print(f"\n1. window latency, local files: median of {args.windows} windows a round, {args.rounds} rounds")
+            print(text_table(rows))
+        if args.only != "windows":
+            rows = throughput(local, rumi_chips, args.size, args.chips, args.rounds, "local")
+            local.close()
+            with http_server(root) as url:
+                remote = Readers(root, names, url)
+                rows += throughput(remote, rumi_chips, args.size, args.chips, args.rounds, "HTTP")
+                remote.close()
+            print(f"\n2. chips per second: {args.chips} chips a round, {args.rounds} rounds")
+            print(text_table(rows))
+        print(f"\nwhole run: {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
