@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python ci/benchmarks/chips.py            # 4 images of 4 x 4096 x 4096 uint16, 512 px tiles: ~7 minutes on 2 cores
+    python ci/benchmarks/chips.py            # 4 images of 4 x 4096 x 4096 uint16, 512 px tiles: ~5 minutes on 2 cores
     python ci/benchmarks/chips.py --quick    # 2 images of 2048 px, fewer windows and rounds: ~2 minutes
 
 The images are written as rumi (``compression="auto"``, 512 px tile frames,
