@@ -1,4 +1,4 @@
-"""What the quicklook tests share: a PNG reader independent of stac/quicklook.py's writer, and a test scene."""
+"""A PNG reader independent of stac/quicklook.py's writer, and the georeferenced scene the quicklook and stac tests write."""
 
 from __future__ import annotations
 

@@ -7,20 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from without_extras import rumi_without
 from cli_runs import run
+from quicklook_samples import scene
+from without_extras import rumi_without
 
 import xarray_rumi
 from xarray_rumi.cli import main
-
-
-def scene(tmp_path, bands=4, rows=600, cols=900, tile=128, **kwargs):
-    y, x = np.mgrid[0:rows, 0:cols]
-    data = np.stack([(x * (b + 1) + y * 3) % 4000 for b in range(bands)]).astype(np.uint16)
-    path = tmp_path / "scene.rumi"
-    blob = xarray_rumi.write(path, data, tile_size=tile, crs=32633, transform=(10, 0, 500000, 0, -10, 5000000),
-                             **kwargs)
-    return path, blob, data
 
 
 def test_stac_command_one_file_writes_an_item(capsys, tmp_path):
