@@ -19,7 +19,7 @@ noise and warm caches favour none.  Two tables:
    decodes each into a buffer its thread reuses.
 2. **Chips per second**, locally and over a loopback HTTP server (the tests'
    ``RangeServer`` in a process of its own): the engine's window (no Dask), a
-   Cube's window (Dask, and the Cube's array without Dask), the cookbook's
+   Cube's window (Dask, and ``open_cube(..., chunks=False)``), the cookbook's
    ``RumiChips`` Dataset on two worker processes, xbatcher batches of a Cube;
    and the same chips from the COG twins through rasterio windows, in one
    process (``GDAL_NUM_THREADS=ALL_CPUS``) and on two worker processes
@@ -167,16 +167,6 @@ class Floor:
         list(self.pool.map(decode, touched.tolist(), payloads))
 
 
-def lazy_cube(cube: xr.Dataset, images) -> xr.Dataset:
-    """The Cube's array without Dask: what ``open_cube`` would give if it could open lazily."""
-    from xarray.core.indexing import LazilyIndexedArray
-
-    from xarray_rumi.dataset.engine import RumiCubeArray
-
-    variable = xr.Variable(cube.band_data.dims, LazilyIndexedArray(RumiCubeArray(images)))
-    return xr.Dataset({"band_data": variable}, coords=cube.coords)
-
-
 class Readers:
     """Every way of reading a chip of the images at one location (a directory or a URL)."""
 
@@ -190,8 +180,7 @@ class Readers:
         self.datasets = [xr.open_dataset(href, engine="rumi", header=blob, georeferencing=False)
                          for href, blob in recorded]
         self.backend_arrays = [_backend_array(image) for image in self.images]
-        self.cubes = {str(chunks): xarray_rumi.open_cube(self.items, chunks=chunks) for chunks in ({}, "auto")}
-        self.lazy_cube = lazy_cube(self.cubes["auto"], self.images)
+        self.cubes = {str(chunks): xarray_rumi.open_cube(self.items, chunks=chunks) for chunks in ({}, "auto", False)}
         self.cog_paths = [f"{location}/{cog}" for _, cog in names]
         self.gdal_uncached = {**GDAL_UNCACHED, **({"CPL_VSIL_CURL_NON_CACHED": f"/vsicurl/{location}"}
                                                   if location.startswith("http") else {})}
@@ -214,7 +203,8 @@ class Readers:
             "lazy window through xarray": lambda i, y, x: band_data[i][:, y:y + CHIP, x:x + CHIP].values,
             "the same, cut frames into fresh memory (before ae3280f)": lambda i, y, x: _into_fresh_memory(
                 lambda: band_data[i][:, y:y + CHIP, x:x + CHIP].values),
-            "Cube array without Dask": lambda i, y, x: self.lazy_cube.band_data[i, :, y:y + CHIP, x:x + CHIP].values,
+            "Cube array without Dask": lambda i, y, x: self.cubes["False"].band_data[
+                i, :, y:y + CHIP, x:x + CHIP].values,
             "Cube window, Dask chunks={}": lambda i, y, x: self.cubes["{}"].band_data[
                 i, :, y:y + CHIP, x:x + CHIP].values,
             "Cube window, Dask chunks='auto'": lambda i, y, x: self.cubes["auto"].band_data[

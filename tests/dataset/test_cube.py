@@ -174,3 +174,31 @@ def test_open_cube_argument_errors(scenes):
         open_cube(paths, blobs[:2])
     with pytest.raises(TypeError, match="one header per path"):
         open_cube(paths, blobs[0])
+
+
+def test_a_cube_without_dask_reads_only_what_is_selected(scenes, monkeypatch):
+    """chunks=False: no Dask; a window reads once, decoding only the frames it touches, and equals numpy's."""
+    import xarray_rumi.reading.image as reader
+
+    paths, blobs, values = scenes
+    cube = open_cube(paths, blobs, chunks=False)
+    assert cube.band_data.chunks is None and not cube.band_data.variable._in_memory
+    xr.testing.assert_identical(cube.coords.to_dataset(), open_cube(paths, blobs).coords.to_dataset())
+    decoded = []
+    decode = reader.decode_frame
+    monkeypatch.setattr(reader, "decode_frame", lambda payload, *a, **k: decoded.append(a) or decode(payload, *a, **k))
+    window = cube.band_data[2, :, 35:45, 30:40]
+    assert not decoded  # selecting is lazy
+    np.testing.assert_array_equal(window.values, values[2, :, 35:45, 30:40])
+    assert len(decoded) == 2  # the two cell frames of the one image the window touches
+    np.testing.assert_array_equal(cube.band_data.isel(time=[2, 0], x=[5, 1, 69]).values, values[[2, 0]][..., [5, 1, 69]])
+    np.testing.assert_array_equal(cube.band_data[:, 1, 44, ::7].values, values[:, 1, 44, ::7])
+    np.testing.assert_array_equal(cube.band_data[1:, :, 10:40, 20:60].values, values[1:, :, 10:40, 20:60])
+
+
+def test_a_cube_without_dask_pickles_for_worker_processes(scenes):
+    import pickle
+
+    paths, blobs, values = scenes
+    cube = pickle.loads(pickle.dumps(open_cube(paths, blobs, chunks=False)))
+    np.testing.assert_array_equal(cube.band_data[0, :, :5, :5].values, values[0, :, :5, :5])

@@ -5,7 +5,9 @@ that do not share one stay an ImageCollection.  :func:`open_cube` checks
 that, from the headers and georeferencing alone (no frame is read), and then
 makes one Dask array over all of them (:mod:`xarray_rumi.dataset.chunking`):
 a chunk is a block of whole frames, which may span several images, read by
-one task.
+one task.  With ``chunks=False`` the same array is lazily indexed instead,
+for many small reads where a Dask computation each would cost more than
+the read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 
 import pandas as pd
 import xarray as xr
+from xarray.core import indexing
 
 from ..datamodel.variable import VARIABLE, cube_layout
 from ..reading.open import caller_georeferencing, open_image
@@ -43,6 +46,12 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     ``"auto"`` (chunks of about Dask's ``array.chunk-size`` in whole frames,
     several images deep), or a dict such as ``{"time": 8, "y": 1024, "x":
     1024}``; each chunk is read by one task, its frames decoded in parallel.
+    ``chunks=False`` gives no Dask at all: the Cube is lazily indexed, as
+    ``xr.open_dataset`` without ``chunks`` gives an image, and each selection
+    reads only the frames it touches when its values are asked for.  It is
+    the form for many small reads one at a time, such as training chips,
+    where going through Dask costs more than the read (docs/backend.md,
+    "Choosing chunks").
     ``index`` is the engine's: ``None``/``"default"`` (pandas indexes over
     ``x``/``y``) or ``"raster"`` (a ``rasterix.RasterIndex`` from the shared
     georeferencing, the CRS assigned with xproj; the ``rasterix`` extra).
@@ -59,6 +68,8 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     (('time', 'band', 'y', 'x'), ((1, 1, 1), (1, 1)))
     >>> cube.band_data.mean(("band", "y", "x")).values.tolist()
     [0.0, 1.0, 2.0]
+    >>> open_cube(paths, blobs, chunks=False).band_data[2, :, 5:8, 0].values.tolist()
+    [[2, 2, 2], [2, 2, 2]]
     """
     index = index_kind(index)  # before anything is opened
     if is_stac(paths_or_items):
@@ -88,11 +99,16 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
 def cube_dataset(images, dim="time", chunks=None, names=None, *, index=None) -> xr.Dataset:
     """The Cube of opened, aligned images: one Dask array over all of them, chunked by ``chunks``.
 
-    ``dim``, ``chunks`` and ``index`` are :func:`open_cube`'s; ``names`` name
-    the images in the error that a misaligned one raises.
+    ``dim``, ``chunks`` and ``index`` are :func:`open_cube`'s (``chunks=False``:
+    lazily indexed, no Dask); ``names`` name the images in the error that a
+    misaligned one raises.
     """
     layout = cube_layout(images, _dimension_name(dim), names)
-    data = dask_array(RumiCubeArray(images), layout, chunks, verify=images[0].verify)
+    array = RumiCubeArray(images)
+    if chunks is False:
+        data = indexing.LazilyIndexedArray(array)
+    else:
+        data = dask_array(array, layout, chunks, verify=images[0].verify)
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
     stacked = xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
