@@ -24,11 +24,22 @@ class Request:
     sent: int
 
 
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """A thread per request, and room for as many connections as a reader opens at once."""
+
+    # socketserver's default listen backlog is 5: the kernel drops the SYN of
+    # any connection beyond the sixth still waiting to be accepted, and the
+    # client sends it again a second later, so a read of a few dozen ranges at
+    # once (a connection each) stalled for a second.  128 is werkzeug's, which
+    # the moto S3 server (s3_server.py) already runs on.
+    request_queue_size = 128
+
+
 class LoopbackServer:
     """Runs a request handler on 127.0.0.1 in a thread; the servers below share it."""
 
     def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         # a short poll interval: shutdown() waits for it, once per test
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
