@@ -2,7 +2,8 @@
 
 A :class:`ByteSource` is a small picklable value (a URL and its storage
 options): Dask tasks carry it to worker processes, where the file system is
-looked up again (fsspec caches instances, so it is reused across tasks).
+looked up again (fsspec caches instances, so it is reused across tasks), and
+so does a forked child, which inherits the parent's sources as they are.
 Local files are read with ``os.pread``; nothing is read ahead.
 
 Remote reads are retried on transient errors (5xx, dropped connections,
@@ -24,6 +25,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import weakref
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
@@ -120,6 +122,25 @@ def _single_try_s3_class():
     return SingleTryS3FileSystem
 
 
+#: The file systems this process's sources have looked up, by id; weakly, as the sources hold them.
+_in_use: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+#: Those a forked child found in use in the process it was forked from: kept for good.
+_inherited: list = []
+
+
+def _keep_the_parents_file_systems() -> None:
+    # Collected in a forked child, an HTTP or S3 file system of the parent would close its
+    # session on the parent's event loop, which looks running there but has no thread, and
+    # wait a second for it (fsspec 2026.9): the child's own reads wait too when that happens
+    # on their loop.  The parent closes them; the child leaves them alone.
+    _inherited.extend(_in_use.values())
+    _in_use.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_keep_the_parents_file_systems)
+
+
 @dataclass(frozen=True)
 class ByteSource:
     """Where a file lives, and exact byte ranges of it.
@@ -148,14 +169,36 @@ class ByteSource:
     def local_path(self) -> str:
         return local_path(self.url)
 
-    @cached_property
+    @property
     def _fs_path(self):
         # As the caller configured it, the file system's own retries included: writes use it.
-        return url_to_fs(self.url, **self.storage_options)
+        return self._in_this_process("writes", lambda: url_to_fs(self.url, **self.storage_options))
+
+    @property
+    def _read_fs_path(self):
+        return self._in_this_process("reads", lambda: single_try_file_system(self.url, self.storage_options))
+
+    def _in_this_process(self, use: str, look_up):
+        """The file system and path for ``use``, looked up once in each process that uses them.
+
+        fsspec's HTTP and S3 file systems run on an event loop of the process
+        that made them, and refuse to work in a forked child ("This class is
+        not fork-safe"), where a source opened before the fork (a training
+        chips Dataset in PyTorch's forked workers) arrives as it was.  fsspec
+        empties its instance cache in a forked child, so looking up again
+        there gives the child file systems of its own.
+        """
+        pid = os.getpid()
+        found = self._file_systems.get(use)
+        if found is None or found[0] != pid:
+            found = self._file_systems[use] = (pid, *look_up())
+            _in_use[id(found[1])] = found[1]
+        return found[1:]
 
     @cached_property
-    def _read_fs_path(self):
-        return single_try_file_system(self.url, self.storage_options)
+    def _file_systems(self) -> dict:
+        # what _in_this_process found: use -> (process id, file system, path)
+        return {}
 
     def __getstate__(self):
         # Ship only the address; file systems are looked up again where used.
