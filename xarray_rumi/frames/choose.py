@@ -4,23 +4,33 @@ Every rumi frame is self-contained, so the writer may pick a recipe per frame.
 ``"auto"`` measures every GeoZL/OpenZL graph on small windows of a few sample
 frames, lets the few best compete on larger windows of the same samples, and
 encodes the frames with the winner; ``"portable"`` lets the graphs that use
-only OpenZL's built-in codecs compete the same way.  Ties go to the simpler
-(faster) recipe, deterministically, so the same data always gives the same
-bytes.  ``"lossy:<error>"`` is the only way to lose information: it chooses
-as ``auto`` does among GeoZL's quantising graphs, and the error bound lives
-in each frame, the one place the spec allows.
+only OpenZL's built-in codecs compete the same way.  Small images, whose whole
+write costs little, also try the winner with zstd at a slower level; and where
+the writer may choose the frame unit, cell frames compete with tile frames.
+Ties go to the simpler (faster) recipe, deterministically, so the same data
+always gives the same bytes.  ``"lossy:<error>"`` is the only way to lose
+information: it chooses as ``auto`` does among GeoZL's quantising graphs,
+and the error bound lives in each frame, the one place the spec allows.
+
+(Encoding at another zstd level is here too, beside the choice that needs
+it, which makes this module longer than most.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import math
 from dataclasses import dataclass
 
 import geozl
+import geozl.lossless
 import numpy as np
 import openzl.ext
 
+from ..format.grid import FrameGrid, FrameUnit
+from ..runtime.heap import keep_heap_top
 from .codec import FORMAT_VERSION, PORTABLE_RECIPES, PROCESS_CACHE, ThreadCache, applicable, encode_frame
 from .measure import Measurer
 
@@ -55,6 +65,24 @@ PROFILE_WINDOW = 256
 _UNPINNED_CODECS = ("pivco", "sparse")
 #: Always applicable, always at the pinned version: the last resort for any frame.
 FALLBACK = "id>zstd"
+#: Images of at most this many bytes of storage elements are small: writing one at zstd's slower
+#: levels costs a fraction of a second.
+SMALL_IMAGE_BYTES = 4 * 2**20
+#: The zstd level GeoZL's graphs run at; ``<graph>:<level>`` is the same graph at another level.
+GEOZL_ZSTD_LEVEL = 6
+#: The level small images try: the first of zstd's slow strategies (btultra), 3 to 10x slower than
+#: level 6 and up to 15% smaller on smooth rasters (docs/writing.md has the measurements).
+SLOW_ZSTD_LEVEL = 16
+#: A slower level is kept only when it makes the middle profile window this much smaller: enough to
+#: be worth encoding several times slower (RGB.byte.tif's 2% is not; the DEM's 13% is).
+SLOW_LEVEL_GAIN = 0.97
+#: Where the writer may choose the frame unit, cell frames compete only for images of at most this
+#: many bands (RGB, RGBA: bands read together) ...
+CELL_MAX_BANDS = 4
+#: ... and win only when their profile windows come out this much smaller than tile frames', these
+#: being no smaller than ``QUICK_MIN_BYTES`` each: a tile frame decodes one band alone, which a
+#: reader of one band keeps, and sparing the headers of nearly empty frames is not worth that.
+CELL_GAIN = 0.97
 
 
 @dataclass(frozen=True)
@@ -94,23 +122,24 @@ INTERBAND = "@interband"
 
 def _encode(stored: np.ndarray, candidate: str, error=None, cache: ThreadCache | None = None) -> bytes:
     recipe, _, geometry = candidate.partition("@")
+    recipe, _, level = recipe.partition(":")
+    if level:
+        return _encode_at_level(stored, recipe, int(level), bool(geometry), cache or PROCESS_CACHE)
     return encode_frame(stored, recipe, interband=bool(geometry), error=error, cache=cache)
 
 
 def _encode_with_compressor(stored: np.ndarray, serialized: bytes, cache: ThreadCache) -> bytes:
     """One frame through a caller's OpenZL graph, at the pinned format version, with checksums."""
-    cctx, _ = cache.get(("openzl", serialized), lambda: _compression_context(serialized))
-    values = np.require(stored, requirements=("C", "A")).reshape(-1)
-    frame = cctx.compress([openzl.ext.Input(openzl.ext.Type.Numeric, values)])
-    if frame[0] != 0xC0 + FORMAT_VERSION:
-        raise RuntimeError(f"the OpenZL graph wrote format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
-    return frame
+    def build():
+        compressor = openzl.ext.Compressor()
+        compressor.deserialize(serialized)
+        return _compression_context(compressor)
+
+    return _compress(cache.get(("openzl", serialized), build)[0], np.require(stored, requirements=("C", "A")))
 
 
-def _compression_context(serialized: bytes):
-    """``(context, compressor)`` for a serialised OpenZL graph: the context refers to the compressor, keep both alive."""
-    compressor = openzl.ext.Compressor()
-    compressor.deserialize(serialized)
+def _compression_context(compressor):
+    """``(context, compressor)`` for an OpenZL graph: the context refers to the compressor, keep both alive."""
     cctx = openzl.ext.CCtx()
     cctx.ref_compressor(compressor)
     # parameters otherwise reset after each frame, and the context then refuses the next one
@@ -118,6 +147,91 @@ def _compression_context(serialized: bytes):
     cctx.set_parameter(openzl.ext.CParam.FormatVersion, FORMAT_VERSION)
     cctx.set_parameter(openzl.ext.CParam.ContentChecksum, 1)
     return cctx, compressor
+
+
+def _compress(cctx, values: np.ndarray) -> bytes:
+    frame = cctx.compress([openzl.ext.Input(openzl.ext.Type.Numeric, values.reshape(-1))])
+    if frame[0] != 0xC0 + FORMAT_VERSION:
+        raise RuntimeError(f"the OpenZL graph wrote format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
+    return frame
+
+
+#: GeoZL's predictors as OpenZL nodes: the codecs GeoZL's own graphs write, so every reader decodes them.
+_FUSED_PREDICTORS = {"planar>zigzag": geozl.lossless.PlanarZigzag, "med>zigzag": geozl.lossless.MedZigzag}
+_PREDICTORS = {"planar": geozl.lossless.Planar, "med": geozl.lossless.Med, "delta_w": geozl.lossless.DeltaW,
+               "delta_n": geozl.lossless.DeltaN, "average": geozl.lossless.Average,
+               "wp_static": geozl.lossless.WpStatic}
+_ZSTD_BACKENDS = ("zstd", "transpose>zstd")
+
+
+def _encode_at_level(stored: np.ndarray, recipe: str, level: int, interband: bool, cache: ThreadCache) -> bytes:
+    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``.
+
+    GeoZL's graphs fix zstd's level; at :data:`GEOZL_ZSTD_LEVEL` this graph
+    writes their bytes exactly.  Its predictors are GeoZL's codecs, run from
+    Python: OpenZL holds the GIL while it encodes, so these frames do not
+    encode in parallel.
+    """
+    keep_heap_top()  # as encode_frame does
+    bands, h = stored.shape[:2]
+    raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
+    if interband:
+        raster = raster.reshape(1, bands, -1)
+    planes, width = raster.shape[0], raster.shape[-1]
+    key = ("zstd-level", recipe, level, width, planes)
+    cctx, _ = cache.get(key, lambda: _compression_context(_graph_at_level(recipe, level, width, planes)))
+    return _compress(cctx, raster)
+
+
+def _graph_at_level(recipe: str, level: int, width: int, planes: int):
+    """An OpenZL compressor for ``recipe`` (a predictor, then ``zstd`` or ``transpose>zstd``) with zstd at ``level``."""
+    compressor = openzl.ext.Compressor()
+    nodes = openzl.ext.nodes
+    predictor, backend = _split_at_level(recipe)
+    zstd = openzl.ext.graphs.Zstd(compression_level=level)(compressor)
+    if backend == "zstd":
+        graph = nodes.ConvertNumToSerialLE()(compressor, zstd)
+    else:  # one zstd stream per byte of the elements
+        graph = nodes.ConvertNumToStructLE()(compressor, nodes.TransposeSplit()(compressor, zstd))
+    if predictor == "delta_1d":
+        graph = nodes.DeltaInt()(compressor, graph)
+    elif predictor in _FUSED_PREDICTORS:
+        graph = _FUSED_PREDICTORS[predictor](width, planes)(compressor, graph)
+    elif predictor != "id":
+        name = predictor.split(">")[0]
+        # delta_w looks only along a row, which planes of whole rows do not change
+        node = _PREDICTORS[name](width, 1 if name == "delta_w" else planes)
+        graph = node(compressor, nodes.Zigzag()(compressor, graph))
+    compressor.select_starting_graph(graph)
+    return compressor
+
+
+def _split_at_level(recipe: str) -> tuple[str, str]:
+    """``(predictor, backend)`` of a graph that can run at another zstd level, else ``ValueError``.
+
+    >>> _split_at_level("planar>zigzag>transpose>zstd")
+    ('planar>zigzag', 'transpose>zstd')
+    """
+    for backend in sorted(_ZSTD_BACKENDS, key=len, reverse=True):
+        predictor = recipe[:-len(backend) - 1]
+        if recipe.endswith(">" + backend) and predictor in {"id", "delta_1d", *_FUSED_PREDICTORS} | {
+                f"{name}>zigzag" for name in _PREDICTORS}:
+            return predictor, backend
+    raise ValueError(f"only a GeoZL graph ending in zstd runs at another zstd level, not {recipe!r}")
+
+
+def _at_slow_level(candidate: str, itemsize: int) -> str:
+    """The candidate's predictor with the zstd backend that suits ``itemsize``-byte elements, at the slow level.
+
+    >>> _at_slow_level("planar>zigzag>transpose>entropy@interband", 2)
+    'planar>zigzag>transpose>zstd:16@interband'
+    """
+    backend = "transpose>zstd" if itemsize > 1 else "zstd"
+    return f"{_predictor(candidate).partition('@')[0]}>{backend}:{SLOW_ZSTD_LEVEL}{_geometry(candidate)}"
+
+
+def _geometry(candidate: str) -> str:
+    return "@" + candidate.partition("@")[2] if "@" in candidate else ""
 
 
 def lossy_error(compression: str):
@@ -200,31 +314,46 @@ def _fixed(compression) -> Recipes | None:
             "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
             f"'planar>zigzag>zstd', got {compression!r}"
         )
+    recipe, _, level = compression.partition("@")[0].partition(":")
+    if level:  # refused now, not when the first frame is encoded
+        _split_at_level(recipe)
+        if not level.isdigit() or not 1 <= int(level) <= 22:
+            raise ValueError(f"a zstd level is 1 to 22, got {level!r} in {compression!r}")
     return Recipes((compression,))
 
 
-def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1) -> Recipes:
+def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
     ``compression`` is ``"auto"``, ``"portable"``, ``"lossy:<error>"``, a
     GeoZL recipe string such as ``"planar>zigzag>zstd"`` (used for every frame
-    as given), or an ``openzl.ext.Compressor`` with its starting graph
-    selected (every frame goes through that graph, as one numeric stream).
-    ``workers`` threads measure.
+    as given; one ending in zstd may name zstd's level, as in
+    ``"planar>zigzag>transpose>zstd:16"``), or an ``openzl.ext.Compressor``
+    with its starting graph selected (every frame goes through that graph,
+    as one numeric stream).  ``workers`` threads measure.  ``small`` says
+    the samples come from a small image (:data:`SMALL_IMAGE_BYTES`): ``auto``
+    then tries the winner at zstd's slow level too.
 
     >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
     >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
     True
     """
-    return _choose_each([samples], compression, workers)[0]
+    return _choose_each([samples], compression, workers, small)[0].recipes
 
 
-def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int) -> list[Recipes]:
-    """One :class:`Recipes` per list of sample frames, all measured together on one pool."""
+@dataclass(frozen=True)
+class _Choice:
+    recipes: Recipes
+    size: float  # bytes of the profile windows with the recipes (inf where none applied)
+    lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: frame length on each profile window}
+
+
+def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, small: bool = False) -> list[_Choice]:
+    """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
     fixed = _fixed(compression)
     if fixed is not None:
-        return [fixed] * len(sample_sets)
+        return [_Choice(fixed, math.inf)] * len(sample_sets)
     error = lossy_error(compression)
     trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
     measurer = Measurer(workers, functools.partial(_encode, error=error))
@@ -241,14 +370,38 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
     sizes = iter(measurer.sizes([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
     chosen = []
     for ws, final in zip(windows, finals):
-        totals = {}
-        for candidate in final:
-            lengths = [next(sizes) for _ in ws]
-            if None not in lengths:
-                totals[candidate] = sum(lengths)
+        lengths = {c: [next(sizes) for _ in ws] for c in final}
+        totals = {c: sum(ls) for c, ls in lengths.items() if None not in ls}
         ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
-        chosen.append(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error))
+        size = totals[ranked[0]] if ranked else math.inf
+        chosen.append(_Choice(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error), size, lengths))
+    if small and compression == "auto":
+        chosen = _slower(chosen, windows, sample_sets, measurer)
     return chosen
+
+
+def _slower(chosen: list[_Choice], windows, sample_sets, measurer: Measurer) -> list[_Choice]:
+    """The choices with each winner's predictor at zstd's slow level where that pays, for a small image.
+
+    The slow graph is measured on the middle sample's profile window only,
+    against the winner's size there: it costs 3 to 10 times as much to encode.
+    Where it is :data:`SLOW_LEVEL_GAIN` of that size or less, it replaces the
+    winner.  (Letting each frame keep the smaller of the two changed no
+    real raster's size: a second encode of every frame for nothing.)
+    """
+    middle = [len(ws) // 2 for ws in windows]
+    slow = [_at_slow_level(c.recipes.candidates[0], samples[0].dtype.itemsize)
+            for c, samples in zip(chosen, sample_sets)]
+    sizes = measurer.sizes([(ws[m], candidate) for ws, m, candidate in zip(windows, middle, slow)])
+    faster = []
+    for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
+        winner = choice.recipes.candidates[0]
+        before = choice.lengths.get(winner, [None] * (m + 1))[m]
+        if size is None or before is None or size > SLOW_LEVEL_GAIN * before:
+            faster.append(choice)
+            continue
+        faster.append(_Choice(Recipes((candidate,), choice.recipes.error), choice.size * size / before, choice.lengths))
+    return faster
 
 
 def _predictor(candidate: str) -> str:
@@ -368,20 +521,63 @@ def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes
     >>> [r.candidates for r in plan(grid, lambda k: image[grid.frame_window(k)], "id>zstd")]
     [('id>zstd',), ('id>zstd',)]
     """
+    return plan_frames(grid, frame_at, compression, workers=workers)[1]
+
+
+def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
+                may_use_cells: bool = False) -> tuple[FrameGrid, tuple[Recipes, ...]]:
+    """:func:`plan`, and with ``may_use_cells`` the frame unit too: ``(grid, recipes)``.
+
+    ``grid`` and ``frame_at`` are those of tile frames.  With ``may_use_cells``,
+    ``compression="auto"`` and 2 to :data:`CELL_MAX_BANDS` bands, cell frames
+    (each sample position's bands stacked, so that a band may be predicted
+    from the one before) compete with the bands' tile frames on the same
+    profile windows, and win when they are :data:`CELL_GAIN` of the size or
+    less, unless the tile frames are nearly empty (under
+    :data:`QUICK_MIN_BYTES` each); the grid returned is then the cell grid.
+
+    >>> grid = FrameGrid(128, 128, 64, 64, 3)
+    >>> texture = np.random.default_rng(0).integers(0, 200, (128, 128), dtype=np.uint8)
+    >>> rgb = np.stack([texture + 10 * band for band in range(3)])  # each band predicts the next exactly
+    >>> chosen, _ = plan_frames(grid, lambda k: rgb[grid.frame_window(k)], "auto", may_use_cells=True)
+    >>> chosen.frame_unit, plan_frames(grid, lambda k: rgb[grid.frame_window(k)], "auto")[0].frame_unit
+    (<FrameUnit.CELL: 1>, <FrameUnit.TILE: 0>)
+    """
     slots = grid.frames_per_position
     fixed = _fixed(compression)
     if fixed is not None:
-        chosen = (fixed,) * slots
-    else:
-        frames = iter(sample_frames(grid, compression))
-        positions = sample_indices(grid.positions)
-        sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
-        chosen = tuple(_choose_each(sample_sets, compression, workers))
+        return grid, (fixed,) * slots
+    frames = iter(sample_frames(grid, compression))
+    positions = sample_indices(grid.positions)
+    sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
+    cells = (may_use_cells and compression == "auto" and grid.frame_unit is FrameUnit.TILE
+             and 1 < grid.samples_per_pixel <= CELL_MAX_BANDS)
+    if cells:  # the same windows of every band, stacked
+        sample_sets.append([np.concatenate(windows) for windows in zip(*sample_sets)])
+    small = _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES
+    choices = _choose_each(sample_sets, compression, workers, small)
+    if cells:
+        tiles, cell = sum(c.size for c in choices[:-1]), choices[-1].size
+        logger.debug("frame unit: cell frames %s bytes against tile frames %s bytes on the samples", cell, tiles)
+        nearly_empty = tiles < QUICK_MIN_BYTES * slots * len(positions)
+        if math.isfinite(cell) and cell <= CELL_GAIN * tiles and not nearly_empty:
+            grid = dataclasses.replace(grid, frame_unit=FrameUnit.CELL)
+            choices = choices[-1:]
+        else:
+            choices = choices[:-1]
+    chosen = tuple(c.recipes for c in choices)
     if logger.isEnabledFor(logging.DEBUG):
         for slot, recipes in enumerate(chosen):
-            logger.debug("compression %s, band slot %d of %d: %s", _describe(compression), slot, slots,
+            logger.debug("compression %s, band slot %d of %d: %s", _describe(compression), slot, len(chosen),
                          _describe_recipes(recipes))
-    return chosen
+    return grid, chosen
+
+
+def _image_bytes(grid: FrameGrid, sample_sets) -> int:
+    """Bytes of storage elements in the whole image, from the first sample of each band slot."""
+    per_pixel = sum(samples[0].nbytes // (samples[0].shape[1] * samples[0].shape[2])
+                    for samples in sample_sets[:grid.frames_per_position])
+    return per_pixel * grid.image_length * grid.image_width
 
 
 def _describe(compression) -> str:

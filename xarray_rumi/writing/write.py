@@ -9,11 +9,13 @@ failure leaves nothing at the target path.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 
 import numpy as np
 
+from ..errors import RumiFormatError
 from ..format.blob import Header
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from ..format.geo import RasterType, corner_to_centre, georeferencing
@@ -21,7 +23,7 @@ from ..format.grid import FrameGrid, FrameUnit
 from ..format.ifd import build_prefix
 from ..format.layout import base_frame_offset
 from ..format.limits import DEFAULT_LIMITS
-from ..frames.choose import lossy_error, plan, profile_window, sample_frames
+from ..frames.choose import lossy_error, plan_frames, profile_window, sample_frames
 from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
 from .data_array import NodataNotStoredWarning, ScaleNotStoredWarning, as_band_array, nodata_note, scale_note
@@ -30,8 +32,9 @@ from .staging import Writeback, staged, write_small
 
 logger = logging.getLogger(__name__)
 
-#: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.
-_DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
+#: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.  No frame
+#: unit: tile frames, or cell frames where ``compression="auto"`` measures that they pay (docs/writing.md).
+_DEFAULTS = {"tile_size": 512, "frame_unit": None, "raster_type": "area"}
 
 
 def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=None, raster_type=None,
@@ -68,7 +71,10 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
     as ``None`` come from a DataArray's encoding (what it was read with;
     its ``AREA_OR_POINT`` attribute for the raster type), else 512,
-    ``"tile"``, ``"area"`` and the dtype's own type.  Dask-backed data is
+    ``"area"`` and the dtype's own type; and tile frames, except that
+    ``compression="auto"`` writes an image of 2 to 4 bands in cell frames
+    when, measured on its sample frames, they are at least 3% smaller
+    (docs/writing.md, "Choosing compression").  Dask-backed data is
     computed a window of frames at a time, and compressed where its blocks
     live on an active distributed client, else on the process's threads;
     either way only a few windows of frames are in memory.  ``path`` may be
@@ -102,8 +108,10 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)
     bands, length, width = array.shape
-    grid = FrameGrid(width, length, tile_width, tile_length, bands, FrameUnit.parse(frame_unit))
+    unit = FrameUnit.TILE if frame_unit is None else FrameUnit.parse(frame_unit)
+    grid = FrameGrid(width, length, tile_width, tile_length, bands, unit)
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
+    may_use_cells = frame_unit is None and _cells_allowed(grid, sample)
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
     from dask import is_dask_collection  # imported here: importing xarray_rumi does not load Dask
@@ -114,12 +122,18 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
         stored = {k: sample.encode(np.asarray(v)) for k, v in zip(indices, source.compute(indices))}
-        recipes = plan(grid, stored.__getitem__, compression, workers=workers)
+        sampled = grid
+        grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
+                                    may_use_cells=may_use_cells)
+        if grid != sampled:  # cell frames: blocks of all bands
+            source = DaskFrames(array, grid)
         frames = dask_encoded_frames(source, grid, sample, recipes, workers)
     else:
+        tiles = grid
         # only the centre of a sample frame is measured: no need to copy the rest
-        recipes = plan(grid, lambda k: sample.encode(np.asarray(array[profile_window(grid.frame_window(k))])),
-                       compression, workers=workers)
+        grid, recipes = plan_frames(
+            tiles, lambda k: sample.encode(np.asarray(array[profile_window(tiles.frame_window(k))])),
+            compression, workers=workers, may_use_cells=may_use_cells)
         frames = threaded_encoded_frames(array, grid, sample, recipes, workers)
     target = ByteSource.of(path, storage_options)
     if progress is not None:
@@ -136,6 +150,16 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if scaling:
         warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
     return blob
+
+
+def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
+    """Whether a cell grid of these tiles is within what a reader accepts, so that the writer may choose it."""
+    try:
+        dataclasses.replace(tiles, frame_unit=FrameUnit.CELL).check(DEFAULT_LIMITS,
+                                                                    bytes_per_sample=sample.bytes_per_sample)
+    except RumiFormatError:
+        return False
+    return True
 
 
 def _sample_type(requested, encoding, dtype) -> SampleType:
