@@ -3,7 +3,9 @@
 Decoding checks every claim against the bytes given and :class:`Limits`
 before allocating; counts and offsets come out of vectorised numpy, never a
 Python loop over frames, and a blob whose counts are all equal
-(``count_bits == 0``) allocates nothing per frame at all.
+(``count_bits == 0``) allocates nothing per frame at all.  Many blobs at
+once (a Cube's, a catalog's) go through :func:`headers_from_bytes`: each
+distinct blob is checked once, and the blobs of one grid together.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -26,9 +28,12 @@ MAGIC = 0x45564F4C
 VERSION = 1
 _FIELDS = struct.Struct("<IHIIHHHBBBIB")
 HEADER_SIZE = _FIELDS.size  # 28
-# Frames unpacked at a time when checking a blob: unpacking holds ~40 bytes a frame in temporaries,
-# so a slice stays under 1 MiB (the bound tests/properties/test_format_fuzz.py holds the parser to).
+# Frames unpacked at a time when checking a blob: unpacking holds ~20 bytes a frame in temporaries,
+# so a slice stays well under 1 MiB (the bound tests/properties/test_format_fuzz.py holds the parser to).
 _CHECK_SLICE = 1 << 14
+# Frames of many blobs alike checked at a time (headers_from_bytes): ~16 bytes a frame in temporaries
+# (unpack_rows), so ~1 MiB, in batches large enough that numpy's cost per call is small beside the work.
+_CHECK_BATCH = 1 << 16
 _UINT8 = SAMPLE_TYPES[(1, 8)]  # for the examples below
 
 
@@ -48,7 +53,10 @@ class Header:
     sample_type: SampleType
     count_min: int
     count_bits: int
-    packed: bytes
+    #: The bit-packed residuals: bytes, or a view of the blob they were parsed from (which is not copied).
+    packed: bytes | memoryview
+    #: The blob this header was parsed from, which :meth:`to_bytes` gives back; ``None``: built when asked.
+    blob: bytes | None = field(default=None, compare=False, repr=False)
 
     # -- construction ---------------------------------------------------
 
@@ -80,6 +88,11 @@ class Header:
     def from_bytes(cls, blob: bytes, limits: Limits = DEFAULT_LIMITS) -> Header:
         """Parse and check a blob against every rule of the spec's *Header blob*."""
         blob = bytes(blob)
+        return cls._from_fields(blob, limits)._checked(blob, limits)
+
+    @classmethod
+    def _from_fields(cls, blob: bytes, limits: Limits) -> Header:
+        """What the first 28 bytes of ``blob`` claim, every rule on them checked; no residuals yet."""
         if len(blob) < HEADER_SIZE:
             raise RumiFormatError("blob.size", f"a blob is at least {HEADER_SIZE} bytes, got {len(blob)}")
         (magic, version, width, length, tile_width, tile_length, spp,
@@ -97,16 +110,31 @@ class Header:
             raise RumiFormatError("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero")
         grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit))
         grid.check(limits, rule="blob", bytes_per_sample=sample.bytes_per_sample)
-        n = grid.frame_count
-        packed_size = -(-n * count_bits // 8)
-        if len(blob) != HEADER_SIZE + packed_size:
+        return cls(grid, sample, count_min, count_bits, b"")
+
+    @property
+    def blob_size(self) -> int:
+        """How many bytes the blob of these fields has: the fields, then ``N * count_bits`` bits."""
+        return HEADER_SIZE + -(-self.frame_count * self.count_bits // 8)
+
+    def _with_residuals(self, blob: bytes) -> Header:
+        """This header (fields checked) with the residuals of ``blob``, a blob of these fields, whose size is checked.
+
+        The blob is kept, not copied: ``packed`` is a view of it, and
+        :meth:`to_bytes` gives it back.
+        """
+        if len(blob) != self.blob_size:
             raise RumiFormatError(
-                "blob.size",
-                f"{n} frames at {count_bits} bits need exactly {HEADER_SIZE + packed_size} bytes, got {len(blob)}",
-            )
-        if n == 1 and count_bits:
+                "blob.size", f"{self.frame_count} frames at {self.count_bits} bits need exactly {self.blob_size} "
+                f"bytes, got {len(blob)}")
+        if self.frame_count == 1 and self.count_bits:
             raise RumiFormatError("blob.canonical", "a single-frame blob must have count_bits 0")
-        header = cls(grid, sample, count_min, count_bits, blob[HEADER_SIZE:])
+        return type(self)(self.grid, self.sample_type, self.count_min, self.count_bits,
+                          memoryview(blob)[HEADER_SIZE:], blob)
+
+    def _checked(self, blob: bytes, limits: Limits) -> Header:
+        """This header (fields checked) with the residuals of ``blob``, every rule on them checked."""
+        header = self._with_residuals(blob)
         header._check_canonical(limits)
         return header
 
@@ -137,7 +165,11 @@ class Header:
                 f"({limits.max_frame_byte_count})")
 
     def to_bytes(self) -> bytes:
-        """The blob as stored beside the file or in a catalog."""
+        """The blob as stored beside the file or in a catalog: the one parsed, or built once."""
+        return self.blob if self.blob is not None else self._built_blob
+
+    @cached_property
+    def _built_blob(self) -> bytes:
         g = self.grid
         fields = _FIELDS.pack(
             MAGIC, VERSION, g.image_width, g.image_length, g.tile_width, g.tile_length,
@@ -147,12 +179,13 @@ class Header:
         return fields + self.packed
 
     def __getstate__(self):
-        # Dask ships headers to workers: send the blob's fields, not the
-        # 8-bytes-a-frame prefix sum cached here, which is rebuilt on demand.
-        return {name: self.__dict__[name] for name in ("grid", "sample_type", "count_min", "count_bits", "packed")}
+        # Dask ships headers to workers: send the blob's fields, not the 8-bytes-a-frame prefix sum
+        # cached here (nor the blob), which are rebuilt on demand; packed as bytes, whatever held it.
+        state = {name: self.__dict__[name] for name in ("grid", "sample_type", "count_min", "count_bits")}
+        return {**state, "packed": bytes(self.packed)}
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        self.__dict__.update(state, blob=None)
 
     # -- access -----------------------------------------------------------
 
@@ -241,6 +274,117 @@ class Header:
         return indices
 
 
+def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) -> list[Header]:
+    """:meth:`Header.from_bytes` of many blobs: each distinct blob checked once, blobs of one grid together.
+
+    Byte-identical blobs are parsed once and share one :class:`Header`.
+    Distinct blobs whose fields agree but for ``count_min`` (the images of
+    one grid, as in an archive of one satellite tile) have their fields
+    checked once and the rest checked together, vectorised over rows of
+    blobs, ``_CHECK_BATCH`` frames at a time; a blob that may break
+    a rule is then checked alone by ``from_bytes``.  Every blob is held to
+    every rule ``from_bytes`` checks, and none is copied: each ``Header``
+    keeps its blob as :meth:`Header.to_bytes` gives it.  The first blob, in
+    the order given, that breaks a rule is refused with that rule, naming
+    the blob: ``names[position]`` (say, its image), or its position.
+
+    >>> grid = FrameGrid(600, 600, 512, 512, 1)
+    >>> a, b = (Header.from_byte_counts(grid, _UINT8, c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
+    >>> headers = headers_from_bytes([a, b, a])
+    >>> [h.byte_count(0) for h in headers], headers[0] is headers[2]
+    ([9, 5, 9], True)
+    >>> headers_from_bytes([a, b[:-1] + bytes([0xF0 | b[-1]])], names=["a.rumi", "b.rumi"])
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.padding: b.rumi: unused bits in the final byte must be zero
+    """
+    blobs = [blob if type(blob) is bytes else bytes(blob) for blob in blobs]
+    alike: dict[bytes, list[bytes]] = {}
+    for blob in dict.fromkeys(blobs):  # each distinct blob once, in order
+        alike.setdefault(_grid_fields(blob), []).append(blob)
+    parsed: dict[bytes, Header] = {}
+    refused: dict[bytes, RumiFormatError] = {}
+    for group in alike.values():
+        _parse_alike(group, limits, parsed, refused)
+    if refused:
+        position = next(i for i, blob in enumerate(blobs) if blob in refused)
+        error = refused[blobs[position]]
+        name = f"blob {position}" if names is None else names[position]
+        raise RumiFormatError(error.rule, f"{name}: {error.detail}")
+    return [parsed[blob] for blob in blobs]
+
+
+#: Where ``count_min`` lies in a blob: the one field that differs between the blobs of one grid.
+_COUNT_MIN = slice(23, 27)
+
+
+def _grid_fields(blob: bytes) -> bytes | None:
+    """Every field of ``blob`` but ``count_min`` (what its blobs of one grid share); ``None`` if too short to have them."""
+    return blob[:_COUNT_MIN.start] + blob[_COUNT_MIN.stop:HEADER_SIZE] if len(blob) >= HEADER_SIZE else None
+
+
+def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict) -> None:
+    """Parse distinct ``blobs`` of one :func:`_grid_fields` into ``parsed``, or their errors into ``refused``."""
+    fields = None
+    if len(blobs) > 1 and _grid_fields(blobs[0]) is not None:
+        try:  # the rules on the shared fields, once: count_min aside, which each blob's own check covers
+            fields = Header._from_fields(blobs[0][:_COUNT_MIN.start] + b"\1\0\0\0" + blobs[0][_COUNT_MIN.stop:], limits)
+        except RumiFormatError as error:
+            refused.update(dict.fromkeys(blobs, error))  # a rule every one of them breaks
+            return
+    count_mins = _check_alike(fields, blobs, limits) if fields is not None else [None] * len(blobs)
+    for blob, count_min in zip(blobs, count_mins):
+        if count_min is None:  # alone, or it may break a rule: checked by itself
+            try:
+                parsed[blob] = Header.from_bytes(blob, limits)
+            except RumiFormatError as error:
+                refused[blob] = error
+            continue
+        parsed[blob] = Header(fields.grid, fields.sample_type, count_min, fields.count_bits,
+                              memoryview(blob)[HEADER_SIZE:], blob)
+
+
+def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
+    """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others.
+
+    What ``_with_residuals`` and ``_check_canonical`` check of one blob,
+    vectorised over rows of blobs of the right size, as many at a time as
+    fit in ``_CHECK_BATCH`` frames: ``count_min`` at least 1, the padding bits
+    zero, the smallest residual 0, the largest ``count_bits`` wide, and the
+    largest frame within the limits.  ``None`` for all where a single frame
+    claims residuals (refused alone) or one blob alone is more than a batch
+    (checked alone, in slices).
+    """
+    frames, bits = fields.frame_count, fields.count_bits
+    passed: list[int | None] = [None] * len(blobs)
+    if (frames == 1 and bits) or frames > _CHECK_BATCH:
+        return passed
+    size = fields.blob_size
+    sized = [i for i, blob in enumerate(blobs) if len(blob) == size]
+    largest_allowed = min(0xFFFFFFFF, limits.max_frame_byte_count)
+    used_in_last = (frames * bits) % 8  # bits of the final byte that hold residuals; the rest must be 0
+    per_batch = max(1, _CHECK_BATCH // frames)
+    for start in range(0, len(sized), per_batch):
+        rows = sized[start:start + per_batch]
+        joined = np.frombuffer(b"".join([blobs[i] for i in rows]), np.uint8).reshape(len(rows), size)
+        count_min = joined[:, _COUNT_MIN].copy().view("<u4").ravel().astype(np.int64)
+        good = count_min >= 1
+        if bits:
+            packed = joined[:, HEADER_SIZE:]
+            residuals = unpack_rows(packed, bits, frames)
+            largest = residuals.max(axis=1)
+            good &= (residuals.min(axis=1) == 0) & (largest >= 1 << (bits - 1))  # canonical: true min, least width
+            good &= count_min + largest <= largest_allowed
+            if used_in_last:
+                good &= (packed[:, -1] >> used_in_last) == 0
+        else:
+            good &= count_min <= largest_allowed
+        for i, value, ok in zip(rows, count_min.tolist(), good.tolist()):
+            if ok:
+                passed[i] = value
+    return passed
+
+
 def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
     """Pack residuals LSB-first at ``count_bits`` bits each, no padding.
 
@@ -276,16 +420,40 @@ def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> n
     count = max(stop - start, 0)
     if count_bits == 0 or count == 0:
         return np.zeros(count, np.uint64)
-    first_byte = (start * count_bits) >> 3
+    aligned = start - start % 8  # a group of eight residuals starts on a byte: unpack from there
+    first_byte = aligned * count_bits // 8
     end_byte = -(-(stop * count_bits) // 8)
-    # A residual spans at most 39 bits from its first byte: gather 5 bytes
-    # per residual from a zero-padded copy of just the bytes they occupy.
-    buf = np.zeros(end_byte - first_byte + 5, np.uint8)
     window = np.frombuffer(packed, np.uint8, count=end_byte - first_byte, offset=first_byte)
-    buf[: window.size] = window
-    lo = np.arange(count, dtype=np.uint64) * np.uint64(count_bits) + np.uint64(start * count_bits - first_byte * 8)
-    first = (lo >> np.uint64(3)).astype(np.intp)
-    word = np.zeros(count, np.uint64)
-    for j in range(5):
-        word |= buf[first + j].astype(np.uint64) << np.uint64(8 * j)
-    return (word >> (lo & np.uint64(7))) & np.uint64((1 << count_bits) - 1)
+    return unpack_rows(window[np.newaxis], count_bits, stop - aligned)[0, start - aligned:].astype(np.uint64)
+
+
+def unpack_rows(packed: np.ndarray, count_bits: int, count: int) -> np.ndarray:
+    """The first ``count`` residuals of each row of ``packed`` (uint8, a blob's residual bytes a row), as uint32.
+
+    The inverse of :func:`pack_residuals`: eight residuals fill exactly
+    ``count_bits`` bytes, so each row is cut into groups of ``count_bits``
+    bytes, and residual ``j`` of every group lies at the same bits of it.
+    One shift-and-mask of whole columns per ``j`` unpacks every group of
+    every row at once, with no per-residual gather, in about 6 bytes of
+    temporaries a residual.
+
+    >>> unpack_rows(np.array([[0b11100100], [0b00011011]], np.uint8), 2, 4).tolist()
+    [[0, 1, 2, 3], [3, 2, 1, 0]]
+    """
+    rows, size = packed.shape
+    groups = -(-count // 8)
+    grouped = np.zeros((rows, groups * count_bits), np.uint8)
+    used = min(size, groups * count_bits)
+    grouped[:, :used] = packed[:, :used]
+    grouped = grouped.reshape(rows, groups, count_bits)
+    out = np.empty((rows, groups, 8), np.uint32)
+    for j in range(8):
+        first, shift = divmod(j * count_bits, 8)
+        # The bytes residual j touches, all inside its group; a word of 64 bits only where 32 cannot hold them.
+        width = -(-(shift + count_bits) // 8)
+        word_type = np.uint32 if shift + count_bits <= 32 else np.uint64
+        word = grouped[:, :, first].astype(word_type)
+        for b in range(1, width):
+            word |= grouped[:, :, first + b].astype(word_type) << word_type(8 * b)
+        out[:, :, j] = (word >> word_type(shift)) & word_type((1 << count_bits) - 1)
+    return out.reshape(rows, groups * 8)[:, :count]
