@@ -339,7 +339,10 @@ def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, sma
     >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
     True
     """
-    return _choose_each([samples], compression, workers, small)[0].recipes
+    chosen = _choose_each([samples], compression, workers)
+    if small and compression == "auto":
+        chosen = _slower(chosen, [samples], workers)
+    return chosen[0].recipes
 
 
 @dataclass(frozen=True)
@@ -349,14 +352,14 @@ class _Choice:
     lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: frame length on each profile window}
 
 
-def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, small: bool = False) -> list[_Choice]:
+def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int) -> list[_Choice]:
     """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
     fixed = _fixed(compression)
     if fixed is not None:
         return [_Choice(fixed, math.inf)] * len(sample_sets)
     error = lossy_error(compression)
-    trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
     measurer = Measurer(workers, functools.partial(_encode, error=error))
+    trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
     if compression == "portable":
         shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
         contenders = PORTABLE_CONTENDERS
@@ -375,12 +378,10 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
         ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
         size = totals[ranked[0]] if ranked else math.inf
         chosen.append(_Choice(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error), size, lengths))
-    if small and compression == "auto":
-        chosen = _slower(chosen, windows, sample_sets, measurer)
     return chosen
 
 
-def _slower(chosen: list[_Choice], windows, sample_sets, measurer: Measurer) -> list[_Choice]:
+def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     """The choices with each winner's predictor at zstd's slow level where that pays, for a small image.
 
     The slow graph is measured on the middle sample's profile window only,
@@ -389,10 +390,11 @@ def _slower(chosen: list[_Choice], windows, sample_sets, measurer: Measurer) -> 
     winner.  (Letting each frame keep the smaller of the two changed no
     real raster's size: a second encode of every frame for nothing.)
     """
-    middle = [len(ws) // 2 for ws in windows]
+    middle = [len(samples) // 2 for samples in sample_sets]
     slow = [_at_slow_level(c.recipes.candidates[0], samples[0].dtype.itemsize)
             for c, samples in zip(chosen, sample_sets)]
-    sizes = measurer.sizes([(ws[m], candidate) for ws, m, candidate in zip(windows, middle, slow)])
+    jobs = [(_central_window(samples[m]), candidate) for samples, m, candidate in zip(sample_sets, middle, slow)]
+    sizes = Measurer(workers, _encode).sizes(jobs)
     faster = []
     for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
         winner = choice.recipes.candidates[0]
@@ -554,17 +556,18 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
              and 1 < grid.samples_per_pixel <= CELL_MAX_BANDS)
     if cells:  # the same windows of every band, stacked
         sample_sets.append([np.concatenate(windows) for windows in zip(*sample_sets)])
-    small = _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES
-    choices = _choose_each(sample_sets, compression, workers, small)
+    choices = _choose_each(sample_sets, compression, workers)
     if cells:
         tiles, cell = sum(c.size for c in choices[:-1]), choices[-1].size
         logger.debug("frame unit: cell frames %s bytes against tile frames %s bytes on the samples", cell, tiles)
         nearly_empty = tiles < QUICK_MIN_BYTES * slots * len(positions)
         if math.isfinite(cell) and cell <= CELL_GAIN * tiles and not nearly_empty:
             grid = dataclasses.replace(grid, frame_unit=FrameUnit.CELL)
-            choices = choices[-1:]
+            choices, sample_sets = choices[-1:], sample_sets[-1:]
         else:
-            choices = choices[:-1]
+            choices, sample_sets = choices[:-1], sample_sets[:-1]
+    if compression == "auto" and _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES:
+        choices = _slower(choices, sample_sets, workers)  # for the frame unit chosen only: it costs
     chosen = tuple(c.recipes for c in choices)
     if logger.isEnabledFor(logging.DEBUG):
         for slot, recipes in enumerate(chosen):

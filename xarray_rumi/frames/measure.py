@@ -6,7 +6,9 @@ encodes, so the measurements are spread over the calling thread and the
 process's idle cores (:func:`~xarray_rumi.runtime.threads.share_work`); the
 pool's threads live as long as the process, so each keeps the graphs it has
 built from one image to the next (building a graph and its first use cost
-about as much as one measurement on a quick window).
+about as much as one measurement on a quick window).  The one exception is a
+graph run at another zstd level (``"<graph>:<level>"``), which goes through
+OpenZL's Python binding: it holds the GIL, so those measure one at a time.
 """
 
 from __future__ import annotations
