@@ -20,7 +20,7 @@ per raster, a summary
 JPEG 2000's and ``before``'s), the geometric means, and checks issue 22's
 targets: ``auto`` >= 0.97x the best alternative on every real raster and
 >= 1.05x the best alternative's geometric mean, and names the rasters
-``auto`` reads more slowly than ``before``.
+``auto`` decodes more slowly than ``before``.
 
     python ci/benchmarks/compression.py [--repeat 3] [--large 4096]
 """
@@ -61,6 +61,8 @@ RUMI = {
     "rumi-portable-tile": ("portable", "tile", False),
 }
 EVERY_RASTER, GEOMETRIC_MEAN = 0.97, 1.05
+#: A decode timing reads a small image this many bytes' worth of times.
+DECODED_PER_TIMING = 32 * 2**20
 
 
 def best_of(repeat, fn):
@@ -85,14 +87,23 @@ def choosing_as_before(before: bool):
 
 
 def measure_rumi(data, sample_type, compression, frame_unit, before, path, repeat):
-    """``(file size, best write time, the frame unit written, a function that reads the file whole)``."""
+    """``(file size, best write time, the frame unit written, readers)``: ``readers`` reads the file whole.
+
+    Two readers, each ``(read, times)``: ``read`` opens the file and reads
+    it, as rasterio's does; ``decode`` reads an image opened once, which is
+    the frames' decoding (and their bytes from the page cache) without the
+    open, most of the time a small file takes, ``times`` times in a row so
+    that one timing lasts long enough to mean something.
+    """
     with choosing_as_before(before):
         write_s = best_of(repeat, lambda: xarray_rumi.write(path, data, tile_size=BLOCK, compression=compression,
                                                              frame_unit=frame_unit, sample_type=sample_type,
                                                              write_header=False))
     image = open_image(path)
     assert np.array_equal(image.read(), data)
-    return os.path.getsize(path), write_s, image.grid.frame_unit.name.lower(), lambda: open_image(path).read()
+    readers = {"read": (lambda: open_image(path).read(), 1),
+               "decode": (image.read, max(1, DECODED_PER_TIMING // data.nbytes))}
+    return os.path.getsize(path), write_s, image.grid.frame_unit.name.lower(), readers
 
 
 def measure_gdal(data, driver, options, path, repeat, gdal_dtype=None):
@@ -112,17 +123,18 @@ def measure_gdal(data, driver, options, path, repeat, gdal_dtype=None):
 
     write_s = best_of(repeat, write)
     assert np.array_equal(read(), data)
-    return os.path.getsize(path), write_s, "", read
+    return os.path.getsize(path), write_s, "", {"read": (read, 1)}
 
 
 def interleaved_reads(readers: dict, repeat: int) -> dict[str, float]:
-    """The best read time of each file, the files read in turn ``repeat`` times: noise falls on all alike."""
+    """The best time of one read of each file, the files read in turn ``repeat`` times: noise falls on all alike."""
     best = dict.fromkeys(readers, math.inf)
     for _ in range(repeat):
-        for method, read in readers.items():
+        for method, (read, times) in readers.items():
             t0 = time.perf_counter()
-            read()
-            best[method] = min(best[method], time.perf_counter() - t0)
+            for _ in range(times):
+                read()
+            best[method] = min(best[method], (time.perf_counter() - t0) / times)
     return best
 
 
@@ -168,31 +180,37 @@ def main() -> None:
         if data.dtype.kind in "iu":
             measured[JP2] = measure_gdal(data, "JP2OpenJPEG", dict(QUALITY="100", REVERSIBLE="YES"),
                                          tmp / f"{JP2}.jp2", args.repeat)
-        reads = interleaved_reads({m: reader for m, (_, _, _, reader) in measured.items()}, args.repeat)
-        rows = results[name] = {m: (size, write_s, reads[m], unit) for m, (size, write_s, unit, _) in measured.items()}
+        reads = interleaved_reads({(m, kind): reader for m, (_, _, _, readers) in measured.items()
+                                   for kind, reader in readers.items()}, args.repeat)
+        rows = results[name] = {m: (size, write_s, reads[m, "read"], reads.get((m, "decode"), math.nan), unit)
+                                for m, (size, write_s, unit, _) in measured.items()}
         print(f"\n{name}: {' x '.join(map(str, data.shape))} {sample_type or data.dtype}, {raw / 1e6:.1f} MB raw")
-        print(f"  {'method':<20} {'ratio':>8} {'write MB/s':>11} {'read MB/s':>10}  frames")
-        for method, (size, write_s, read_s, unit) in rows.items():
-            print(f"  {method:<20} {raw / size:8.2f} {raw / write_s / 1e6:11.1f} {raw / read_s / 1e6:10.1f}  {unit}")
+        print(f"  {'method':<20} {'ratio':>8} {'write MB/s':>11} {'read MB/s':>10} {'decode MB/s':>12}  frames")
+        for method, (size, write_s, read_s, decode_s, unit) in rows.items():
+            decode = f"{raw / decode_s / 1e6:12.1f}" if decode_s == decode_s else f"{'':>12}"
+            print(f"  {method:<20} {raw / size:8.2f} {raw / write_s / 1e6:11.1f} {raw / read_s / 1e6:10.1f} {decode}"
+                  f"  {unit}")
 
     ratio = {name: {m: raws[name] / r[0] for m, r in rows.items()} for name, rows in results.items()}
     read = {name: {m: raws[name] / r[2] / 1e6 for m, r in rows.items()} for name, rows in results.items()}
+    decode = {name: {m: raws[name] / r[3] / 1e6 for m, r in rows.items()} for name, rows in results.items()}
     write = {name: {m: raws[name] / r[1] / 1e6 for m, r in rows.items()} for name, rows in results.items()}
 
     def best_other(name):
         return max((v, m) for m, v in ratio[name].items() if not m.startswith("rumi"))
 
-    print("\nsummary: rumi auto (frame unit chosen) against the best alternative; speeds in MB/s")
+    print("\nsummary: rumi auto (frame unit chosen) against the best alternative; speeds in MB/s: write, decode "
+          "(rumi: an image opened once) and JPEG 2000's read")
     print(f"  {'raster':<34} {'frames':<6} {'auto':>8} {'best other':>28} {'auto/best':>9} {'auto/before':>11}"
-          f" {'write':>7} {'before':>7} {'read':>7} {'before':>7} {'JPEG 2000':>9}")
+          f" {'write':>7} {'before':>7} {'decode':>7} {'before':>7} {'JPEG 2000':>9}")
     for name in results:
         value, method = best_other(name)
         jp2 = f"{read[name][JP2]:9.1f}" if JP2 in read[name] else f"{'n/a':>9}"
-        print(f"  {name:<34} {results[name]['rumi-auto'][3]:<6} {ratio[name]['rumi-auto']:8.2f}"
+        print(f"  {name:<34} {results[name]['rumi-auto'][4]:<6} {ratio[name]['rumi-auto']:8.2f}"
               f" {f'{method} {value:.2f}':>28} {ratio[name]['rumi-auto'] / value:8.3f}x"
               f" {ratio[name]['rumi-auto'] / ratio[name]['rumi-auto-before']:10.3f}x"
               f" {write[name]['rumi-auto']:7.1f} {write[name]['rumi-auto-before']:7.1f}"
-              f" {read[name]['rumi-auto']:7.1f} {read[name]['rumi-auto-before']:7.1f} {jp2}")
+              f" {decode[name]['rumi-auto']:7.1f} {decode[name]['rumi-auto-before']:7.1f} {jp2}")
 
     real = [name for name in results if name in REAL]
     methods = list(next(iter(results.values())))
@@ -207,12 +225,12 @@ def main() -> None:
     worst = min((ratio[n]["rumi-auto"] / best_other(n)[0], n) for n in real)
     mean_auto = geometric_mean(ratio[n]["rumi-auto"] for n in complete)
     mean_best = max(geometric_mean(ratio[n][m] for n in complete) for m in methods if not m.startswith("rumi"))
-    slower = [n for n in real if read[n]["rumi-auto"] < read[n]["rumi-auto-before"]]
+    slower = [n for n in real if decode[n]["rumi-auto"] < decode[n]["rumi-auto-before"]]
     print(f"\ntarget: auto >= {EVERY_RASTER}x the best alternative on every real raster: worst {worst[0]:.3f}x "
           f"({worst[1]}) ({'met' if worst[0] >= EVERY_RASTER else 'MISSED'})")
     print(f"target: auto >= {GEOMETRIC_MEAN}x the best alternative in geometric mean: {mean_auto / mean_best:.2f}x "
           f"({'met' if mean_auto >= GEOMETRIC_MEAN * mean_best else 'MISSED'})")
-    print(f"auto reads slower than before on: {', '.join(slower) or 'none'} (one run's noise shows here: repeat)")
+    print(f"auto decodes slower than before on: {', '.join(slower) or 'none'} (one run's noise shows here: repeat)")
 
 
 if __name__ == "__main__":

@@ -352,8 +352,12 @@ class _Choice:
     lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: frame length on each profile window}
 
 
-def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int) -> list[_Choice]:
-    """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
+def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, across_only=()) -> list[_Choice]:
+    """One :class:`_Choice` per list of sample frames, all measured together on one pool.
+
+    The lists of cell samples whose index is in ``across_only`` try only
+    graphs that predict each band from the one before.
+    """
     fixed = _fixed(compression)
     if fixed is not None:
         return [_Choice(fixed, math.inf)] * len(sample_sets)
@@ -364,7 +368,7 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int)
         shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
         contenders = PORTABLE_CONTENDERS
     else:
-        shortlists = _shortlists(sample_sets, trial_windows, compression, error, measurer)
+        shortlists = _shortlists(sample_sets, trial_windows, compression, error, measurer, across_only)
         contenders = CONTENDERS
     # the shortlist on the middle sample's trial window, the best of it on every profile window
     trials = _measure_all(measurer, trial_windows, shortlists)
@@ -419,22 +423,25 @@ def _backend(candidate: str) -> str:
     return recipe[len(_predictor(recipe)) + 1:]
 
 
-def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer) -> list[list[str]]:
+def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer,
+                across_only=()) -> list[list[str]]:
     """Per sample list, the graphs worth trying on the trial window.
 
     The quick raster (the samples' quick windows stacked as planes, a few
     thousand pixels) ranks every predictor with its reference backend, then
     the best predictors with every backend.  Where it is nearly empty, every
-    graph is ranked on the trial window instead.
+    graph is ranked on the trial window instead.  Cell samples try each graph
+    within bands and across them, or across them only where ``across_only``
+    says so for their list.
     """
     try:
         names = [_graph_names(samples[0].dtype.str, error) for samples in sample_sets]
     except ValueError as exc:  # an error bound GeoZL does not understand
         raise ValueError(f"compression {compression!r}: {exc}") from None
-    candidates = [
-        list(graphs) + ([g + INTERBAND for g in graphs] if samples[0].shape[0] > 1 else [])  # cell: across bands too
-        for graphs, samples in zip(names, sample_sets)
-    ]
+    across = [[g + INTERBAND for g in graphs] if samples[0].shape[0] > 1 else [] for graphs, samples in
+              zip(names, sample_sets)]
+    candidates = [others if i in across_only else list(graphs) + others
+                  for i, (graphs, others) in enumerate(zip(names, across))]
     rasters = [_quick_raster(samples) for samples in sample_sets]
     ranked = _measure_all(measurer, rasters, [_references(cs) for cs in candidates])
     empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and trial.size > raster.size)
@@ -556,7 +563,8 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
              and 1 < grid.samples_per_pixel <= CELL_MAX_BANDS)
     if cells:  # the same windows of every band, stacked
         sample_sets.append([np.concatenate(windows) for windows in zip(*sample_sets)])
-    choices = _choose_each(sample_sets, compression, workers)
+    # cells that predict each band alone are what the tile frames measure, but for one shared backend
+    choices = _choose_each(sample_sets, compression, workers, across_only={slots} if cells else ())
     if cells:
         tiles, cell = sum(c.size for c in choices[:-1]), choices[-1].size
         logger.debug("frame unit: cell frames %s bytes against tile frames %s bytes on the samples", cell, tiles)
