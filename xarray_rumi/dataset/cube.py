@@ -20,7 +20,7 @@ import xarray as xr
 from xarray.core import indexing
 
 from ..datamodel.variable import VARIABLE, cube_layout
-from ..reading.open import caller_georeferencing, open_image
+from ..reading.open import caller_georeferencing, load_headers, open_image
 from ..stac.read import is_stac, item_images
 from .chunking import dask_array
 from .engine import RumiCubeArray, index_kind, layout_coordinates, spatially_indexed
@@ -87,8 +87,10 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
         georefs = [{}] * len(paths)
     if not paths:
         raise ValueError("open_cube needs at least one path")
-    # What the images share (the caller's georeferencing) is built once, not once an image.
+    # What the images share (the caller's georeferencing) is built once, not once an image; so are the
+    # blobs' checks: each distinct blob once, those of one grid together (reading.open.load_headers).
     shared = _shared_georeferencing(open_kwargs)
+    headers = load_headers(headers, paths, storage_options, **_header_kwargs(open_kwargs))
     images = [
         open_image(path, header=header, storage_options=storage_options, **shared, **georef)
         for path, header, georef in zip(paths, headers, georefs)
@@ -126,6 +128,11 @@ def _shared_georeferencing(open_kwargs: dict) -> dict:
     rest = {k: v for k, v in open_kwargs.items() if k not in given}
     supplied = caller_georeferencing(**given)
     return rest if supplied is None else {**rest, "georeferencing": supplied}
+
+
+def _header_kwargs(open_kwargs: dict) -> dict:
+    """What of ``open_kwargs`` governs reading the blobs: the limits they are held to, how blob files are fetched."""
+    return {k: open_kwargs[k] for k in ("limits", "retry") if k in open_kwargs}
 
 
 def _dimension_name(dim):

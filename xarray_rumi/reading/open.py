@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from ..errors import RumiFormatError
-from ..format.blob import Header
+from ..format.blob import Header, headers_from_bytes
 from ..format.geo import Georeferencing, RasterType
 from ..format.geo import georeferencing as build_georeferencing
 from ..format.head import ifd_head_ranges
@@ -157,6 +157,51 @@ def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
     raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; got {type(header).__name__}")
 
 
+def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_LIMITS,
+                 retry: RetryPolicy = DEFAULT_POLICY) -> list:
+    """:func:`load_header` of many entries at once (``None`` stays ``None``): how Cubes and catalogs take their blobs.
+
+    Blobs are checked as :func:`~xarray_rumi.format.blob.headers_from_bytes`
+    checks them: each distinct blob once (byte-identical blobs share one
+    ``Header``), blobs of one grid together, vectorised, so 100,000 blobs
+    cost a fraction of a second, not one parse each.  A blob that breaks a
+    rule is refused before anything is opened, naming its image by its
+    position and ``names`` (the paths).
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 40, 40), "uint8"), tile_size=16)
+    >>> a, b, c = load_headers([blob, None, blob], ["a", "b", "c"])
+    >>> a is c, b
+    (True, None)
+    >>> load_headers([blob, b"EVOL" + blob[4:]], ["a.rumi", "b.rumi"])
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: blob.magic: image 1 ('b.rumi'): expected 0x45564F4C (bytes 4C 4F 56 45), got 0x4C4F5645
+    """
+    names = list(names)
+    headers = list(headers)
+    if len(headers) != len(names):
+        raise ValueError(f"{len(names)} images but {len(headers)} headers")
+    blobs = {}  # position -> blob bytes, parsed together below
+    for position, header in enumerate(headers):
+        if header is None or isinstance(header, Header):
+            continue
+        if isinstance(header, (bytes, bytearray, memoryview)):
+            blobs[position] = header
+        elif isinstance(header, (str, os.PathLike)):
+            blobs[position] = read_bytes(header, storage_options, retry)
+        else:
+            raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; "
+                            f"got {type(header).__name__} for image {position} ({names[position]!r})")
+    positions = list(blobs)
+    labels = [f"image {p} ({names[p]!r})" for p in positions]
+    parsed = headers_from_bytes(blobs.values(), limits, names=labels)
+    for position, header in zip(positions, parsed):
+        headers[position] = header
+    return headers
+
+
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
     """Parse the IFD and check the frame layout and the file's size; returns ``(ParsedIFD, Header)``.
 
@@ -264,5 +309,5 @@ def header_from_file(path, *, storage_options=None) -> bytes:
     return header.to_bytes()
 
 
-__all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "open_image",
-           "read_georeferencing", "read_ifd"]
+__all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
+           "open_image", "read_georeferencing", "read_ifd"]
