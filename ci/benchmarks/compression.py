@@ -12,9 +12,9 @@ one, measures side by side in one run (best of --repeat runs each):
   predictor (``PREDICTOR=2``), and JPEG 2000 lossless (``JP2OpenJPEG``,
   ``REVERSIBLE=YES``), written and read by rasterio.
 
-All at the same 512 px block size.  Writes are timed one method after the
-other; reads are interleaved (every file read once in turn, --repeat times),
-so that the machine's noise falls on all methods alike.  Prints one table
+All at the same 512 px block size.  Writes and reads are interleaved (every
+method once in turn, --repeat times), so that the machine's noise falls on
+all methods alike.  Prints one table
 per raster, a summary
 (``auto``'s ratio against the best alternative's, and its read speed beside
 JPEG 2000's and ``before``'s), the geometric means, and checks issue 22's
@@ -65,15 +65,6 @@ EVERY_RASTER, GEOMETRIC_MEAN = 0.97, 1.05
 DECODED_PER_TIMING = 32 * 2**20
 
 
-def best_of(repeat, fn):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 @contextlib.contextmanager
 def choosing_as_before(before: bool):
     """The writer of 2026-12-02: no image is small, so none tries zstd's slow level."""
@@ -86,8 +77,8 @@ def choosing_as_before(before: bool):
         choose.SMALL_IMAGE_BYTES = saved
 
 
-def measure_rumi(data, sample_type, compression, frame_unit, before, path, repeat):
-    """``(file size, best write time, the frame unit written, readers)``: ``readers`` reads the file whole.
+def rumi_method(data, sample_type, compression, frame_unit, before, path):
+    """``(write, written)``: ``written()``, after a write, is ``(file size, frame unit, readers)``.
 
     Two readers, each ``(read, times)``: ``read`` opens the file and reads
     it, as rasterio's does; ``decode`` reads an image opened once, which is
@@ -95,19 +86,23 @@ def measure_rumi(data, sample_type, compression, frame_unit, before, path, repea
     open, most of the time a small file takes, ``times`` times in a row so
     that one timing lasts long enough to mean something.
     """
-    with choosing_as_before(before):
-        write_s = best_of(repeat, lambda: xarray_rumi.write(path, data, tile_size=BLOCK, compression=compression,
-                                                             frame_unit=frame_unit, sample_type=sample_type,
-                                                             write_header=False))
-    image = open_image(path)
-    assert np.array_equal(image.read(), data)
-    readers = {"read": (lambda: open_image(path).read(), 1),
-               "decode": (image.read, max(1, DECODED_PER_TIMING // data.nbytes))}
-    return os.path.getsize(path), write_s, image.grid.frame_unit.name.lower(), readers
+    def write():
+        with choosing_as_before(before):
+            xarray_rumi.write(path, data, tile_size=BLOCK, compression=compression, frame_unit=frame_unit,
+                              sample_type=sample_type, write_header=False)
+
+    def written():
+        image = open_image(path)
+        assert np.array_equal(image.read(), data)
+        readers = {"read": (lambda: open_image(path).read(), 1),
+                   "decode": (image.read, max(1, DECODED_PER_TIMING // data.nbytes))}
+        return os.path.getsize(path), image.grid.frame_unit.name.lower(), readers
+
+    return write, written
 
 
-def measure_gdal(data, driver, options, path, repeat, gdal_dtype=None):
-    """As :func:`measure_rumi`, for a file rasterio writes and reads."""
+def gdal_method(data, driver, options, path, gdal_dtype=None):
+    """As :func:`rumi_method`, for a file rasterio writes and reads."""
     bands, rows, cols = data.shape
     profile = dict(driver=driver, width=cols, height=rows, count=bands, dtype=gdal_dtype or data.dtype, **options)
     if driver == "GTiff":
@@ -121,20 +116,25 @@ def measure_gdal(data, driver, options, path, repeat, gdal_dtype=None):
         with rasterio.open(path) as src:
             return src.read()
 
-    write_s = best_of(repeat, write)
-    assert np.array_equal(read(), data)
-    return os.path.getsize(path), write_s, "", {"read": (read, 1)}
+    def written():
+        assert np.array_equal(read(), data)
+        return os.path.getsize(path), "", {"read": (read, 1)}
+
+    return write, written
 
 
-def interleaved_reads(readers: dict, repeat: int) -> dict[str, float]:
-    """The best time of one read of each file, the files read in turn ``repeat`` times: noise falls on all alike."""
-    best = dict.fromkeys(readers, math.inf)
+def interleaved(jobs: dict, repeat: int) -> dict:
+    """The best time of one call of each job, the jobs run in turn ``repeat`` times: noise falls on all alike.
+
+    ``jobs`` maps a name to ``(function, times)``: a timing calls the function ``times`` times in a row.
+    """
+    best = dict.fromkeys(jobs, math.inf)
     for _ in range(repeat):
-        for method, (read, times) in readers.items():
+        for name, (function, times) in jobs.items():
             t0 = time.perf_counter()
             for _ in range(times):
-                read()
-            best[method] = min(best[method], (time.perf_counter() - t0) / times)
+                function()
+            best[name] = min(best[name], (time.perf_counter() - t0) / times)
     return best
 
 
@@ -169,21 +169,20 @@ def main() -> None:
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="rumi-bench-"))
     for name, data, sample_type, gdal_dtype in rasters(args.large):
         raw = raws[name] = data.size * (4 if sample_type == "cint16" else data.dtype.itemsize)
-        measured = {}
-        for method, (compression, frame_unit, before) in RUMI.items():
-            measured[method] = measure_rumi(data, sample_type, compression, frame_unit, before,
-                                            tmp / f"{method}.rumi", args.repeat)
+        methods = {m: rumi_method(data, sample_type, compression, frame_unit, before, tmp / f"{m}.rumi")
+                   for m, (compression, frame_unit, before) in RUMI.items()}
         for method, options in GTIFF.items():
             if "pred" in method and data.dtype.kind == "c":
                 continue  # GDAL's horizontal predictor is for integers and floats only
-            measured[method] = measure_gdal(data, "GTiff", options, tmp / f"{method}.tif", args.repeat, gdal_dtype)
+            methods[method] = gdal_method(data, "GTiff", options, tmp / f"{method}.tif", gdal_dtype)
         if data.dtype.kind in "iu":
-            measured[JP2] = measure_gdal(data, "JP2OpenJPEG", dict(QUALITY="100", REVERSIBLE="YES"),
-                                         tmp / f"{JP2}.jp2", args.repeat)
-        reads = interleaved_reads({(m, kind): reader for m, (_, _, _, readers) in measured.items()
-                                   for kind, reader in readers.items()}, args.repeat)
-        rows = results[name] = {m: (size, write_s, reads[m, "read"], reads.get((m, "decode"), math.nan), unit)
-                                for m, (size, write_s, unit, _) in measured.items()}
+            methods[JP2] = gdal_method(data, "JP2OpenJPEG", dict(QUALITY="100", REVERSIBLE="YES"), tmp / f"{JP2}.jp2")
+        writes = interleaved({m: (write, 1) for m, (write, _) in methods.items()}, args.repeat)
+        measured = {m: written() for m, (_, written) in methods.items()}
+        reads = interleaved({(m, kind): reader for m, (_, _, readers) in measured.items()
+                             for kind, reader in readers.items()}, args.repeat)
+        rows = results[name] = {m: (size, writes[m], reads[m, "read"], reads.get((m, "decode"), math.nan), unit)
+                                for m, (size, unit, _) in measured.items()}
         print(f"\n{name}: {' x '.join(map(str, data.shape))} {sample_type or data.dtype}, {raw / 1e6:.1f} MB raw")
         print(f"  {'method':<20} {'ratio':>8} {'write MB/s':>11} {'read MB/s':>10} {'decode MB/s':>12}  frames")
         for method, (size, write_s, read_s, decode_s, unit) in rows.items():
