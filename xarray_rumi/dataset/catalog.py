@@ -19,8 +19,8 @@ import numpy as np
 from ..format.blob import Header
 from ..format.geo import Georeferencing, ModelType, RasterType, centre_to_corner, epsg_model_type
 from ..reading.image import RumiImage
-from ..reading.open import open_image
-from ..stac.read import is_stac, is_stac_geoparquet, item_images, read_stac_geoparquet
+from ..reading.open import load_headers, open_image
+from ..stac.read import is_stac, is_stac_geoparquet, item_images, stac_geoparquet_images
 
 COLUMNS = (
     "url", "header", "bands", "height", "width", "tile_height", "tile_width", "frame_unit", "sample_type",
@@ -91,7 +91,7 @@ def read(catalog):
     if is_stac(catalog):
         return rows_from_items(catalog)
     if is_stac_geoparquet(catalog):
-        return rows_from_items(read_stac_geoparquet(catalog))
+        return rows_of_images(stac_geoparquet_images(catalog))
     import pandas as pd
 
     return pd.read_parquet(catalog)
@@ -102,23 +102,48 @@ def rows_from_items(items):
 
     What each Item records comes from :func:`xarray_rumi.stac.read.item_images`.
     """
+    return rows_of_images(item_images(items))
+
+
+def rows_of_images(images):
+    """The catalog DataFrame (with ``id`` and ``datetime`` columns) of :class:`~xarray_rumi.stac.read.ItemImage` s.
+
+    Their blobs are checked together (:func:`~xarray_rumi.reading.open.load_headers`:
+    a damaged one is refused naming its file), and what images of one grid
+    and georeferencing share (every column but the URL, the blob, the id and
+    the date) is worked out once.
+    """
     import pandas as pd
 
-    rows = [{**_image_row(image.href, Header.from_bytes(image.blob), image.georeferencing),
-             "id": image.id, "datetime": image.datetime} for image in item_images(items)]
-    table = pd.DataFrame(rows, columns=[*COLUMNS, "id", "datetime"])
+    images = list(images)
+    headers = load_headers([image.blob for image in images], [image.href for image in images])
+    shared: dict[tuple, dict] = {}
+    rows = []
+    for image, header in zip(images, headers):
+        alike = (header.grid, header.sample_type, image.georeferencing)
+        if alike not in shared:
+            shared[alike] = _image_row(image.href, header, image.georeferencing)
+        rows.append(shared[alike])
+    columns = {name: [row[name] for row in rows] for name in COLUMNS}
+    columns.update(url=[image.href for image in images], header=[header.to_bytes() for header in headers],
+                   id=[image.id for image in images], datetime=[image.datetime for image in images])
+    table = pd.DataFrame(columns, columns=[*COLUMNS, "id", "datetime"])
     table["epsg"] = table["epsg"].astype("Int64")
     return table
 
 
 def georeferencing_of(row) -> Georeferencing:
     """The georeferencing a catalog row records."""
+    return _georeferencing(row.epsg, row.raster_type, row.transform)
+
+
+def _georeferencing(epsg, raster_type: str, transform) -> Georeferencing:
     import pandas as pd
 
-    if pd.isna(row.epsg):
-        return Georeferencing(None, ModelType.UNDEFINED, RasterType[row.raster_type.upper()])
-    code = int(row.epsg)
-    return Georeferencing(code, epsg_model_type(code), RasterType[row.raster_type.upper()], tuple(row.transform))
+    if pd.isna(epsg):
+        return Georeferencing(None, ModelType.UNDEFINED, RasterType[raster_type.upper()])
+    code = int(epsg)
+    return Georeferencing(code, epsg_model_type(code), RasterType[raster_type.upper()], tuple(transform))
 
 
 def images_of(catalog, storage_options=None) -> list[RumiImage]:
@@ -127,10 +152,24 @@ def images_of(catalog, storage_options=None) -> list[RumiImage]:
     Each opens through :func:`~xarray_rumi.open_image` with the row's blob
     and georeferencing, so the blob is held to the opener's limits, remote
     reads are retried and the blob is checked against the file on its
-    first read, as for any image.
+    first read, as for any image.  The blobs are checked together, before
+    any image is opened (:func:`~xarray_rumi.reading.open.load_headers`),
+    and rows that record the same georeferencing share one.
     """
-    return [open_image(row.url, header=bytes(row.header), storage_options=storage_options,
-                       georeferencing=georeferencing_of(row)) for row in read(catalog).itertuples()]
+    import pandas as pd
+
+    table = read(catalog)
+    urls = [str(url) for url in table["url"]]
+    headers = load_headers([bytes(blob) for blob in table["header"]], urls, storage_options)
+    shared: dict[tuple, Georeferencing] = {}
+    images = []
+    for url, header, epsg, raster_type, transform in zip(
+            urls, headers, table["epsg"], table["raster_type"], table["transform"]):
+        said = (None if pd.isna(epsg) else int(epsg), raster_type, tuple(transform))
+        if said not in shared:
+            shared[said] = _georeferencing(epsg, raster_type, transform)
+        images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said]))
+    return images
 
 
 def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:

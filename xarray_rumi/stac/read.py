@@ -100,6 +100,109 @@ def read_stac_geoparquet(path) -> list[dict]:
     return list(stac_table_to_items(pq.read_table(path)))
 
 
+#: The properties of a stac-geoparquet table (columns of their own) that say what :func:`item_images` takes
+#: from an Item; the rest (geometry, bbox, links, ...) is not read.
+_ITEM_PROPERTIES = ("datetime", "start_datetime", "proj:code", "proj:epsg", "proj:transform")
+#: The fields of an asset that do.
+_ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, "proj:code", "proj:epsg", "proj:transform")
+
+
+def stac_geoparquet_images(path) -> list[ItemImage]:
+    """What ``item_images(read_stac_geoparquet(path))`` gives, reading only the columns it needs, with pyarrow alone.
+
+    stac-geoparquet's own conversion builds each whole Item, its GeoJSON
+    geometry included, at about 0.4 ms an Item.  Here the ids, the fields
+    of the assets that carry a blob and the properties a rumi image is
+    opened from come straight from the Arrow table; dates are converted
+    for the whole column at once, and the georeferencing of Items that
+    record the same one is built once (:func:`stac_georeferencing` on the
+    fields that say it), so 100,000 Items take about a second.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> from xarray_rumi.stac.geoparquet import build_stac_catalog
+    >>> d = tempfile.mkdtemp()
+    >>> path = os.path.join(d, "a.rumi")
+    >>> _ = xarray_rumi.write(path, np.zeros((1, 16, 16), "uint8"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
+    >>> _ = build_stac_catalog([path], os.path.join(d, "items.parquet"), datetime="2024-01-01T00:00:00Z")
+    >>> [image] = stac_geoparquet_images(os.path.join(d, "items.parquet"))
+    >>> image == item_images(read_stac_geoparquet(os.path.join(d, "items.parquet")))[0], image.georeferencing.epsg
+    (True, 32633)
+    """
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    table = pq.read_table(path, columns=[c for c in ("id", "assets", *_ITEM_PROPERTIES) if c in names])
+    ids = table["id"].to_pylist()
+    properties = {name: table[name].to_pylist() for name in _ITEM_PROPERTIES[2:] if name in names}
+    assets = _blob_assets(table["assets"].combine_chunks()) if "assets" in names else {}
+    datetimes = _utc_datetimes(table)
+    # Items that record the same georeferencing share it: keyed by the fields that say it, row by row.
+    said_by = _rows(properties.values(), len(ids))
+    asset_says = {key: _rows([v for name, v in fields.items() if name not in ("href", STAC_HEADER)], len(ids))
+                  for key, fields in assets.items()}
+    georeferencing: dict[tuple, Georeferencing] = {}
+    blobs: dict[str, bytes] = {}  # each blob decoded once, and a repeated blob one bytes object
+    images = []
+    for row, item_id in enumerate(ids):
+        found = [(key, fields) for key, fields in assets.items() if fields[STAC_HEADER][row] is not None]
+        if len(found) != 1:
+            raise _not_one_rumi_asset(item_id, len(found))
+        key, fields = found[0]
+        said = (key, said_by[row], asset_says[key][row])
+        if said not in georeferencing:
+            georeferencing[said] = stac_georeferencing({
+                "id": item_id, "properties": _present({name: values[row] for name, values in properties.items()}),
+                "assets": {key: _present({name: values[row] for name, values in fields.items()})}})
+        encoded = fields[STAC_HEADER][row]
+        if encoded not in blobs:
+            blobs[encoded] = base64.b64decode(encoded)
+        images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row]))
+    return images
+
+
+def _present(fields: dict) -> dict:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _rows(columns, count: int) -> list[tuple]:
+    """The values of ``columns`` row by row, as tuples that can be keys (lists made tuples)."""
+    hashable = [[tuple(v) if isinstance(v, list) else v for v in values] for values in columns]
+    return list(zip(*hashable)) if hashable else [()] * count
+
+
+def _blob_assets(assets) -> dict[str, dict[str, list]]:
+    """The fields :func:`item_images` reads of each asset that may carry a blob: ``{asset: {field: values}}``.
+
+    Arrow gives every field of the table's struct in every row (``None``
+    where an Item lacks it); flattening applies the nulls of the enclosing
+    structs, so an asset an Item lacks holds no value.
+    """
+    found = {}
+    for field, values in zip(assets.type, assets.flatten()):
+        fields = {f.name: column for f, column in zip(values.type, values.flatten()) if f.name in _ASSET_FIELDS}
+        if STAC_HEADER in fields:
+            found[field.name] = {name: column.to_pylist() for name, column in fields.items()}
+    return found
+
+
+def _utc_datetimes(table) -> np.ndarray:
+    """:func:`stac_datetime` of every row, for the whole column at once: ``datetime``, else ``start_datetime``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dates = np.full(table.num_rows, np.datetime64("NaT", "ns"))
+    for name in ("start_datetime", "datetime"):  # datetime last: it wins where both are given
+        if name not in table.column_names:
+            continue
+        column = table[name]
+        if pa.types.is_timestamp(column.type):
+            values = pc.cast(column, pa.timestamp("ns", tz="UTC")).to_numpy(zero_copy_only=False)
+        else:  # dates as text: each parsed as an Item's would be
+            values = np.array([stac_datetime({"properties": {name: v}}) for v in column.to_pylist()], "M8[ns]")
+        dates = np.where(np.isnat(values), dates, values)
+    return dates
+
+
 def stac_item_dicts(items) -> list[dict]:
     """Item dicts from an Item, an ItemCollection, their dicts, or a list of Items."""
     if isinstance(items, dict):
@@ -123,9 +226,13 @@ def rumi_asset(item: dict) -> dict:
     """The asset of a STAC Item dict that is a rumi file: the one carrying the blob."""
     found = [a for a in item.get("assets", {}).values() if STAC_HEADER in a]
     if len(found) != 1:
-        raise ValueError(f"STAC Item {item.get('id')!r} has {len(found)} assets with a {STAC_HEADER} blob; "
-                         "expected exactly one (see docs/stac.md)")
+        raise _not_one_rumi_asset(item.get("id"), len(found))
     return found[0]
+
+
+def _not_one_rumi_asset(item_id, count: int) -> ValueError:
+    return ValueError(f"STAC Item {item_id!r} has {count} assets with a {STAC_HEADER} blob; "
+                      "expected exactly one (see docs/stac.md)")
 
 
 def stac_georeferencing(item: dict) -> Georeferencing:
@@ -162,4 +269,4 @@ def stac_datetime(item: dict):
 
 __all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_HEADER", "STAC_MEDIA_TYPE", "STAC_RASTER_TYPE", "STAC_TRANSFORM", "is_stac",
            "is_stac_geoparquet", "item_images", "read_stac_geoparquet", "rumi_asset", "stac_datetime",
-           "stac_georeferencing", "stac_item_dicts"]
+           "stac_geoparquet_images", "stac_georeferencing", "stac_item_dicts"]
