@@ -70,8 +70,8 @@ FALLBACK = "id>zstd"
 SMALL_IMAGE_BYTES = 4 * 2**20
 #: The zstd level GeoZL's graphs run at; ``<graph>:<level>`` is the same graph at another level.
 GEOZL_ZSTD_LEVEL = 6
-#: The level small images try: the first of zstd's slow strategies (btultra), 3 to 10x slower than
-#: level 6 and up to 15% smaller on smooth rasters (docs/writing.md has the measurements).
+#: The level small images try: the first of zstd's slow strategies (btultra), 8 to 13x slower than
+#: level 6 and up to 13% smaller on smooth rasters (docs/writing.md has the measurements).
 SLOW_ZSTD_LEVEL = 16
 #: A slower level is kept only when it makes the middle profile window this much smaller: enough to
 #: be worth encoding several times slower (RGB.byte.tif's 2% is not; the DEM's 13% is).
@@ -389,7 +389,7 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     """The choices with each winner's predictor at zstd's slow level where that pays, for a small image.
 
     The slow graph is measured on the middle sample's profile window only,
-    against the winner's size there: it costs 3 to 10 times as much to encode.
+    against the winner's size there: it costs 8 to 13 times as much to encode.
     Where it is :data:`SLOW_LEVEL_GAIN` of that size or less, it replaces the
     winner.  (Letting each frame keep the smaller of the two changed no
     real raster's size: a second encode of every frame for nothing.)
