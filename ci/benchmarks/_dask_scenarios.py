@@ -7,10 +7,15 @@
     ``distributed.LocalCluster`` of 2 single-threaded worker processes;
 (b) a full read of one image: ``open_dataset(chunks="auto")`` and
     ``chunks={}`` against the lazy backend's ``.values`` (no Dask);
-(c) a Cube of 1,000 large images (1 x 10980 x 10980 uint16, 484 frames each,
-    one real file and symlinks, one blob for all) opened from blobs with
-    ``crs=``/``transform=``: open time, graph construction time, tracemalloc
-    peak per frame, and the pickled size of one chunk-reading task;
+(c) Cubes of 1,000 and 10,000 large images (1 x 10980 x 10980 uint16, 484
+    frames each, one real file and symlinks), and of 100,000 with
+    ``--large``, opened from blobs with ``crs=``/``transform=``, the blobs
+    repeated (one for all) or distinct (one each, of the same grid): open +
+    ``band_data.mean()`` graph time and peak RSS, each in fresh processes;
+    the same Cubes through catalogs (a rumi Parquet catalog and
+    stac-geoparquet): ``open_collection`` + graph and ``open_catalog``;
+    for the first count, tracemalloc's peak a frame and the pickled size of
+    one chunk-reading task;
 (d) the peak RSS of the Cube mean with ``"auto"``, in a fresh process,
     against the chunks in flight and against the Cube's size.
 
@@ -20,6 +25,7 @@ that raises prints its error in its row.  Standalone (e.g. to measure another
 checkout with ``PYTHONPATH=``)::
 
     python ci/benchmarks/_dask_scenarios.py [--quick] [--parts a b c d] [--a-cases frame auto blocks 1T cluster]
+                                            [--large] [--counts 1000 10000 100000]
 """
 
 from __future__ import annotations
@@ -345,23 +351,51 @@ COPIED = "lazy .values + one copy of the result"
 
 # ----------------------------------------------------------------------------------------------- (c)
 
+#: The largest Cube of (c), run only when asked (``--large``, or RUMI_BENCH_LARGE=1 under suite.py): it
+#: takes a few minutes, most of it writing its catalogs.
+LARGE = 100_000
+#: Targets for LARGE images: open + build the mean's graph, and the process's peak RSS.
+LARGE_SECONDS, LARGE_RSS = 5.0, 400e6
+VARIANTS = ("repeated", "distinct")
+
+
 def write_many(root: str, count: int, side: int = 10980) -> tuple[list[str], bytes]:
     """One real 1 x side x side uint16 file (smooth content, quick to write) and ``count - 1`` symlinks to it."""
     import xarray_rumi
 
     directory = os.path.join(root, "dask-many")
     os.makedirs(directory, exist_ok=True)
-    first = os.path.join(directory, "t0000.rumi")
+    first = os.path.join(directory, "t000000.rumi")
     ramp = (np.arange(side, dtype=np.uint16) // 8)
     values = (ramp[:, None] + ramp[None, :])[None]  # uint16, no wrap: < 2 * 1373
     blob = xarray_rumi.write(first, values, tile_size=TILE, crs=CRS, transform=TRANSFORM)
     del values
     paths = [first]
     for i in range(1, count):
-        path = os.path.join(directory, f"t{i:04d}.rumi")
+        path = os.path.join(directory, f"t{i:06d}.rumi")
         os.symlink(first, path)
         paths.append(path)
     return paths, blob
+
+
+def distinct_blobs(blob: bytes, count: int, seed: int = 0) -> list[bytes]:
+    """``count`` different blobs of ``blob``'s grid and count width: random frame sizes, count_min varying.
+
+    As an archive of one tile gives: one grid, every image's frames of its
+    own sizes.  Nothing is read at open, so they need not match the file.
+    """
+    from xarray_rumi.format.blob import Header, pack_residuals
+
+    header = Header.from_bytes(blob)
+    frames, bits = header.frame_count, header.count_bits
+    rng = np.random.default_rng(seed)
+    blobs = []
+    for i in range(count):
+        residuals = rng.integers(0, 1 << bits, frames, dtype=np.uint64)
+        residuals[i % frames], residuals[(i + 1) % frames] = 0, (1 << bits) - 1  # canonical: true min, least width
+        count_min = header.count_min + i % 97
+        blobs.append(blob[:23] + count_min.to_bytes(4, "little") + blob[27:28] + pack_residuals(residuals, bits))
+    return blobs
 
 
 def _spec(root: str, name: str, **spec) -> str:
@@ -380,53 +414,151 @@ def _child(mode: str, spec_path: str) -> dict:
     return json.loads(lines[-1])
 
 
-def many_images(root: str, count: int, runs: int) -> list[Row]:
-    """(c): open and graph construction of ``count`` large images from blobs, in fresh processes."""
+def many_counts(sizes: dict, large: bool) -> tuple[int, ...]:
+    """The Cube sizes of (c): the scenario's count and ten times it (or ``dask_cubes``), and :data:`LARGE` when asked."""
+    counts = tuple(sizes.get("dask_cubes") or (sizes["dask_cube"], 10 * sizes["dask_cube"]))
+    return counts + (LARGE,) if large and LARGE not in counts else counts
+
+
+def many_images(root: str, counts, runs: int) -> list[Row]:
+    """(c): opening Cubes of large images from blobs alone, and from catalogs, in fresh processes.
+
+    For each count, both variants: the same blob for every image (an
+    archive's repeated grid) and a blob of its own for each; each in a fresh
+    process that opens ``runs`` times (the median time; the peak RSS is the
+    first open's).  Catalogs at the largest count only: what opening them
+    adds to opening the same Cube from blobs.
+    """
     try:
         start = time.perf_counter()
-        paths, blob = write_many(root, count)
+        paths, blob = write_many(root, max(counts))
         written = time.perf_counter() - start
-        spec = _spec(root, "many", paths=paths, blob=blob, runs=runs)
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
-        return [error_row(f"write {count} images", e)]
+        return [error_row(f"write {max(counts)} images", e)]
     rows = []
-    title = f"{count} images of 1 x 10980 x 10980 uint16"
+    for count in counts:
+        for variant in VARIANTS:
+            try:
+                blobs = [blob] * count if variant == "repeated" else distinct_blobs(blob, count)
+                spec = _spec(root, f"many-{count}-{variant}", paths=paths[:count], blobs=blobs, runs=runs)
+                rows += _cube_rows(count, variant, blobs, spec)
+                if count == max(counts):
+                    rows += _catalog_rows(root, count, variant, paths[:count], blobs)
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                rows.append(error_row(f"{count:,} images, {variant} blobs", e))
+    rows += _small_cube_rows(root, paths[:counts[0]], blob)
+    rows.append(Row(f"(setup) write 1 file + {max(counts) - 1:,} symlinks", written * 1e3, "ms", note="not a measure"))
+    return rows
+
+
+def _targets(count: int, seconds: float, peak: float) -> tuple[tuple, tuple]:
+    """``(anchor, ratio, target)`` of the time and of the peak RSS: bounds only at :data:`LARGE` images."""
+    if count < LARGE:
+        return ("", None, None), ("", None, None)
+    return ("5 s", seconds / LARGE_SECONDS, 1.0), ("400 MB", peak / LARGE_RSS, 1.0)
+
+
+def _cube_rows(count: int, variant: str, blobs, spec: str) -> list[Row]:
+    t = _child("many-time", spec)
+    blob_bytes = len(blobs[0]) if variant == "repeated" else sum(map(len, blobs))
+    seconds = t["open_s"] + t["graph_s"]
+    (anchor, ratio, target), (rss_anchor, rss_ratio, rss_target) = _targets(count, seconds, t["peak"])
+    label = f"open_cube + mean() graph, {count:,} images, {variant} blobs"
+    return [
+        Row(label, seconds, "s", anchor, ratio, target, False,
+            note=f"open {t['open_s']:.2f} s + graph {t['graph_s']:.2f} s, median of {t['runs']} in a fresh process "
+                 f"(totals {', '.join(f'{v:.2f}' for v in t['totals'])} s; CPU {t['cpu_s']:.2f} s the first); "
+                 f"{t['frames']:,} frames; chunks=auto, {t['chunks']:,} chunks {t['chunksize']}; "
+                 f"{t['distinct']:,} distinct blobs, {blob_bytes / 1e6:.1f} MB held by the caller"),
+        Row(f"peak RSS, {label}", t["peak"] / 1e6, "MB", rss_anchor, rss_ratio, rss_target, False,
+            note=f"the process's VmHWM over the first open; {t['baseline'] / 1e6:.0f} MB before it (imports, the "
+                 f"paths and blobs); {(t['peak'] - t['baseline']) / t['frames']:.1f} bytes a frame above that"),
+    ]
+
+
+def _catalog_rows(root: str, count: int, variant: str, paths, blobs) -> list[Row]:
+    rows = []
+    for kind in ("parquet", "stac-geoparquet"):
+        catalog = write_catalog(root, kind, count, variant, paths, blobs)
+        t = _child("catalog-time", _spec(root, f"catalog-{kind}-{count}-{variant}", catalog=catalog))
+        seconds = t["open_s"] + t["graph_s"]
+        (anchor, ratio, target), _ = _targets(count, seconds, t["peak"])
+        rows.append(Row(f"open_collection({kind}) + mean() graph, {count:,} images, {variant} blobs", seconds, "s",
+                        anchor, ratio, target, False,
+                        note=f"open {t['open_s']:.2f} s + graph {t['graph_s']:.2f} s, chunks=auto, one Cube; reading "
+                             f"the table alone {t['read_s']:.2f} s; peak RSS {t['peak'] / 1e6:.0f} MB; a fresh process"))
+        rows.append(Row(f"open_catalog({kind}), {count:,} images, {variant} blobs", t["catalog_s"], "s",
+                        note=f"one lazy Dataset per row, {t['catalog_s'] / count * 1e6:.0f} us each; after the "
+                             f"collection, in the same process"))
+    return rows
+
+
+def write_catalog(root: str, kind: str, count: int, variant: str, paths, blobs) -> str:
+    """A catalog of ``paths`` with ``blobs``: a rumi Parquet catalog or stac-geoparquet, as its writers make them."""
+    import pandas as pd
+
+    import xarray_rumi
+    from xarray_rumi.dataset import catalog as catalog_module
+    from xarray_rumi.stac.geoparquet import write_stac_geoparquet
+
+    out = os.path.join(root, f"catalog-{kind}-{count}-{variant}.parquet")
+    if kind == "parquet":
+        row = catalog_module.build(paths[:1], os.path.join(root, "one.parquet")).iloc[0]
+        table = pd.DataFrame({name: [row[name]] * count for name in catalog_module.COLUMNS})
+        table["url"], table["header"] = list(paths), list(blobs)
+        table["epsg"] = table["epsg"].astype("Int64")
+        table.to_parquet(out, index=False)
+        return out
+    import base64
+    import copy
+
+    first = xarray_rumi.stac.item(paths[0], blobs[0], datetime="2024-01-01T00:00:00Z").to_dict(
+        include_self_link=False)
+    items = []
+    for i, (path, blob) in enumerate(zip(paths, blobs)):
+        item = copy.deepcopy(first)
+        item["id"], item["properties"]["datetime"] = f"t{i:06d}", f"2024-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:" \
+                                                                   f"{i % 60:02d}Z"
+        item["assets"]["data"]["href"] = path
+        item["assets"]["data"]["rumi:header"] = base64.b64encode(blob).decode()
+        items.append(item)
+    write_stac_geoparquet(items, out)
+    return out
+
+
+def _small_cube_rows(root: str, paths, blob: bytes) -> list[Row]:
+    """The first count, repeated blob: what one chunk-reading task pickles to, and tracemalloc's peak a frame."""
+    count = len(paths)
+    spec = _spec(root, "many-task", paths=paths, blobs=[blob] * count, task=True, runs=1)
+    rows = []
     try:
         t = _child("many-time", spec)
-        frames = t["frames"]
-        rows += [
-            Row(f"open_cube chunks=auto, {count} images", t["open"] * 1e3, "ms", "1 s", t["open"], 1.0, False,
-                note=f"{title}, {frames:,} frames; blobs + crs/transform, nothing read; median of {t['runs']} in "
-                     f"a fresh process, first {t['open_first'] * 1e3:.0f} ms; {t['chunks']:,} chunks "
-                     f"{t['chunksize']}"),
-            Row("build .band_data.mean('time') (no compute)", t["build"] * 1e3, "ms", "1 s", t["build"], 1.0, False,
-                note=f"first {t['build_first'] * 1e3:.0f} ms; graph {t['layers']:,} layers"),
-        ]
         if "task_bytes" in t:
             rows.append(Row("pickled chunk-reading task", t["task_bytes"], "bytes", "", None, None, False,
-                            note=f"pickle.dumps(one task) of layer {t['task_layer']!r}, the one reading from the "
-                                 f"'original-' array (or from nothing), only that layer materialised; blob's bytes "
-                                 f"inside: {'YES' if t['task_has_blob'] else 'no'} (target: no; blob "
-                                 f"{len(blob):,} B); the array it names by key pickles to {t.get('source_bytes', '?')} B "
-                                 f"(blob's bytes inside: {t.get('source_has_blob', '?')}), sent once per 'original-' "
-                                 f"layer, not per task: {t.get('sources', '?')} such layers in the graph"))
+                            note=f"{count:,} images; pickle.dumps(one task) of layer {t['task_layer']!r}, the one "
+                                 f"reading from the 'original-' array (or from nothing), only that layer "
+                                 f"materialised; blob's bytes inside: {'YES' if t['task_has_blob'] else 'no'} "
+                                 f"(target: no; blob {len(blob):,} B); the array it names by key pickles to "
+                                 f"{t.get('source_bytes', '?')} B (blob's bytes inside: "
+                                 f"{t.get('source_has_blob', '?')}), sent once per 'original-' layer, not per task: "
+                                 f"{t.get('sources', '?')} such layers in the graph"))
         else:
             rows.append(error_row("pickled chunk-reading task", RuntimeError(t.get("task_error", "not found"))))
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
-        rows.append(error_row(f"open_cube chunks=auto, {count} images", e))
+        rows.append(error_row("pickled chunk-reading task", e))
     try:
         m = _child("many-memory", spec)
         per_frame = m["peak"] / m["frames"]
         rows.append(Row("tracemalloc peak, open + build", per_frame, "bytes/frame", "200 bytes/frame",
                         per_frame / 200, 1.0, False,
-                        note=f"peak {m['peak'] / 1e6:.1f} MB over {m['frames']:,} frames, first open in a fresh "
-                             f"process; {m['retained'] / 1e6:.1f} MB still traced after"))
+                        note=f"{count:,} images, repeated blob: peak {m['peak'] / 1e6:.1f} MB over {m['frames']:,} "
+                             f"frames, first open in a fresh process; {m['retained'] / 1e6:.1f} MB still traced after"))
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
         rows.append(error_row("tracemalloc peak, open + build", e))
-    rows.append(Row(f"(setup) write 1 file + {count - 1} symlinks", written * 1e3, "ms", note="not a measure"))
     return rows
 
 
@@ -434,10 +566,9 @@ def _many_open(spec: dict):
     from xarray_rumi import open_cube
 
     start = time.perf_counter()
-    cube = open_cube(spec["paths"], [spec["blob"]] * len(spec["paths"]), crs=CRS, transform=TRANSFORM,
-                     chunks="auto")
+    cube = open_cube(spec["paths"], spec["blobs"], crs=CRS, transform=TRANSFORM, chunks="auto")
     opened = time.perf_counter()
-    mean = cube.band_data.mean("time")
+    mean = cube.band_data.mean()
     built = time.perf_counter()
     return cube, mean, opened - start, built - opened
 
@@ -457,30 +588,68 @@ def _import_all() -> None:
 def _frames(spec: dict) -> int:
     from xarray_rumi.reading.open import open_image
 
-    image = open_image(spec["paths"][0], header=spec["blob"], georeferencing=False)
+    image = open_image(spec["paths"][0], header=spec["blobs"][0], georeferencing=False)
     return image.grid.frame_count * len(spec["paths"])
 
 
 def child_many_time(spec: dict) -> dict:
+    """Open the Cube and build its mean's graph ``runs`` times: the peak RSS and CPU time are the first's."""
+    from _peak_rss import current_rss, high_water_mark, reset_high_water_mark
+
     _import_all()
-    opens, builds, kept = [], [], None
-    for _ in range(spec["runs"]):
+    frames = _frames(spec)
+    gc.collect()
+    reset_high_water_mark()
+    baseline, cpu = current_rss(), time.process_time()
+    opens, graphs, kept = [], [], None
+    for run in range(spec["runs"]):
         kept = None
         gc.collect()
         kept = _many_open(spec)
         opens.append(kept[2])
-        builds.append(kept[3])
-    cube, mean = kept[0], kept[1]
-    data = cube.band_data.data
-    result = {"open": statistics.median(opens), "open_first": opens[0], "build": statistics.median(builds),
-              "build_first": builds[0], "runs": spec["runs"], "chunks": int(data.npartitions),
-              "chunksize": str(tuple(int(c) for c in data.chunksize)),
-              "layers": len(mean.data.__dask_graph__().layers), "frames": _frames(spec)}
-    try:
-        result.update(_reading_task(data, spec["blob"]))
-    except Exception as e:  # noqa: BLE001
-        result["task_error"] = f"{type(e).__name__}: {e}"
+        graphs.append(kept[3])
+        if run == 0:
+            cpu, peak = time.process_time() - cpu, high_water_mark()
+    data = kept[0].band_data.data
+    result = {"open_s": statistics.median(opens), "graph_s": statistics.median(graphs), "runs": spec["runs"],
+              "totals": [o + g for o, g in zip(opens, graphs)], "cpu_s": cpu, "peak": peak, "baseline": baseline,
+              "frames": frames, "chunks": int(data.npartitions), "chunksize": str(tuple(int(c) for c in data.chunksize)),
+              "distinct": len(set(spec["blobs"]))}
+    if spec.get("task"):
+        try:
+            result.update(_reading_task(data, spec["blobs"][0]))
+        except Exception as e:  # noqa: BLE001
+            result["task_error"] = f"{type(e).__name__}: {e}"
     return result
+
+
+def child_catalog_time(spec: dict) -> dict:
+    """open_collection of a catalog (one Cube) and its mean's graph; then reading the table alone, and open_catalog."""
+    from _peak_rss import current_rss, high_water_mark, reset_high_water_mark
+
+    import xarray_rumi
+    from xarray_rumi.dataset import catalog as catalog_module
+
+    _import_all()
+    gc.collect()
+    reset_high_water_mark()
+    baseline = current_rss()
+    start = time.perf_counter()
+    tree = xarray_rumi.open_collection(spec["catalog"], chunks="auto")
+    opened = time.perf_counter()
+    [node] = tree.children.values()
+    node.dataset.band_data.mean()
+    built = time.perf_counter()
+    peak = high_water_mark()
+    del tree, node
+    start_read = time.perf_counter()
+    catalog_module.read(spec["catalog"])
+    read = time.perf_counter() - start_read
+    gc.collect()
+    start_catalog = time.perf_counter()
+    xarray_rumi.open_catalog(spec["catalog"])
+    return {"open_s": opened - start, "graph_s": built - opened, "read_s": read,
+            "catalog_s": time.perf_counter() - start_catalog, "peak": peak, "baseline": baseline}
 
 
 def _reading_task(data, blob: bytes) -> dict:
@@ -569,8 +738,14 @@ def child_rss(spec: dict) -> dict:
 
 # -------------------------------------------------------------------------------------------- scenario
 
-def dask_at_scale(root: str, sizes: dict, raster=None, parts=PARTS, a_cases=A_CASES) -> list[Row]:
-    """Scenario 8: (a) Cube mean, (b) full read, (c) 1,000 large images from blobs, (d) peak RSS."""
+def dask_at_scale(root: str, sizes: dict, raster=None, parts=PARTS, a_cases=A_CASES, large=None) -> list[Row]:
+    """Scenario 8: (a) Cube mean, (b) full read, (c) Cubes of 1,000 to 100,000 large images from blobs, (d) peak RSS.
+
+    ``large``: include :data:`LARGE` images in (c); ``None`` reads RUMI_BENCH_LARGE=1 from the environment
+    (how ``suite.py`` asks for it).
+    """
+    if large is None:
+        large = os.environ.get("RUMI_BENCH_LARGE") == "1"
     rows: list[Row] = []
     repeats = sizes["dask_repeats"]
     paths = blobs = None
@@ -593,7 +768,7 @@ def dask_at_scale(root: str, sizes: dict, raster=None, parts=PARTS, a_cases=A_CA
             traceback.print_exc()
             rows.append(error_row("(b) full read", e))
     if "c" in parts:
-        rows += many_images(root, sizes["dask_cube"], sizes.get("dask_runs", 3))
+        rows += many_images(root, many_counts(sizes, large), sizes.get("dask_runs", 3))
     if "d" in parts and paths:
         rows += peak_rss(root, paths, blobs)
     return rows
@@ -608,6 +783,8 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--a-cases", nargs="+", choices=A_CASES, default=list(A_CASES))
+    parser.add_argument("--large", action="store_true", help=f"(c) also at {LARGE:,} images (a few minutes)")
+    parser.add_argument("--counts", type=int, nargs="+", help="(c) at these counts instead")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -615,7 +792,8 @@ def main(argv=None) -> None:
         mode, spec_path = args.child
         with open(spec_path, "rb") as f:
             spec = pickle.load(f)
-        run = {"many-time": child_many_time, "many-memory": child_many_memory, "rss": child_rss}[mode]
+        run = {"many-time": child_many_time, "many-memory": child_many_memory, "rss": child_rss,
+               "catalog-time": child_catalog_time}[mode]
         print(json.dumps(run(spec)))
         return
     from _report import environment, text_table
@@ -627,7 +805,9 @@ def main(argv=None) -> None:
     sizes = QUICK if args.quick else FULL
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rumi-dask-") as root:
-        rows = dask_at_scale(root, sizes, parts=args.parts, a_cases=args.a_cases)
+        if args.counts:
+            sizes = {**sizes, "dask_cubes": tuple(args.counts)}
+        rows = dask_at_scale(root, sizes, parts=args.parts, a_cases=args.a_cases, large=args.large or None)
     print(f"\n## 8. Dask at scale  [{time.perf_counter() - start:.0f} s]\n{text_table(rows)}", flush=True)
 
 
