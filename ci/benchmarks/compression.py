@@ -3,8 +3,9 @@
 For every raster in ../shared/data that rumi can hold, and a large generated
 one, measures side by side in one run (best of --repeat runs each):
 
-- rumi ``auto`` as ``xarray_rumi.write`` writes it by default (the frame
-  unit left to the writer), with tile frames and with cell frames given,
+- rumi ``auto`` with ``frame_unit="auto"`` (the frame unit left to the
+  writer: the smallest files), with tile frames (the default) and with cell
+  frames given,
   ``auto`` as the writer of 2026-12-02 chose it (tile frames, no slow zstd
   level: ``before``), and ``portable`` with tile frames, each read back
   whole by ``open_image(...).read()``;
@@ -54,7 +55,7 @@ GTIFF = {
 JP2 = "jpeg2000-lossless"
 #: The rumi rows: (compression, frame unit given or None, as the writer chose before issue 22).
 RUMI = {
-    "rumi-auto": ("auto", None, False),
+    "rumi-auto": ("auto", "auto", False),
     "rumi-auto-tile": ("auto", "tile", False),
     "rumi-auto-cell": ("auto", "cell", False),
     "rumi-auto-before": ("auto", "tile", True),

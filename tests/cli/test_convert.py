@@ -130,3 +130,14 @@ def test_convert_help_says_what_a_frame_unit_holds_as_the_spec_does():
     commands = subparsers.choices
     (unit,) = [a for a in commands["convert"]._actions if a.dest == "frame_unit"]
     assert "tile = one band" in unit.help and "cell = all bands" in unit.help
+
+
+def test_convert_frame_unit_auto_writes_the_smaller_unit_and_tile_stays_the_default(shared_data, tmp_path):
+    # RGB.byte.tif: cell frames are >= 3% smaller (docs/writing.md), so auto picks them; the default keeps tiles
+    for unit in ("auto", None):
+        args = ["convert", str(shared_data / "RGB.byte.tif"), str(tmp_path / f"{unit}.rumi"), "--tile-size", "256"]
+        assert main(args + (["--frame-unit", unit] if unit else [])) == 0
+    assert open_image(tmp_path / "auto.rumi").grid.frame_unit.name == "CELL"
+    assert open_image(tmp_path / "None.rumi").grid.frame_unit.name == "TILE"
+    assert os.path.getsize(tmp_path / "auto.rumi") < os.path.getsize(tmp_path / "None.rumi")
+    xarray_rumi.validate(tmp_path / "auto.rumi", (tmp_path / "auto.rumi.header").read_bytes())

@@ -1,4 +1,4 @@
-"""What ``write`` chooses by default (issue 22): cell frames where they pay, zstd's slow level for small images."""
+"""What ``write`` chooses (issue 22): with frame_unit="auto" cell frames where they pay; zstd's slow level for small images."""
 
 from __future__ import annotations
 
@@ -28,31 +28,33 @@ def _unit(path) -> FrameUnit:
     return open_image(path).grid.frame_unit
 
 
-def test_auto_writes_cell_frames_where_they_pay_and_a_given_unit_is_kept(tmp_path):
+def test_frame_unit_auto_writes_cell_frames_where_they_pay_and_a_given_unit_is_kept(tmp_path):
     data = _correlated()
-    xarray_rumi.write(tmp_path / "chosen.rumi", data, tile_size=128)
+    xarray_rumi.write(tmp_path / "chosen.rumi", data, tile_size=128, frame_unit="auto")
     xarray_rumi.write(tmp_path / "tile.rumi", data, tile_size=128, frame_unit="tile")
     xarray_rumi.write(tmp_path / "cell.rumi", data, tile_size=128, frame_unit=1)
-    assert [_unit(tmp_path / f"{n}.rumi") for n in ("chosen", "tile", "cell")] == [FrameUnit.CELL, FrameUnit.TILE,
-                                                                                    FrameUnit.CELL]
+    xarray_rumi.write(tmp_path / "default.rumi", data, tile_size=128)
+    assert [_unit(tmp_path / f"{n}.rumi") for n in ("chosen", "tile", "cell", "default")] == [
+        FrameUnit.CELL, FrameUnit.TILE, FrameUnit.CELL, FrameUnit.TILE]
     assert os.path.getsize(tmp_path / "chosen.rumi") < 0.97 * os.path.getsize(tmp_path / "tile.rumi")
     assert np.array_equal(open_image(tmp_path / "chosen.rumi").read(), data)
     xarray_rumi.validate(tmp_path / "chosen.rumi")
     # a recipe string, or portable, is not measured: tile frames, as before
-    xarray_rumi.write(tmp_path / "portable.rumi", data, tile_size=128, compression="portable")
+    xarray_rumi.write(tmp_path / "portable.rumi", data, tile_size=128, compression="portable", frame_unit="auto")
     assert _unit(tmp_path / "portable.rumi") is FrameUnit.TILE
 
 
 def test_bands_that_do_not_predict_each_other_stay_in_tile_frames(tmp_path):
     data = np.random.default_rng(1).integers(0, 250, (3, 300, 260)).astype("uint8")
-    xarray_rumi.write(tmp_path / "a.rumi", data, tile_size=128)
+    xarray_rumi.write(tmp_path / "a.rumi", data, tile_size=128, frame_unit="auto")
     assert _unit(tmp_path / "a.rumi") is FrameUnit.TILE
 
 
 def test_dask_input_chooses_the_same_frames_and_writes_the_same_bytes(tmp_path):
     data = _correlated()
-    xarray_rumi.write(tmp_path / "numpy.rumi", data, tile_size=128)
-    xarray_rumi.write(tmp_path / "dask.rumi", da.from_array(data, chunks=(1, 100, 100)), tile_size=128)
+    xarray_rumi.write(tmp_path / "numpy.rumi", data, tile_size=128, frame_unit="auto")
+    xarray_rumi.write(tmp_path / "dask.rumi", da.from_array(data, chunks=(1, 100, 100)), tile_size=128,
+                      frame_unit="auto")
     assert _unit(tmp_path / "dask.rumi") is FrameUnit.CELL
     assert (tmp_path / "dask.rumi").read_bytes() == (tmp_path / "numpy.rumi").read_bytes()
 
@@ -65,11 +67,26 @@ def test_a_data_array_read_from_a_file_keeps_its_frame_unit(tmp_path):
     assert _unit(tmp_path / "copy.rumi") is FrameUnit.TILE
 
 
+def test_images_written_with_the_default_unit_stack_into_a_cube_whatever_their_data(tmp_path):
+    """The default frame unit does not depend on the data: a time series written with defaults is a Cube."""
+    paths = [tmp_path / f"{i}.rumi" for i in range(2)]
+    blobs = [xarray_rumi.write(paths[0], _correlated(), tile_size=128),  # cells would pay here
+             xarray_rumi.write(paths[1], np.random.default_rng(1).integers(0, 250, (3, 300, 260)).astype("uint8"),
+                               tile_size=128)]
+    assert xarray_rumi.open_cube(paths, blobs).band_data.shape == (2, 3, 300, 260)
+
+
+def test_an_unknown_frame_unit_is_refused_naming_the_choices(tmp_path):
+    with pytest.raises(ValueError, match="'tile', 'cell', 'auto'"):
+        xarray_rumi.write(tmp_path / "a.rumi", _correlated(), frame_unit="cells")
+    assert not (tmp_path / "a.rumi").exists()
+
+
 def test_cell_frames_a_reader_would_refuse_are_never_chosen(tmp_path, monkeypatch):
     data = _correlated()
     # tile frames of 128 x 128 fit, cell frames of three bands do not
     monkeypatch.setattr(writing, "DEFAULT_LIMITS", Limits(max_frame_bytes=2 * 128 * 128))
-    xarray_rumi.write(tmp_path / "a.rumi", data, tile_size=128)
+    xarray_rumi.write(tmp_path / "a.rumi", data, tile_size=128, frame_unit="auto")
     assert _unit(tmp_path / "a.rumi") is FrameUnit.TILE
 
 
@@ -98,6 +115,6 @@ JPEG2000_RATIO = {"RGB.byte.tif": 2.54, "small_dem_3m_merged.tif": 8.27}
 def test_the_real_rasters_jpeg_2000_won_come_out_at_least_0_97x_its_ratio(tmp_path, shared_data, name):
     with rasterio.open(shared_data / name) as src:
         data = src.read()
-    xarray_rumi.write(tmp_path / "a.rumi", data, tile_size=512, write_header=False)
+    xarray_rumi.write(tmp_path / "a.rumi", data, tile_size=512, frame_unit="auto", write_header=False)
     assert data.nbytes / os.path.getsize(tmp_path / "a.rumi") >= 0.97 * JPEG2000_RATIO[name]
     assert np.array_equal(open_image(tmp_path / "a.rumi").read(), data)

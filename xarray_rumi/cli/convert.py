@@ -30,9 +30,11 @@ def add_command(commands) -> None:
     cmd.add_argument("output", metavar="OUT_OR_DIR",
                      help="the rumi file for one input, else a directory (paths or fsspec URLs)")
     cmd.add_argument("--tile-size", type=int, default=512, help="tile side in pixels (default: %(default)s)")
-    cmd.add_argument("--frame-unit", choices=("tile", "cell"), default="tile",
+    cmd.add_argument("--frame-unit", choices=("tile", "cell", "auto"), default="tile",
                      help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
-                          "position, decoded together (default: %(default)s)")
+                          "position, decoded together, auto = whichever --compression auto measures smaller "
+                          "(files of a time series may then differ in frame unit, and a Cube needs one) "
+                          "(default: %(default)s)")
     cmd.add_argument("--compression", default="auto",
                      help="auto, portable, or a GeoZL recipe (default: %(default)s)")
     cmd.add_argument("--crs", default=None, metavar="EPSG:n",
@@ -171,6 +173,8 @@ def _frame_count(source: str, args) -> int | None:
         with rasterio.open(source) as src:
             bands, rows, cols = src.count, src.height, src.width
     except Exception:  # the conversion itself reports what is wrong with the file
+        return None
+    if args.frame_unit == "auto":  # chosen while converting: the count is not known before
         return None
     return FrameGrid(cols, rows, args.tile_size, args.tile_size, bands, FrameUnit.parse(args.frame_unit)).frame_count
 

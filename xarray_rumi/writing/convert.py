@@ -75,7 +75,8 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     ``crs`` (an EPSG code, ``"EPSG:n"`` or anything pyproj resolves to one)
     replaces the source's CRS, keeping its transform, as ``gdal_translate
     -a_srs`` does.  A source CRS given only as WKT is stored as the EPSG code
-    it is equivalent to (see the module's description).
+    it is equivalent to (see the module's description).  ``frame_unit`` is
+    :func:`~xarray_rumi.write`'s (``"auto"``: the smaller of tile and cell frames).
 
     >>> import numpy as np, rasterio, tempfile, os
     >>> d = tempfile.mkdtemp()

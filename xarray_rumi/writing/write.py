@@ -32,9 +32,10 @@ from .staging import Writeback, staged, write_small
 
 logger = logging.getLogger(__name__)
 
-#: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.  No frame
-#: unit: tile frames, or cell frames where ``compression="auto"`` measures that they pay (docs/writing.md).
-_DEFAULTS = {"tile_size": 512, "frame_unit": None, "raster_type": "area"}
+#: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.  Tile frames
+#: unless asked: the frame unit is part of what a Cube's images share, so it must not depend on the data
+#: (``frame_unit="auto"`` lets ``compression="auto"`` choose; docs/writing.md).
+_DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
 
 
 def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=None, raster_type=None,
@@ -71,10 +72,12 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
     as ``None`` come from a DataArray's encoding (what it was read with;
     its ``AREA_OR_POINT`` attribute for the raster type), else 512,
-    ``"area"`` and the dtype's own type; and tile frames, except that
-    ``compression="auto"`` writes an image of 2 to 4 bands in cell frames
-    when, measured on its sample frames, they are at least 3% smaller
-    (docs/writing.md, "Choosing compression").  Dask-backed data is
+    ``"tile"``, ``"area"`` and the dtype's own type.  ``frame_unit="auto"``
+    lets ``compression="auto"`` write an image of 2 to 4 bands in cell frames
+    when, measured on its sample frames, they are at least 3% smaller, else
+    tile frames (docs/writing.md, "Cell or tile frames"): the smallest file,
+    but images written so may differ in frame unit, and a Cube's images must
+    not.  Dask-backed data is
     computed a window of frames at a time, and compressed where its blocks
     live on an active distributed client, else on the process's threads;
     either way only a few windows of frames are in memory.  ``path`` may be
@@ -108,10 +111,11 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)
     bands, length, width = array.shape
-    unit = FrameUnit.TILE if frame_unit is None else FrameUnit.parse(frame_unit)
+    chosen_unit = isinstance(frame_unit, str) and frame_unit == "auto"
+    unit = FrameUnit.TILE if chosen_unit else _frame_unit(frame_unit)
     grid = FrameGrid(width, length, tile_width, tile_length, bands, unit)
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
-    may_use_cells = frame_unit is None and _cells_allowed(grid, sample)
+    may_use_cells = chosen_unit and _cells_allowed(grid, sample)
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
     from dask import is_dask_collection  # imported here: importing xarray_rumi does not load Dask
@@ -150,6 +154,13 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if scaling:
         warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
     return blob
+
+
+def _frame_unit(value) -> FrameUnit:
+    try:
+        return FrameUnit.parse(value)
+    except ValueError:
+        raise ValueError(f"frame_unit must be 'tile', 'cell', 'auto', 0 or 1, got {value!r}") from None
 
 
 def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
