@@ -37,3 +37,15 @@ def test_with_a_crs_the_raster_type_splits_them(tmp_path):
         xarray_rumi.open_cube(paths)
     tree = open_collection(paths)
     assert {name: node.dataset.sizes["n"] for name, node in tree.children.items()} == {"grid_0": 1, "grid_1": 1}
+
+
+def test_each_node_names_its_own_files_and_opens_without_dask_when_asked(tmp_path):
+    # images of two grids, interleaved: each Cube's url coordinate lists its own members in order
+    paths = [_write(tmp_path / f"{i}.rumi", i, crs=32633, transform=UTM) if i % 2 else
+             _write(tmp_path / f"{i}.rumi", i) for i in range(5)]
+    for given in (paths, build(paths, tmp_path / "c.parquet")):
+        tree = open_collection(given, chunks=False)
+        assert tree["grid_0"].dataset.url.values.tolist() == [str(p) for p in paths[0::2]]
+        assert tree["grid_1"].dataset.url.values.tolist() == [str(p) for p in paths[1::2]]
+        band_data = tree["grid_1"].dataset.band_data
+        assert band_data.chunks is None and band_data[:, 0, 0, 0].values.tolist() == [1, 3]
