@@ -97,3 +97,30 @@ def test_open_catalog_with_other_chunks(tmp_path):
     [ds] = open_catalog(build(_images(tmp_path, 1), tmp_path / "c.parquet"), chunks={"band": 2, "y": 32, "x": 32})
     assert ds.band_data.data.chunksize == (2, 32, 32)
     assert int(ds.band_data.sum()) == 0
+
+
+def test_open_catalog_builds_each_dataset_when_first_asked_for_and_keeps_it(tmp_path, monkeypatch):
+    import xarray_rumi.dataset.engine as engine
+
+    table = build(_images(tmp_path, 4), tmp_path / "c.parquet")
+    built = []
+    variable = engine.image_variable
+    monkeypatch.setattr(engine, "image_variable", lambda image, **k: built.append(image) or variable(image, **k))
+    datasets = open_catalog(table)
+    assert len(datasets) == 4 and built == []  # opened, nothing built yet
+    assert int(datasets[-1].band_data.max()) == 3 and datasets[3] is datasets[-1] and len(built) == 1
+    assert [int(ds.band_data.max()) for ds in datasets[1:3]] == [1, 2]
+    assert [int(ds.band_data.max()) for ds in datasets] == [0, 1, 2, 3] and len(built) == 4
+    assert repr(datasets) == "<CatalogDatasets: 4 images, 4 built>"
+    with pytest.raises(IndexError):
+        datasets[4]
+
+
+def test_open_catalog_refuses_a_damaged_blob_and_bad_chunks_at_open(tmp_path):
+    table = build(_images(tmp_path, 3), tmp_path / "c.parquet")
+    with pytest.raises(ValueError, match="chunks"):
+        open_catalog(table, chunks="nonsense")
+    damaged = table.copy()
+    damaged.loc[1, "header"] = bytes(damaged.header[1])[:-3]
+    with pytest.raises(xarray_rumi.RumiFormatError, match="img1.rumi"):
+        open_catalog(damaged)

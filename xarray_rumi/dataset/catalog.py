@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -172,15 +173,20 @@ def images_of(catalog, storage_options=None) -> list[RumiImage]:
     return images
 
 
-def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
+def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatasets:
     """Open every image of a catalog with zero reads of the files.
 
     ``catalog`` is a Parquet path or a DataFrame from :func:`build`.  Returns
-    one Dataset per row, in order, each as ``xr.open_dataset(...,
-    engine="rumi", chunks=chunks)`` gives it.  With ``chunks`` ``None``
-    (lazy) or ``{}`` (one Dask chunk per frame) the datasets are built
-    directly, and images on one grid share their coordinate indexes: well
-    under a millisecond an image.
+    a sequence of one Dataset per row, in order (``len``, indexing, slicing,
+    iteration; ``list(...)`` for a list), each as ``xr.open_dataset(...,
+    engine="rumi", chunks=chunks)`` gives it.  Every row's blob is checked,
+    and its image opened, here (a damaged blob is refused naming its row's
+    file); each Dataset is built the first time it is asked for, then kept,
+    since building 100,000 of them costs xarray far more than opening the
+    images (docs/benchmarks.md, scenario 8).  With ``chunks`` ``None`` (lazy)
+    or ``{}`` (one Dask chunk per frame) they are built directly, and images
+    on one grid share their coordinate indexes: well under a millisecond an
+    image.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -192,25 +198,59 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> list:
     >>> int(ds.band_data.sum()), ds.rio.crs.to_epsg()
     (2016, 4326)
     """
-    import xarray as xr
-
-    from ..datamodel.variable import VARIABLE
-    from .engine import image_coordinates, image_variable
-
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
 
-    if chunks not in (None, {}):
-        return [
-            xr.open_dataset(row.url, engine="rumi", header=bytes(row.header), georeferencing=georeferencing_of(row),
-                            chunks=chunks, storage_options=storage_options)
-            for row in read(catalog).itertuples()
-        ]
-    shared: dict[tuple, xr.Coordinates] = {}  # coordinates by grid, built once
-    datasets = []
-    for image in images_of(catalog, storage_options):
-        key = (image.grid.shape, image.georeferencing)
-        if key not in shared:
-            shared[key] = image_coordinates(image)
-        datasets.append(xr.Dataset({VARIABLE: image_variable(image, chunked=chunks == {})}, coords=shared[key]))
+    datasets = CatalogDatasets(images_of(catalog, storage_options), chunks, storage_options)
+    if chunks not in (None, {}) and len(datasets):
+        datasets[0]  # chunks the images cannot take are refused here, not at the first use
     return datasets
+
+
+class CatalogDatasets(Sequence):
+    """The Datasets of a catalog's opened images, each built when first asked for, then kept.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> d = tempfile.mkdtemp()
+    >>> paths = [os.path.join(d, f"{i}.rumi") for i in range(3)]
+    >>> for i, path in enumerate(paths):
+    ...     _ = xarray_rumi.write(path, np.full((4, 4), i, "uint8"))
+    >>> datasets = open_catalog(build(paths, os.path.join(d, "c.parquet")))
+    >>> len(datasets), int(datasets[-1].band_data.max()), [int(ds.band_data.max()) for ds in datasets[:2]]
+    (3, 2, [0, 1])
+    """
+
+    def __init__(self, images: list[RumiImage], chunks, storage_options):
+        self._images, self._chunks, self._storage_options = images, chunks, storage_options
+        self._built: list = [None] * len(images)
+        self._coordinates: dict[tuple, object] = {}  # by grid and georeferencing: built once, shared
+
+    def __len__(self) -> int:
+        return len(self._images)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = range(len(self))[index]  # negative indices, and IndexError out of range
+        if self._built[index] is None:
+            self._built[index] = self._dataset(self._images[index])
+        return self._built[index]
+
+    def __repr__(self) -> str:
+        return f"<CatalogDatasets: {len(self)} images, {sum(d is not None for d in self._built)} built>"
+
+    def _dataset(self, image: RumiImage):
+        import xarray as xr
+
+        from ..datamodel.variable import VARIABLE
+        from .engine import image_coordinates, image_variable
+
+        if self._chunks not in (None, {}):
+            return xr.open_dataset(image.source.url, engine="rumi", header=image.header,
+                                   georeferencing=image.georeferencing, chunks=self._chunks,
+                                   storage_options=self._storage_options)
+        key = (image.grid.shape, image.georeferencing)
+        if key not in self._coordinates:
+            self._coordinates[key] = image_coordinates(image)
+        return xr.Dataset({VARIABLE: image_variable(image, chunked=self._chunks == {})},
+                          coords=self._coordinates[key])
