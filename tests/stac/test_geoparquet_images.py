@@ -80,3 +80,25 @@ def test_a_damaged_blob_in_a_stac_geoparquet_catalog_is_refused_naming_its_file(
     for opening in (xarray_rumi.open_catalog, xarray_rumi.open_collection):
         with pytest.raises(xarray_rumi.RumiFormatError, match=r"blob.magic: image 2 \('.*s2.rumi'\)"):
             opening(out)
+
+
+@pytest.mark.parametrize("opening", ["open_catalog", "open_collection"])
+@pytest.mark.parametrize("source", ["items", "stac-geoparquet"])
+def test_blobs_from_stac_are_checked_once(tmp_path, monkeypatch, opening, source):
+    # Each blob check is a pass over every blob (a second one cost 100,000 images
+    # about a third of a second); the rows made from STAC are checked as they are
+    # made, so opening their images must not check them again.
+    from xarray_rumi.dataset import catalog
+    from xarray_rumi.reading import open as open_module
+
+    dicts = _item_dicts(tmp_path, 3)
+    out = tmp_path / "items.parquet"
+    write_stac_geoparquet(dicts, out)
+    checked = []
+    real = open_module.load_headers
+    monkeypatch.setattr(catalog, "load_headers", lambda blobs, names, *a, **kw: checked.append(len(blobs))
+                        or real(blobs, names, *a, **kw))
+    opened = getattr(xarray_rumi, opening)(dicts if source == "items" else out)
+    assert checked == [3]
+    datasets = opened if opening == "open_catalog" else [opened["grid_0"].dataset.isel(n=i) for i in range(3)]
+    assert [int(ds.band_data.max()) for ds in datasets] == [0, 1, 2]

@@ -87,15 +87,25 @@ def build(paths_or_urls, out, *, storage_options=None):
 
 def read(catalog):
     """A catalog as a DataFrame, from a Parquet path (a rumi catalog or stac-geoparquet), a DataFrame or STAC Items."""
+    return _read_checked(catalog)[0]
+
+
+def _read_checked(catalog):
+    """The catalog's DataFrame, and the checked ``Header`` of each row where reading it checked the blobs (else None).
+
+    Rows made from STAC are checked as they are made (their blobs come from
+    the Items); a Parquet file or a DataFrame is the caller's, so its blobs
+    are checked when its images are opened.
+    """
     if hasattr(catalog, "itertuples"):
-        return catalog
+        return catalog, None
     if is_stac(catalog):
-        return rows_from_items(catalog)
+        return _rows_and_headers(item_images(catalog))
     if is_stac_geoparquet(catalog):
-        return rows_of_images(stac_geoparquet_images(catalog))
+        return _rows_and_headers(stac_geoparquet_images(catalog))
     import pandas as pd
 
-    return pd.read_parquet(catalog)
+    return pd.read_parquet(catalog), None
 
 
 def rows_from_items(items):
@@ -114,6 +124,11 @@ def rows_of_images(images):
     and georeferencing share (every column but the URL, the blob, the id and
     the date) is worked out once.
     """
+    return _rows_and_headers(images)[0]
+
+
+def _rows_and_headers(images):
+    """:func:`rows_of_images`, and the checked ``Header`` of each row."""
     import pandas as pd
 
     images = list(images)
@@ -130,7 +145,7 @@ def rows_of_images(images):
                    id=[image.id for image in images], datetime=[image.datetime for image in images])
     table = pd.DataFrame(columns, columns=[*COLUMNS, "id", "datetime"])
     table["epsg"] = table["epsg"].astype("Int64")
-    return table
+    return table, headers
 
 
 def georeferencing_of(row) -> Georeferencing:
@@ -157,11 +172,17 @@ def images_of(catalog, storage_options=None) -> list[RumiImage]:
     any image is opened (:func:`~xarray_rumi.reading.open.load_headers`),
     and rows that record the same georeferencing share one.
     """
+    return table_and_images(catalog, storage_options)[1]
+
+
+def table_and_images(catalog, storage_options=None) -> tuple:
+    """``(DataFrame, images)``: :func:`read` and :func:`images_of` of one catalog, its blobs checked once."""
     import pandas as pd
 
-    table = read(catalog)
+    table, headers = _read_checked(catalog)
     urls = [str(url) for url in table["url"]]
-    headers = load_headers([bytes(blob) for blob in table["header"]], urls, storage_options)
+    if headers is None:
+        headers = load_headers([bytes(blob) for blob in table["header"]], urls, storage_options)
     shared: dict[tuple, Georeferencing] = {}
     images = []
     for url, header, epsg, raster_type, transform in zip(
@@ -170,7 +191,7 @@ def images_of(catalog, storage_options=None) -> list[RumiImage]:
         if said not in shared:
             shared[said] = _georeferencing(epsg, raster_type, transform)
         images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said]))
-    return images
+    return table, images
 
 
 def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatasets:
