@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from xarray_rumi.frames import choose as compression
+from xarray_rumi.frames import recipes
 from xarray_rumi.frames.choose import (
     FALLBACK,
     INTERBAND,
@@ -34,7 +35,7 @@ def _brute_force(samples, error=None):
     totals = {}
     for candidate in candidates:
         try:
-            totals[candidate] = sum(len(compression._encode(w, candidate, error)) for w in windows)
+            totals[candidate] = sum(len(recipes._encode(w, candidate, error)) for w in windows)
         except RuntimeError:
             continue
     return min(totals.values())
@@ -71,7 +72,7 @@ def test_the_quick_pass_keeps_what_measuring_everything_would_find(shape):
     samples = [_terrain(shape, seed) for seed in range(3)]
     chosen = choose(samples, "auto", workers=2).candidates[0]
     windows = [compression._central_window(s) for s in samples]
-    size = sum(len(compression._encode(w, chosen)) for w in windows)
+    size = sum(len(recipes._encode(w, chosen)) for w in windows)
     assert size <= 1.01 * _brute_force(samples)
 
 
@@ -81,10 +82,10 @@ def test_nearly_empty_quick_windows_rank_every_graph_on_the_trial_window():
     classes = (((np.sin(x / 90) + np.cos(y / 70) + 2) * 3).astype("uint8") % 7)[None]
     samples = [classes, np.roll(classes, 100, axis=2), np.roll(classes, 200, axis=1)]
     quick = compression._quick_raster(samples)
-    assert len(compression._encode(quick, FALLBACK)) < QUICK_MIN_BYTES
+    assert len(recipes._encode(quick, FALLBACK)) < QUICK_MIN_BYTES
     chosen = choose(samples, "auto").candidates[0]
     windows = [compression._central_window(s) for s in samples]
-    assert sum(len(compression._encode(w, chosen)) for w in windows) <= 1.01 * _brute_force(samples)
+    assert sum(len(recipes._encode(w, chosen)) for w in windows) <= 1.01 * _brute_force(samples)
 
 
 def test_graphs_that_encode_alike_take_one_place_on_the_shortlist():
@@ -129,6 +130,6 @@ def test_the_chosen_recipes_are_logged_once_per_band_slot(caplog):
         chosen = plan(grid, lambda k: image[grid.frame_window(k)], "auto")
     lines = [r.getMessage() for r in caplog.records if r.name == "xarray_rumi.frames.choose"]
     assert len(lines) == 2
-    for slot, (line, recipes) in enumerate(zip(lines, chosen)):
+    for slot, (line, chosen_recipes) in enumerate(zip(lines, chosen)):
         assert f"band slot {slot} of 2" in line and "compression 'auto'" in line
-        assert recipes.candidates[0] in line
+        assert chosen_recipes.candidates[0] in line

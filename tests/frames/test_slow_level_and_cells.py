@@ -8,9 +8,9 @@ import pytest
 
 from xarray_rumi.format.grid import FrameGrid, FrameUnit
 from xarray_rumi.frames import choose as compression
+from xarray_rumi.frames import recipes
+from xarray_rumi.frames.recipes import GEOZL_ZSTD_LEVEL, INTERBAND
 from xarray_rumi.frames.choose import (
-    GEOZL_ZSTD_LEVEL,
-    INTERBAND,
     SLOW_ZSTD_LEVEL,
     choose,
     plan,
@@ -39,15 +39,15 @@ def test_a_graph_at_geozls_own_zstd_level_writes_geozls_bytes(dtype):
     values = (_smooth((3, 64, 96)) >> (8 if dtype == "uint8" else 0)).astype(dtype)
     for graph in _zstd_graphs(dtype):
         for candidate in (graph, graph + INTERBAND):
-            assert compression._encode(values, f"{graph}:{GEOZL_ZSTD_LEVEL}{candidate[len(graph):]}") \
-                == compression._encode(values, candidate), candidate
+            assert recipes._encode(values, f"{graph}:{GEOZL_ZSTD_LEVEL}{candidate[len(graph):]}") \
+                == recipes._encode(values, candidate), candidate
 
 
 def test_a_graph_at_the_slow_level_decodes_to_the_samples_and_is_smaller_on_smooth_data():
     values = _smooth((1, 256, 256))
-    plain = compression._encode(values, "planar>zigzag>transpose>zstd")
-    slow = compression._encode(values, f"planar>zigzag>transpose>zstd:{SLOW_ZSTD_LEVEL}")
-    assert slow[0] == 0xC0 + compression.FORMAT_VERSION
+    plain = recipes._encode(values, "planar>zigzag>transpose>zstd")
+    slow = recipes._encode(values, f"planar>zigzag>transpose>zstd:{SLOW_ZSTD_LEVEL}")
+    assert slow[0] == 0xC0 + recipes.FORMAT_VERSION
     assert np.array_equal(geozl.decompress(slow).view("<u2").reshape(values.shape), values)
     assert len(slow) < 0.95 * len(plain)
 
@@ -58,7 +58,7 @@ def test_a_small_image_takes_the_slow_level_where_it_pays():
     small = choose(samples, "auto", small=True).candidates
     assert small == (compression._at_slow_level(plain[0], 2),) and small[0].endswith(f":{SLOW_ZSTD_LEVEL}")
     windows = [compression._central_window(s) for s in samples]
-    slow_size, plain_size = (sum(len(compression._encode(w, c)) for w in windows) for c in (small[0], plain[0]))
+    slow_size, plain_size = (sum(len(recipes._encode(w, c)) for w in windows) for c in (small[0], plain[0]))
     assert slow_size <= compression.SLOW_LEVEL_GAIN * plain_size
 
 

@@ -10,7 +10,7 @@ import rasterio
 
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid, FrameUnit
-from xarray_rumi.frames.choose import Recipes
+from xarray_rumi.frames.recipes import Recipes
 from xarray_rumi.writing import convert as convert_module
 from xarray_rumi.writing import encoded
 from xarray_rumi.writing.convert import GDAL_CACHE_BLOCK_ROWS, GDAL_CACHE_FLOOR, convert, gdal_cache_bytes

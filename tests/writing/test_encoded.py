@@ -72,7 +72,7 @@ def test_a_write_from_a_task_on_the_shared_pool_finishes(tmp_path):
 def test_frames_come_in_frame_order_from_either_source():
     from xarray_rumi.format.dtypes import sample_type_from_name
     from xarray_rumi.format.grid import FrameGrid
-    from xarray_rumi.frames.choose import Recipes
+    from xarray_rumi.frames.recipes import Recipes
 
     grid = FrameGrid(96, 64, 16, 16, 2)
     data = np.arange(2 * 64 * 96, dtype="uint16").reshape(2, 64, 96)

@@ -11,7 +11,8 @@ import pytest
 import xarray as xr
 
 import xarray_rumi
-from xarray_rumi.frames.choose import FALLBACK, Recipes, choose
+from xarray_rumi.frames.choose import choose
+from xarray_rumi.frames.recipes import FALLBACK, Recipes
 from xarray_rumi.frames.codec import FORMAT_VERSION, PORTABLE_RECIPES
 from xarray_rumi.reading.open import open_image
 

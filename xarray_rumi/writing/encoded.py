@@ -14,7 +14,7 @@ import numpy as np
 
 from ..format.dtypes import SampleType
 from ..format.grid import FrameGrid
-from ..frames.choose import Recipes
+from ..frames.recipes import Recipes
 from ..frames.codec import ThreadCache
 from ..runtime.threads import computing_threads, ordered_map
 

@@ -1,0 +1,165 @@
+"""What a frame is encoded with: :class:`Recipes`, and a recipe string turned into a frame.
+
+A recipe is a GeoZL graph name (``"planar>zigzag>transpose>zstd"``),
+optionally at another zstd level (``":16"``, the same graph rebuilt from
+OpenZL's nodes, since GeoZL's graphs fix the level) and optionally
+``"@interband"`` (a cell frame predicting each band from the one before).
+:mod:`~xarray_rumi.frames.choose` decides which recipes an image's frames
+get; this module only encodes them, always at the pinned OpenZL format
+version and with checksums, so every reader decodes what it writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import geozl
+import geozl.lossless
+import numpy as np
+import openzl.ext
+
+from ..runtime.heap import keep_heap_top
+from .codec import FORMAT_VERSION, PROCESS_CACHE, ThreadCache, encode_frame
+
+#: Always applicable, always at the pinned version: the last resort for any frame.
+FALLBACK = "id>zstd"
+#: The zstd level GeoZL's graphs run at; ``<graph>:<level>`` is the same graph at another level.
+GEOZL_ZSTD_LEVEL = 6
+
+
+@dataclass(frozen=True)
+class Recipes:
+    """The recipes a frame may be encoded with, best first.
+
+    Each candidate is a GeoZL recipe, optionally ending in ``"@interband"``:
+    a cell frame then predicts each band from the previous one.
+
+    >>> import numpy as np
+    >>> r = Recipes(("id>zstd",))
+    >>> len(r.encode(np.zeros((1, 8, 8), np.uint8))) > 0
+    True
+    """
+
+    candidates: tuple[str, ...]
+    error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
+    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of candidates
+
+    def encode(self, stored: np.ndarray, cache: ThreadCache | None = None) -> bytes:
+        """The smallest frame among the candidates (the first on a tie); graphs are kept in ``cache``."""
+        if self.compressor is not None:
+            return _encode_with_compressor(stored, self.compressor, cache or PROCESS_CACHE)
+        best = None
+        for candidate in self.candidates:
+            try:
+                frame = _encode(stored, candidate, self.error, cache)
+            except RuntimeError:  # the recipe does not apply to this frame
+                continue
+            if best is None or len(frame) < len(best):
+                best = frame
+        return best if best is not None else encode_frame(stored, FALLBACK, cache=cache)
+
+
+INTERBAND = "@interband"
+
+
+def _encode(stored: np.ndarray, candidate: str, error=None, cache: ThreadCache | None = None) -> bytes:
+    recipe, _, geometry = candidate.partition("@")
+    recipe, _, level = recipe.partition(":")
+    if level:
+        return _encode_at_level(stored, recipe, int(level), bool(geometry), cache or PROCESS_CACHE)
+    return encode_frame(stored, recipe, interband=bool(geometry), error=error, cache=cache)
+
+
+def _encode_with_compressor(stored: np.ndarray, serialized: bytes, cache: ThreadCache) -> bytes:
+    """One frame through a caller's OpenZL graph, at the pinned format version, with checksums."""
+    def build():
+        compressor = openzl.ext.Compressor()
+        compressor.deserialize(serialized)
+        return _compression_context(compressor)
+
+    return _compress(cache.get(("openzl", serialized), build)[0], np.require(stored, requirements=("C", "A")))
+
+
+def _compression_context(compressor):
+    """``(context, compressor)`` for an OpenZL graph: the context refers to the compressor, keep both alive."""
+    cctx = openzl.ext.CCtx()
+    cctx.ref_compressor(compressor)
+    # parameters otherwise reset after each frame, and the context then refuses the next one
+    cctx.set_parameter(openzl.ext.CParam.StickyParameters, 1)
+    cctx.set_parameter(openzl.ext.CParam.FormatVersion, FORMAT_VERSION)
+    cctx.set_parameter(openzl.ext.CParam.ContentChecksum, 1)
+    return cctx, compressor
+
+
+def _compress(cctx, values: np.ndarray) -> bytes:
+    frame = cctx.compress([openzl.ext.Input(openzl.ext.Type.Numeric, values.reshape(-1))])
+    if frame[0] != 0xC0 + FORMAT_VERSION:
+        raise RuntimeError(f"the OpenZL graph wrote format version {frame[0] - 0xC0}, not the pinned {FORMAT_VERSION}")
+    return frame
+
+
+#: GeoZL's predictors as OpenZL nodes: the codecs GeoZL's own graphs write, so every reader decodes them.
+_FUSED_PREDICTORS = {"planar>zigzag": geozl.lossless.PlanarZigzag, "med>zigzag": geozl.lossless.MedZigzag}
+_PREDICTORS = {"planar": geozl.lossless.Planar, "med": geozl.lossless.Med, "delta_w": geozl.lossless.DeltaW,
+               "delta_n": geozl.lossless.DeltaN, "average": geozl.lossless.Average,
+               "wp_static": geozl.lossless.WpStatic}
+_ZSTD_BACKENDS = ("zstd", "transpose>zstd")
+
+
+def _encode_at_level(stored: np.ndarray, recipe: str, level: int, interband: bool, cache: ThreadCache) -> bytes:
+    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``.
+
+    GeoZL's graphs fix zstd's level; at :data:`GEOZL_ZSTD_LEVEL` this graph
+    writes their bytes exactly.  Its predictors are GeoZL's codecs, run from
+    Python: OpenZL holds the GIL while it encodes, so these frames do not
+    encode in parallel.
+    """
+    keep_heap_top()  # as encode_frame does
+    bands, h = stored.shape[:2]
+    raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
+    if interband:
+        raster = raster.reshape(1, bands, -1)
+    planes, width = raster.shape[0], raster.shape[-1]
+    key = ("zstd-level", recipe, level, width, planes)
+    cctx, _ = cache.get(key, lambda: _compression_context(_graph_at_level(recipe, level, width, planes)))
+    return _compress(cctx, raster)
+
+
+def _graph_at_level(recipe: str, level: int, width: int, planes: int):
+    """An OpenZL compressor for ``recipe`` (a predictor, then ``zstd`` or ``transpose>zstd``) with zstd at ``level``."""
+    compressor = openzl.ext.Compressor()
+    nodes = openzl.ext.nodes
+    predictor, backend = _split_at_level(recipe)
+    zstd = openzl.ext.graphs.Zstd(compression_level=level)(compressor)
+    if backend == "zstd":
+        graph = nodes.ConvertNumToSerialLE()(compressor, zstd)
+    else:  # one zstd stream per byte of the elements
+        graph = nodes.ConvertNumToStructLE()(compressor, nodes.TransposeSplit()(compressor, zstd))
+    if predictor == "delta_1d":
+        graph = nodes.DeltaInt()(compressor, graph)
+    elif predictor in _FUSED_PREDICTORS:
+        graph = _FUSED_PREDICTORS[predictor](width, planes)(compressor, graph)
+    elif predictor != "id":
+        name = predictor.split(">")[0]
+        # delta_w looks only along a row, which planes of whole rows do not change
+        node = _PREDICTORS[name](width, 1 if name == "delta_w" else planes)
+        graph = node(compressor, nodes.Zigzag()(compressor, graph))
+    compressor.select_starting_graph(graph)
+    return compressor
+
+
+def _split_at_level(recipe: str) -> tuple[str, str]:
+    """``(predictor, backend)`` of a graph that can run at another zstd level, else ``ValueError``.
+
+    >>> _split_at_level("planar>zigzag>transpose>zstd")
+    ('planar>zigzag', 'transpose>zstd')
+    """
+    for backend in sorted(_ZSTD_BACKENDS, key=len, reverse=True):
+        predictor = recipe[:-len(backend) - 1]
+        if recipe.endswith(">" + backend) and predictor in {"id", "delta_1d", *_FUSED_PREDICTORS} | {
+                f"{name}>zigzag" for name in _PREDICTORS}:
+            return predictor, backend
+    raise ValueError(f"only a GeoZL graph ending in zstd runs at another zstd level, not {recipe!r}")
+
+
+__all__ = ["FALLBACK", "GEOZL_ZSTD_LEVEL", "INTERBAND", "Recipes"]
