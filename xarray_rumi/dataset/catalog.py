@@ -176,7 +176,17 @@ def images_of(catalog, storage_options=None) -> list[RumiImage]:
 
 
 def table_and_images(catalog, storage_options=None) -> tuple:
-    """``(DataFrame, images)``: :func:`read` and :func:`images_of` of one catalog, its blobs checked once."""
+    """``(DataFrame, images)``: :func:`read` and :func:`images_of` of one catalog, its blobs checked once.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> d = tempfile.mkdtemp()
+    >>> paths = [os.path.join(d, f"{i}.rumi") for i in range(2)]
+    >>> for i, path in enumerate(paths):
+    ...     _ = xarray_rumi.write(path, np.full((4, 4), i, "uint8"))
+    >>> table, images = table_and_images(build(paths, os.path.join(d, "c.parquet")))
+    >>> list(table["url"]) == paths, [int(image.read().max()) for image in images]
+    (True, [0, 1])
+    """
     import pandas as pd
 
     table, headers = _read_checked(catalog)
