@@ -141,3 +141,36 @@ def test_convert_frame_unit_auto_writes_the_smaller_unit_and_tile_stays_the_defa
     assert open_image(tmp_path / "None.rumi").grid.frame_unit.name == "TILE"
     assert os.path.getsize(tmp_path / "auto.rumi") < os.path.getsize(tmp_path / "None.rumi")
     xarray_rumi.validate(tmp_path / "auto.rumi", (tmp_path / "auto.rumi.header").read_bytes())
+
+
+@pytest.mark.parametrize("spelling", ["same", "relative", "link", "header"])
+def test_an_output_that_is_the_input_is_refused_and_the_input_kept(shared_data, tmp_path, capsys, monkeypatch,
+                                                                   spelling):
+    # The rumi file is staged and moved into place, so converting a GeoTIFF onto itself
+    # "succeeded" and left no GeoTIFF (a new user's first mistake); gdal_translate refuses it.
+    source = tmp_path / "dem.tif"
+    source.write_bytes((shared_data / "small_dem_3m_merged.tif").read_bytes())
+    before = source.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    if spelling == "link":
+        (tmp_path / "link.tif").symlink_to(source)
+    target = {"same": str(source), "relative": "./dem.tif", "link": "link.tif",
+              "header": str(tmp_path / "dem")}[spelling]
+    if spelling == "header":  # the output "dem" writes its blob to "dem.header", which is the source here
+        source.rename(tmp_path / "dem.header")
+        source = tmp_path / "dem.header"
+    assert main(["convert", str(source), target]) == 1
+    err = capsys.readouterr().err
+    assert "the output is the input" in err and str(source) in err
+    assert source.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([source.name] + (["link.tif"] if spelling == "link"
+                                                                                 else []))
+
+
+@pytest.mark.parametrize("option", [["--tile-size", "0"], ["--tile-size", "-3"], ["--tile-size", "x"], ["-j", "0"]])
+def test_sizes_and_counts_below_one_are_usage_errors(shared_data, tmp_path, capsys, option):
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", str(shared_data / "small_dem_3m_merged.tif"), str(tmp_path / "t.rumi"), *option])
+    assert exit_.value.code == 2
+    assert "must be a whole number of at least 1" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

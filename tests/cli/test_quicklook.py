@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from quicklook_samples import read_png, scene
 from without_extras import GEO_EXTRA, ZARR_EXTRA, rumi_without
 from cli_runs import run
+
+from xarray_rumi.cli import main
 
 
 def test_quicklook_command_rgb(capsys, tmp_path):
@@ -34,6 +37,15 @@ def test_quicklook_refuses_two_bands(capsys, tmp_path):
     assert status == 2 and "one band (grey) or three (RGB)" in err
     status, _, err = run(capsys, "quicklook", path, tmp_path / "x.png", "--bands", "9")
     assert status == 2 and "not among the image's bands" in err
+
+
+def test_quicklook_refuses_a_size_below_one(capsys, tmp_path):
+    path, _, _ = scene(tmp_path, rows=64, cols=64, tile=32)
+    with pytest.raises(SystemExit) as exit_:  # argparse's usage error
+        main(["quicklook", str(path), str(tmp_path / "x.png"), "--size", "0"])
+    assert exit_.value.code == 2
+    assert "--size: must be a whole number of at least 1, got '0'" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_quicklook_needs_no_extra(tmp_path):

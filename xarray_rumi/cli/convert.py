@@ -17,6 +17,7 @@ from ..io.urls import is_url
 from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
 from ..writing.data_array import nodata_note, scale_note
+from .shared import positive_int
 
 
 def add_command(commands) -> None:
@@ -29,7 +30,7 @@ def add_command(commands) -> None:
     cmd.add_argument("inputs", nargs="+", metavar="IN", help="rasters to convert (paths or URLs rasterio opens)")
     cmd.add_argument("output", metavar="OUT_OR_DIR",
                      help="the rumi file for one input, else a directory (paths or fsspec URLs)")
-    cmd.add_argument("--tile-size", type=int, default=512, help="tile side in pixels (default: %(default)s)")
+    cmd.add_argument("--tile-size", type=positive_int, default=512, help="tile side in pixels (default: %(default)s)")
     cmd.add_argument("--frame-unit", choices=("tile", "cell", "auto"), default="tile",
                      help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
                           "position, decoded together, auto = whichever --compression auto measures smaller "
@@ -42,7 +43,7 @@ def add_command(commands) -> None:
                           "(default: the source's CRS)")
     cmd.add_argument("--drop-georeferencing", action="store_true",
                      help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
-    cmd.add_argument("-j", "--jobs", type=int, default=1, help="files converted in parallel (default: %(default)s)")
+    cmd.add_argument("-j", "--jobs", type=positive_int, default=1, help="files converted in parallel (default: %(default)s)")
     cmd.set_defaults(run=run)
 
 

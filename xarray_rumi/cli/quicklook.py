@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..stac.quicklook import PERCENTILES, SIZE
+from .shared import positive_int
 
 
 def add_command(commands) -> None:
@@ -18,7 +19,7 @@ def add_command(commands) -> None:
     look.add_argument("--bands", default=None,
                       help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
                            "(default: 1,2,3 with three bands or more, else 1)")
-    look.add_argument("--size", type=int, default=SIZE,
+    look.add_argument("--size", type=positive_int, default=SIZE,
                       help="longest side of the PNG, in pixels (default: %(default)s)")
     look.add_argument("--percentiles", default=",".join(f"{p:g}" for p in PERCENTILES),
                       help="low,high percentiles each band is stretched between (default: %(default)s)")

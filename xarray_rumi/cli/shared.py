@@ -14,6 +14,25 @@ EXIT_STATUS = ("exit status: 0 done (or the file is valid); 1 invalid, corrupt, 
 READER_GONE = 141
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a size, a count), refused as a usage error otherwise.
+
+    >>> positive_int("512")
+    512
+    >>> positive_int("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a whole number of at least 1, got '0'
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
 def install_hint(extra: str) -> str:
     """How to install an extra: from an index, or from a clone of the repository.
 
