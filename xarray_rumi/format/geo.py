@@ -293,7 +293,9 @@ def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferenci
 
     ``crs=None`` writes undefined georeferencing (a transform is then refused,
     since a reader must ignore it).  ``transform`` is an ``affine.Affine`` or
-    the six numbers ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``.
+    the six numbers ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``
+    (nine, ending in ``0, 0, 1``, are taken as the affine matrix); a singular
+    one (``a*e - b*d == 0``, a zero resolution) is refused with ``ValueError``.
 
     >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
     <ModelType.GEOGRAPHIC: 2>
@@ -306,7 +308,43 @@ def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferenci
     code, model = resolve_crs(crs)
     if transform is None:
         raise ValueError("a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
-    coefficients = tuple(float(v) for v in tuple(transform)[:6])
-    if len(coefficients) != 6 or not all(math.isfinite(v) for v in coefficients):
-        raise ValueError(f"transform must be six finite numbers, got {transform!r}")
+    coefficients = _affine_coefficients(transform)
     return Georeferencing(code, model, raster, coefficients)
+
+
+def _affine_coefficients(transform) -> tuple[float, ...]:
+    """``(a, b, c, d, e, f)`` of a transform to store, refusing one that would not place every pixel apart.
+
+    Nine numbers (an ``affine.Affine``, a 3 x 3 matrix row by row) must end
+    in the affine row ``0, 0, 1``: anything else is not an affine transform,
+    and keeping its first six numbers would store a different one.  The spec
+    writes no rule on the matrix, but a singular one (``a*e - b*d == 0``, as
+    a zero resolution gives) maps whole rows or columns of pixels onto one
+    line, which is no georeferencing a reader can use.
+
+    >>> _affine_coefficients((10, 0, 500000, 0, -10, 4000000, 0, 0, 1))
+    (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
+    >>> _affine_coefficients((10, 10, 0, 10, 10, 0))
+    Traceback (most recent call last):
+    ...
+    ValueError: transform is singular (a*e - b*d == 0): pixels would not have distinct positions; got (10, 10, 0, 10, 10, 0)
+    """
+    try:
+        numbers = tuple(float(v) for v in tuple(transform))
+    except (TypeError, ValueError):
+        raise ValueError(f"transform must be six finite numbers, got {transform!r}") from None
+    if len(numbers) == 9:
+        if numbers[6:] != (0.0, 0.0, 1.0):
+            raise ValueError(f"a 9-number transform must end in 0, 0, 1 (an affine matrix's last row), got "
+                             f"{', '.join(f'{v:g}' for v in numbers[6:])}: it is not an affine transform")
+        numbers = numbers[:6]
+    if len(numbers) != 6 or not all(math.isfinite(v) for v in numbers):
+        raise ValueError(f"transform must be six finite numbers, got {transform!r}")
+    a, b, _, d, e, _ = numbers
+    if a * e - b * d == 0:
+        zero = [name for name, first, second in (("x", a, d), ("y", b, e)) if first == 0 and second == 0]
+        why = f" (a zero {zero[0]} resolution puts every {'column' if zero[0] == 'x' else 'row'} at the same {zero[0]})" \
+            if zero else ""
+        raise ValueError(f"transform is singular (a*e - b*d == 0){why}: pixels would not have distinct positions; "
+                         f"got {transform!r}")
+    return numbers
