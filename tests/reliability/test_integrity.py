@@ -137,7 +137,8 @@ def test_a_truncated_file_is_refused_never_decoded(tmp_path, written, cut):
     short = tmp_path / "short.rumi"
     short.write_bytes(data[:keep])
     # The open checks the blob against the file, and the file's size with it.
-    with pytest.raises(RumiFormatError, match=f"frames.truncated: the file is {keep} bytes"):
+    with pytest.raises(RumiFormatError, match=f"frames.truncated: {re.escape(str(short))} is {keep} bytes.*"
+                                              "cut after its blob was made, or the blob is not this file's"):
         xr.open_dataset(short, engine="rumi", header=blob)
     # An open that reads nothing: the read that meets the frame refuses it.
     ds = xr.open_dataset(short, engine="rumi", header=blob, georeferencing=False)
@@ -265,3 +266,20 @@ def test_verify_false_reaches_every_image_of_a_cube(four_frames_one_flipped, chu
     trusting = xarray_rumi.open_cube([path, path], [blob, blob], chunks=chunks, verify=False)
     unchecked = trusting.band_data.values
     assert unchecked.shape == (2, *values.shape) and not np.array_equal(unchecked[1], values)
+
+
+def test_another_files_blob_is_refused_naming_the_file(tmp_path):
+    # Two files of one grid, the second far more compressible: each other's blobs pass the
+    # IFD-head check (same grid and sample type) but locate the wrong bytes.
+    rng = np.random.default_rng(5)
+    noisy, flat = tmp_path / "noisy.rumi", tmp_path / "flat.rumi"
+    noisy_blob = xarray_rumi.write(noisy, rng.integers(0, 60000, (1, 96, 96), dtype="uint16"), tile_size=32)
+    flat_blob = xarray_rumi.write(flat, np.full((1, 96, 96), 7, "uint16"), tile_size=32)
+    # the noisy file's frames end far beyond the flat file: the open says both causes and names the file
+    with pytest.raises(RumiFormatError, match=rf"frames\.truncated: {re.escape(str(flat))} is \d+ bytes.*"
+                                              "or the blob is not this file's"):
+        xr.open_dataset(flat, engine="rumi", header=noisy_blob)
+    # the flat file's frames lie inside the noisy one: the first frame that does not decode is named, with the file
+    ds = xr.open_dataset(noisy, engine="rumi", header=flat_blob)
+    with pytest.raises(RumiFormatError, match=rf"^frame\.\w+: frame \d+ of {re.escape(str(noisy))}: "):
+        ds.band_data.values

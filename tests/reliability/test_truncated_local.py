@@ -64,9 +64,12 @@ def _refusal(cut) -> str:
     if rule == "file-profile.truncated":
         return rule
     missing = header.file_size - keep
-    return re.escape(f"frames.truncated: the file is {keep} bytes, but its frames end at byte {header.file_size} "
-                     f"({missing} byte{'s' if missing > 1 else ''} missing): frame {FIRST_CUT[name]} of 18 "
-                     "is the first cut short or absent")
+    # through the IFD "the file"; through a blob the file's path, and the message ends saying the
+    # blob may be another file's
+    return f"frames\\.truncated: (the file|{re.escape(str(path))}) " + re.escape(
+        f"is {keep} bytes, but its frames end at byte {header.file_size} "
+        f"({missing} byte{'s' if missing > 1 else ''} missing): frame {FIRST_CUT[name]} of 18 "
+        "is the first cut short or absent")
 
 
 def test_an_open_without_a_blob_refuses_it(cut):

@@ -63,11 +63,15 @@ def georeferencing_offset(grid: FrameGrid) -> int:
     return base_frame_offset(grid) - GEOREFERENCING_SIZE
 
 
-def check_frames_inside(offsets, byte_counts, file_size: int) -> None:
+def check_frames_inside(offsets, byte_counts, file_size: int, *, from_blob: bool = False,
+                        name: str = "the file") -> None:
     """Refuse (``frames.truncated``) a file of ``file_size`` bytes that does not hold every frame whole.
 
     Vectorised over the frames, which may number millions: one pass of numpy.
-    The message names the first frame cut short and how many bytes are missing.
+    The message names the first frame cut short and how many bytes are missing;
+    ``from_blob`` (frames located by a blob, not by the file's IFD) adds that
+    the blob may be another file's, as likely as a cut file when it is;
+    ``name`` is what the message calls the file (its path or URL).
 
     >>> offsets, counts = np.array([412, 512, 612]), np.array([100, 100, 50])
     >>> check_frames_inside(offsets, counts, 662)
@@ -84,7 +88,8 @@ def check_frames_inside(offsets, byte_counts, file_size: int) -> None:
     missing = last_end - file_size
     raise RumiFormatError(
         "frames.truncated",
-        f"the file is {file_size} bytes, but its frames end at byte {last_end} ({missing} "
+        f"{name} is {file_size} bytes, but its frames end at byte {last_end} ({missing} "
         f"byte{'s' if missing > 1 else ''} missing): frame {first} of {ends.size} is the first cut short "
-        f"or absent, {cut.size} in all",
+        f"or absent, {cut.size} in all"
+        + (": the file was cut after its blob was made, or the blob is not this file's" if from_blob else ""),
     )

@@ -247,8 +247,16 @@ class RumiImage:
     # -- pixels -------------------------------------------------------------
 
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
-        """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given)."""
-        return decode_frame(payload, self.sample_type, self.grid.frame_shape(index), verify=self.verify, out=out)
+        """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given).
+
+        A frame that does not decode is refused under its rule, naming the
+        frame and the file: through a blob, a damaged frame and a blob of
+        another file look alike here.
+        """
+        try:
+            return decode_frame(payload, self.sample_type, self.grid.frame_shape(index), verify=self.verify, out=out)
+        except RumiFormatError as exc:
+            raise RumiFormatError(exc.rule, f"frame {index} of {self.source.url}: {exc.detail}") from None
 
     def read(self, bands: slice = slice(None), rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
         """The ``(band, y, x)`` window of contiguous slices, reading only the frames it touches."""

@@ -258,7 +258,7 @@ def checked_size(source, header: Header) -> int:
     """
     size = source.size()
     if size < header.file_size:
-        check_frames_inside(header.offsets(), header.byte_counts(), size)
+        check_frames_inside(header.offsets(), header.byte_counts(), size, from_blob=True, name=source.url)
     return size
 
 
