@@ -29,7 +29,7 @@ import numpy as np
 
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from ..io.urls import absolute, is_local, local_path
-from .data_array import scaling_attributes
+from .data_array import GDAL_SAMPLE_TYPES, scaling_attributes
 from .write import write
 
 #: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
@@ -40,7 +40,6 @@ GDAL_CACHE_BLOCK_ROWS = 4
 CRS_CONFIDENCE = 70
 
 # GDAL types with no numpy twin, and the rumi sample type that keeps them exact.
-_GDAL_SAMPLE_TYPES = {"complex_int16": "cint16", "complex_int32": "cint32"}
 _GDAL_ITEMSIZES = {"complex_int16": 4, "complex_int32": 8}
 
 
@@ -99,7 +98,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         raster_type = "point" if src.tags().get("AREA_OR_POINT", "").lower() == "point" else "area"
         if raster_type == "point" and transform is not None:
             transform = corner_to_centre(transform)   # GDAL reports a PixelIsPoint file's transform for corners
-        sample_type = _GDAL_SAMPLE_TYPES.get(src.dtypes[0])
+        sample_type = GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         nodata = src.nodata
         tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]
         cache_bytes = gdal_cache_bytes(src)

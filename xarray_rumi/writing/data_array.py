@@ -9,10 +9,16 @@ in a rumi file: they are named in a warning, never dropped without a word.
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 import numpy as np
 
+
+
+#: GDAL types with no numpy twin (rioxarray's ``encoding["rasterio_dtype"]``; ``rumi convert`` reads them from
+#: rasterio), and the rumi sample type that keeps them exact, where numpy widens them to complex64/complex128.
+GDAL_SAMPLE_TYPES = {"complex_int16": "cint16", "complex_int32": "cint32"}
 
 
 class WriteInput(NamedTuple):
@@ -23,6 +29,7 @@ class WriteInput(NamedTuple):
     encoding: dict             #: what a DataArray was read with (tile size, frame unit, raster type, sample type)
     nodata: object = None      #: the value marking missing pixels in a DataArray (not stored: rumi has no place)
     scaling: dict | None = None  #: a DataArray's scale and offset attributes that are not 1 and 0 (not stored)
+    gcps: int | None = None    #: how many ground control points georeference a DataArray (not stored), or ``None``
 
 
 def as_band_array(data) -> WriteInput:
@@ -50,7 +57,7 @@ def _data_array_input(data) -> WriteInput:
     # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
     geo = _rio_georeferencing(data, y, x)
     ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
-    return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data))
+    return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data), gcp_count(data))
 
 
 def band_y_x(data) -> tuple:
@@ -242,6 +249,49 @@ def _on_grid(data, dim: str, origin: float, resolution: float) -> bool:
     return bool(np.all(np.abs(centres - values) <= 1e-3 * abs(resolution) + precision))
 
 
+# --- ground control points: not an affine transform, so rumi cannot store them -------------------------------------
+
+
+class GcpsNotStoredWarning(UserWarning):
+    """The array written was georeferenced by ground control points, which a rumi file cannot record."""
+
+
+def gcp_count(data) -> int | None:
+    """How many GCPs rioxarray keeps for a DataArray (the ``gcps`` attribute of its grid mapping), else ``None``.
+
+    ``rioxarray.open_rasterio`` of a GCP-georeferenced raster (a SAR scene,
+    say) gives ``rio.crs``, the CRS of the GCPs, with no coordinates and the
+    identity ``GeoTransform``: written as if affine, that is a false location.
+
+    >>> import numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((2, 2)), dims=("y", "x"), coords={"spatial_ref": ((), 0, {
+    ...     "gcps": '{"type": "FeatureCollection", "features": [{}, {}, {}]}'})})
+    >>> gcp_count(da), gcp_count(da.drop_vars("spatial_ref"))
+    (3, None)
+    """
+    name = data.encoding.get("grid_mapping", data.attrs.get("grid_mapping", "spatial_ref"))
+    if name not in data.coords or "gcps" not in data.coords[name].attrs:
+        return None
+    value = data.coords[name].attrs["gcps"]
+    try:
+        features = (json.loads(value) if isinstance(value, str) else value)["features"]
+        return len(features)
+    except (TypeError, ValueError, KeyError):  # there, but not as rioxarray writes it: still not affine
+        return 0
+
+
+def gcps_note(count: int) -> str:
+    """What ``write`` warns when a DataArray georeferenced by GCPs is written without them.
+
+    >>> gcps_note(210).split(";")[0]
+    'the DataArray is georeferenced by 210 ground control points (GCPs), which are not stored'
+    """
+    points = f"{count} ground control points" if count else "ground control points"
+    return (f"the DataArray is georeferenced by {points} (GCPs), which are not stored; rumi stores only an affine "
+            "transform, so the file has no georeferencing; warp it to an affine grid first "
+            "(da.rio.reproject(da.rio.crs) uses the GCPs), or pass crs= and transform= to write your own")
+
+
 # --- nodata: rumi has no place for it, so a write says so -----------------------------------------------------
 
 
@@ -263,9 +313,13 @@ def nodata_note(value) -> str:
 
 def _number_text(value) -> str:
     """``-9999``, ``nan``, ``0.5``: a number as a person writes it (numpy scalars in their own precision)."""
+    if np.iscomplexobj(value):  # float() of a numpy complex warns and drops the imaginary part
+        if np.imag(value) != 0:
+            return str(value)
+        value = np.real(value)
     try:
         number = float(value)
-    except (TypeError, ValueError):  # a complex nodata, say
+    except (TypeError, ValueError):  # not a number at all
         return str(value)
     if number.is_integer() and abs(number) < 2**53:
         return str(int(value) if isinstance(value, (int, np.integer)) else int(number))
@@ -356,5 +410,5 @@ def scaling_attributes(data) -> dict | None:
     return changing or None
 
 
-__all__ = ["NodataNotStoredWarning", "ScaleNotStoredWarning", "WriteInput", "as_band_array", "band_y_x", "nodata_note",
+__all__ = ["GDAL_SAMPLE_TYPES", "GcpsNotStoredWarning", "NodataNotStoredWarning", "ScaleNotStoredWarning", "WriteInput", "as_band_array", "band_y_x", "gcp_count", "gcps_note", "nodata_note",
            "scale_note", "scaling_attributes"]

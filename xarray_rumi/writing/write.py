@@ -26,7 +26,8 @@ from ..format.limits import DEFAULT_LIMITS
 from ..frames.choose import lossy_error, plan_frames, profile_window, sample_frames
 from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
-from .data_array import NodataNotStoredWarning, ScaleNotStoredWarning, as_band_array, nodata_note, scale_note
+from .data_array import (GDAL_SAMPLE_TYPES, GcpsNotStoredWarning, NodataNotStoredWarning, ScaleNotStoredWarning, as_band_array, gcps_note,
+                         nodata_note, scale_note)
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .staging import Writeback, staged, write_small
 
@@ -68,11 +69,18 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     (``scale_factor``/``add_offset``, or rioxarray's per-band ``scales``/
     ``offsets``: raw values, as ``mask_and_scale=False`` leaves them) is
     written unscaled, with a :class:`ScaleNotStoredWarning` naming them.
+    Nor for ground control points: a DataArray georeferenced by GCPs (the
+    ``gcps`` attribute of its ``spatial_ref``) is written without
+    georeferencing, its CRS and identity transform not being a location,
+    with a :class:`GcpsNotStoredWarning`, unless both ``crs`` and
+    ``transform`` are given.
 
     ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
     as ``None`` come from a DataArray's encoding (what it was read with;
     its ``AREA_OR_POINT`` attribute for the raster type), else 512,
-    ``"tile"``, ``"area"`` and the dtype's own type.  ``frame_unit="auto"``
+    ``"tile"``, ``"area"`` and the dtype's own type (rioxarray's
+    ``rasterio_dtype`` of ``complex_int16``/``complex_int32`` gives ``cint16``/
+    ``cint32`` for values in memory that fit).  ``frame_unit="auto"``
     lets ``compression="auto"`` write an image of 2 to 4 bands in cell frames
     when, measured on its sample frames, they are at least 3% smaller, else
     tile frames (docs/writing.md, "Cell or tile frames"): the smallest file,
@@ -96,18 +104,23 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     >>> xr.open_dataset(path, engine="rumi").band_data.shape
     (3, 100, 80)
     """
-    array, rio_georeferencing, encoding, nodata, scaling = as_band_array(data)
+    array, rio_georeferencing, encoding, nodata, scaling, gcps = as_band_array(data)
     tile_size, frame_unit, raster_type = (
         given if given is not None else encoding.get(name, _DEFAULTS[name])
         for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
     )
+    # GCPs are not an affine transform: rioxarray's CRS (the GCPs') with its identity transform is a false location,
+    # so the DataArray's georeferencing is not used; the caller's crs= and transform=, if both given, are
+    dropped_gcps = gcps is not None and (crs is None or transform is None)
+    if gcps is not None:
+        rio_georeferencing = None
     if rio_georeferencing is not None:
         crs = rio_georeferencing.crs if crs is None else crs
         if transform is None and crs is not None:  # a DataArray without a CRS writes no transform, as before
             transform = rio_georeferencing.transform()
             if RasterType.parse(raster_type) is RasterType.POINT:
                 transform = corner_to_centre(transform)   # rioxarray's transform is GDAL's, for pixel corners
-    sample = _sample_type(sample_type, encoding, array.dtype)
+    sample = _sample_type(sample_type, encoding, array)
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = _tile_shape(tile_size)
     bands, length, width = array.shape
@@ -149,6 +162,8 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if write_header:
         write_small(ByteSource.of(f"{target.url}.header", storage_options), blob)
         logger.debug("wrote %s.header: %d bytes", target.url, len(blob))
+    if dropped_gcps:
+        warnings.warn(gcps_note(gcps), GcpsNotStoredWarning, stacklevel=2)
     if nodata is not None:
         warnings.warn(nodata_note(nodata), NodataNotStoredWarning, stacklevel=2)
     if scaling:
@@ -173,14 +188,31 @@ def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
     return True
 
 
-def _sample_type(requested, encoding, dtype) -> SampleType:
+def _sample_type(requested, encoding, array) -> SampleType:
+    """``sample_type=``, else the one the array was read with (encoding), else its dtype's own."""
+    dtype = array.dtype
     if requested is not None:
         return requested if isinstance(requested, SampleType) else sample_type_from_name(requested)
     if "sample_type" in encoding:
         candidate = sample_type_from_name(encoding["sample_type"])
         if candidate.dtype == dtype:
             return candidate
+    gdal = GDAL_SAMPLE_TYPES.get(encoding.get("rasterio_dtype"))
+    if gdal is not None and sample_type_from_name(gdal).dtype == dtype:
+        # rioxarray widened a complex integer GeoTIFF to complex floats; keep its type as rumi convert does, but
+        # only for values in memory that fit it exactly: Dask data would have to be computed twice to know
+        candidate = sample_type_from_name(gdal)
+        if isinstance(array, np.ndarray) and _fits(candidate, array):
+            return candidate
     return sample_type_for_dtype(dtype)
+
+
+def _fits(sample: SampleType, values: np.ndarray) -> bool:
+    try:
+        sample.encode(values)
+    except ValueError:  # a value the narrower type cannot hold: the dtype's own type keeps it
+        return False
+    return True
 
 
 def _tile_shape(tile_size) -> tuple[int, int]:
