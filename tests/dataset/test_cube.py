@@ -202,3 +202,14 @@ def test_a_cube_without_dask_pickles_for_worker_processes(scenes):
     paths, blobs, values = scenes
     cube = pickle.loads(pickle.dumps(open_cube(paths, blobs, chunks=False)))
     np.testing.assert_array_equal(cube.band_data[0, :, :5, :5].values, values[0, :, :5, :5])
+
+
+@pytest.mark.parametrize("as_given", [str, lambda p: p])
+def test_one_path_where_a_list_belongs_is_refused_saying_so(scenes, tmp_path, monkeypatch, as_given):
+    # A string is a sequence: each character was taken for a path ('s', '0', ...), which failed
+    # as IsADirectoryError or FileNotFoundError: 'c', naming nothing the user wrote.
+    paths, blobs, _ = scenes
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match=r"open_cube takes a list of paths or URLs, got one: .*s0\.rumi"):
+        open_cube(as_given(paths[0]), [blobs[0]])
+    assert open_cube([as_given(paths[0])], [blobs[0]]).sizes["time"] == 1

@@ -82,6 +82,10 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
         if isinstance(dim, str) and not any(pd.isna(i.datetime) for i in recorded):
             dim = pd.DatetimeIndex([i.datetime for i in recorded], name=dim)
     else:
+        if isinstance(paths_or_items, (str, bytes, os.PathLike)):
+            # a string is a sequence too: each of its characters would be taken for a path
+            raise TypeError(f"open_cube takes a list of paths or URLs, got one: {paths_or_items!r}; pass "
+                            f"[{paths_or_items!r}] for a Cube of one image, or open it with xr.open_dataset")
         paths = [os.fspath(p) for p in paths_or_items]
         headers = _headers_for(paths, headers)
         georefs = [{}] * len(paths)
