@@ -30,6 +30,7 @@ class WriteInput(NamedTuple):
     nodata: object = None      #: the value marking missing pixels in a DataArray (not stored: rumi has no place)
     scaling: dict | None = None  #: a DataArray's scale and offset attributes that are not 1 and 0 (not stored)
     gcps: int | None = None    #: how many ground control points georeference a DataArray (not stored), or ``None``
+    band_labels: tuple | None = None  #: ``(dimension, labels)`` of a band coordinate other than 1..B (not stored)
 
 
 def as_band_array(data) -> WriteInput:
@@ -57,7 +58,8 @@ def _data_array_input(data) -> WriteInput:
     # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
     geo = _rio_georeferencing(data, y, x)
     ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
-    return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data), gcp_count(data))
+    return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data), gcp_count(data),
+                      changed_band_labels(data, band))
 
 
 def band_y_x(data) -> tuple:
@@ -292,6 +294,51 @@ def gcps_note(count: int) -> str:
             "(da.rio.reproject(da.rio.crs) uses the GCPs), or pass crs= and transform= to write your own")
 
 
+# --- band labels: a rumi file numbers its bands 1..B, whatever they were called -----------------------------------
+
+
+class BandLabelsNotStoredWarning(UserWarning):
+    """The array written labelled its bands other than 1..B, the labels a rumi file reads back with."""
+
+
+def changed_band_labels(data, band: str | None) -> tuple | None:
+    """``(band dimension, its labels)`` when they are not 1..B, which is what the file will read back as; else ``None``.
+
+    1..B is what ``rioxarray.open_rasterio`` and the rumi engine give, so
+    only labels that say something else (a selection ``[3, 1]``, dates,
+    names) are lost.
+
+    >>> import numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((2, 4, 5)), dims=("band", "y", "x"), coords={"band": [3, 1]})
+    >>> changed_band_labels(da, "band")
+    ('band', array([3, 1]))
+    >>> changed_band_labels(da.assign_coords(band=[1, 2]), "band") is None
+    True
+    """
+    if band is None or band not in data.coords:
+        return None
+    labels = np.asarray(data.coords[band].values)
+    if labels.dtype.kind in "iuf" and np.array_equal(labels, np.arange(1, labels.size + 1)):
+        return None
+    return band, labels
+
+
+def band_labels_note(dimension: str, labels) -> str:
+    """What ``write`` warns when band labels other than 1..B are dropped (long lists abbreviated).
+
+    >>> band_labels_note("band", [3, 1])
+    "band labels are not stored: rumi has no place for them; dimension 'band' labelled [3, 1] reads back as band 1..2, in the order written"
+    >>> band_labels_note("time", np.arange(10)).split(";")[1]
+    " dimension 'time' labelled [0, 1, 2, ..., 8, 9] reads back as band 1..10, in the order written"
+    """
+    labels = np.asarray(labels)
+    texts = (list(np.datetime_as_string(labels, unit="auto")) if labels.dtype.kind == "M"
+             else [_number_text(v) if labels.dtype.kind in "iuf" else str(v) for v in labels.tolist()])
+    shown = texts if len(texts) <= 6 else texts[:3] + ["..."] + texts[-2:]
+    return (f"band labels are not stored: rumi has no place for them; dimension {dimension!r} labelled "
+            f"[{', '.join(shown)}] reads back as band 1..{len(texts)}, in the order written")
+
+
 # --- nodata: rumi has no place for it, so a write says so -----------------------------------------------------
 
 
@@ -410,5 +457,5 @@ def scaling_attributes(data) -> dict | None:
     return changing or None
 
 
-__all__ = ["GDAL_SAMPLE_TYPES", "GcpsNotStoredWarning", "NodataNotStoredWarning", "ScaleNotStoredWarning", "WriteInput", "as_band_array", "band_y_x", "gcp_count", "gcps_note", "nodata_note",
+__all__ = ["GDAL_SAMPLE_TYPES", "BandLabelsNotStoredWarning", "band_labels_note", "changed_band_labels", "GcpsNotStoredWarning", "NodataNotStoredWarning", "ScaleNotStoredWarning", "WriteInput", "as_band_array", "band_y_x", "gcp_count", "gcps_note", "nodata_note",
            "scale_note", "scaling_attributes"]

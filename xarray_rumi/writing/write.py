@@ -26,8 +26,8 @@ from ..format.limits import DEFAULT_LIMITS
 from ..frames.choose import lossy_error, plan_frames, profile_window, sample_frames
 from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
-from .data_array import (GDAL_SAMPLE_TYPES, GcpsNotStoredWarning, NodataNotStoredWarning, ScaleNotStoredWarning, as_band_array, gcps_note,
-                         nodata_note, scale_note)
+from .data_array import (GDAL_SAMPLE_TYPES, BandLabelsNotStoredWarning, GcpsNotStoredWarning, NodataNotStoredWarning,
+                         ScaleNotStoredWarning, as_band_array, band_labels_note, gcps_note, nodata_note, scale_note)
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .staging import Writeback, staged, write_small
 
@@ -69,6 +69,9 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     (``scale_factor``/``add_offset``, or rioxarray's per-band ``scales``/
     ``offsets``: raw values, as ``mask_and_scale=False`` leaves them) is
     written unscaled, with a :class:`ScaleNotStoredWarning` naming them.
+    Nor for band labels: the bands read back as 1..B, in the order written,
+    so a band coordinate that says otherwise (``isel(band=[2, 0])``, dates)
+    is named in a :class:`BandLabelsNotStoredWarning`.
     Nor for ground control points: a DataArray georeferenced by GCPs (the
     ``gcps`` attribute of its ``spatial_ref``) is written without
     georeferencing, its CRS and identity transform not being a location,
@@ -104,7 +107,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     >>> xr.open_dataset(path, engine="rumi").band_data.shape
     (3, 100, 80)
     """
-    array, rio_georeferencing, encoding, nodata, scaling, gcps = as_band_array(data)
+    array, rio_georeferencing, encoding, nodata, scaling, gcps, band_labels = as_band_array(data)
     tile_size, frame_unit, raster_type = (
         given if given is not None else encoding.get(name, _DEFAULTS[name])
         for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
@@ -164,6 +167,8 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         logger.debug("wrote %s.header: %d bytes", target.url, len(blob))
     if dropped_gcps:
         warnings.warn(gcps_note(gcps), GcpsNotStoredWarning, stacklevel=2)
+    if band_labels is not None:
+        warnings.warn(band_labels_note(*band_labels), BandLabelsNotStoredWarning, stacklevel=2)
     if nodata is not None:
         warnings.warn(nodata_note(nodata), NodataNotStoredWarning, stacklevel=2)
     if scaling:
