@@ -3,8 +3,9 @@
 ``write`` takes numpy and Dask arrays by position, ``(band, y, x)`` or
 ``(y, x)``; a DataArray by its dimension names (rioxarray's ``y_dim`` and
 ``x_dim``; the other one is the band), with its CRS and a transform checked
-against its coordinates.  Its nodata and its scale and offset have no place
-in a rumi file: they are named in a warning, never dropped without a word.
+against its coordinates.  Its nodata, its scale and offset, its ground
+control points and its band labels have no place in a rumi file: they are
+named in a warning, never dropped without a word.
 """
 
 from __future__ import annotations
