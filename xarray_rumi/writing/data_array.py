@@ -458,5 +458,6 @@ def scaling_attributes(data) -> dict | None:
     return changing or None
 
 
-__all__ = ["GDAL_SAMPLE_TYPES", "BandLabelsNotStoredWarning", "band_labels_note", "changed_band_labels", "GcpsNotStoredWarning", "NodataNotStoredWarning", "ScaleNotStoredWarning", "WriteInput", "as_band_array", "band_y_x", "gcp_count", "gcps_note", "nodata_note",
-           "scale_note", "scaling_attributes"]
+__all__ = ["as_band_array", "band_labels_note", "band_y_x", "BandLabelsNotStoredWarning", "changed_band_labels",
+           "gcp_count", "gcps_note", "GcpsNotStoredWarning", "GDAL_SAMPLE_TYPES", "nodata_note",
+           "NodataNotStoredWarning", "scale_note", "ScaleNotStoredWarning", "scaling_attributes", "WriteInput"]
