@@ -208,3 +208,29 @@ def test_an_unaligned_contiguous_out_goes_through_the_scratch_buffer(decoder):
     assert out.flags.c_contiguous and out.ctypes.data % 8
     decode_frame(_frame(values), UINT16, values.shape, out=out)
     np.testing.assert_array_equal(out, values)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "float64"])
+def test_decode_elements_reports_the_width_the_frame_records(dtype):
+    values = np.arange(24, dtype=dtype).reshape(1, 4, 6)
+    for recipe in ("id>zstd", "planar>zigzag>zstd"):
+        raw, width = frames.decode_elements(encode_frame(values, recipe), values.nbytes)
+        assert width == np.dtype(dtype).itemsize
+        np.testing.assert_array_equal(raw.view(dtype).reshape(values.shape), values)
+
+
+def test_decode_elements_is_bounded_and_refuses_damage():
+    frame = encode_frame(_values(), "delta_1d>zstd")
+    with pytest.raises(RumiFormatError, match="above the 100 allowed"):
+        frames.decode_elements(frame, 100)
+    damaged = bytearray(frame)
+    damaged[len(damaged) // 2] ^= 0xFF
+    with pytest.raises(RumiFormatError, match="frame.decode"):
+        frames.decode_elements(bytes(damaged), 10**6)
+
+
+def test_a_width_other_than_the_sample_types_is_refused_naming_both():
+    with pytest.raises(RumiFormatError, match="2-byte elements, but sample type uint32 is stored as 4-byte"):
+        frames.check_element_width(2, sample_type_from_name("uint32"))
+    frames.check_element_width(4, sample_type_from_name("complex64"))   # stored as float32 pairs
+    frames.check_element_width(2, sample_type_from_name("cint16"))

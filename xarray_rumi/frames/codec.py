@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import geozl
 import numpy as np
+import openzl.ext
 
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType
@@ -179,6 +180,61 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
         return decoded
     out[...] = decoded
     return out
+
+
+def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np.ndarray, int]:
+    """A frame's decoded bytes and the width of the elements it records.
+
+    The width is the frame's own account of its output stream (a uint16
+    frame holds 2-byte elements), which ``geozl.decompress`` does not report,
+    so this goes through OpenZL's decoder with GeoZL's decoders registered.
+    That decoder holds the GIL: it serves callers that must know the width
+    (the Zarr codec), while :func:`decode_frame` stays on geozl's.  A frame
+    that declares more than ``max_output_size`` bytes is refused before
+    anything is expanded.
+
+    >>> raw, width = decode_elements(encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd"), 12)
+    >>> raw.size, width
+    (12, 2)
+    """
+    frame = bytes(frame)   # OpenZL's Python API takes bytes only
+    try:
+        info = openzl.ext.FrameInfo(frame)
+    except RuntimeError as exc:
+        raise _not_decodable(str(exc)) from None
+    if info.num_outputs != 1 or info.output_type(0) != openzl.ext.Type.Numeric:
+        raise RumiFormatError("frame.decode", "the frame does not decode to one stream of numbers, as a rumi frame does")
+    declared = info.output_content_size(0)
+    if declared > max_output_size:
+        raise _not_decodable(f"the frame declares {declared} bytes of output, above the {max_output_size} allowed")
+    try:
+        (output,) = PROCESS_CACHE.get(("dctx",), _decompression_context).decompress(frame)
+    except RuntimeError as exc:
+        raise _not_decodable(str(exc)) from None
+    return output.content.as_nparray().reshape(-1).view(np.uint8), output.elt_width
+
+
+def _decompression_context() -> openzl.ext.DCtx:
+    dctx = openzl.ext.DCtx()
+    geozl.register_decoders(dctx)   # the reference writer's frames use GeoZL codecs
+    return dctx
+
+
+def check_element_width(width: int, sample: SampleType) -> None:
+    """Refuse a frame whose elements are not as wide as ``sample`` stores them.
+
+    A uint16 frame read as uint8 (or uint32) would otherwise be reinterpreted
+    silently whenever its byte count happens to fit.
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> check_element_width(2, sample_type_from_name("uint8"))
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: frame.width: the frame holds 2-byte elements, but sample type uint8 is stored as 1-byte elements
+    """
+    if width != sample.storage.itemsize:
+        raise RumiFormatError("frame.width", f"the frame holds {width}-byte elements, but sample type {sample.name} "
+                                             f"is stored as {sample.storage.itemsize}-byte elements")
 
 
 def _not_decodable(message: str) -> RumiFormatError:
