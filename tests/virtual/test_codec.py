@@ -273,3 +273,28 @@ def test_zarr_v3_codecs_decode_synchronously_where_zarr_asks(codec, monkeypatch)
         fused = zarr.open_array(array.store, mode="r")
         assert type(fused.async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
         np.testing.assert_array_equal(fused[:], data)   # the right and bottom edges and the corner included
+
+
+@pytest.mark.parametrize(("written", "read", "chunk"), [("uint16", "uint8", (1, 64, 32)), ("uint16", "uint32", (1, 16, 32)),
+                                                        ("float32", "uint16", (1, 64, 32)), ("uint8", "int16", (1, 16, 32))])
+def test_a_frame_of_another_element_width_is_refused(written, read, chunk):
+    """The byte count fits the chunk, but the frame records other element widths: never reinterpreted."""
+    frame = OpenZLChunks().encode(values(written, (1, 32, 32)))
+    widths = f"{np.dtype(written).itemsize}-byte elements.*{read} is stored as {np.dtype(read).itemsize}-byte"
+    for decode in (lambda: OpenZLChunks(sample_type=read, chunk_shape=chunk).decode(frame),
+                   lambda: OpenZLChunks().decode(frame, chunk, read),   # the zarr v3 serializer: the array's dtype
+                   lambda: OpenZLCodec(sample_type=read, chunk_shape=list(chunk)).decode(frame)):
+        with pytest.raises(RumiFormatError, match=f"frame.width: the frame holds {widths}"):
+            decode()
+
+
+def test_a_zarr_v3_array_of_another_width_refuses_the_chunk():
+    store = zarr.storage.MemoryStore()
+    array = zarr.create_array(store, shape=(32, 32), chunks=(32, 32), dtype="uint16", serializer=OpenZLZarrCodec(),
+                              compressors=None)
+    array[:] = values("uint16", (32, 32))
+    wider = zarr.create_array(zarr.storage.MemoryStore(), shape=(16, 32), chunks=(16, 32), dtype="uint32",
+                              serializer=OpenZLZarrCodec(), compressors=None)
+    wider.store._store_dict["c/0/0"] = store._store_dict["c/0/0"]   # a uint16 chunk under uint32 metadata
+    with pytest.raises(RumiFormatError, match="frame.width"):
+        wider[:]

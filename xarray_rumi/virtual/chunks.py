@@ -2,9 +2,10 @@
 
 :class:`OpenZLChunks` is one frozen value holding the whole configuration:
 
-* decoding goes through ``geozl.decompress``, which knows GeoZL's decoders as
-  well as OpenZL's built-in ones, releases the GIL and refuses to allocate
-  more than one chunk;
+* decoding goes through OpenZL's decoder with GeoZL's decoders registered
+  (:func:`xarray_rumi.frames.codec.decode_elements`), which refuses to
+  allocate more than one chunk and reports the element width the frame
+  records, so a frame of another width than the configuration's is refused;
 * encoding (ordinary Zarr arrays) compresses a chunk with a GeoZL recipe at the
   pinned OpenZL frame format version (:data:`xarray_rumi.frames.codec.FORMAT_VERSION`).
 
@@ -33,6 +34,7 @@ number of leading bytes, not only the 1 to 3 the frame magic is looked for in.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -43,7 +45,7 @@ from ..errors import RumiFormatError
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from ..format.grid import FrameGrid
 from ..format.limits import DEFAULT_LIMITS
-from ..frames.codec import encode_frame, frame_version
+from ..frames.codec import check_element_width, decode_elements, encode_frame, frame_version
 from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 
 #: The recipe ordinary Zarr arrays are encoded with: built-in OpenZL codecs
@@ -103,25 +105,28 @@ class OpenZLChunks:
     moved_lengths: tuple[tuple[int, int], ...] = field(default=())
 
     def __post_init__(self) -> None:
-        def ints(value):
-            return None if value is None else tuple(int(v) for v in value)
-
-        object.__setattr__(self, "chunk_shape", ints(self.chunk_shape))
-        object.__setattr__(self, "image_shape", ints(self.image_shape))
-        object.__setattr__(self, "right_edge_lengths", tuple(sorted(int(n) for n in self.right_edge_lengths)))
-        object.__setattr__(self, "bottom_edge_lengths", tuple(sorted(int(n) for n in self.bottom_edge_lengths)))
-        object.__setattr__(self, "moved_lengths", tuple(sorted((int(a), int(b)) for a, b in self.moved_lengths)))
+        # every field is checked here, so a bad configuration fails where it is made, naming the field
+        if self.sample_type is not None:
+            _check_type("sample_type", self.sample_type, str, "a rumi sample type name like 'uint16'")
+            try:
+                sample_type_from_name(self.sample_type)
+            except ValueError as exc:
+                raise ValueError(f"sample_type: {exc}") from None
+        _check_type("recipe", self.recipe, str, "a GeoZL recipe like 'planar>zigzag>zstd'")
+        object.__setattr__(self, "chunk_shape", _sizes("chunk_shape", self.chunk_shape, at_least=1))
+        object.__setattr__(self, "image_shape", _sizes("image_shape", self.image_shape, length=2))
+        for name in ("right_edge_lengths", "bottom_edge_lengths"):
+            object.__setattr__(self, name, tuple(sorted(_sizes(name, getattr(self, name)))))
+        object.__setattr__(self, "moved_lengths", _moved_lengths(self.moved_lengths))
         if set(self.right_edge_lengths) & set(self.bottom_edge_lengths):
             raise ValueError("a length cannot be both a right-edge and a bottom-edge reference length")
-        if self.sample_type is not None:
-            sample_type_from_name(self.sample_type)  # refuse unknown names now, not at the first chunk
-        if not isinstance(self.recipe, str) or ">" not in self.recipe:
-            raise ValueError(f"recipe must be a GeoZL recipe like 'planar>zigzag>zstd', got {self.recipe!r}")
+        reason = _recipe_refusal(self.recipe, None if self.sample_type is None else
+                                 sample_type_from_name(self.sample_type).storage.str)
+        if reason is not None:
+            raise ValueError(f"recipe {self.recipe!r} cannot encode this codec's chunks: {reason}")
         if self.image_shape is not None:
             if self.sample_type is None or self.chunk_shape is None or len(self.chunk_shape) < 2:
                 raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
-            if len(self.image_shape) != 2 or min(self.image_shape) < 1:
-                raise ValueError(f"image_shape must be (Y, X) of positive sizes, got {self.image_shape}")
 
     # -- configuration as plain JSON ----------------------------------------
 
@@ -176,10 +181,11 @@ class OpenZLChunks:
         length = len(data)
         if self.moved_lengths:   # a 0.1.0 configuration: its table says where the frame starts
             shift = self._moved.get(length, 0)
-            raw = decompress_chunk(data[shift:], chunk_bytes)
+            raw, width = decompress_chunk(data[shift:], chunk_bytes)
         else:   # frame_shift has found (and checked) the frame header
             shift = frame_shift(data)
-            raw = _decompress_checked(data[shift:], chunk_bytes)
+            raw, width = _decompress_checked(data[shift:], chunk_bytes)
+        check_element_width(width, sample)
         if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
             return _as(sample.decode(raw, shape), out_dtype)
         if self.image_shape is None:
@@ -258,19 +264,76 @@ def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array if array.dtype == dtype else array.astype(dtype)
 
 
-def decompress_chunk(data: memoryview, limit: int | None) -> np.ndarray:
-    """The raw samples of one chunk's frame, refused beyond ``limit`` bytes (default: one frame's limit)."""
+def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
+    """The raw bytes of one chunk's frame and the element width it records.
+
+    Refused beyond ``limit`` bytes (default: one frame's limit).
+
+    >>> raw, width = decompress_chunk(memoryview(OpenZLChunks().encode(np.zeros((1, 2, 2), "int32"))), None)
+    >>> raw.size, width
+    (16, 4)
+    """
     frame_version(data)
     return _decompress_checked(data, limit)
 
 
-def _decompress_checked(data: memoryview, limit: int | None) -> np.ndarray:
+def _decompress_checked(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
     """Decompress a chunk whose frame header has been checked."""
-    try:
-        # without a chunk shape, the same per-frame bound as every other decode
-        return geozl.decompress(data, max_output_size=limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
-    except (RuntimeError, ValueError) as exc:
-        raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
+    # without a chunk shape, the same per-frame bound as every other decode
+    return decode_elements(data, limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
+
+
+def _check_type(name: str, value, kind: type, what: str) -> None:
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be {what}, got {value!r}")
+
+
+def _sizes(name: str, value, *, length: int | None = None, at_least: int = 0) -> tuple[int, ...] | None:
+    """``value`` as a tuple of positive integers (``None`` stays ``None``), or an error naming ``name``."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise TypeError(f"{name} must be a list of positive integers, got {value!r}")
+    sizes = tuple(_integer(name, item) for item in value)
+    if length is not None and len(sizes) != length or len(sizes) < at_least:
+        raise ValueError(f"{name} must be {length or f'at least {at_least}'} positive integers, got {list(sizes)}")
+    if any(size < 1 for size in sizes):
+        raise ValueError(f"{name} must hold positive integers, got {list(sizes)}")
+    return sizes
+
+
+def _integer(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must hold integers, got {value!r}")
+    return int(value)
+
+
+def _moved_lengths(value) -> tuple[tuple[int, int], ...]:
+    """0.1.0's ``[reference length, leading bytes]`` pairs, checked: a shift shorter than its reference."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"moved_lengths must be a list of [length, shift] pairs, got {value!r}")
+    pairs = []
+    for pair in value:
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise TypeError(f"moved_lengths must be a list of [length, shift] pairs, got {value!r}")
+        length, shift = (_integer("moved_lengths", n) for n in pair)
+        if not 0 <= shift < length:
+            raise ValueError(f"moved_lengths: a shift must be at least 0 and below its length, got {list(pair)}")
+        pairs.append((length, shift))
+    return tuple(sorted(pairs))
+
+
+@lru_cache(maxsize=64)
+def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
+    """Why ``recipe`` cannot encode elements of ``storage`` (any element width where ``None``), or ``None``."""
+    reason = None
+    for dtype in [storage] if storage is not None else ["uint8", "uint16", "uint32", "uint64"]:
+        try:
+            geozl.graph(np.zeros((1, 1, 1), dtype), recipe)   # the graph an encode would build, on one element
+            return None
+        except (RuntimeError, ValueError) as exc:
+            reason = reason or " ".join(str(exc).split())
+    return reason
 
 
 __all__ = ["DEFAULT_RECIPE", "OpenZLChunks", "decompress_chunk", "same_planes", "zarr_dtype"]

@@ -80,7 +80,7 @@ class OpenZLCodec(Codec):
         if self.chunks.sample_type is not None:
             raw = self.chunks.decode(data)
         else:
-            raw = decompress_chunk(data, np.asarray(out).nbytes if out is not None else None)
+            raw, _ = decompress_chunk(data, np.asarray(out).nbytes if out is not None else None)
         return ndarray_copy(np.ascontiguousarray(raw).reshape(-1).view(np.uint8), out)
 
     def __repr__(self) -> str:
@@ -152,13 +152,7 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
         return self
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
-        chunks = getattr(chunk_grid, "chunk_shape", None)
-        if self.chunk_shape is not None and chunks is not None and not same_planes(tuple(chunks), self.chunk_shape):
-            raise ValueError(f"openzl chunk_shape {list(self.chunk_shape)} differs from the array's chunks {list(chunks)}")
-        native = dtype.to_native_dtype()
-        if self.sample_type is not None and zarr_dtype(sample_type_from_name(self.sample_type)) != native:
-            raise ValueError(f"openzl sample_type {self.sample_type} reads as "
-                             f"{zarr_dtype(sample_type_from_name(self.sample_type))}, but the array is {native}")
+        _check_array(self.chunks, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
         native = chunk_spec.dtype.to_native_dtype()
@@ -167,6 +161,20 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
 
     def _encode_sync(self, chunk_array, chunk_spec):
         return chunk_spec.prototype.buffer.from_bytes(self.chunks.encode(chunk_array.as_numpy_array()))
+
+
+def _check_array(chunks: OpenZLChunks, dtype, chunk_grid) -> None:
+    """Refuse a configuration whose chunk shape or sample type is not the array's (zarr calls this on creation)."""
+    grid_chunks = getattr(chunk_grid, "chunk_shape", None)
+    if chunks.chunk_shape is not None and grid_chunks is not None and not same_planes(tuple(grid_chunks),
+                                                                                     chunks.chunk_shape):
+        raise ValueError(f"openzl chunk_shape {list(chunks.chunk_shape)} differs from the array's chunks "
+                         f"{list(grid_chunks)}")
+    native = dtype.to_native_dtype()
+    if chunks.sample_type is not None:
+        expected = zarr_dtype(sample_type_from_name(chunks.sample_type))
+        if expected.newbyteorder("=") != native.newbyteorder("="):
+            raise ValueError(f"openzl sample_type {chunks.sample_type} reads as {expected}, but the array is {native}")
 
 
 # -- zarr-python 3, bytes to bytes ---------------------------------------------
@@ -212,6 +220,10 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     def to_dict(self) -> dict:
         configuration = {k: v for k, v in self.codec_config.items() if k != "id"}
         return {"name": "numcodecs.openzl", "configuration": configuration}
+
+    def validate(self, *, shape, dtype, chunk_grid) -> None:
+        # the bytes this codec gets are the array's, so its sample type must be the array's dtype
+        _check_array(self._codec.chunks, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
         return chunk_spec.prototype.buffer.from_bytes(self._codec.decode(chunk_bytes.as_numpy_array()))
