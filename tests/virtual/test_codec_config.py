@@ -42,7 +42,11 @@ BAD = [
     ({**GRID, "moved_lengths": [[10]]}, TypeError, "moved_lengths"),
     ({**GRID, "moved_lengths": "10"}, TypeError, "moved_lengths"),
 ]
-NUMCODECS_ONLY = []
+NUMCODECS_ONLY = [
+    ({"endian": "middle"}, ValueError, "endian"),
+    ({"endian": None}, TypeError, "endian"),
+    ({"endian": ">"}, ValueError, "endian"),
+]
 
 
 def ids(cases):
@@ -66,6 +70,11 @@ def test_zarr_v3_codec_refuses_a_bad_field_when_made(config, error, field):
     good = OpenZLZarrCodec(**GRID)
     with pytest.raises(error, match=field):   # a codec evolved from another, as zarr does from the array spec
         dataclasses.replace(good, **{**GRID, **config})
+
+
+def test_the_zarr_v3_array_to_bytes_codec_takes_no_byte_order():
+    with pytest.raises(TypeError, match="endian"):
+        OpenZLZarrCodec.from_dict({"name": "openzl", "configuration": {"endian": "big"}})
 
 
 def test_good_configurations_are_normalised():

@@ -52,6 +52,9 @@ from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 #: only (any OpenZL decoder reads it) and valid for every element type.
 DEFAULT_RECIPE = "id>zstd"
 
+#: The byte orders the numcodecs codec exchanges bytes in (zarr's ``bytes`` codec names them so).
+ENDIANS = ("little", "big")
+
 # Zarr cannot describe ml_dtypes types, so those sample types are exposed as the
 # narrowest standard numpy type that holds every one of their values exactly.
 _WIDENED = {
@@ -81,7 +84,9 @@ class OpenZLChunks:
     does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
     on edge-frame placement.  ``right_edge_lengths``, ``bottom_edge_lengths``
     and ``moved_lengths`` are the per-file tables of references written by
-    xarray-rumi 0.1.0, still read; new references need none.
+    xarray-rumi 0.1.0, still read; new references need none.  ``endian``
+    (``"little"`` or ``"big"``) is the byte order of the bytes the numcodecs
+    codec exchanges with its caller; frames are little-endian either way.
 
     A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
     frames (2, 4) both hold 8 samples, so a right-edge frame's reference
@@ -103,6 +108,7 @@ class OpenZLChunks:
     right_edge_lengths: tuple[int, ...] = field(default=())
     bottom_edge_lengths: tuple[int, ...] = field(default=())
     moved_lengths: tuple[tuple[int, int], ...] = field(default=())
+    endian: str = "little"
 
     def __post_init__(self) -> None:
         # every field is checked here, so a bad configuration fails where it is made, naming the field
@@ -113,6 +119,9 @@ class OpenZLChunks:
             except ValueError as exc:
                 raise ValueError(f"sample_type: {exc}") from None
         _check_type("recipe", self.recipe, str, "a GeoZL recipe like 'planar>zigzag>zstd'")
+        _check_type("endian", self.endian, str, f"one of {ENDIANS}")
+        if self.endian not in ENDIANS:
+            raise ValueError(f"endian must be one of {ENDIANS}, got {self.endian!r}")
         object.__setattr__(self, "chunk_shape", _sizes("chunk_shape", self.chunk_shape, at_least=1))
         object.__setattr__(self, "image_shape", _sizes("image_shape", self.image_shape, length=2))
         for name in ("right_edge_lengths", "bottom_edge_lengths"):
@@ -145,6 +154,8 @@ class OpenZLChunks:
             config["bottom_edge_lengths"] = list(self.bottom_edge_lengths)
         if self.moved_lengths:
             config["moved_lengths"] = [list(pair) for pair in self.moved_lengths]
+        if self.endian != "little":   # left out by default, so configurations written before it stay as they were
+            config["endian"] = self.endian
         return config
 
     # -- encoding --------------------------------------------------------------
@@ -336,4 +347,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "OpenZLChunks", "decompress_chunk", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLChunks", "decompress_chunk", "same_planes", "zarr_dtype"]

@@ -14,12 +14,14 @@ to its framework's interface, and nothing more:
 from __future__ import annotations
 
 import asyncio
+import math
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 from numcodecs.abc import Codec
-from numcodecs.compat import ensure_contiguous_ndarray, ndarray_copy
+from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray, ndarray_copy
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.core.common import parse_named_configuration
 from zarr.registry import get_ndbuffer_class, register_codec
@@ -39,11 +41,20 @@ from .chunks import (
 class OpenZLCodec(Codec):
     """numcodecs codec ``"openzl"``: one OpenZL frame per chunk.
 
+    Like every numcodecs codec it hands back the bytes it was given.  Frames
+    hold little-endian samples, so ``endian`` (``"little"``, the default, or
+    ``"big"``) says which byte order those bytes are in: a big-endian array
+    (``>f8``, as netCDF3 and FITS give) needs ``endian="big"``, and a chunk of
+    the other byte order is refused rather than handed back swapped.
+
     >>> import numcodecs
     >>> codec = numcodecs.get_codec({"id": "openzl", "sample_type": "int32", "chunk_shape": [2, 3]})
     >>> data = np.arange(6, dtype="int32").reshape(2, 3)
     >>> np.frombuffer(codec.decode(codec.encode(data)), "int32").tolist()
     [0, 1, 2, 3, 4, 5]
+    >>> big = OpenZLCodec(endian="big")
+    >>> np.frombuffer(big.decode(big.encode(np.arange(4, dtype=">u2"))), ">u2").tolist()
+    [0, 1, 2, 3]
     """
 
     codec_id = "openzl"
@@ -61,15 +72,16 @@ class OpenZLCodec(Codec):
         return cls(**config)
 
     def encode(self, buf) -> bytes:
-        chunk = np.asarray(buf)
+        chunk = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_ndarray(buf)
         if self.chunks.sample_type is not None:
-            # Behind zarr's ``bytes`` serializer the chunk arrives as raw bytes:
-            # view them as the array's dtype (and chunk shape) before encoding.
             dtype = zarr_dtype(sample_type_from_name(self.chunks.sample_type))
-            if chunk.dtype != dtype:
-                chunk = ensure_contiguous_ndarray(chunk).view(dtype)
-                if self.chunks.chunk_shape and chunk.size == np.prod(self.chunks.chunk_shape):
+            if chunk.dtype.newbyteorder("=") != dtype.newbyteorder("="):
+                # Behind zarr's ``bytes`` serializer the chunk arrives as raw bytes in
+                # the configured byte order: view them so (and as the chunk shape).
+                chunk = ensure_contiguous_ndarray(chunk).view(dtype.newbyteorder(_BYTE_ORDER[self.chunks.endian]))
+                if self.chunks.chunk_shape and chunk.size == math.prod(self.chunks.chunk_shape):
                     chunk = chunk.reshape(self.chunks.chunk_shape)
+        _check_byte_order(chunk.dtype, self.chunks.endian)
         return self.chunks.encode(chunk)
 
     def decode(self, buf, out=None):
@@ -77,14 +89,32 @@ class OpenZLCodec(Codec):
         # chunk shape says what to build; without one the frame's bytes go back
         # raw (zarr views them as the array's dtype), bounded by ``out`` if given.
         data = memoryview(ensure_contiguous_ndarray(buf)).cast("B")
+        order = _BYTE_ORDER[self.chunks.endian]
         if self.chunks.sample_type is not None:
-            raw = self.chunks.decode(data)
+            array = self.chunks.decode(data)
+            raw = np.ascontiguousarray(array, array.dtype.newbyteorder(order)).reshape(-1).view(np.uint8)
         else:
-            raw, _ = decompress_chunk(data, np.asarray(out).nbytes if out is not None else None)
-        return ndarray_copy(np.ascontiguousarray(raw).reshape(-1).view(np.uint8), out)
+            raw, width = decompress_chunk(data, np.asarray(out).nbytes if out is not None else None)
+            if order == ">" and width > 1:   # the frame's samples are little-endian
+                raw = raw.view(f"<u{width}").astype(f">u{width}").view(np.uint8)
+        return ndarray_copy(raw, out)
 
     def __repr__(self) -> str:
         return f"OpenZLCodec({', '.join(f'{k}={v!r}' for k, v in self.chunks.to_config().items())})"
+
+
+_BYTE_ORDER = {"little": "<", "big": ">"}
+
+
+def _check_byte_order(dtype: np.dtype, endian: str) -> None:
+    """Refuse a chunk whose bytes decode would not hand back: one of the other byte order."""
+    order = {"=": "little" if sys.byteorder == "little" else "big", "<": "little", ">": "big"}.get(dtype.byteorder)
+    if order is not None and order != endian and dtype.itemsize > 1:
+        raise ValueError(
+            f"openzl: the chunk is {order}-endian ({dtype.str}), but the codec's endian is {endian!r}, so decoding "
+            f"would hand back its bytes swapped: use OpenZLCodec(endian={order!r}) for {order}-endian arrays, "
+            f"or store the array {endian}-endian"
+        )
 
 
 # -- zarr-python 3 --------------------------------------------------------------
@@ -184,8 +214,9 @@ def _check_array(chunks: OpenZLChunks, dtype, chunk_grid) -> None:
 class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     """zarr v3 ``"numcodecs.openzl"``: the numcodecs codec behind zarr's ``bytes`` serializer.
 
-    Chunks decode to the little-endian bytes of the full chunk, so this form
-    needs ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
+    Chunks decode to the bytes of the full chunk, in the configuration's
+    ``endian`` (that of the ``bytes`` codec before it), so this form needs
+    ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
     because VirtualiZarr's Kerchunk writer keeps bytes-to-bytes codecs but
     drops array-to-bytes ones (see :mod:`xarray_rumi.virtual.parser`).  Its
     metadata is what zarr writes for a numcodecs codec (``{"name":
