@@ -145,3 +145,12 @@ def test_zarr_v3_bytes_codec_behind_big_endian_bytes():
     np.testing.assert_array_equal(zarr.open_array(store)[:], data)
     frame = store._store_dict["c/0/0/0"].to_bytes()
     np.testing.assert_array_equal(np.frombuffer(geozl.decompress(frame), "<u2").reshape(data.shape), data)
+
+
+def test_zarr_v3_serializer_with_a_sample_type_takes_a_big_endian_array():
+    """The sample type names values, not a byte order: a >u2 array of uint16 frames, edges placed."""
+    data = np.arange(36, dtype=">u2").reshape(1, 6, 6)
+    array = zarr.create_array({}, shape=data.shape, chunks=(1, 4, 4), dtype=">u2", compressors=None,
+                              serializer=OpenZLZarrCodec(sample_type="uint16", chunk_shape=[1, 4, 4], image_shape=[6, 6]))
+    array[:] = data
+    np.testing.assert_array_equal(array[:], data)
