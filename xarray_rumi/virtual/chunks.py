@@ -2,10 +2,13 @@
 
 :class:`OpenZLChunks` is one frozen value holding the whole configuration:
 
-* decoding goes through OpenZL's decoder with GeoZL's decoders registered
-  (:func:`xarray_rumi.frames.codec.decode_elements`), which refuses to
-  allocate more than one chunk and reports the element width the frame
-  records, so a frame of another width than the configuration's is refused;
+* decoding goes through ``geozl.decompress``, which knows GeoZL's decoders as
+  well as OpenZL's built-in ones, releases the GIL and refuses to allocate
+  more than one chunk; the first frame a codec decodes for a sample type goes
+  through OpenZL's own decoder instead
+  (:func:`xarray_rumi.frames.codec.decode_elements`), which reports the
+  element width the frame records, so a configuration of another width than
+  the frames' is refused (every frame of one array shares its sample type);
 * encoding (ordinary Zarr arrays) compresses a chunk with a GeoZL recipe at the
   pinned OpenZL frame format version (:data:`xarray_rumi.frames.codec.FORMAT_VERSION`).
 
@@ -192,11 +195,10 @@ class OpenZLChunks:
         length = len(data)
         if self.moved_lengths:   # a 0.1.0 configuration: its table says where the frame starts
             shift = self._moved.get(length, 0)
-            raw, width = decompress_chunk(data[shift:], chunk_bytes)
+            frame_version(data[shift:])
         else:   # frame_shift has found (and checked) the frame header
             shift = frame_shift(data)
-            raw, width = _decompress_checked(data[shift:], chunk_bytes)
-        check_element_width(width, sample)
+        raw = self._decompress(data[shift:], chunk_bytes, sample)
         if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
             return _as(sample.decode(raw, shape), out_dtype)
         if self.image_shape is None:
@@ -206,6 +208,21 @@ class OpenZLChunks:
         out = np.zeros(shape, out_dtype)
         out[..., :h, :w] = sample.decode(raw, (*shape[:-2], h, w))
         return out
+
+    def _decompress(self, frame: memoryview, limit: int, sample: SampleType) -> np.ndarray:
+        """The frame's raw bytes, its element width checked on the first frame of each sample type.
+
+        Only OpenZL's decoder reports the width, and it holds the GIL, where
+        geozl's releases it: checking every frame made concurrent chunk decodes
+        two to four times slower on two threads.
+        """
+        checked = self.__dict__.setdefault("_widths_checked", set())   # not a field: equality and config ignore it
+        if sample.name in checked:
+            return decompress_frame(frame, limit)
+        raw, width = decode_elements(frame, limit)
+        check_element_width(width, sample)
+        checked.add(sample.name)
+        return raw
 
     @cached_property
     def _moved(self) -> dict[int, int]:
@@ -294,6 +311,19 @@ def _decompress_checked(data: memoryview, limit: int | None) -> tuple[np.ndarray
     return decode_elements(data, limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
 
 
+def decompress_frame(data: memoryview, limit: int | None) -> np.ndarray:
+    """The raw bytes of a frame whose header has been checked, through geozl (no element width).
+
+    >>> chunks = OpenZLChunks()
+    >>> decompress_frame(memoryview(chunks.encode(np.zeros((1, 2, 2), "int32"))), None).size
+    16
+    """
+    try:
+        return geozl.decompress(data, max_output_size=limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
+    except (RuntimeError, ValueError) as exc:
+        raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
+
+
 def _check_type(name: str, value, kind: type, what: str) -> None:
     if not isinstance(value, kind):
         raise TypeError(f"{name} must be {what}, got {value!r}")
@@ -347,4 +377,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLChunks", "decompress_chunk", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLChunks", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]

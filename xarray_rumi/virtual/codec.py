@@ -27,10 +27,12 @@ from zarr.core.common import parse_named_configuration
 from zarr.registry import get_ndbuffer_class, register_codec
 
 from ..format.dtypes import sample_type_from_name
+from ..frames.codec import frame_version
 from .chunks import (
     DEFAULT_RECIPE,
     OpenZLChunks,
     decompress_chunk,
+    decompress_frame,
     same_planes,
     zarr_dtype,
 )
@@ -94,9 +96,14 @@ class OpenZLCodec(Codec):
             array = self.chunks.decode(data)
             raw = np.ascontiguousarray(array, array.dtype.newbyteorder(order)).reshape(-1).view(np.uint8)
         else:
-            raw, width = decompress_chunk(data, np.asarray(out).nbytes if out is not None else None)
-            if order == ">" and width > 1:   # the frame's samples are little-endian
-                raw = raw.view(f"<u{width}").astype(f">u{width}").view(np.uint8)
+            limit = np.asarray(out).nbytes if out is not None else None
+            if order == "<":
+                frame_version(data)
+                raw = decompress_frame(data, limit)
+            else:   # the frame's samples are little-endian: swapping them needs the width the frame records
+                raw, width = decompress_chunk(data, limit)
+                if width > 1:
+                    raw = raw.view(f"<u{width}").astype(f">u{width}").view(np.uint8)
         return ndarray_copy(raw, out)
 
     def __repr__(self) -> str:
