@@ -30,6 +30,7 @@ import numpy as np
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from ..io.urls import absolute, is_local, local_path
 from .data_array import GDAL_SAMPLE_TYPES, scaling_attributes
+from .parameters import check_storage_options, parse_frame_unit, tile_shape
 from .write import write
 
 #: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
@@ -90,6 +91,10 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     import rioxarray
 
     source, target = os.fspath(source), os.fspath(target)
+    # write checks these too, but only once the source is open; a bad one would fail inside Dask before that
+    tile_rows, _ = tile_shape(tile_size)
+    parse_frame_unit(frame_unit)
+    check_storage_options(storage_options)
     if crs is not None and drop_georeferencing:
         raise ValueError("crs= assigns a CRS and drop_georeferencing drops it: pass one of them")
     refuse_overwriting_source(source, target)
@@ -100,7 +105,6 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
             transform = corner_to_centre(transform)   # GDAL reports a PixelIsPoint file's transform for corners
         sample_type = GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         nodata = src.nodata
-        tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]
         cache_bytes = gdal_cache_bytes(src)
     with warnings.catch_warnings():
         # rioxarray warns when bands differ in scale or offset; the Conversion names them all instead
