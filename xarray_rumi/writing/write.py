@@ -28,6 +28,7 @@ from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
 from .data_array import (GDAL_SAMPLE_TYPES, BandLabelsNotStoredWarning, GcpsNotStoredWarning, NodataNotStoredWarning,
                          ScaleNotStoredWarning, as_band_array, band_labels_note, gcps_note, nodata_note, scale_note)
+from .blocks import check_frame_block
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .parameters import check_fits_tiff, check_storage_options, parse_frame_unit, tile_shape
 from .staging import Writeback, staged, write_small
@@ -145,7 +146,8 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if lazy:
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
-        stored = {k: sample.encode(np.asarray(v)) for k, v in zip(indices, source.compute(indices))}
+        stored = {k: sample.encode(np.asarray(_checked(v, k, grid, array.dtype)))
+                  for k, v in zip(indices, source.compute(indices))}
         sampled = grid
         grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
                                     may_use_cells=may_use_cells)
@@ -178,6 +180,11 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if scaling:
         warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
     return blob
+
+
+def _checked(block, index: int, grid: FrameGrid, dtype):
+    check_frame_block(block, index, grid, dtype)  # a sample frame too: the recipe is chosen on it
+    return block
 
 
 def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
