@@ -15,7 +15,7 @@ import sys
 from ..format.grid import FrameGrid, FrameUnit
 from ..io.urls import is_url
 from ..runtime.threads import in_processes
-from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
+from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
 from .shared import positive_int
 
@@ -170,6 +170,8 @@ def _is_terminal(stream) -> bool:
 def _frame_count(source: str, args) -> int | None:
     import rasterio
 
+    if is_rumi_file(source):  # GDAL would warn about it at length; the conversion refuses it in one line
+        return None
     try:
         with rasterio.open(source) as src:
             bands, rows, cols = src.count, src.height, src.width
@@ -199,3 +201,7 @@ def _summary(results: list[Conversion]) -> None:
             print(f"  note: {nodata_note(r.nodata)}")
         if r.scaling is not None:
             print(f"  note: {scale_note(r.scaling)}")
+        if r.mask is not None:
+            print(f"  note: {mask_note(r.mask)}")
+        if r.palette:
+            print(f"  note: {palette_note(r.palette)}")
