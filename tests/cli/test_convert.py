@@ -176,6 +176,15 @@ def test_sizes_and_counts_below_one_are_usage_errors(shared_data, tmp_path, caps
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_tile_size_past_the_tiff_field_is_a_usage_error(shared_data, tmp_path, capsys):
+    # it was refused file by file, exit 1, after each was opened
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", str(shared_data / "small_dem_3m_merged.tif"), str(tmp_path / "t.rumi"), "--tile-size", "65536"])
+    assert exit_.value.code == 2
+    assert "--tile-size: must be at most 65535 px" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def _masked_geotiff(path, *, internal: bool):
     mask = np.zeros((16, 32), "uint8")
     mask[8:] = 255
