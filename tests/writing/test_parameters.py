@@ -132,3 +132,14 @@ def test_the_largest_sizes_the_fields_hold_pass_the_check():
     from xarray_rumi.writing.parameters import check_fits_tiff
 
     check_fits_tiff(FrameGrid(2**32 - 1, 2**32 - 1, 65535, 65535, 65535))
+
+
+@pytest.mark.parametrize("shape, tile_size, message", [
+    ((1, 4097, 4097), 1, r"16785409 frames exceed the limit of 16777216 \(Limits.max_frames\)"),
+    ((1, 40000, 40000), 40000, r"a frame of 1600000000 samples of 1 bytes exceeds Limits.max_frame_bytes"),
+])
+def test_the_readers_limits_are_checked_before_anything_is_computed_too(tmp_path, shape, tile_size, message):
+    # a file past them would be refused by every reader (docs/limits.md)
+    with pytest.raises(ValueError, match=message):
+        xarray_rumi.write(tmp_path / "big.rumi", _never_computed(shape, (1, 4097, 4097)), tile_size=tile_size)
+    assert os.listdir(tmp_path) == []
