@@ -79,6 +79,17 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     georeferencing, its CRS and identity transform not being a location,
     with a :class:`GcpsNotStoredWarning`, unless both ``crs`` and
     ``transform`` are given.
+    Nor for a mask: a numpy masked array with masked values is refused
+    (``ValueError``, naming how many) before any work, a Dask array at its
+    first masked block: the values under the mask would read back as valid.
+
+    A Dask block that is not what its chunks declare (shape or dtype)
+    stops the write with a ``ValueError`` naming it; nothing is written.
+
+    ``tile_size`` is an int or ``(tile_length, tile_width)``, 1 to 65535 px
+    (numpy integers too); a string (even ``"64"``), a float or a bool is
+    refused with a ``TypeError``.  An image past what the TIFF fields hold
+    (2**32 - 1 px a side, 65535 bands) is refused from its shape.
 
     ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
     as ``None`` come from a DataArray's encoding (what it was read with;
