@@ -174,3 +174,82 @@ def test_sizes_and_counts_below_one_are_usage_errors(shared_data, tmp_path, caps
     assert exit_.value.code == 2
     assert "must be a whole number of at least 1" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tile_size_past_the_tiff_field_is_a_usage_error(shared_data, tmp_path, capsys):
+    # it was refused file by file, exit 1, after each was opened
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", str(shared_data / "small_dem_3m_merged.tif"), str(tmp_path / "t.rumi"), "--tile-size", "65536"])
+    assert exit_.value.code == 2
+    assert "--tile-size: must be at most 65535 px" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _masked_geotiff(path, *, internal: bool):
+    mask = np.zeros((16, 32), "uint8")
+    mask[8:] = 255
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=internal):
+        with rasterio.open(path, "w", driver="GTiff", width=32, height=16, count=1, dtype="uint8",
+                           crs="EPSG:32633", transform=rasterio.Affine(10, 0, 500000, 0, -10, 5000000)) as dst:
+            dst.write(np.full((1, 16, 32), 7, "uint8"))
+            dst.write_mask(mask)
+    return path
+
+
+@pytest.mark.parametrize("internal, place", [(True, "internal to the source"), (False, "in in.tif.msk, beside the source")])
+def test_the_summary_names_a_mask_band_it_did_not_store(tmp_path, capsys, internal, place):
+    source = _masked_geotiff(tmp_path / "in.tif", internal=internal)
+    assert main(["convert", str(source), str(tmp_path / "out.rumi"), "--tile-size", "16"]) == 0
+    out = capsys.readouterr().out
+    assert f"  note: the GDAL mask band ({place}) is not stored: rumi has no place for it; masked pixels keep " \
+           "their stored values and read back as valid" in out
+
+
+def test_the_summary_names_a_colour_table_it_did_not_store(tmp_path, capsys):
+    source = tmp_path / "pal.tif"
+    with rasterio.open(source, "w", driver="GTiff", width=32, height=16, count=1, dtype="uint8", crs="EPSG:32633",
+                       transform=rasterio.Affine(10, 0, 500000, 0, -10, 5000000)) as dst:
+        dst.write(np.ones((1, 16, 32), "uint8"))
+        dst.write_colormap(1, {0: (0, 0, 0, 255), 1: (255, 0, 0, 255)})
+    assert main(["convert", str(source), str(tmp_path / "out.rumi"), "--tile-size", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "  note: the colour table (palette) of band 1 is not stored: rumi has no place for it; pixel values " \
+           "are the palette's indices, unchanged" in out
+    assert "mask band" not in out
+
+
+def test_the_mask_note_comes_back_from_parallel_jobs(tmp_path, capsys):
+    sources = [_masked_geotiff(tmp_path / "a.tif", internal=True), _masked_geotiff(tmp_path / "b.tif", internal=False)]
+    assert main(["convert", *map(str, sources), str(tmp_path / "out"), "--tile-size", "16", "-j", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("note: the GDAL mask band") == 2 and "in b.tif.msk" in out
+
+
+def test_a_rumi_input_is_named_as_one_in_one_line(tmp_path, capfd):
+    xarray_rumi.write(tmp_path / "a.rumi", np.arange(2 * 40 * 30, dtype="uint16").reshape(2, 40, 30), tile_size=16)
+    assert main(["convert", str(tmp_path / "a.rumi"), str(tmp_path / "b.rumi")]) == 1
+    captured = capfd.readouterr()
+    assert captured.err == (f"rumi convert: {tmp_path / 'a.rumi'}: already a rumi file (a BigTIFF whose tiles are "
+                            "OpenZL frames); there is nothing to convert (rumi info describes it)\n")
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi", "a.rumi.header"]
+
+
+def test_a_rumi_input_among_others_is_named_and_the_others_converted(shared_data, tmp_path, capfd):
+    xarray_rumi.write(tmp_path / "a.rumi", np.zeros((40, 30), "uint8"), tile_size=16)
+    status = main(["convert", str(tmp_path / "a.rumi"), str(shared_data / "shade.tif"), str(tmp_path / "out"),
+                   "--tile-size", "256", "-j", "2"])
+    captured = capfd.readouterr()
+    assert status == 1
+    assert captured.err.splitlines() == [f"rumi convert: {tmp_path / 'a.rumi'}: already a rumi file (a BigTIFF whose "
+                                         "tiles are OpenZL frames); there is nothing to convert (rumi info describes it)"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["shade.rumi", "shade.rumi.header"]
+
+
+def test_a_rumi_input_over_http_is_named_as_one(tmp_path, http_server, capfd, monkeypatch):
+    monkeypatch.setenv("GDAL_DISABLE_READDIR_ON_OPEN", "EMPTY_DIR")
+    xarray_rumi.write(tmp_path / "a.rumi", np.zeros((40, 30), "uint8"), tile_size=16)
+    url = f"{http_server.url}/a.rumi"
+    assert main(["convert", url, str(tmp_path / "b.rumi")]) == 1
+    assert capfd.readouterr().err == (f"rumi convert: {url}: already a rumi file (a BigTIFF whose tiles are OpenZL "
+                                      "frames); there is nothing to convert (rumi info describes it)\n")
+    assert not (tmp_path / "b.rumi").exists()

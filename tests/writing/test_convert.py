@@ -179,3 +179,71 @@ def test_scales_and_offsets_are_reported_and_the_raw_values_written(tmp_path):
     with rasterio.open(plain, "w", driver="GTiff", width=20, height=10, count=1, dtype="uint8", **georeferenced) as dst:
         dst.write(np.ones((1, 10, 20), "uint8"))
     assert convert(plain, tmp_path / "plain.rumi").scaling is None
+
+
+# --- what a GeoTIFF holds beside its pixels that rumi cannot store: a mask band, a colour table ---------------
+
+
+def _masked_geotiff(path, *, internal: bool):
+    """A 32 x 32 uint8 GeoTIFF whose GDAL mask band masks its top half: inside the file, or in ``<path>.msk``."""
+    mask = np.zeros((32, 32), "uint8")
+    mask[16:] = 255
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=internal):
+        with rasterio.open(path, "w", driver="GTiff", width=32, height=32, count=1, dtype="uint8",
+                           crs="EPSG:4326", transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as dst:
+            dst.write(np.arange(32 * 32, dtype="uint16").reshape(1, 32, 32).astype("uint8"))
+            dst.write_mask(mask)
+    return path
+
+
+def _palette_geotiff(path):
+    with rasterio.open(path, "w", driver="GTiff", width=32, height=32, count=1, dtype="uint8", crs="EPSG:4326",
+                       transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as dst:
+        dst.write(np.tile(np.arange(3, dtype="uint8"), (1, 32, 11))[:, :, :32])
+        dst.write_colormap(1, {0: (0, 0, 0, 255), 1: (255, 0, 0, 255), 2: (0, 255, 0, 255)})
+    return path
+
+
+@pytest.mark.parametrize("internal, where", [(True, "internal"), (False, "in.tif.msk")])
+def test_a_gdal_mask_band_is_reported_and_the_stored_pixels_written(tmp_path, internal, where):
+    source = _masked_geotiff(tmp_path / "in.tif", internal=internal)
+    assert (tmp_path / "in.tif.msk").exists() != internal
+    conversion = convert(source, tmp_path / "out.rumi", tile_size=16)
+    assert conversion.mask == where
+    with rasterio.open(source) as src:
+        assert np.array_equal(open_image(tmp_path / "out.rumi").read(), src.read())   # masked pixels as stored
+    assert conversion.palette == ()
+
+
+def test_a_colour_table_is_reported_and_the_indices_written(tmp_path):
+    source = _palette_geotiff(tmp_path / "in.tif")
+    conversion = convert(source, tmp_path / "out.rumi", tile_size=16)
+    assert conversion.palette == (1,) and conversion.mask is None
+    with rasterio.open(source) as src:
+        assert np.array_equal(open_image(tmp_path / "out.rumi").read(), src.read())
+
+
+@pytest.mark.parametrize("name", ["RGB.byte.tif", "RGBA.uint16.tif", "shade.tif"])
+def test_nodata_and_alpha_masks_are_not_mask_bands(shared_data, tmp_path, name):
+    # a nodata is noted on its own, and an alpha band is written as a band: neither is a mask rumi drops
+    conversion = convert(shared_data / name, tmp_path / "out.rumi", tile_size=256)
+    assert conversion.mask is None and conversion.palette == ()
+
+
+def test_a_rumi_source_is_refused_in_one_line_before_gdal_opens_it(tmp_path, capfd):
+    xarray_rumi.write(tmp_path / "a.rumi", np.arange(2 * 40 * 30, dtype="uint16").reshape(2, 40, 30), tile_size=16)
+    with pytest.raises(ValueError, match=r"a\.rumi: already a rumi file \(a BigTIFF whose tiles are OpenZL frames\); "
+                                         "there is nothing to convert"):
+        convert(tmp_path / "a.rumi", tmp_path / "b.rumi")
+    assert capfd.readouterr().err == ""   # GDAL printed a page of TIFFReadDirectory warnings
+    assert sorted(os.listdir(tmp_path)) == ["a.rumi", "a.rumi.header"]
+
+
+def test_a_bigtiff_that_is_not_rumi_still_converts(tmp_path):
+    source = tmp_path / "big.tif"
+    with rasterio.open(source, "w", driver="GTiff", width=40, height=30, count=1, dtype="uint16", BIGTIFF="YES",
+                       tiled=True, blockxsize=16, blockysize=16, crs="EPSG:4326",
+                       transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as dst:
+        dst.write(np.arange(1200, dtype="uint16").reshape(1, 30, 40))
+    convert(source, tmp_path / "out.rumi", tile_size=16)
+    assert np.array_equal(open_image(tmp_path / "out.rumi").read(), np.arange(1200, dtype="uint16").reshape(1, 30, 40))

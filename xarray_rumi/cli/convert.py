@@ -8,6 +8,7 @@ convert, and ends with a table of sizes and the notes of what rumi did not store
 
 from __future__ import annotations
 
+import argparse
 import os
 import posixpath
 import sys
@@ -15,8 +16,9 @@ import sys
 from ..format.grid import FrameGrid, FrameUnit
 from ..io.urls import is_url
 from ..runtime.threads import in_processes
-from ..writing.convert import CRS_CONFIDENCE, Conversion, convert
+from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
+from ..writing.parameters import MAX_TILE_SIDE
 from .shared import positive_int
 
 
@@ -30,7 +32,8 @@ def add_command(commands) -> None:
     cmd.add_argument("inputs", nargs="+", metavar="IN", help="rasters to convert (paths or URLs rasterio opens)")
     cmd.add_argument("output", metavar="OUT_OR_DIR",
                      help="the rumi file for one input, else a directory (paths or fsspec URLs)")
-    cmd.add_argument("--tile-size", type=positive_int, default=512, help="tile side in pixels (default: %(default)s)")
+    cmd.add_argument("--tile-size", type=tile_side, default=512,
+                     help=f"tile side in pixels, 1 to {MAX_TILE_SIDE} (default: %(default)s)")
     cmd.add_argument("--frame-unit", choices=("tile", "cell", "auto"), default="tile",
                      help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
                           "position, decoded together, auto = whichever --compression auto measures smaller "
@@ -84,6 +87,23 @@ def run(args) -> int:
                 bar.update(1)
     _summary(results)
     return 1 if failures else 0
+
+
+def tile_side(text: str) -> int:
+    """An argparse type: ``--tile-size``, 1 to 65535 px as ``write`` takes it, a usage error otherwise.
+
+    >>> tile_side("256")
+    256
+    >>> tile_side("65536")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at most 65535 px (TileWidth and TileLength are TIFF SHORTs), got '65536'
+    """
+    side = positive_int(text)
+    if side > MAX_TILE_SIDE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_TILE_SIDE} px (TileWidth and TileLength are TIFF "
+                                         f"SHORTs), got {text!r}")
+    return side
 
 
 def _refusal(source: str, error: Exception) -> str:
@@ -170,6 +190,8 @@ def _is_terminal(stream) -> bool:
 def _frame_count(source: str, args) -> int | None:
     import rasterio
 
+    if is_rumi_file(source):  # GDAL would warn about it at length; the conversion refuses it in one line
+        return None
     try:
         with rasterio.open(source) as src:
             bands, rows, cols = src.count, src.height, src.width
@@ -199,3 +221,7 @@ def _summary(results: list[Conversion]) -> None:
             print(f"  note: {nodata_note(r.nodata)}")
         if r.scaling is not None:
             print(f"  note: {scale_note(r.scaling)}")
+        if r.mask is not None:
+            print(f"  note: {mask_note(r.mask)}")
+        if r.palette:
+            print(f"  note: {palette_note(r.palette)}")

@@ -57,6 +57,8 @@ FIXED_TAGS = (
 )
 TAG_NAMES = {tag: name for tag, name, _ in FIXED_TAGS}
 TAG_TYPES = {tag: type_code for tag, _, type_code in FIXED_TAGS}
+#: The largest value one element of each tag holds (ImageWidth, a LONG: 2**32 - 1; TileWidth, a SHORT: 65535).
+FIELD_MAXIMA = {tag: 2 ** (8 * TYPE_SIZES[type_code]) - 1 for tag, _, type_code in FIXED_TAGS}
 # Tags that explain a rejection better than "not in the fixed IFD".
 _FORBIDDEN = {
     273: "file-profile.tiled",  # StripOffsets

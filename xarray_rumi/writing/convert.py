@@ -3,8 +3,9 @@
 Pixels are read through rioxarray as a Dask array in frame-sized pieces, so a
 conversion holds a few frames in memory, not the image.  What rumi cannot
 store is refused before any output exists: a CRS with no EPSG equivalent
-(unless ``drop_georeferencing``), or a sample type outside the spec.  NoData,
-scales and offsets have no place in rumi: they are reported in the
+(unless ``drop_georeferencing``), a sample type outside the spec, or a source
+that is a rumi file already.  NoData, scales and offsets, a GDAL mask band and
+a colour table have no place in rumi: they are reported in the
 :class:`Conversion` and the pixels keep their raw values.
 
 A CRS given only as WKT is identified as GDAL users expect: pyproj's
@@ -21,15 +22,23 @@ as ``gdal_translate -a_srs`` does.
 from __future__ import annotations
 
 import os
+import posixpath
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import RumiFormatError
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
+from ..format.ifd import parse_head, prefix_size
+from ..format.layout import BIGTIFF_HEADER_SIZE, IFD_SIZE
+from ..frames.codec import frame_version
+from ..io.retry import RetryPolicy
+from ..io.source import ByteSource
 from ..io.urls import absolute, is_local, local_path
 from .data_array import GDAL_SAMPLE_TYPES, scaling_attributes
+from .parameters import check_storage_options, parse_frame_unit, tile_shape
 from .write import write
 
 #: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
@@ -60,6 +69,11 @@ class Conversion:
     #: The source's scales and offsets that change its values (``{"scale_factor": 0.01}``, rioxarray's names), or
     #: ``None``: the pixels are written raw, as they are stored.
     scaling: dict | None = None
+    #: Where the source's GDAL mask band lies, ``"internal"`` or its sidecar's name (``"in.tif.msk"``), or ``None``:
+    #: not stored, so masked pixels read back as their stored values.
+    mask: str | None = None
+    #: The bands (1-based) whose colour table (palette) was not stored: their pixels are the palette's indices.
+    palette: tuple[int, ...] = ()
 
     @property
     def ratio(self) -> float:
@@ -90,17 +104,21 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     import rioxarray
 
     source, target = os.fspath(source), os.fspath(target)
+    # write checks these too, but only once the source is open; a bad one would fail inside Dask before that
+    tile_rows, _ = tile_shape(tile_size)
+    parse_frame_unit(frame_unit)
+    check_storage_options(storage_options)
     if crs is not None and drop_georeferencing:
         raise ValueError("crs= assigns a CRS and drop_georeferencing drops it: pass one of them")
     refuse_overwriting_source(source, target)
+    refuse_rumi_source(source)   # before GDAL opens it: GDAL reads a rumi file as a broken TIFF, noisily
     with rasterio.open(source) as src:
         code, transform, how = _georeferencing(src, source, drop_georeferencing, crs)
         raster_type = "point" if src.tags().get("AREA_OR_POINT", "").lower() == "point" else "area"
         if raster_type == "point" and transform is not None:
             transform = corner_to_centre(transform)   # GDAL reports a PixelIsPoint file's transform for corners
         sample_type = GDAL_SAMPLE_TYPES.get(src.dtypes[0])
-        nodata = src.nodata
-        tile_rows = tile_size if isinstance(tile_size, int) else tile_size[0]
+        nodata, mask, palette = src.nodata, mask_band(src), palette_bands(src)
         cache_bytes = gdal_cache_bytes(src)
     with warnings.catch_warnings():
         # rioxarray warns when bands differ in scale or offset; the Conversion names them all instead
@@ -119,7 +137,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         data.close()
     raw = data.size * (4 if sample_type == "cint16" else data.dtype.itemsize)
     return Conversion(source, target, _size(source, None), _size(target, storage_options), raw, nodata,
-                      None if code is None else f"EPSG:{code}", how, scaling)
+                      None if code is None else f"EPSG:{code}", how, scaling, mask, palette)
 
 
 def refuse_overwriting_source(source: str, target: str) -> None:
@@ -148,6 +166,99 @@ def refuse_overwriting_source(source: str, target: str) -> None:
         if same:
             raise ValueError(f"the output is the input: writing {written} would replace the raster being "
                              f"converted; choose another output")
+
+
+def is_rumi_file(source) -> bool:
+    """Whether ``source`` is a rumi file already: the fixed IFD, and an OpenZL frame where the frames begin.
+
+    Read with fsspec, once, without retries; a source fsspec cannot read (a
+    GDAL ``/vsi`` path, a URL with no file system installed) is not one, and
+    rasterio says what is wrong with it.
+
+    >>> import tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> _ = xarray_rumi.write(path, np.zeros((8, 8), "uint8"))
+    >>> is_rumi_file(path), is_rumi_file(path + ".header"), is_rumi_file(path + ".missing")
+    (True, False, False)
+    """
+    reader = ByteSource.of(source, retry=RetryPolicy(attempts=1))
+    try:
+        head = reader.read(0, BIGTIFF_HEADER_SIZE + IFD_SIZE, exact=False)
+        parse_head(head)                      # a BigTIFF whose IFD is rumi's fixed one, tag for tag
+        first_frame = prefix_size(head)
+        frame_version(reader.read(first_frame, first_frame + 4, exact=False))
+    except RumiFormatError:
+        return False
+    except Exception:  # noqa: BLE001 - unreadable here (see above): rasterio opens it, or names the problem
+        return False
+    return True
+
+
+def refuse_rumi_source(source: str) -> None:
+    """Raise ``ValueError`` when ``source`` is a rumi file: there is nothing to convert.
+
+    GDAL opens one as a TIFF with no compression and fails on its first
+    frame, after a page of warnings; this says what the file is instead.
+    """
+    if is_rumi_file(source):
+        raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
+                         "nothing to convert (rumi info describes it)")
+
+
+def mask_band(src) -> str | None:
+    """Where the GDAL mask band of ``src`` (an open rasterio dataset) lies: ``"internal"``, the sidecar's name, or ``None``.
+
+    ``None`` also where the mask is the nodata value or an alpha band,
+    which the pixels keep (the nodata is noted on its own; the alpha band is
+    written as a band).
+
+    >>> import rasterio, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "masked.tif")
+    >>> with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
+    ...     with rasterio.open(path, "w", driver="GTiff", width=8, height=8, count=1, dtype="uint8") as dst:
+    ...         dst.write(np.ones((1, 8, 8), "uint8")); dst.write_mask(np.full((8, 8), 255, "uint8"))
+    >>> with rasterio.open(path) as src:
+    ...     mask_band(src)
+    'masked.tif.msk'
+    """
+    from rasterio.enums import MaskFlags
+
+    kept = {MaskFlags.all_valid, MaskFlags.nodata, MaskFlags.alpha}
+    if all(kept & set(flags) for flags in src.mask_flag_enums):
+        return None
+    sidecars = [name for name in src.files if name.lower().endswith(".msk")]
+    return posixpath.basename(sidecars[0]) if sidecars else "internal"
+
+
+def palette_bands(src) -> tuple[int, ...]:
+    """The bands (1-based) of ``src`` whose colour interpretation is a palette, whose colour table rumi cannot store."""
+    from rasterio.enums import ColorInterp
+
+    return tuple(band for band, meaning in enumerate(src.colorinterp, 1) if meaning == ColorInterp.palette)
+
+
+def mask_note(where: str) -> str:
+    """What ``rumi convert`` prints when the source's GDAL mask band is not stored.
+
+    >>> mask_note("in.tif.msk").split(";")[0]
+    'the GDAL mask band (in in.tif.msk, beside the source) is not stored: rumi has no place for it'
+    """
+    place = "internal to the source" if where == "internal" else f"in {where}, beside the source"
+    return (f"the GDAL mask band ({place}) is not stored: rumi has no place for it; masked pixels keep their "
+            "stored values and read back as valid; burn it into nodata values, or write it as a band "
+            "(gdal_translate -b 1 ... -b mask), before converting")
+
+
+def palette_note(bands: tuple[int, ...]) -> str:
+    """What ``rumi convert`` prints when the source's colour table is not stored.
+
+    >>> palette_note((1,)).split(";")[0]
+    'the colour table (palette) of band 1 is not stored: rumi has no place for it'
+    """
+    named = ", ".join(str(band) for band in bands)
+    return (f"the colour table (palette) of band{'s' if len(bands) > 1 else ''} {named} is not stored: rumi has "
+            "no place for it; pixel values are the palette's indices, unchanged; expand it first "
+            "(gdal_translate -expand rgb) to write the colours")
 
 
 def gdal_cache_bytes(src) -> int:
@@ -246,8 +357,6 @@ def _georeferencing(src, name: str, drop: bool, assign=None):
 
 
 def _size(target: str, storage_options) -> int | None:
-    from ..io.source import ByteSource
-
     try:
         return ByteSource.of(target, storage_options).size()
     except (OSError, ValueError):  # a source URL rasterio reads but fsspec cannot size

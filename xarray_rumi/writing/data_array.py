@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .blocks import refuse_masked
 
 
 #: GDAL types with no numpy twin (rioxarray's ``encoding["rasterio_dtype"]``; ``rumi convert`` reads them from
@@ -44,7 +45,8 @@ def as_band_array(data) -> WriteInput:
             values = values[None]
         if values.ndim != 3:
             raise ValueError(f"data must be (B, Y, X) or (Y, X), got shape {values.shape}")
-        found = WriteInput(values, None, {})
+        refuse_masked(values)  # before any work; a Dask array's masked blocks are refused as they are computed
+        found = WriteInput(np.ma.getdata(values) if isinstance(values, np.ma.MaskedArray) else values, None, {})
     if 0 in found.values.shape:
         raise ValueError(f"cannot write an empty raster of shape {found.values.shape}")
     return found

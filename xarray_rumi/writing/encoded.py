@@ -17,13 +17,16 @@ from ..format.grid import FrameGrid
 from ..frames.recipes import Recipes
 from ..frames.codec import ThreadCache
 from ..runtime.threads import computing_threads, ordered_map
+from .blocks import check_frame_block, checked_blocks
 
 #: Without a cluster, Dask computes about this many bytes of frames at a time, and at most two
 #: such windows are in memory.
 LOCAL_WINDOW_BYTES = 16 * 2**20
 
 
-def _encode_one(block, sample: SampleType, recipes: Recipes, cache: ThreadCache | None = None) -> bytes:
+def _encode_one(block, index: int, grid: FrameGrid, dtype: np.dtype, sample: SampleType, recipes: Recipes,
+                cache: ThreadCache | None = None) -> bytes:
+    check_frame_block(block, index, grid, dtype)  # the IFD is built from the declared shape, the frame from this
     return recipes.encode(sample.encode(np.asarray(block)), cache)
 
 
@@ -51,7 +54,8 @@ def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes:
 
     def encode(k: int) -> bytes:
         bands, rows, cols = grid.frame_window(k)
-        return _encode_one(array[bands, rows, cols], sample, recipes[k % grid.frames_per_position], cache)
+        return _encode_one(array[bands, rows, cols], k, grid, array.dtype, sample,
+                           recipes[k % grid.frames_per_position], cache)
 
     return ordered_map(encode, range(grid.frame_count), in_flight=2 * workers)
 
@@ -78,7 +82,9 @@ class DaskFrames:
 
     def __init__(self, array, grid: FrameGrid):
         self.source_chunks = array.chunks
-        self.array = array.rechunk(grid.frame_chunks)
+        # a rechunk takes each block's declared rows, so a block longer than declared would be cut silently:
+        # blocks are checked before it (blocks that are already frames are checked as frames, when encoded)
+        self.array = (array if array.chunks == grid.frame_chunks else checked_blocks(array)).rechunk(grid.frame_chunks)
         self._grid = grid
         self._blocks = self.array.to_delayed(optimize_graph=False)
 
@@ -154,7 +160,7 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
 
     def encode(item) -> bytes:
         k, block = item
-        return _encode_one(block, sample, recipes[k % grid.frames_per_position], cache)
+        return _encode_one(block, k, grid, source.array.dtype, sample, recipes[k % grid.frames_per_position], cache)
 
     # a window in flight while the next is computed: at most two windows of blocks in memory
     yield from ordered_map(encode, blocks(), in_flight=window)
@@ -181,7 +187,7 @@ def _cluster_encoded_frames(client, source: DaskFrames, grid: FrameGrid, sample:
     encode = dask.delayed(_encode_one, pure=True)
     window = 4 * len(client.scheduler_info()["workers"])
     for start in range(0, grid.frame_count, window):
-        batch = [encode(source.block(k), sample, recipes[k % grid.frames_per_position])
+        batch = [encode(source.block(k), k, grid, source.array.dtype, sample, recipes[k % grid.frames_per_position])
                  for k in range(start, min(start + window, grid.frame_count))]
         yield from client.gather(client.compute(batch))
 

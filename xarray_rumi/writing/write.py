@@ -28,7 +28,9 @@ from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
 from .data_array import (GDAL_SAMPLE_TYPES, BandLabelsNotStoredWarning, GcpsNotStoredWarning, NodataNotStoredWarning,
                          ScaleNotStoredWarning, as_band_array, band_labels_note, gcps_note, nodata_note, scale_note)
+from .blocks import check_frame_block
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
+from .parameters import check_fits_tiff, check_storage_options, parse_frame_unit, tile_shape
 from .staging import Writeback, staged, write_small
 
 logger = logging.getLogger(__name__)
@@ -77,6 +79,17 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     georeferencing, its CRS and identity transform not being a location,
     with a :class:`GcpsNotStoredWarning`, unless both ``crs`` and
     ``transform`` are given.
+    Nor for a mask: a numpy masked array with masked values is refused
+    (``ValueError``, naming how many) before any work, a Dask array at its
+    first masked block: the values under the mask would read back as valid.
+
+    A Dask block that is not what its chunks declare (shape or dtype)
+    stops the write with a ``ValueError`` naming it; nothing is written.
+
+    ``tile_size`` is an int or ``(tile_length, tile_width)``, 1 to 65535 px
+    (numpy integers too); a string (even ``"64"``), a float or a bool is
+    refused with a ``TypeError``.  An image past what the TIFF fields hold
+    (2**32 - 1 px a side, 65535 bands) is refused from its shape.
 
     ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
     as ``None`` come from a DataArray's encoding (what it was read with;
@@ -107,6 +120,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     >>> xr.open_dataset(path, engine="rumi").band_data.shape
     (3, 100, 80)
     """
+    check_storage_options(storage_options)
     array, rio_georeferencing, encoding, nodata, scaling, gcps, band_labels = as_band_array(data)
     tile_size, frame_unit, raster_type = (
         given if given is not None else encoding.get(name, _DEFAULTS[name])
@@ -125,11 +139,13 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
                 transform = corner_to_centre(transform)   # rioxarray's transform is GDAL's, for pixel corners
     sample = _sample_type(sample_type, encoding, array)
     georef = georeferencing(crs, transform, raster_type)
-    tile_length, tile_width = _tile_shape(tile_size)
+    tile_length, tile_width = tile_shape(tile_size)
     bands, length, width = array.shape
-    chosen_unit = isinstance(frame_unit, str) and frame_unit == "auto"
-    unit = FrameUnit.TILE if chosen_unit else _frame_unit(frame_unit)
+    named_unit = parse_frame_unit(frame_unit)
+    chosen_unit = named_unit is None
+    unit = FrameUnit.TILE if chosen_unit else named_unit
     grid = FrameGrid(width, length, tile_width, tile_length, bands, unit)
+    check_fits_tiff(grid)  # the IFD is built last: its fields' limits are checked first
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
     may_use_cells = chosen_unit and _cells_allowed(grid, sample)
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
@@ -141,7 +157,8 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if lazy:
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
-        stored = {k: sample.encode(np.asarray(v)) for k, v in zip(indices, source.compute(indices))}
+        stored = {k: sample.encode(np.asarray(_checked(v, k, grid, array.dtype)))
+                  for k, v in zip(indices, source.compute(indices))}
         sampled = grid
         grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
                                     may_use_cells=may_use_cells)
@@ -176,11 +193,9 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     return blob
 
 
-def _frame_unit(value) -> FrameUnit:
-    try:
-        return FrameUnit.parse(value)
-    except ValueError:
-        raise ValueError(f"frame_unit must be 'tile', 'cell', 'auto', 0 or 1, got {value!r}") from None
+def _checked(block, index: int, grid: FrameGrid, dtype):
+    check_frame_block(block, index, grid, dtype)  # a sample frame too: the recipe is chosen on it
+    return block
 
 
 def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
@@ -218,16 +233,6 @@ def _fits(sample: SampleType, values: np.ndarray) -> bool:
     except ValueError:  # a value the narrower type cannot hold: the dtype's own type keeps it
         return False
     return True
-
-
-def _tile_shape(tile_size) -> tuple[int, int]:
-    if isinstance(tile_size, (int, np.integer)) and not isinstance(tile_size, bool):
-        sizes = (int(tile_size), int(tile_size))
-    else:
-        sizes = tuple(int(v) for v in tile_size)
-    if len(sizes) != 2 or not all(1 <= v <= 65535 for v in sizes):
-        raise ValueError(f"tile_size must be an int or (tile_length, tile_width) between 1 and 65535, got {tile_size!r}")
-    return sizes
 
 
 def _reporting(frames, progress):

@@ -1,0 +1,98 @@
+"""Every block the writer encodes is the frame it stands for, or the write stops.
+
+The IFD and the blob are built from the array's declared shape and dtype;
+the frames from what its blocks hold.  A Dask block that is not what its
+chunks declare (a ``map_blocks`` function returning 99 rows where 100 are
+declared) used to be encoded as it came: a smaller one made a file that
+fails ``validate`` and every read, a larger one was cut by the rechunk to
+the frame grid without a word.  So each source block is checked against its
+declared chunk before it is rechunked, each frame's block against the frame
+before it is encoded, and a masked block (its mask would be lost) is
+refused; the error ends the write, and the staging file is discarded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..format.grid import FrameGrid
+
+_DASK_HINT = ("a Dask block must hold exactly what its chunks declare (for map_blocks: return blocks of the "
+              "declared chunks= and dtype=); nothing was written")
+
+
+def check_frame_block(block, index: int, grid: FrameGrid, dtype: np.dtype) -> None:
+    """Refuse ``block`` unless it has frame ``index``'s shape and the array's ``dtype``, and no masked values.
+
+    >>> grid = FrameGrid(64, 100, 64, 64, 1)
+    >>> check_frame_block(np.zeros((1, 64, 64), "uint16"), 0, grid, np.dtype("uint16"))
+    >>> check_frame_block(np.zeros((1, 35, 64), "uint16"), 1, grid, np.dtype("uint16"))
+    Traceback (most recent call last):
+    ...
+    ValueError: frame 1 (grid row 1, column 0) came as a block of shape (1, 35, 64) and dtype uint16, where the frame is (1, 36, 64) of uint16: a Dask block must hold ...
+    """
+    shape, got = np.shape(block), getattr(block, "dtype", None)
+    expected = grid.frame_shape(index)
+    if shape != expected or got != dtype:
+        row, col, band = grid.frame_location(index)
+        where = f"grid row {row}, column {col}" + (f", band {band}" if grid.frames_per_position > 1 else "")
+        raise ValueError(f"frame {index} ({where}) came as a block of shape {shape} and dtype {got}, where the "
+                         f"frame is {expected} of {dtype}: {_DASK_HINT}")
+    refuse_masked(block, f"frame {index} of the data")
+
+
+def checked_blocks(array):
+    """``array`` (Dask) whose blocks are each checked against their declared chunk and dtype when computed.
+
+    For a Dask array that is rechunked to the frame grid: the rechunk takes
+    each block's declared rows, so a longer block would be cut silently.
+
+    >>> import dask.array as da
+    >>> short = da.zeros((1, 8, 4), dtype="uint8").map_blocks(lambda b: b[:, :7], dtype="uint8")
+    >>> checked_blocks(short).compute()
+    Traceback (most recent call last):
+    ...
+    ValueError: block (0, 0, 0) of the Dask array came with shape (1, 7, 4) and dtype uint8, where its chunks declare (1, 8, 4) of uint8: a Dask block must hold ...
+    """
+    return array.map_blocks(_declared_block, dtype=array.dtype)
+
+
+def _declared_block(block, block_info=None):
+    if block_info is None:  # Dask working out the output's type on a stand-in: nothing to check
+        return block
+    declared = block_info[None]
+    shape, dtype = np.shape(block), getattr(block, "dtype", None)
+    if shape != tuple(declared["chunk-shape"]) or dtype != declared["dtype"]:
+        raise ValueError(f"block {tuple(declared['chunk-location'])} of the Dask array came with shape {shape} and "
+                         f"dtype {dtype}, where its chunks declare {tuple(declared['chunk-shape'])} of "
+                         f"{np.dtype(declared['dtype'])}: {_DASK_HINT}")
+    refuse_masked(block, f"block {tuple(declared['chunk-location'])} of the Dask array")
+    return block
+
+
+def refuse_masked(values, what: str = "the data") -> None:
+    """Refuse a numpy masked array with masked values: rumi has no place for a mask (docs/writing.md, "Masks").
+
+    Written, the values under the mask would read back as valid pixels, and
+    which ones were masked would be lost: unlike a DataArray's nodata, which
+    is still in the pixels, warned about and publishable.  Filled (with the
+    nodata to publish) it is written as any array.
+
+    >>> data = np.ma.masked_equal(np.array([[1, 0], [0, 3]], "uint8"), 0)
+    >>> refuse_masked(data.filled(0))
+    >>> refuse_masked(data)
+    Traceback (most recent call last):
+    ...
+    ValueError: the data is a masked array with 2 masked values of 4; rumi has no place for a mask, and the values under it would be stored as they are and read back as valid pixels: fill them first (data.filled(nodata), or dask.array.ma.filled(data, nodata)), and publish that nodata with xarray_rumi.stac.item(..., nodata=)
+    """
+    if not isinstance(values, np.ma.MaskedArray):
+        return
+    masked = int(np.ma.count_masked(values))
+    if masked:
+        raise ValueError(f"{what} is a masked array with {masked} masked values of {values.size}; rumi has no place "
+                         "for a mask, and the values under it would be stored as they are and read back as valid "
+                         "pixels: fill them first (data.filled(nodata), or dask.array.ma.filled(data, nodata)), and "
+                         "publish that nodata with xarray_rumi.stac.item(..., nodata=)")
+
+
+__all__ = ["check_frame_block", "checked_blocks", "refuse_masked"]

@@ -1,0 +1,123 @@
+"""The parameters of ``write`` and ``convert``, checked for type and range before any work.
+
+A parameter that reaches the encoder unchecked fails late and in someone
+else's words (``'float' object is not iterable``, a ``ZeroDivisionError``
+inside Dask), or worse, is taken for something else: the string ``"64"``
+iterated as the tile size ``(6, 4)``.  And the sizes the TIFF fields hold
+are known from the shape alone, so an image too large for them is refused
+before a frame is computed, not after all of them are (docs/writing.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..format.grid import FrameGrid, FrameUnit
+from ..format.ifd import FIELD_MAXIMA, IMAGE_LENGTH, IMAGE_WIDTH, SAMPLES_PER_PIXEL, TAG_NAMES, TILE_LENGTH, TILE_WIDTH
+
+#: The largest tile side: TileWidth and TileLength are TIFF SHORTs (and uint16 in the blob).
+MAX_TILE_SIDE = min(FIELD_MAXIMA[TILE_WIDTH], FIELD_MAXIMA[TILE_LENGTH])
+
+
+def tile_shape(tile_size) -> tuple[int, int]:
+    """``(tile_length, tile_width)`` from ``tile_size``: an int, or a pair of ints, each 1..65535.
+
+    numpy integers are ints.  Anything else is refused naming the value:
+    ``TypeError`` for a type that is not a count of pixels (a float, a
+    bool, a string, even ``"64"``, which a config file or argparse gives and
+    which used to be iterated into 6 x 4 px tiles), ``ValueError`` for a
+    number out of range.
+
+    >>> tile_shape(256), tile_shape((128, np.int64(64)))
+    ((256, 256), (128, 64))
+    >>> tile_shape("64")
+    Traceback (most recent call last):
+    ...
+    TypeError: tile_size must be an int or a (tile_length, tile_width) pair of ints, got the string '64': a string is not read as a number; pass tile_size=int(...)
+    >>> tile_shape((0, 64))
+    Traceback (most recent call last):
+    ...
+    ValueError: tile_size must be between 1 and 65535 px, got (0, 64)
+    """
+    if _is_count(tile_size):
+        sides = (tile_size, tile_size)
+    elif isinstance(tile_size, (tuple, list, np.ndarray)) and np.ndim(tile_size) == 1 and len(tile_size) == 2:
+        sides = tuple(tile_size)
+    else:
+        sides = None
+    if sides is None or not all(_is_count(side) for side in sides):
+        raise TypeError(f"tile_size must be an int or a (tile_length, tile_width) pair of ints, got "
+                        f"{_described(tile_size)}")
+    if not all(1 <= side <= MAX_TILE_SIDE for side in sides):
+        raise ValueError(f"tile_size must be between 1 and {MAX_TILE_SIDE} px, got {tile_size!r}")
+    return int(sides[0]), int(sides[1])
+
+
+def _is_count(value) -> bool:
+    """An int or a numpy integer, never a bool (``True`` is not a tile size)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _described(value) -> str:
+    if isinstance(value, (str, bytes)):
+        return f"the string {value!r}: a string is not read as a number; pass tile_size=int(...)"
+    return f"{value!r} (a {type(value).__name__})"
+
+
+def parse_frame_unit(value) -> FrameUnit | None:
+    """The :class:`FrameUnit` that ``frame_unit`` names, or ``None`` for ``"auto"`` (chosen by measuring).
+
+    >>> parse_frame_unit("cell"), parse_frame_unit(0), parse_frame_unit("auto")
+    (<FrameUnit.CELL: 1>, <FrameUnit.TILE: 0>, None)
+    >>> parse_frame_unit("cells")
+    Traceback (most recent call last):
+    ...
+    ValueError: frame_unit must be 'tile', 'cell', 'auto', 0 or 1, got 'cells'
+    """
+    if isinstance(value, str) and value == "auto":
+        return None
+    try:
+        return FrameUnit.parse(value)
+    except ValueError:
+        raise ValueError(f"frame_unit must be 'tile', 'cell', 'auto', 0 or 1, got {value!r}") from None
+
+
+def check_storage_options(storage_options) -> None:
+    """Refuse ``storage_options`` that are not a mapping (or ``None``) before any work.
+
+    >>> check_storage_options({"anon": True})
+    >>> check_storage_options("anon")
+    Traceback (most recent call last):
+    ...
+    TypeError: storage_options must be a dict of fsspec options or None, got 'anon' (a str)
+    """
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict of fsspec options or None, got {storage_options!r} "
+                        f"(a {type(storage_options).__name__})")
+
+
+def check_fits_tiff(grid: FrameGrid) -> None:
+    """Refuse an image whose size does not fit its TIFF field, from the shape alone.
+
+    ImageWidth and ImageLength are LONGs (at most 2**32 - 1 px) and
+    SamplesPerPixel a SHORT (at most 65535 bands), as are the blob's fields;
+    the IFD is built last, so without this a 4 GiB row was computed and
+    compressed before the IFD builder overflowed.
+
+    >>> check_fits_tiff(FrameGrid(2**32, 1, 65535, 1, 1))
+    Traceback (most recent call last):
+    ...
+    ValueError: an image 4294967296 px wide does not fit a TIFF file: ImageWidth is at most 4294967295 px; write it as several images
+    """
+    sizes = ((IMAGE_WIDTH, grid.image_width, "an image {} px wide", "px"),
+             (IMAGE_LENGTH, grid.image_length, "an image {} px tall", "px"),
+             (SAMPLES_PER_PIXEL, grid.samples_per_pixel, "an image of {} bands", "bands"))
+    for tag, value, what, unit in sizes:
+        if value > FIELD_MAXIMA[tag]:
+            raise ValueError(f"{what.format(value)} does not fit a TIFF file: {TAG_NAMES[tag]} is at most "
+                             f"{FIELD_MAXIMA[tag]} {unit}; write it as several images")
+
+
+__all__ = ["MAX_TILE_SIDE", "check_fits_tiff", "check_storage_options", "parse_frame_unit", "tile_shape"]
