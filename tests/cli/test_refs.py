@@ -117,10 +117,10 @@ def test_misaligned_files_are_refused_before_anything_is_written(tmp_path, capsy
     xarray_rumi.write(b, np.zeros((1, 32, 32), "uint8"), tile_size=16, crs=32633,
                       transform=(10.0, 0.0, 500010.0, 0.0, -10.0, 6000000.0))
     out = tmp_path / "cube.json"
-    assert main(["refs", a, b, "--cube", "time", "-o", str(out)]) == 2
-    assert "cannot stack into a Cube: image 1" in capsys.readouterr().err
+    assert main(["refs", a, b, "--cube", "time", "-o", str(out)]) == 1   # refused input, as --help says
+    assert capsys.readouterr().err.startswith("rumi refs: cannot stack into a Cube: image 1")
     assert not out.exists()
-    assert main(["refs", a, a, "--cube", "band", "-o", str(out)]) == 2
+    assert main(["refs", a, a, "--cube", "band", "-o", str(out)]) == 2   # a usage error
     assert "the stacking dimension must be new" in capsys.readouterr().err
 
 
