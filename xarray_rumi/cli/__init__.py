@@ -18,7 +18,7 @@ from ..errors import RumiFormatError
 from . import demo, header, info, quicklook, stac, validate
 from .demo import demo_raster
 from .shared import (EXIT_STATUS, READER_GONE, STDOUT, CannotWrite, CommandParser, HelpFormatter, Refused,
-                     install_hint, write_stdout)
+                     install_hint, storage_error, write_stdout)
 
 #: Commands that need an extra, and the extra that brings what they need.
 _EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
@@ -74,6 +74,11 @@ def _run(args) -> int:
         print(f"rumi {args.command}: needs {exc.name or exc}, which is not installed: {install_hint(extra)}",
               file=sys.stderr)
         return 2
+    except Exception as exc:
+        if not storage_error(exc):
+            raise
+        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {type(exc).__name__}: {exc}", file=report)
+        return 1
 
 
 class _WatchedOutput:

@@ -26,7 +26,8 @@ import sys
 
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import is_local, is_url, local_path
-from .shared import OUTPUT_RULES, STDOUT, CannotWrite, check_folder, check_outputs, read_by, write_stdout
+from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, check_folder, check_outputs, read_by, storage_error,
+                     write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import consolidated, layout_references, reference_url
@@ -197,6 +198,10 @@ def _opened(path: str, options: dict | None):
         print(f"rumi refs: {path}: {exc}", file=sys.stderr)
     except OSError as exc:
         print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not storage_error(exc):
+            raise
+        print(f"rumi refs: cannot read {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return None
 
 

@@ -180,6 +180,25 @@ def write_stdout(data: bytes | str) -> None:
         raise CannotWrite(STDOUT, exc) from exc
 
 
+#: Packages whose errors are a storage client's (no credentials, no connection), not the package's.
+STORAGE_CLIENTS = frozenset({"botocore", "aiobotocore", "s3fs", "aiohttp", "obstore", "google", "gcsfs", "adlfs",
+                             "azure"})
+
+
+def storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a storage client, to be said as ``cannot read`` like an ``OSError``.
+
+    botocore's ``NoCredentialsError`` is neither an ``OSError`` nor a status
+    the read engine classifies, and escaped as a traceback.
+
+    >>> storage_error(type("NoCredentialsError", (Exception,), {"__module__": "botocore.exceptions"})())
+    True
+    >>> storage_error(ZeroDivisionError())
+    False
+    """
+    return type(exc).__module__.split(".")[0] in STORAGE_CLIENTS
+
+
 def install_hint(extra: str) -> str:
     """How to install an extra: from an index, or from a clone of the repository.
 

@@ -8,7 +8,8 @@ import os
 import sys
 import tempfile
 
-from .shared import OUTPUT_RULES, STDOUT, CannotWrite, check_outputs, read_by, write_output
+from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, check_outputs, read_by, storage_error,
+                     write_output)
 
 
 def add_command(commands) -> None:
@@ -65,8 +66,11 @@ def run(args) -> int:
         except RumiFormatError as exc:
             print(f"rumi stac: {path}: {exc}", file=sys.stderr)
             failed = True
-        except OSError as exc:
-            print(f"rumi stac: cannot read {path}: {exc}", file=sys.stderr)
+        except Exception as exc:
+            if not (isinstance(exc, OSError) or storage_error(exc)):
+                raise
+            reason = exc if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            print(f"rumi stac: cannot read {path}: {reason}", file=sys.stderr)
             failed = True
     if failed:
         return 1
