@@ -186,3 +186,12 @@ def test_a_full_standard_output_is_a_write_failure(tmp_path):
                                   stderr=subprocess.PIPE, text=True, timeout=120)
         assert done.returncode == 1
         assert done.stderr == f"rumi {argv[0]}: cannot write standard output: [Errno 28] No space left on device\n"
+
+
+def test_refs_cube_output_that_is_an_input_is_refused(capsys, tmp_path):
+    pytest.importorskip("virtualizarr")
+    first, second = _scene(tmp_path, "a.rumi"), _scene(tmp_path, "b.rumi")
+    before = second.read_bytes()
+    status, _, err = run(capsys, "refs", first, second, "--cube", "time", "-o", second)
+    assert status == 1 and "the output is the input" in err
+    assert second.read_bytes() == before

@@ -26,7 +26,7 @@ import sys
 
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import is_local, is_url, local_path
-from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, check_folder, check_outputs, read_by, storage_error,
+from .shared import (STDOUT, CannotWrite, check_folder, check_outputs, read_by, storage_error,
                      write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
@@ -54,7 +54,8 @@ def add_command(commands) -> None:
     refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
     refs.add_argument("-o", "--output",
                       help="where to write: a file (one FILE, or --cube) or a directory (several FILEs, made if "
-                           f"missing); any fsspec URL; {OUTPUT_RULES} (JSON only) "
+                           "missing); any fsspec URL, or '-' for standard output (JSON, one reference set); "
+                           "missing folders above it are not created "
                            "(default: FILE.json, or FILE.parq with --format parquet, beside each FILE)")
     refs.add_argument("--format", choices=FORMATS, default=None,
                       help="json, or parquet (kerchunk's Parquet references, a directory) "
