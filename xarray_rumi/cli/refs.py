@@ -192,7 +192,7 @@ def _opened(path: str, options: dict | None):
     from ..errors import RumiFormatError
     from ..reading.open import open_image
 
-    options = options if is_url(path) else None
+    options = None if is_local(path) else options  # object-store options mean nothing to a local file
     try:
         return open_image(reference_url(path), _beside_header(path, options), storage_options=options)
     except RumiFormatError as exc:
@@ -212,7 +212,7 @@ def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> No
         write_stdout(json.dumps(consolidated(refs), separators=(",", ":")) + "\n")
         return
     try:
-        write_references(refs, target, format=fmt, storage_options=options if is_url(target) else None)
+        write_references(refs, target, format=fmt, storage_options=None if is_local(target) else options)
     except OSError as exc:
         raise CannotWrite(target, exc) from exc
 
