@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .shared import OUTPUT_RULES, STDOUT, check_outputs, write_output
 
 

@@ -104,7 +104,7 @@ def check_outputs(outputs, inputs, what: str = "an input", *, folders: bool = Tr
     >>> check_outputs(["a.rumi"], ["a.rumi"], "the raster")
     Traceback (most recent call last):
     ...
-    xarray_rumi.cli.shared.Refused: the output is the input: writing a.rumi would replace a.rumi (the raster); choose another output
+    xarray_rumi.cli.shared.Refused: the output is the input: writing a.rumi would replace a.rumi (the raster); ...
     """
     from ..writing.staging import refuse_overwriting
 
@@ -127,7 +127,7 @@ def check_folder(output) -> None:
     >>> check_folder("/no/such/folder/item.json")
     Traceback (most recent call last):
     ...
-    xarray_rumi.cli.shared.CannotWrite: cannot write /no/such/folder/item.json: the folder /no/such/folder does not exist (create it first)
+    xarray_rumi.cli.shared.CannotWrite: cannot write /no/such/folder/item.json: the folder /no/such/folder does not ...
     """
     output = os.fspath(output)
     if output == STDOUT or not is_local(output):

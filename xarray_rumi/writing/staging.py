@@ -73,7 +73,7 @@ def staged(target: ByteSource):
 
 
 def same_place(first, second) -> bool:
-    """Whether two paths or URLs name one file: local ones as files (links and relative paths resolved), URLs as written.
+    """Whether two paths or URLs name one file: local ones as files (links, relative paths), URLs as written.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -101,7 +101,7 @@ def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
     >>> refuse_overwriting(["a.rumi", "a.rumi.header"], ["./a.rumi.header"], "the raster's blob")
     Traceback (most recent call last):
     ...
-    ValueError: the output is the input: writing ./a.rumi.header would replace a.rumi.header (the raster's blob); choose another output
+    ValueError: the output is the input: writing ./a.rumi.header would replace a.rumi.header (the raster's blob); ...
     """
     outputs = [os.fspath(o) for o in outputs]
     for number, written in enumerate(outputs):
