@@ -125,3 +125,10 @@ def test_percentiles_out_of_order_or_range_are_refused(tmp_path, percentiles):
     path, blob, _ = scene(tmp_path, rows=64, cols=64, tile=32)
     with pytest.raises(ValueError, match=r"percentiles are \(low, high\) with 0 <= low < high <= 100"):
         quicklook(path, blob, percentiles=percentiles)
+
+
+def test_a_quicklook_makes_no_missing_folder(tmp_path):
+    da = xr.DataArray(np.arange(12.0).reshape(3, 4), dims=("y", "x"))
+    with pytest.raises(FileNotFoundError):
+        da.rumi.quicklook(tmp_path / "missing" / "look.png")
+    assert not (tmp_path / "missing").exists()

@@ -184,11 +184,20 @@ def encode_png(pixels: np.ndarray) -> bytes:
 
 
 def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
-    """Write ``pixels`` as a PNG to a path or fsspec URL."""
+    """Write ``pixels`` as a PNG to a path or fsspec URL; a missing local folder is an error, not made.
+
+    >>> import tempfile, os
+    >>> write_quicklook(os.path.join(tempfile.mkdtemp(), "no", "such", "look.png"), np.zeros((2, 2), np.uint8))
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: ...
+    """
     import fsspec
 
-    with fsspec.open(os.fspath(out), "wb", **(storage_options or {})) as f:
-        f.write(encode_png(pixels))
+    png = encode_png(pixels)  # before the file is opened: refused pixels leave no empty file
+    # fsspec.open makes missing folders by default; a mistyped one would be made where it was not meant to be
+    with fsspec.open(os.fspath(out), "wb", auto_mkdir=False, **(storage_options or {})) as f:
+        f.write(png)
 
 
 def _check_bands(bands, count: int) -> list[int]:
