@@ -17,7 +17,7 @@ from without_extras import GEO_EXTRA, looked_for, rumi_without
 from cli_runs import run
 
 import xarray_rumi
-from xarray_rumi.cli import READER_GONE, install_hint
+from xarray_rumi.cli import READER_GONE, install_hint, main
 
 #: Each command that reads one rumi file, with the arguments that follow the file (an output where needed).
 READERS = {
