@@ -39,3 +39,13 @@ def test_demo_writes_into_the_current_directory_and_leaves_nothing_elsewhere(tmp
     assert list(temporary.iterdir()) == []
     assert "wrote     ./demo.rumi: " in done.stdout and f"kept      both in {here}" in done.stdout
     xarray_rumi.validate(here / "demo.rumi", (here / "demo.rumi.header").read_bytes())
+
+
+def test_demo_makes_its_folder_but_not_the_folders_above_it(tmp_path, capsys):
+    from cli_runs import run
+
+    status, _, err = run(capsys, "demo", tmp_path / "missing" / "kept")
+    assert status == 1
+    assert err == (f"rumi demo: cannot write {tmp_path / 'missing' / 'kept'}: the folder {tmp_path / 'missing'} "
+                   "does not exist (create it first)\n")
+    assert not (tmp_path / "missing").exists()

@@ -17,7 +17,7 @@ from without_extras import GEO_EXTRA, looked_for, rumi_without
 from cli_runs import run
 
 import xarray_rumi
-from xarray_rumi.cli import READER_GONE, install_hint
+from xarray_rumi.cli import READER_GONE, install_hint, main
 
 #: Each command that reads one rumi file, with the arguments that follow the file (an output where needed).
 READERS = {
@@ -207,3 +207,14 @@ def _written(tmp_path):
     path = tmp_path / "scene.rumi"
     blob = xarray_rumi.write(path, np.arange(2 * 40 * 48, dtype=np.uint16).reshape(2, 40, 48), tile_size=16)
     return path, blob, None
+
+
+@pytest.mark.parametrize("argv", [["info"], ["validate"], ["quicklook", "out.png"]])
+def test_an_empty_header_is_a_usage_error_naming_header_not_the_raster(capsys, tmp_path, scene, argv):
+    """``--header ""`` was taken for the current folder, and the error blamed the raster."""
+    with pytest.raises(SystemExit) as exit_:
+        main([argv[0], str(scene), *[str(tmp_path / a) for a in argv[1:]], "--header", ""])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert f"rumi {argv[0]}: error: argument --header: must name a header blob file (a path or URL), got ''" in err
+    assert str(scene) not in err

@@ -8,6 +8,7 @@ from quicklook_samples import read_png, scene
 from without_extras import GEO_EXTRA, ZARR_EXTRA, rumi_without
 from cli_runs import run
 
+import xarray_rumi
 from xarray_rumi.cli import main
 
 
@@ -54,3 +55,41 @@ def test_quicklook_needs_no_extra(tmp_path):
     done = rumi_without(hidden, "quicklook", path, tmp_path / "look.png", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert read_png((tmp_path / "look.png").read_bytes()).shape == (64, 64, 3)
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--percentiles", "98,2", "argument --percentiles: must be two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100 "
+                              "(e.g. 2,98), got '98,2'"),
+    ("--percentiles", "5", "argument --percentiles: must be two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100 "
+                           "(e.g. 2,98), got '5'"),
+    ("--bands", "a", "argument --bands: must be 1-based band numbers, one or three comma-separated (e.g. 4,3,2), "
+                     "got 'a'"),
+    ("--bands", "0,1,2", "argument --bands: must be 1-based band numbers"),
+    ("--header", "", "argument --header: must name a header blob file (a path or URL), got ''"),
+])
+def test_quicklook_says_what_it_expects(capsys, tmp_path, option, value, expected):
+    path, _, _ = scene(tmp_path, rows=64, cols=64, tile=32)
+    with pytest.raises(SystemExit) as exit_:   # argparse's usage error
+        main(["quicklook", str(path), str(tmp_path / "x.png"), option, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"rumi quicklook: error: {expected}" in err and "Traceback" not in err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_quicklook_of_a_constant_image_says_grey(capsys, tmp_path):
+    path = tmp_path / "c.rumi"
+    xarray_rumi.write(path, np.full((1, 20, 30), 3.5, np.float32), tile_size=16)
+    out = tmp_path / "c.png"
+    status, text, _ = run(capsys, "quicklook", path, out)
+    assert status == 0 and "30 x 20 px, grey" in text
+    assert (read_png(out.read_bytes()) == 128).all()
+
+
+def test_quicklook_with_no_data_says_alpha(capsys, tmp_path):
+    path = tmp_path / "n.rumi"
+    data = np.arange(20 * 30, dtype=np.float64).reshape(1, 20, 30)
+    data[0, 0, 0] = np.inf
+    xarray_rumi.write(path, data, tile_size=16)
+    status, text, _ = run(capsys, "quicklook", path, tmp_path / "n.png")
+    assert status == 0 and "30 x 20 px, grey with alpha (no data transparent)" in text

@@ -117,10 +117,10 @@ def test_misaligned_files_are_refused_before_anything_is_written(tmp_path, capsy
     xarray_rumi.write(b, np.zeros((1, 32, 32), "uint8"), tile_size=16, crs=32633,
                       transform=(10.0, 0.0, 500010.0, 0.0, -10.0, 6000000.0))
     out = tmp_path / "cube.json"
-    assert main(["refs", a, b, "--cube", "time", "-o", str(out)]) == 2
-    assert "cannot stack into a Cube: image 1" in capsys.readouterr().err
+    assert main(["refs", a, b, "--cube", "time", "-o", str(out)]) == 1   # refused input, as --help says
+    assert capsys.readouterr().err.startswith("rumi refs: cannot stack into a Cube: image 1")
     assert not out.exists()
-    assert main(["refs", a, a, "--cube", "band", "-o", str(out)]) == 2
+    assert main(["refs", a, a, "--cube", "band", "-o", str(out)]) == 2   # a usage error
     assert "the stacking dimension must be new" in capsys.readouterr().err
 
 
@@ -364,3 +364,43 @@ def test_cube_is_built_with_what_virtualizarr_users_run(tmp_path, monkeypatch):
     assert main(["refs", *paths, "--cube", "time", "-o", str(tmp_path / "cube.json")]) == 0
     assert calls == [("open", f"file://{p}", RumiParser) for p in paths] + [("concat", "time", "minimal", "override")]
     np.testing.assert_array_equal(open_refs(str(tmp_path / "cube.json")).band_data.values, expected)
+
+
+# -- a remote FILE read with the command's own --storage-options ---------------------------------------------------
+
+
+@pytest.fixture
+def s3_without_environment(monkeypatch):
+    """A moto S3 server whose endpoint and credentials are given only as options, never through the environment."""
+    from s3_server import s3_server
+
+    with s3_server("bucket") as options:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+            monkeypatch.delenv(name, raising=False)
+        yield options
+
+
+def test_refs_reads_a_remote_file_and_its_blob_with_its_storage_options(tmp_path, s3_without_environment, capsys):
+    options = s3_without_environment
+    data = np.arange(64 * 64, dtype=np.uint16).reshape(1, 64, 64)
+    xarray_rumi.write("s3://bucket/a.rumi", data, tile_size=32, storage_options=options, **UTM)   # and a.rumi.header
+    out = tmp_path / "a.json"
+    assert main(["refs", "s3://bucket/a.rumi", "-o", str(out), "--storage-options", json.dumps(options)]) == 0
+    assert capsys.readouterr().err == ""
+    ds = open_refs(str(out), remote_protocol="s3", remote_options={**options, "asynchronous": True})
+    np.testing.assert_array_equal(ds.band_data.values, data)
+
+
+def test_refs_says_cannot_read_when_storage_fails_looking_for_the_blob(tmp_path, s3_without_environment, capsys):
+    options = s3_without_environment
+    xarray_rumi.write("s3://bucket/a.rumi", np.zeros((1, 32, 32), np.uint8), tile_size=32, storage_options=options)
+    unreachable = {**options, "endpoint_url": "http://127.0.0.1:9"}   # nothing listens on the discard port
+    out = tmp_path / "a.json"
+    assert main(["refs", "s3://bucket/a.rumi", "-o", str(out), "--storage-options", json.dumps(unreachable)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rumi refs: cannot read s3://bucket/a.rumi: ") and err.count("\n") == 1, err
+    assert "a.rumi.header" in err and "EndpointConnectionError" in err
+    assert main(["refs", "s3://bucket/a.rumi", "-o", str(out)]) == 1   # no credentials anywhere: one line too
+    err = capsys.readouterr().err
+    assert err.startswith("rumi refs: cannot read s3://bucket/a.rumi: ") and err.count("\n") == 1, err
+    assert not out.exists()

@@ -17,7 +17,7 @@ def test_png_writer_round_trips():
     np.testing.assert_array_equal(read_png(encode_png(grey)), grey)
     np.testing.assert_array_equal(read_png(encode_png(rgb)), rgb)
     with pytest.raises(ValueError):
-        encode_png(np.zeros((2, 2, 2), np.uint8))
+        encode_png(np.zeros((2, 2, 5), np.uint8))
 
 
 def test_png_opens_in_pillow_when_it_is_there(tmp_path):
@@ -59,4 +59,76 @@ def test_constant_band_is_not_an_error(tmp_path):
     xarray_rumi.write(path, np.full((1, 32, 32), 7, np.uint16), tile_size=16)
     from xarray_rumi.stac.quicklook import quicklook
 
-    assert (quicklook(path) == 0).all()
+    pixels = quicklook(path)
+    assert pixels.shape == (32, 32) and (pixels == 128).all()   # one value: mid grey, not "the lowest" black
+
+
+
+def test_a_single_pixel_is_mid_grey(tmp_path):
+    from xarray_rumi.stac.quicklook import quicklook
+
+    path = tmp_path / "one.rumi"
+    xarray_rumi.write(path, np.array([[[40000]]], np.uint16), tile_size=16)
+    assert quicklook(path).tolist() == [[128]]
+    xarray_rumi.write(path, np.array([[[1.0]], [[2.0]], [[3.0]]], np.float32), tile_size=16)
+    assert quicklook(path).tolist() == [[[128, 128, 128]]]
+
+
+@pytest.mark.parametrize("no_data", [np.inf, -np.inf, np.nan])
+def test_samples_that_are_not_finite_are_transparent_not_the_minimum(tmp_path, no_data):
+    from xarray_rumi.stac.quicklook import quicklook
+
+    data = np.tile(np.linspace(0, 100, 32, dtype=np.float32), (1, 32, 1))
+    data[0, :4, :4] = no_data
+    path = tmp_path / "f.rumi"
+    xarray_rumi.write(path, data, tile_size=16)
+    pixels = quicklook(path)
+    assert pixels.shape == (32, 32, 2)   # grey and alpha
+    grey, alpha = pixels[..., 0], pixels[..., 1]
+    assert (alpha[:4, :4] == 0).all() and (alpha[4:] == 255).all() and (alpha[:, 4:] == 255).all()
+    assert grey[10, 0] == 0 and grey[10, -1] == 255   # the stretch is of the finite samples
+
+
+def test_no_data_in_rgb_and_in_the_png(tmp_path):
+    image_module = pytest.importorskip("PIL.Image")
+    from xarray_rumi.stac.quicklook import stretch
+
+    samples = np.arange(3 * 4 * 5, dtype=np.float64).reshape(3, 4, 5)
+    samples[1, 2, 3] = np.inf   # one band of one pixel: the pixel has no data
+    pixels = stretch(samples)
+    assert pixels.shape == (4, 5, 4) and pixels[..., 3].tolist() == [
+        [255] * 5, [255] * 5, [255, 255, 255, 0, 255], [255] * 5]
+    out = tmp_path / "a.png"
+    out.write_bytes(encode_png(pixels))
+    with image_module.open(out) as image:
+        assert image.mode == "RGBA" and np.array_equal(np.asarray(image), pixels)
+    with image_module.open(__import__("io").BytesIO(encode_png(pixels[..., [0, 3]]))) as image:
+        assert image.mode == "LA"
+
+
+def test_a_ramp_across_the_float64_range_is_stretched_without_overflow(tmp_path, recwarn):
+    from xarray_rumi.stac.quicklook import quicklook
+
+    path = tmp_path / "wide.rumi"
+    ramp = np.linspace(-1.0, 1.0, 64 * 64).reshape(1, 64, 64) * 1.5e308
+    xarray_rumi.write(path, ramp, tile_size=32)
+    pixels = quicklook(path, percentiles=(0, 100))
+    assert [w.message for w in recwarn if issubclass(w.category, RuntimeWarning)] == []
+    assert pixels.min() == 0 and pixels.max() == 255 and len(np.unique(pixels)) == 256
+    assert pixels[32, 0] == 128 or pixels[32, 0] == 127   # zero is half-way
+
+
+@pytest.mark.parametrize("percentiles", [(98, 2), (50, 50), (5,), (-1, 50), (2, 101), "ab"])
+def test_percentiles_out_of_order_or_range_are_refused(tmp_path, percentiles):
+    from xarray_rumi.stac.quicklook import quicklook
+
+    path, blob, _ = scene(tmp_path, rows=64, cols=64, tile=32)
+    with pytest.raises(ValueError, match=r"percentiles are \(low, high\) with 0 <= low < high <= 100"):
+        quicklook(path, blob, percentiles=percentiles)
+
+
+def test_a_quicklook_makes_no_missing_folder(tmp_path):
+    da = xr.DataArray(np.arange(12.0).reshape(3, 4), dims=("y", "x"))
+    with pytest.raises(FileNotFoundError):
+        da.rumi.quicklook(tmp_path / "missing" / "look.png")
+    assert not (tmp_path / "missing").exists()

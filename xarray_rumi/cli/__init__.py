@@ -9,6 +9,7 @@ installed is listed all the same, by a stand-in that says what to install.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import stat
 import sys
@@ -16,7 +17,8 @@ import sys
 from ..errors import RumiFormatError
 from . import demo, header, info, quicklook, stac, validate
 from .demo import demo_raster
-from .shared import EXIT_STATUS, READER_GONE, CommandParser, HelpFormatter, install_hint
+from .shared import (EXIT_STATUS, READER_GONE, STDOUT, CannotWrite, CommandParser, HelpFormatter, Refused,
+                     install_hint, storage_error, write_stdout)
 
 #: Commands that need an extra, and the extra that brings what they need.
 _EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
@@ -46,7 +48,16 @@ def _run(args) -> int:
     """Run the command; the errors a user can cause become one line and an exit status."""
     report = sys.stdout if args.command == "validate" else sys.stderr  # validate's verdict is its output
     try:
-        return args.run(args) or 0
+        with contextlib.redirect_stdout(_WatchedOutput(sys.stdout)):
+            status = args.run(args) or 0
+            write_stdout("")  # a full disk behind standard output shows here, not as an error at exit
+        return status
+    except (Refused, CannotWrite) as exc:
+        if isinstance(exc, CannotWrite) and exc.target == STDOUT:
+            _discard_stdout()
+            report = sys.stderr
+        print(f"rumi {args.command}: {exc}", file=report)
+        return 1
     except RumiFormatError as exc:
         print(f"rumi {args.command}: {exc}", file=report)
         return 1
@@ -63,6 +74,49 @@ def _run(args) -> int:
         print(f"rumi {args.command}: needs {exc.name or exc}, which is not installed: {install_hint(extra)}",
               file=sys.stderr)
         return 2
+    except Exception as exc:
+        if not storage_error(exc):
+            raise
+        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {type(exc).__name__}: {exc}", file=report)
+        return 1
+
+
+class _WatchedOutput:
+    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, not read failures.
+
+    Every command prints through it, so ``rumi info a.rumi > /dev/full``
+    says it cannot write standard output, where the ``OSError`` alone
+    would be taken for the input's.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    @staticmethod
+    def _guarded(call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise CannotWrite(STDOUT, exc) from exc
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at devnull, so what could not be written is not tried again (and reported) at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # replaced by an object with no file (a test's capture)
+        pass
 
 
 def _unreadable(args, exc: OSError) -> str:

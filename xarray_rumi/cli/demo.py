@@ -11,14 +11,16 @@ import time
 
 import numpy as np
 
+from .shared import check_folder
+
 
 def add_command(commands) -> None:
     demo = commands.add_parser("demo", help="write, validate and read back a generated raster",
                                description="Write a generated 4-band raster as DIR/demo.rumi, its blob as "
                                            "DIR/demo.rumi.header, validate both and read the raster back.")
     demo.add_argument("dir", nargs="?", default=".", metavar="DIR",
-                      help="directory to write demo.rumi and demo.rumi.header into, made if missing "
-                           "(default: the current directory)")
+                      help="directory to write demo.rumi and demo.rumi.header into, made if missing, but not the "
+                           "folders above it (default: the current directory)")
     demo.set_defaults(run=run)
 
 
@@ -44,6 +46,7 @@ def run(args) -> int:
 
     path = os.path.join(args.dir, "demo.rumi")
     data = demo_raster()
+    check_folder(args.dir)  # DIR is the output, made here; a mistyped folder above it is named, not made
     t0 = time.perf_counter()
     try:
         os.makedirs(args.dir, exist_ok=True)

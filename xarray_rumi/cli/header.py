@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-import sys
+from .shared import OUTPUT_RULES, STDOUT, check_outputs, write_output
 
 
 def add_command(commands) -> None:
-    header = commands.add_parser("header", help="rebuild the header blob from the IFD")
+    header = commands.add_parser(
+        "header", help="rebuild the header blob from the IFD",
+        description="Rebuild FILE's header blob from its IFD and write it, whole or not at all. An output that "
+                    "is FILE itself is refused.")
     header.add_argument("file", help="rumi file (path or URL)")
-    header.add_argument("-o", "--output", help="where to write it (default: FILE.header)")
+    header.add_argument("-o", "--output", help=f"where to write it: a path or fsspec URL; {OUTPUT_RULES} "
+                                               "(default: FILE.header)")
     header.set_defaults(run=run)
 
 
 def run(args) -> int:
     from ..reading.open import header_from_file
 
-    blob = header_from_file(args.file)
     output = args.output or f"{args.file}.header"
-    try:
-        with open(output, "wb") as f:
-            f.write(blob)
-    except OSError as exc:
-        print(f"rumi header: cannot write {output}: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {output} ({len(blob)} bytes)")
+    # FILE.header itself is what this command rebuilds; only the raster is an input to protect
+    check_outputs([output], [args.file], "the raster")
+    blob = header_from_file(args.file)
+    write_output(output, blob)
+    if output != STDOUT:  # on standard output the blob is the whole output
+        print(f"wrote {output} ({len(blob)} bytes)")
     return 0

@@ -6,11 +6,13 @@ import json
 
 import numpy as np
 
+from .shared import blob_file
+
 
 def add_command(commands) -> None:
     info = commands.add_parser("info", help="describe a rumi file")
     info.add_argument("file", help="rumi file (path or URL)")
-    info.add_argument("--header", help="header blob file (default: rebuild it from the IFD)")
+    info.add_argument("--header", type=blob_file, help="header blob file (default: rebuild it from the IFD)")
     info.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     info.set_defaults(run=run)
 

@@ -2,41 +2,87 @@
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from ..stac.quicklook import PERCENTILES, SIZE
-from .shared import positive_int
+from .shared import OUTPUT_RULES, STDOUT, blob_file, check_outputs, positive_int, read_by, write_output
 
 
 def add_command(commands) -> None:
     look = commands.add_parser(
         "quicklook", help="write a small PNG of a rumi file",
         description="Sample the image on a regular grid (reading only the frames holding a sample), stretch each "
-                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three.")
+                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three. "
+                    "Samples that are NaN or infinite are no data: the PNG then has an alpha channel and they "
+                    "are transparent. A band of one value (a constant image, a single pixel) is mid grey. "
+                    "An OUTPUT that is FILE, its blob or --header is refused.")
     look.add_argument("file", help="rumi file (path or URL)")
-    look.add_argument("output", help="PNG to write (path or fsspec URL)")
-    look.add_argument("--header", default=None, help="header blob file (default: rebuild it from the IFD)")
-    look.add_argument("--bands", default=None,
+    look.add_argument("output", help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES}")
+    look.add_argument("--header", type=blob_file, default=None,
+                      help="header blob file (default: rebuild it from the IFD)")
+    look.add_argument("--bands", type=band_numbers, default=None,
                       help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
                            "(default: 1,2,3 with three bands or more, else 1)")
     look.add_argument("--size", type=positive_int, default=SIZE,
                       help="longest side of the PNG, in pixels (default: %(default)s)")
-    look.add_argument("--percentiles", default=",".join(f"{p:g}" for p in PERCENTILES),
-                      help="low,high percentiles each band is stretched between (default: %(default)s)")
+    look.add_argument("--percentiles", type=percentile_pair, default=PERCENTILES, metavar="LOW,HIGH",
+                      help="percentiles each band is stretched between, 0 <= LOW < HIGH <= 100 "
+                           f"(default: {','.join(f'{p:g}' for p in PERCENTILES)})")
     look.set_defaults(run=run)
 
 
-def run(args) -> int:
-    from ..stac.quicklook import quicklook, write_quicklook
+def band_numbers(text: str) -> list[int]:
+    """``--bands``: 1-based band numbers, comma-separated.
 
-    bands = None if args.bands is None else [int(b) for b in args.bands.split(",")]
-    low, high = (float(p) for p in args.percentiles.split(","))
-    pixels = quicklook(args.file, args.header, bands=bands, size=args.size, percentiles=(low, high))
+    >>> band_numbers("4,3,2")
+    [4, 3, 2]
+    >>> band_numbers("a")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be 1-based band numbers, one or three comma-separated (e.g. 4,3,2), got 'a'
+    """
     try:
-        write_quicklook(args.output, pixels)
-    except OSError as exc:
-        print(f"rumi quicklook: cannot write {args.output}: {exc}", file=sys.stderr)
-        return 1
-    kind = "RGB" if pixels.ndim == 3 else "grey"
-    print(f"wrote {args.output}: {pixels.shape[1]} x {pixels.shape[0]} px, {kind}")
+        bands = [int(b) for b in text.split(",")]
+    except ValueError:
+        bands = []
+    if not bands or min(bands) < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be 1-based band numbers, one or three comma-separated (e.g. 4,3,2), got {text!r}")
+    return bands
+
+
+def percentile_pair(text: str) -> tuple[float, float]:
+    """``--percentiles``: two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100.
+
+    >>> percentile_pair("2,98")
+    (2.0, 98.0)
+    >>> percentile_pair("98,2")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100 (e.g. 2,98), got '98,2'
+    """
+    try:
+        low, high = (float(p) for p in text.split(","))
+    except ValueError:
+        low = high = float("nan")
+    if not 0 <= low < high <= 100:  # NaN fails every comparison
+        raise argparse.ArgumentTypeError(
+            f"must be two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100 (e.g. 2,98), got {text!r}")
+    return low, high
+
+
+def run(args) -> int:
+    from ..stac.quicklook import encode_png, quicklook
+
+    check_outputs([args.output], read_by([args.file], args.header), "the raster or its blob")
+    pixels = quicklook(args.file, args.header, bands=args.bands, size=args.size, percentiles=args.percentiles)
+    write_output(args.output, encode_png(pixels))
+    if args.output != STDOUT:  # on standard output the PNG is the whole output
+        print(f"wrote {args.output}: {pixels.shape[1]} x {pixels.shape[0]} px, {_kind(pixels)}")
     return 0
+
+
+def _kind(pixels) -> str:
+    channels = 1 if pixels.ndim == 2 else pixels.shape[2]
+    return {1: "grey", 2: "grey with alpha (no data transparent)", 3: "RGB",
+            4: "RGB with alpha (no data transparent)"}[channels]

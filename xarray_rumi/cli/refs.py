@@ -24,7 +24,10 @@ import json
 import os
 import sys
 
+from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import is_local, is_url, local_path
+from .shared import (STDOUT, CannotWrite, check_folder, check_outputs, read_by, storage_error,
+                     write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import consolidated, layout_references, reference_url
@@ -44,12 +47,16 @@ def add_command(commands) -> None:
         description="One reference set per file (beside it, or in the -o directory when several), "
                     "or with --cube DIM one reference set stacking grid-aligned files along a new dimension, "
                     "built through VirtualiZarr. A FILE.header blob beside a file is used when present. "
-                    "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written.",
+                    "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written. "
+                    "An output that is a FILE or its blob, or two outputs of one name, are refused before "
+                    "anything is written.",
     )
     refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
     refs.add_argument("-o", "--output",
-                      help="where to write: a file (one FILE, or --cube) or a directory (several FILEs); "
-                           "any fsspec URL (default: FILE.json, or FILE.parq with --format parquet, beside each FILE)")
+                      help="where to write: a file (one FILE, or --cube) or a directory (several FILEs, made if "
+                           "missing); any fsspec URL, or '-' for standard output (JSON, one reference set); "
+                           "missing folders above it are not created "
+                           "(default: FILE.json, or FILE.parq with --format parquet, beside each FILE)")
     refs.add_argument("--format", choices=FORMATS, default=None,
                       help="json, or parquet (kerchunk's Parquet references, a directory) "
                            "(default: parquet when -o ends with .parq or .parquet, else json)")
@@ -58,8 +65,10 @@ def add_command(commands) -> None:
                            "VirtualiZarr's open_virtual_dataset, xr.concat and .vz.to_kerchunk (default: none, "
                            "one reference set per file)")
     refs.add_argument("--storage-options", metavar="JSON", type=_json_object, default=None,
-                      help="fsspec storage options for writing -o, as a JSON object, e.g. "
-                           "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}' (default: none; credentials and "
+                      help="fsspec storage options for every FILE and -o that is a URL (reading FILE, the "
+                           "FILE.header beside it, and writing), as a JSON object, e.g. "
+                           "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}'; with --cube, FILEs are read "
+                           "through obstore, configured from the environment (default: none; credentials and "
                            "endpoints come from the environment)")
     refs.set_defaults(run=run)
 
@@ -76,55 +85,106 @@ def _json_object(text: str) -> dict:
 
 def run(args) -> int:
     """Run ``rumi refs``; returns the exit status."""
-    from ..datamodel.variable import cube_layout, image_layout
-    from ..virtual.cube import check_stack_dim, virtual_cube_references
-
     files = list(args.file)
     fmt, options = getattr(args, "format", None), getattr(args, "storage_options", None)
     if args.cube:
-        if not args.output:
-            print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
-            return 2
-        check_stack_dim(args.cube)
-        images = [_opened(f) for f in files]  # every file is tried, so that one run names every unreadable one
-        if None in images:
-            return 1
-        layout = cube_layout(images, args.cube)
-        if not _write(virtual_cube_references(images, args.cube), args.output, fmt, options):
-            return 1
-        print(f"wrote {args.output}: {len(files)} files along {args.cube!r}, "
-              f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
-        return 0
-    several = args.output and len(files) > 1
-    if several and is_local(args.output):
-        os.makedirs(local_path(args.output), exist_ok=True)
-    for path in files:
-        image = _opened(path)
+        return _run_cube(files, args.cube, args.output, fmt, options)
+    targets = _targets(files, args.output, fmt)
+    into_folder = bool(args.output) and len(files) > 1
+    check_outputs(targets, read_by(files), "a raster or its blob", folders=not into_folder)
+    if into_folder:
+        _make_output_folder(args.output)
+    for path, target in zip(files, targets):
+        image = _opened(path, options)
         if image is None:
             return 1
         layout = image_layout(image)
-        if several:
-            target = f"{args.output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}"
-        else:
-            target = args.output or f"{path}.{_suffix(fmt)}"
-        if not _write(layout_references(layout), target, fmt, options):
-            return 1
-        print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
+        _write(layout_references(layout), target, fmt, options)
+        if target != STDOUT:
+            print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
     return 0
 
 
-def _beside_header(path: str):
-    """``<path>.header`` when it exists (one HEAD request for a remote file), else ``None``."""
+def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, options) -> int:
+    from ..virtual.cube import check_stack_dim, virtual_cube_references
+
+    if not output:
+        print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
+        return 2
+    check_stack_dim(dim)
+    _check_stdout(output, fmt, 1)
+    check_outputs([output], read_by(files), "a raster or its blob")
+    images = [_opened(f, options) for f in files]  # every file is tried, so that one run names every unreadable one
+    if None in images:
+        return 1
+    try:  # images that do not stack are refused input (status 1), not a usage error
+        layout = cube_layout(images, dim)
+        refs = virtual_cube_references(images, dim)
+    except ValueError as exc:
+        print(f"rumi refs: {exc}", file=sys.stderr)
+        return 1
+    _write(refs, output, fmt, options)
+    if output != STDOUT:
+        print(f"wrote {output}: {len(files)} files along {dim!r}, "
+              f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
+    return 0
+
+
+def _targets(files: list[str], output: str | None, fmt: str | None) -> list[str]:
+    """Where each file's references go: beside it, at ``output`` for one file, or into the ``output`` folder.
+
+    >>> _targets(["a/x.rumi", "b/y.rumi"], "out/", None)
+    ['out/x.rumi.json', 'out/y.rumi.json']
+    >>> _targets(["a/x.rumi"], None, "parquet")
+    ['a/x.rumi.parq']
+    """
+    _check_stdout(output, fmt, len(files))
+    if not output:
+        return [f"{path}.{_suffix(fmt)}" for path in files]
+    if len(files) == 1:
+        return [output]
+    return [f"{output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}" for path in files]
+
+
+def _check_stdout(output: str | None, fmt: str | None, count: int) -> None:
+    """``-o -`` takes one JSON reference set: a usage error otherwise (Parquet is a directory)."""
+    if output != STDOUT:
+        return
+    if count > 1:
+        raise ValueError("-o - (standard output) takes one reference set: give one FILE, or --cube")
+    if fmt == "parquet":
+        raise ValueError("-o - (standard output) takes JSON references; Parquet references are a directory")
+
+
+def _make_output_folder(output: str) -> None:
+    """The -o folder of several FILEs' references: made when missing, but never the folders above it."""
+    if not is_local(output):
+        return  # object stores have no folders
+    check_folder(output)
+    try:
+        os.makedirs(local_path(output), exist_ok=True)
+    except OSError as exc:
+        raise CannotWrite(output, exc) from exc
+
+
+def _beside_header(path: str, options: dict | None):
+    """``<path>.header`` when it exists (one request for a remote file), else ``None``.
+
+    A storage error while looking is raised as ``OSError``, as every read is.
+    """
+    from ..io.source import ByteSource
+
     blob = f"{path}.header"
     if not is_url(path):
         return blob if os.path.exists(blob) else None
-    from fsspec.core import url_to_fs
+    try:
+        ByteSource.of(blob, options).size()
+    except FileNotFoundError:
+        return None
+    return blob
 
-    fs, target = url_to_fs(blob)
-    return blob if fs.exists(target) else None
 
-
-def _opened(path: str):
+def _opened(path: str, options: dict | None):
     """The image at ``path``, with the blob beside it if any; ``None`` once it has said why it cannot be opened.
 
     The command names the file itself: ``rumi``'s own handling knows only the list of FILEs.
@@ -132,23 +192,29 @@ def _opened(path: str):
     from ..errors import RumiFormatError
     from ..reading.open import open_image
 
+    options = None if is_local(path) else options  # object-store options mean nothing to a local file
     try:
-        return open_image(reference_url(path), _beside_header(path))
+        return open_image(reference_url(path), _beside_header(path, options), storage_options=options)
     except RumiFormatError as exc:
         print(f"rumi refs: {path}: {exc}", file=sys.stderr)
     except OSError as exc:
         print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not storage_error(exc):
+            raise
+        print(f"rumi refs: cannot read {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return None
 
 
-def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> bool:
-    """Write, or say why not (the command's own error handling would call it a read failure)."""
+def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> None:
+    """Write references to ``target`` (standard output for ``-``); a failure is :class:`CannotWrite`."""
+    if target == STDOUT:
+        write_stdout(json.dumps(consolidated(refs), separators=(",", ":")) + "\n")
+        return
     try:
-        write_references(refs, target, format=fmt, storage_options=options)
+        write_references(refs, target, format=fmt, storage_options=None if is_local(target) else options)
     except OSError as exc:
-        print(f"rumi refs: cannot write {target}: {exc}", file=sys.stderr)
-        return False
-    return True
+        raise CannotWrite(target, exc) from exc
 
 
 def _suffix(fmt: str | None) -> str:

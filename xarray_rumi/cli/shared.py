@@ -1,8 +1,20 @@
-"""What every ``rumi`` command shares: its help's form, the exit statuses, how to install an extra."""
+"""What every ``rumi`` command shares: its help's form, the exit statuses, how to install an extra, its outputs.
+
+Outputs follow one set of rules in every command: ``-`` is standard output;
+an output that would replace an input of the run (the raster, its blob) or
+another output of the same run is refused before any work; the output is
+created but never the folders it goes in (a missing folder is named, and
+nothing is written); and a file appears whole or not at all
+(:mod:`xarray_rumi.writing.staging`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+
+from ..io.urls import is_local, local_path
 
 #: Said at the end of every ``--help``.
 EXIT_STATUS = ("exit status: 0 done (or the file is valid); 1 invalid, corrupt, unreadable or refused input; "
@@ -12,6 +24,29 @@ EXIT_STATUS = ("exit status: 0 done (or the file is valid); 1 invalid, corrupt, 
 #: The status when the reader of standard output leaves early: 128 + SIGPIPE, what a shell reports for a GNU
 #: tool stopped that way, so that neither "done" (0) nor "invalid input" (1) is claimed.
 READER_GONE = 141
+
+#: The output name that means standard output, in every command.
+STDOUT = "-"
+
+#: Said in the help of every output option.
+OUTPUT_RULES = "'-' is standard output; missing folders are not created"
+
+
+class Refused(Exception):
+    """An input or output the command refuses: said in one line, exit status 1."""
+
+
+class CannotWrite(Exception):
+    """An output that could not be written: said as ``cannot write TARGET: why``, exit status 1.
+
+    >>> str(CannotWrite("-", OSError(28, "No space left on device")))
+    'cannot write standard output: [Errno 28] No space left on device'
+    """
+
+    def __init__(self, target, cause):
+        self.target, self.cause = os.fspath(target), cause
+        where = "standard output" if self.target == STDOUT else self.target
+        super().__init__(f"cannot write {where}: {cause}")
 
 
 def positive_int(text: str) -> int:
@@ -31,6 +66,137 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
+
+
+def blob_file(text: str) -> str:
+    """An argparse type for ``--header``: a path or URL, never empty (an empty name would be taken for the folder).
+
+    >>> blob_file("a.rumi.header")
+    'a.rumi.header'
+    >>> blob_file("")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must name a header blob file (a path or URL), got ''
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a header blob file (a path or URL), got {text!r}")
+    return text
+
+
+def read_by(files, header=None) -> list[str]:
+    """What a run that reads ``files`` must not replace: each file, the blob beside it, and ``--header``'s blob.
+
+    >>> read_by(["a.rumi"], "b.header")
+    ['a.rumi', 'a.rumi.header', 'b.header']
+    """
+    inputs = [name for f in files for name in (os.fspath(f), f"{os.fspath(f)}.header")]
+    return inputs + ([os.fspath(header)] if header else [])
+
+
+def check_outputs(outputs, inputs, what: str = "an input", *, folders: bool = True) -> None:
+    """Refuse, before any work, outputs that would replace an input or each other, or whose folder is missing.
+
+    ``inputs`` are every file the run reads (a raster and the blob beside
+    it); ``what`` says what they are, for the message.  ``folders=False``
+    leaves the outputs' folders to the caller (one it makes itself).
+
+    >>> check_outputs(["-", "a.rumi.json"], ["a.rumi"])
+    >>> check_outputs(["a.rumi"], ["a.rumi"], "the raster")
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.cli.shared.Refused: the output is the input: writing a.rumi would replace a.rumi (the raster); ...
+    """
+    from ..writing.staging import refuse_overwriting
+
+    outputs = [os.fspath(o) for o in outputs]
+    try:
+        refuse_overwriting(inputs, [o for o in outputs if o != STDOUT], what)
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
+    for output in outputs if folders else ():
+        check_folder(output)
+
+
+def check_folder(output) -> None:
+    """Raise :class:`CannotWrite` when a local output's folder is missing (or is not a folder): none is made.
+
+    A mistyped folder would otherwise be created where it was not meant to
+    be (at the file system's root, for one run); object stores have no folders.
+
+    >>> check_folder("s3://bucket/no/such/prefix/item.json")
+    >>> check_folder("/no/such/folder/item.json")
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.cli.shared.CannotWrite: cannot write /no/such/folder/item.json: the folder /no/such/folder does not ...
+    """
+    output = os.fspath(output)
+    if output == STDOUT or not is_local(output):
+        return
+    folder = os.path.dirname(local_path(output).rstrip(os.sep)) or os.curdir
+    if not os.path.exists(folder):
+        raise CannotWrite(output, f"the folder {folder} does not exist (create it first)")
+    if not os.path.isdir(folder):
+        raise CannotWrite(output, f"{folder} is not a folder")
+
+
+def write_output(target, data: bytes, storage_options=None) -> None:
+    """Write ``data`` to standard output (``-``), or to a path or URL whole or not at all.
+
+    A failure raises :class:`CannotWrite`; a reader of standard output that
+    left raises ``BrokenPipeError``, which ``rumi`` ends quietly.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "blob.header")
+    >>> write_output(path, b"blob")
+    >>> open(path, "rb").read()
+    b'blob'
+    """
+    target = os.fspath(target)
+    if target == STDOUT:
+        write_stdout(data)
+        return
+    from ..io.source import ByteSource
+    from ..writing.staging import write_small
+
+    try:
+        write_small(ByteSource.of(target, storage_options), data)
+    except OSError as exc:
+        raise CannotWrite(target, exc) from exc
+
+
+def write_stdout(data: bytes | str) -> None:
+    """Write text or bytes to standard output; a failure is :class:`CannotWrite` (a reader that left stays a
+    ``BrokenPipeError``)."""
+    try:
+        if isinstance(data, str):
+            sys.stdout.write(data)
+        else:
+            sys.stdout.flush()  # what was printed before comes first
+            sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CannotWrite(STDOUT, exc) from exc
+
+
+#: Packages whose errors are a storage client's (no credentials, no connection), not the package's.
+STORAGE_CLIENTS = frozenset({"botocore", "aiobotocore", "s3fs", "aiohttp", "obstore", "google", "gcsfs", "adlfs",
+                             "azure"})
+
+
+def storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a storage client, to be said as ``cannot read`` like an ``OSError``.
+
+    botocore's ``NoCredentialsError`` is neither an ``OSError`` nor a status
+    the read engine classifies, and escaped as a traceback.
+
+    >>> storage_error(type("NoCredentialsError", (Exception,), {"__module__": "botocore.exceptions"})())
+    True
+    >>> storage_error(ZeroDivisionError())
+    False
+    """
+    return type(exc).__module__.split(".")[0] in STORAGE_CLIENTS
 
 
 def install_hint(extra: str) -> str:

@@ -6,17 +6,22 @@ import argparse
 import json
 import os
 import sys
+import tempfile
+
+from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, check_outputs, read_by, storage_error,
+                     write_output)
 
 
 def add_command(commands) -> None:
     stac = commands.add_parser(
         "stac", help="describe rumi files as STAC Items (JSON)",
         description="Write a STAC Item for each FILE, blob included, so the files open with no read "
-                    "(see docs/stac.md). One FILE gives an Item, several an ItemCollection.")
+                    "(see docs/stac.md). One FILE gives an Item, several an ItemCollection. An output that is "
+                    "one of the FILEs or the blob beside it is refused.")
     stac.add_argument("files", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
     stac.add_argument("-o", "--output", default="-",
-                      help="file to write: JSON, or stac-geoparquet when it ends in .parquet; "
-                           "'-' is standard output (default: %(default)s)")
+                      help="file to write (path or fsspec URL): JSON, or stac-geoparquet when it ends in "
+                           f".parquet; {OUTPUT_RULES} (default: %(default)s)")
     stac.add_argument("--datetime", default=None,
                       help="ISO 8601 datetime of every Item (default: each file's modification time)")
     stac.add_argument("--href-prefix", default=None,
@@ -52,6 +57,7 @@ def run(args) -> int:
     from ..errors import RumiFormatError
     from ..stac.items import item
 
+    check_outputs([args.output], read_by(args.files), "a raster or its blob")
     items, failed = [], False
     for path in args.files:  # every file is tried, so that one run names every file that cannot be described
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
@@ -60,23 +66,38 @@ def run(args) -> int:
         except RumiFormatError as exc:
             print(f"rumi stac: {path}: {exc}", file=sys.stderr)
             failed = True
-        except OSError as exc:
-            print(f"rumi stac: cannot read {path}: {exc}", file=sys.stderr)
+        except Exception as exc:
+            if not (isinstance(exc, OSError) or storage_error(exc)):
+                raise
+            reason = exc if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            print(f"rumi stac: cannot read {path}: {reason}", file=sys.stderr)
             failed = True
     if failed:
         return 1
     parquet = args.output.endswith(".parquet")
-    if args.output == "-":
-        print(json.dumps(_document(items, args.collection), indent=2))
-        return 0
-    try:
-        _write_document(items, args, parquet)
-    except OSError as exc:  # rumi's own handling would call it a read failure
-        print(f"rumi stac: cannot write {args.output}: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}"
-          f"{' as stac-geoparquet' if parquet else ''}", file=sys.stderr)
+    write_output(args.output, _parquet(items, args.output) if parquet else _json(items, args.collection))
+    if args.output != STDOUT:
+        print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}"
+              f"{' as stac-geoparquet' if parquet else ''}", file=sys.stderr)
     return 0
+
+
+def _json(items, collection: bool) -> bytes:
+    return (json.dumps(_document(items, collection), indent=2) + "\n").encode()
+
+
+def _parquet(items, output: str) -> bytes:
+    """The Items as stac-geoparquet bytes, built in a temporary folder so that the output appears whole."""
+    from ..stac.geoparquet import write_stac_geoparquet
+
+    with tempfile.TemporaryDirectory(prefix="rumi-stac-") as folder:
+        built = os.path.join(folder, "items.parquet")
+        try:
+            write_stac_geoparquet(items, built)
+            with open(built, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise CannotWrite(output, exc) from exc
 
 
 def _document(items, collection: bool) -> dict:
@@ -86,15 +107,3 @@ def _document(items, collection: bool) -> dict:
     if collection or len(items) > 1:
         return pystac.ItemCollection(items).to_dict()
     return items[0].to_dict(include_self_link=False)
-
-
-def _write_document(items, args, parquet: bool) -> None:
-    if parquet:
-        from ..stac.geoparquet import write_stac_geoparquet
-
-        write_stac_geoparquet(items, args.output)
-        return
-    import fsspec
-
-    with fsspec.open(args.output, "w") as f:
-        f.write(json.dumps(_document(items, args.collection), indent=2) + "\n")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from .shared import blob_file
+
 
 def add_command(commands) -> None:
     check = commands.add_parser("validate", help="check a file against every rule of the spec")
     check.add_argument("file", help="rumi file (path or URL)")
-    check.add_argument("--header", help="also check this header blob, and that it matches the file "
+    check.add_argument("--header", type=blob_file, help="also check this header blob, and that it matches the file "
                                         "(default: check the file alone)")
     check.set_defaults(run=run)
 

@@ -6,6 +6,14 @@ point, and in cell-frame files only the chosen bands' frames, are fetched and
 decoded), stretched per band between two percentiles, and written as an
 8-bit grey or RGB PNG.
 
+What has no place on a stretch gets one: NaN and infinities are no data,
+shown transparent through an alpha channel the PNG gains only then (an
+infinity painted as the minimum or maximum would pass for a real value);
+a band of one value (a constant image, a single sample) has no spread to
+stretch and is mid grey (128), which says "one value" where black would
+say "the lowest"; and the stretch is computed so that no difference of
+samples overflows, whatever their range (float64 near its limits included).
+
 The PNG is written here, with ``zlib`` and ``struct`` from the standard
 library: an 8-bit grey or RGB PNG is a signature and three chunks, and
 writing them takes fewer lines than declaring an imaging dependency
@@ -27,6 +35,10 @@ from ..reading.open import open_image
 SIZE = 1024
 #: The percentiles each band is stretched between, by default.
 PERCENTILES = (2.0, 98.0)
+#: The grey of a band of one value.
+MID_GREY = 128
+#: PNG colour types by channels per pixel: grey, grey and alpha, RGB, RGB and alpha.
+_COLOUR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}
 
 
 def sample_step(length: int, width: int, size: int) -> int:
@@ -59,7 +71,8 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
     """The quicklook of a rumi file as ``uint8`` ``(rows, cols)`` (grey) or ``(rows, cols, 3)`` (RGB).
 
     ``bands`` are 1-based band numbers: one (grey) or three (red, green,
-    blue); default :func:`default_bands`.
+    blue); default :func:`default_bands`.  Where a sample is no data (NaN,
+    infinite), an alpha channel is added (:func:`stretch`).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -80,40 +93,84 @@ def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
     """``(bands, rows, cols)`` samples as ``uint8`` grey ``(rows, cols)`` or RGB ``(rows, cols, 3)``.
 
     Each band is scaled linearly so its low percentile is 0 and its high
-    one 255 (NaN and infinities are 0); complex samples show their magnitude.
+    one 255; complex samples show their magnitude.  A band of one value is
+    mid grey (128).  NaN and infinities are no data: where a pixel has any,
+    an alpha channel is added (``(rows, cols, 2)`` grey and alpha,
+    ``(rows, cols, 4)`` RGBA), 0 there and 255 elsewhere.
 
     >>> stretch(np.array([[[0, 5, 10]]]), (0, 100)).tolist()
     [[0, 128, 255]]
+    >>> stretch(np.array([[[7.0, 7.0, np.inf]]])).tolist()
+    [[[128, 255], [128, 255], [0, 0]]]
     """
+    percentiles = checked_percentiles(percentiles)
     values = np.asarray(samples)
     if np.iscomplexobj(values):
-        values = np.abs(values)
+        values = np.abs(values * 0.5)  # halved, so no magnitude overflows; a linear stretch ignores the scale
     values = values.astype(np.float64)
-    out = np.zeros(values.shape, np.uint8)
-    for k, band in enumerate(values):
-        finite = np.isfinite(band)
-        if not finite.any():
-            continue
-        low, high = np.percentile(band[finite], percentiles)
-        scale = 255.0 / (high - low) if high > low else 0.0
-        scaled = np.clip((band - low) * scale, 0, 255) if scale else np.where(band > low, 255.0, 0.0)
-        out[k] = np.where(finite, np.rint(scaled), 0).astype(np.uint8)
-    return out[0] if len(out) == 1 else np.moveaxis(out, 0, -1)
+    finite = np.isfinite(values)
+    layers = [_stretch_band(band, known, percentiles) for band, known in zip(values, finite)]
+    valid = finite.all(axis=0)
+    if not valid.all():
+        layers.append(np.where(valid, 255, 0).astype(np.uint8))
+    return layers[0] if len(layers) == 1 else np.stack(layers, axis=-1)
+
+
+def checked_percentiles(percentiles) -> tuple[float, float]:
+    """``(low, high)`` with ``0 <= low < high <= 100``, else ``ValueError``.
+
+    >>> checked_percentiles([2, 98])
+    (2.0, 98.0)
+    >>> checked_percentiles((98, 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: a quicklook's percentiles are (low, high) with 0 <= low < high <= 100, got (98, 2)
+    """
+    try:
+        low, high = (float(p) for p in percentiles)
+    except (TypeError, ValueError):
+        low = high = math.nan
+    if not 0 <= low < high <= 100:  # NaN fails every comparison
+        raise ValueError(f"a quicklook's percentiles are (low, high) with 0 <= low < high <= 100, "
+                         f"got {tuple(percentiles) if np.iterable(percentiles) else percentiles}")
+    return low, high
+
+
+def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarray:
+    """One ``float64`` band as ``uint8``; samples that are not finite are 0 (the alpha channel says why)."""
+    known = band[finite]
+    if known.size == 0:
+        return np.zeros(band.shape, np.uint8)
+    lowest, highest = known.min(), known.max()
+    if lowest == highest:
+        return np.where(finite, MID_GREY, 0).astype(np.uint8)
+    with np.errstate(over="ignore"):
+        spread = highest - lowest
+    if not np.isfinite(spread):
+        # a quarter is exact for these magnitudes and keeps every difference finite; the stretch ignores the scale
+        band, known = band / 4, known / 4
+    low, high = np.percentile(known, percentiles)
+    if high > low:
+        with np.errstate(over="ignore", invalid="ignore"):  # a spread of subnormals may overflow: clipped
+            scaled = np.clip((band - low) / (high - low) * 255.0, 0, 255)
+    else:
+        scaled = np.where(band > low, 255.0, 0.0)  # percentiles that meet: above them white, the rest black
+    return np.where(finite, np.rint(scaled), 0).astype(np.uint8)
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
-    """An 8-bit PNG of ``uint8`` grey ``(rows, cols)`` or RGB ``(rows, cols, 3)`` pixels.
+    """An 8-bit PNG of ``uint8`` grey ``(rows, cols)`` or ``(rows, cols, channels)`` pixels.
+
+    Channels: 1 grey, 2 grey and alpha, 3 RGB, 4 RGB and alpha.
 
     >>> encode_png(np.zeros((2, 3), np.uint8))[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'
     """
     pixels = np.ascontiguousarray(pixels, np.uint8)
-    if pixels.ndim == 2:
-        colour_type = 0
-    elif pixels.ndim == 3 and pixels.shape[2] == 3:
-        colour_type = 2
-    else:
-        raise ValueError(f"a PNG is made of (rows, cols) or (rows, cols, 3) pixels, not {pixels.shape}")
+    channels = 1 if pixels.ndim == 2 else pixels.shape[2] if pixels.ndim == 3 else 0
+    if channels not in _COLOUR_TYPES:
+        raise ValueError(f"a PNG is made of (rows, cols) or (rows, cols, 1 to 4) pixels, not {pixels.shape}")
+    colour_type = _COLOUR_TYPES[channels]
     rows, cols = pixels.shape[:2]
     # Every scanline starts with its filter type, 0 (none): zlib does the compressing.
     scanlines = np.concatenate([np.zeros((rows, 1), np.uint8), pixels.reshape(rows, -1)], axis=1)
@@ -127,11 +184,20 @@ def encode_png(pixels: np.ndarray) -> bytes:
 
 
 def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
-    """Write ``pixels`` as a PNG to a path or fsspec URL."""
+    """Write ``pixels`` as a PNG to a path or fsspec URL; a missing local folder is an error, not made.
+
+    >>> import tempfile, os
+    >>> write_quicklook(os.path.join(tempfile.mkdtemp(), "no", "such", "look.png"), np.zeros((2, 2), np.uint8))
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: ...
+    """
     import fsspec
 
-    with fsspec.open(os.fspath(out), "wb", **(storage_options or {})) as f:
-        f.write(encode_png(pixels))
+    png = encode_png(pixels)  # before the file is opened: refused pixels leave no empty file
+    # fsspec.open makes missing folders by default; a mistyped one would be made where it was not meant to be
+    with fsspec.open(os.fspath(out), "wb", auto_mkdir=False, **(storage_options or {})) as f:
+        f.write(png)
 
 
 def _check_bands(bands, count: int) -> list[int]:
@@ -158,4 +224,5 @@ def data_array_quicklook(array, *, bands=None, size: int = SIZE, percentiles=PER
     return stretch(np.asarray(picked.values), percentiles)
 
 
-__all__ = ["PERCENTILES", "SIZE", "data_array_quicklook", "encode_png", "quicklook", "stretch", "write_quicklook"]
+__all__ = ["MID_GREY", "PERCENTILES", "SIZE", "checked_percentiles", "data_array_quicklook", "encode_png", "quicklook",
+           "stretch", "write_quicklook"]

@@ -36,9 +36,9 @@ from ..format.layout import BIGTIFF_HEADER_SIZE, IFD_SIZE
 from ..frames.codec import frame_version
 from ..io.retry import RetryPolicy
 from ..io.source import ByteSource
-from ..io.urls import absolute, is_local, local_path
 from .data_array import GDAL_SAMPLE_TYPES, scaling_attributes
 from .parameters import check_storage_options, parse_frame_unit, tile_shape
+from .staging import refuse_overwriting_source
 from .write import write
 
 #: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
@@ -138,34 +138,6 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     raw = data.size * (4 if sample_type == "cint16" else data.dtype.itemsize)
     return Conversion(source, target, _size(source, None), _size(target, storage_options), raw, nodata,
                       None if code is None else f"EPSG:{code}", how, scaling, mask, palette)
-
-
-def refuse_overwriting_source(source: str, target: str) -> None:
-    """Raise ``ValueError`` when writing ``target`` (or its ``.header``) would replace ``source``.
-
-    The rumi file is staged and moved into place when complete, so a target
-    that is the source would replace the raster being converted: the
-    conversion would succeed and the source be gone (``gdal_translate``
-    refuses the same).  Local files are compared as files (links and
-    relative paths included), URLs as written.
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.tif")
-    >>> open(path, "wb").close()
-    >>> refuse_overwriting_source(path, "./" + os.path.relpath(path))
-    Traceback (most recent call last):
-    ...
-    ValueError: the output is the input: writing ... would replace the raster being converted; choose another output
-    """
-    for written in (target, target + ".header"):
-        if is_local(source) and is_local(written):
-            same = os.path.exists(local_path(written)) and os.path.exists(local_path(source)) and \
-                os.path.samefile(local_path(source), local_path(written))
-        else:
-            same = absolute(source) == absolute(written)
-        if same:
-            raise ValueError(f"the output is the input: writing {written} would replace the raster being "
-                             f"converted; choose another output")
 
 
 def is_rumi_file(source) -> bool:

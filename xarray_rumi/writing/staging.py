@@ -20,6 +20,7 @@ import tempfile
 import uuid
 
 from ..io.source import ByteSource
+from ..io.urls import absolute, is_local, local_path
 from ..runtime.threads import cancel_or_wait, in_background
 
 #: A local file is handed to the disk each time this much more has been written.
@@ -69,6 +70,72 @@ def staged(target: ByteSource):
         f.close()
         if name is not None and os.path.exists(name):
             os.unlink(name)
+
+
+def same_place(first, second) -> bool:
+    """Whether two paths or URLs name one file: local ones as files (links, relative paths), URLs as written.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> same_place(path, "file://" + path), same_place(path, path + ".header")
+    (True, False)
+    """
+    first, second = os.fspath(first), os.fspath(second)
+    if not (is_local(first) and is_local(second)):
+        return absolute(first) == absolute(second)
+    first, second = local_path(first), local_path(second)
+    if os.path.exists(first) and os.path.exists(second):
+        return os.path.samefile(first, second)
+    # a file not there yet: the same name once links in its folders are resolved
+    return os.path.realpath(first) == os.path.realpath(second)
+
+
+def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
+    """Raise ``ValueError`` when writing one of ``outputs`` would replace one of ``inputs``, or another output.
+
+    An output is staged and moved into place when complete, so an output
+    that is an input replaces it after the input was read, and the command
+    succeeds with its input gone; two outputs of one name keep only the last.
+
+    >>> refuse_overwriting(["a.rumi"], ["a.rumi.json", "b.rumi.json"])
+    >>> refuse_overwriting(["a.rumi", "a.rumi.header"], ["./a.rumi.header"], "the raster's blob")
+    Traceback (most recent call last):
+    ...
+    ValueError: the output is the input: writing ./a.rumi.header would replace a.rumi.header (the raster's blob); ...
+    """
+    outputs = [os.fspath(o) for o in outputs]
+    for number, written in enumerate(outputs):
+        for source in inputs:
+            if same_place(source, written):
+                raise ValueError(f"the output is the input: writing {written} would replace {os.fspath(source)} "
+                                 f"({what}); choose another output")
+        for other in outputs[:number]:
+            if same_place(other, written):
+                raise ValueError(f"two outputs of one run are the same file: {other} and {written}; "
+                                 f"the second would replace the first")
+
+
+def refuse_overwriting_source(source: str, target: str) -> None:
+    """Raise ``ValueError`` when writing ``target`` (or its ``.header``) would replace ``source``.
+
+    The rumi file is staged and moved into place when complete, so a target
+    that is the source would replace the raster being converted: the
+    conversion would succeed and the source be gone (``gdal_translate``
+    refuses the same).  Local files are compared as files (links and
+    relative paths included), URLs as written.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tif")
+    >>> open(path, "wb").close()
+    >>> refuse_overwriting_source(path, "./" + os.path.relpath(path))
+    Traceback (most recent call last):
+    ...
+    ValueError: the output is the input: writing ... would replace the raster being converted; choose another output
+    """
+    for written in (target, target + ".header"):
+        if same_place(source, written):
+            raise ValueError(f"the output is the input: writing {written} would replace the raster being "
+                             f"converted; choose another output")
 
 
 def write_small(target: ByteSource, data: bytes) -> None:
