@@ -215,7 +215,8 @@ def test_a_type_gdal_cannot_warp_is_pasted_and_refused_or_upcast_when_reprojecte
     assert pasted["data"].dtype == np.dtype("bfloat16")
     assert np.array_equal(pasted["data"].values[0].view("uint16"), _pixels(0, 1, "bfloat16")[0].view("uint16"))
     reprojected = dict(crs="EPSG:3857", resolution=10, resampling="bilinear", chunks={})
-    with pytest.raises(ValueError, match="bfloat16 samples cannot be reprojected.*dtype="):
+    refused = r"scene-\d\.rumi: bfloat16 samples cannot be reprojected into dtype='bfloat16'"
+    with pytest.raises(ValueError, match=refused):
         xarray_rumi.stac.load(items, **reprojected).compute()
     # upcast exactly: the same pixels as float32 GeoTIFFs holding the bfloat16 values
     upcast = xarray_rumi.stac.load(items, dtype="float32", **reprojected).compute()
