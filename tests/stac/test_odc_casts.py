@@ -187,6 +187,8 @@ def test_a_type_gdal_lacks_is_given_only_where_every_value_fits(tmp_path):
         xarray_rumi.stac.load([item], bands=["data.1"], dtype="float16", **PASTED)
     with pytest.raises(ValueError, match=r"uint16\.rumi: uint16 samples cannot be reprojected into dtype='float16'"):
         xarray_rumi.stac.load([item], bands=["data.1"], dtype="float16", **WARPED)
+    with pytest.raises(ValueError, match=refused):   # on Dask, while the load is built: no chunk could give it
+        xarray_rumi.stac.load([item], bands=["data.1"], dtype="float16", chunks={}, **WARPED)
 
 
 @pytest.mark.parametrize("source", ["float32", "float64", "complex64", "int16", "uint16", "int32", "int64", "uint64"])

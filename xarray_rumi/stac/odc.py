@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..format.blob import Header
-from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk
+from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
 from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
 
 
@@ -190,6 +190,9 @@ class RumiDaskReader:
     layer_name: str = ""
 
     def open(self, src, cfg, ctx, *, layer_name: str, idx: int) -> RumiDaskReader:
+        if isinstance(src.driver_data, RumiAsset):
+            # a dtype= no chunk can give is refused while the load is built, not in every task
+            refuse_unloadable_dtype(src.uri, blob_header(src.driver_data.blob).sample_type.dtype, cfg)
         env = self.env if self.env is not None else self.driver.capture_env()
         return RumiDaskReader(self.driver, env, ctx, src, cfg, layer_name)
 

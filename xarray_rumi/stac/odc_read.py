@@ -205,6 +205,13 @@ def _refuse_what_gdal_cannot_give(href: str, samples: np.dtype, out: np.dtype, p
         "1- to 6-bit integers, 'complex64' for complex integers), or as they are onto their own grid")
 
 
+def refuse_unloadable_dtype(href: str, samples: np.dtype, cfg) -> None:
+    """The ``ValueError`` :func:`read_chunk` would raise on every chunk, pasted or warped, for odc's ``cfg.dtype``."""
+    from odc.loader import resolve_dst_dtype
+
+    _refuse_what_gdal_cannot_give(href, samples, resolve_dst_dtype(str(samples), cfg), True, cfg.resampling)
+
+
 def gdal_dtype(dtype: np.dtype) -> np.dtype:
     """The type GDAL holds samples of ``dtype`` in: the type itself, or the GeoTIFF type that holds every value.
 
@@ -370,4 +377,4 @@ def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
 
 
 __all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "read_chunk",
-           "source_geobox"]
+           "refuse_unloadable_dtype", "source_geobox"]
