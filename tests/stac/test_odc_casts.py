@@ -191,22 +191,32 @@ def test_a_type_gdal_lacks_is_given_only_where_every_value_fits(tmp_path):
         xarray_rumi.stac.load([item], bands=["data.1"], dtype="float16", chunks={}, **WARPED)
 
 
+@pytest.mark.parametrize("width", [16, 21])
 @pytest.mark.parametrize("source", ["float32", "float64", "complex64", "int16", "uint16", "int32", "int64", "uint64"])
-def test_cast_as_gdal_is_gdals_read_into_another_type(source):
-    """Many values of every magnitude, read by GDAL from a GeoTIFF into each type, in rows of 16 (as tiles of 16)."""
+def test_cast_as_gdal_is_gdals_read_into_another_type(source, width):
+    """Many values of every magnitude, read by GDAL from a GeoTIFF into each type, in rows of 16 and of 21 values."""
     from rasterio.io import MemoryFile
 
-    from xarray_rumi.stac.odc_read import cast_as_gdal
+    from xarray_rumi.stac.odc_read import cast_as_gdal, one_value_columns
 
     pixels = _many_values(np.dtype(source))
-    pixels = np.resize(pixels, (pixels.size // 16 + 1) * 16).reshape(-1, 16)
-    with MemoryFile() as memory:
-        with memory.open(driver="GTiff", width=16, height=pixels.shape[0], count=1, dtype=pixels.dtype) as tif:
+    pixels = np.resize(pixels, (pixels.size // width + 1) * width).reshape(-1, width)
+    with MemoryFile() as memory:   # striped: a block is a whole row
+        with memory.open(driver="GTiff", width=width, height=pixels.shape[0], count=1, dtype=pixels.dtype) as tif:
             tif.write(pixels[None])
         with memory.open() as tif:
             for target in GDAL_TYPES:
                 expected = tif.read(1, out=np.empty(pixels.shape, target))
-                assert cast_as_gdal(pixels, target).tobytes() == expected.tobytes(), (source, target)
+                cast = cast_as_gdal(pixels, target, one_at_a_time=one_value_columns(range(width), width))
+                assert cast.tobytes() == expected.tobytes(), (source, target)
+
+
+@pytest.mark.parametrize("chunk", [12, 20])
+def test_chunks_that_cut_tiles_are_the_geotiff_paths(tmp_path, chunk):
+    """GDAL converts float32 to int16 eight values at a time, the rest of a run one at a time, otherwise."""
+    item, twin, dtypes = _scene(tmp_path, "float32", None)
+    for name, dtype in dtypes.items():
+        _assert_same(*_load_both(item, twin, bands=[name], dtype=dtype, chunks={"x": chunk, "y": chunk}, **PASTED))
 
 
 def _many_values(dtype: np.dtype) -> np.ndarray:

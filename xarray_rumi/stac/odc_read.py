@@ -158,7 +158,8 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
         return ChunkPixels(roi_dst, bands, out[:, 0:0, 0:0], failed=str(error))
     if paste:
-        out[...] = cast_as_gdal(pixels, out.dtype)
+        tile_width = blob_header(request.asset.blob).grid.tile_width
+        out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, tile_width))
         # odc's order: the nodata test is on the cast pixels (a clamped nodata is no longer nodata)
         if dst_nodata is not None and not _same_nodata(src_nodata, dst_nodata):
             np.copyto(out, dst_nodata, where=_nodata_mask(out, src_nodata))
@@ -227,7 +228,7 @@ def gdal_dtype(dtype: np.dtype) -> np.dtype:
     raise ValueError(f"no type GDAL reads holds every {dtype} value")
 
 
-def cast_as_gdal(pixels: np.ndarray, dtype) -> np.ndarray:
+def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
     """``pixels`` as ``dtype``, cast as GDAL casts a read into a buffer of that type (odc's GeoTIFF paste).
 
     Integers are clamped to the type's range; floats are rounded half away
@@ -238,6 +239,9 @@ def cast_as_gdal(pixels: np.ndarray, dtype) -> np.ndarray:
     (:func:`gdal_dtype`).  A type GDAL cannot read into (``float16``,
     ``bool``, ml_dtypes' types), which odc's GeoTIFF path refuses, is cast
     to only when every value fits exactly; otherwise ``ValueError``.
+    ``one_at_a_time``: the columns GDAL converts one value at a time
+    (:func:`one_value_columns`; by default none), which matters for float32
+    to int16 only.
 
     >>> cast_as_gdal(np.array([256, 32768, 40000, 65535], "uint16"), "int16").tolist()
     [256, 32767, 32767, 32767]
@@ -260,29 +264,22 @@ def cast_as_gdal(pixels: np.ndarray, dtype) -> np.ndarray:
         with np.errstate(over="ignore"):  # float64 past float32's range: an infinity, as GDAL gives
             return values.astype(dtype)
     if values.dtype.kind == "f":
-        return _rounded_and_clamped(values, dtype, vectorised=not from_complex)
+        out = _rounded_and_clamped(values, dtype)
+        if not from_complex and values.dtype == np.float32 and dtype == np.int16:
+            _as_eight_at_a_time(values, out, one_at_a_time)
+        return out
     info, source = np.iinfo(dtype), np.iinfo(values.dtype)
     return np.clip(values, max(info.min, source.min), min(info.max, source.max)).astype(dtype)
 
 
-def _rounded_and_clamped(values: np.ndarray, dtype: np.dtype, vectorised: bool = True) -> np.ndarray:
-    """GDAL's float to integer: ``x + 0.5`` (``x - 0.5`` below zero) truncated, clamped, NaN 0; and its exceptions.
+def _rounded_and_clamped(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """GDAL's float to integer: ``x + 0.5`` (``x - 0.5`` below zero) truncated, clamped, NaN 0.
 
-    GDAL 3.10 converts float32 to int16 eight values at a time (SSE2), and
-    that kernel rounds positive values exactly (0.49999997 to 0, where the
-    one-value path's ``x + 0.5`` gives 1) and makes NaN -32768: a GeoTIFF's
-    tiles of a width that is a multiple of 8 go through it whole, so that is
-    what odc's GeoTIFF path gives (``vectorised``; a complex band's real
-    parts do not go through it).  float64 exactly 2**64 to uint64 gives 0.
+    GDAL 3.10 makes float64 exactly 2**64 0 as uint64.
     """
     info, half = np.iinfo(dtype), values.dtype.type(0.5)
-    simd_int16 = vectorised and values.dtype == np.float32 and dtype == np.int16
     with np.errstate(invalid="ignore"):
-        if simd_int16:
-            positive = np.floor(values.astype(np.float64) + 0.5).astype(np.float32)
-        else:
-            positive = np.trunc(values + half)
-        rounded = np.where(values >= 0, positive, np.trunc(values - half))
+        rounded = np.where(values >= 0, np.trunc(values + half), np.trunc(values - half))
         # The type's ends in the float type: the top may round up past the type, so every value at or above
         # it is past the type too; the bottom (0 or minus a power of two) is exact.
         top, bottom = values.dtype.type(info.max), values.dtype.type(info.min)
@@ -291,11 +288,41 @@ def _rounded_and_clamped(values: np.ndarray, dtype: np.dtype, vectorised: bool =
         np.copyto(out, rounded, where=inside, casting="unsafe")
         out[rounded >= top] = info.max
         out[rounded <= bottom] = info.min
-        if simd_int16:
-            out[np.isnan(values)] = info.min
         if values.dtype == np.float64 and dtype == np.uint64:
             out[values == 2.0 ** 64] = 0
     return out
+
+
+def _as_eight_at_a_time(values: np.ndarray, out: np.ndarray, one_at_a_time: np.ndarray | None) -> None:
+    """GDAL 3.10's float32 to int16 kernel, in ``out`` but for the columns converted one at a time.
+
+    The kernel (SSE2, eight values at a time) rounds positive values
+    exactly (0.49999997 to 0, where ``x + 0.5`` in float32 gives 1) and
+    makes NaN -32768 (where one value at a time gives 0).
+    """
+    kernel = np.ones(values.shape, bool) if one_at_a_time is None else np.broadcast_to(~one_at_a_time, values.shape)
+    with np.errstate(invalid="ignore"):
+        exactly = np.clip(np.floor(values.astype(np.float64) + 0.5), -32768, 32767)
+        np.copyto(out, exactly, where=kernel & (values >= 0), casting="unsafe")
+    out[kernel & np.isnan(values)] = -32768
+
+
+def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
+    """Which columns of a window GDAL converts one value at a time when it reads them from a tiled GeoTIFF.
+
+    GDAL copies a window tile by tile: each row's run inside one tile is
+    converted eight values at a time, and the last ``len(run) % 8`` one at
+    a time.  The GeoTIFF twin of a rumi file has its frames for tiles.
+
+    >>> np.flatnonzero(one_value_columns(range(12, 40), 16)).tolist()   # runs 12-15, 16-31, 32-39
+    [0, 1, 2, 3]
+    >>> np.flatnonzero(one_value_columns(range(0, 20), 16)).tolist()    # runs 0-15, 16-19
+    [16, 17, 18, 19]
+    """
+    columns = np.arange(cols.start, cols.stop)
+    run_start = np.maximum(columns // tile_width * tile_width, cols.start)
+    run_stop = np.minimum((columns // tile_width + 1) * tile_width, cols.stop)
+    return columns >= run_stop - (run_stop - run_start) % 8
 
 
 def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
@@ -376,5 +403,5 @@ def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
     return pixels == nodata
 
 
-__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "read_chunk",
-           "refuse_unloadable_dtype", "source_geobox"]
+__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
+           "read_chunk", "refuse_unloadable_dtype", "source_geobox"]
