@@ -215,7 +215,8 @@ def test_a_type_gdal_cannot_warp_is_pasted_and_refused_or_upcast_when_reprojecte
     assert pasted["data"].dtype == np.dtype("bfloat16")
     assert np.array_equal(pasted["data"].values[0].view("uint16"), _pixels(0, 1, "bfloat16")[0].view("uint16"))
     reprojected = dict(crs="EPSG:3857", resolution=10, resampling="bilinear", chunks={})
-    with pytest.raises(ValueError, match="bfloat16 samples cannot be reprojected.*dtype="):
+    refused = r"scene-\d\.rumi: bfloat16 samples cannot be reprojected into dtype='bfloat16'"
+    with pytest.raises(ValueError, match=refused):
         xarray_rumi.stac.load(items, **reprojected).compute()
     # upcast exactly: the same pixels as float32 GeoTIFFs holding the bfloat16 values
     upcast = xarray_rumi.stac.load(items, dtype="float32", **reprojected).compute()
@@ -271,3 +272,35 @@ def test_importing_xarray_rumi_stac_imports_no_odc():
                            "assert xarray_rumi.stac.RumiDriver.__name__ == 'RumiDriver'"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_load_takes_what_open_cube_takes(scenes, tmp_path):
+    """Item dicts, a FeatureCollection dict, a stac-geoparquet file, one Item, a generator (a search's items())."""
+    pystac = pytest.importorskip("pystac")
+    pytest.importorskip("stac_geoparquet", reason="stac-geoparquet is not installed (the stac extra)")
+    items, _ = scenes
+    kwargs = dict(crs="EPSG:32632", resolution=10, chunks={})
+    expected = xarray_rumi.stac.load(items, **kwargs).compute()
+    parquet = str(tmp_path / "items.parquet")
+    xarray_rumi.stac.write_stac_geoparquet(items, parquet)
+    forms = {
+        "Item dicts": [item.to_dict() for item in items],
+        "a FeatureCollection dict": pystac.ItemCollection(items).to_dict(),
+        "an ItemCollection": pystac.ItemCollection(items),
+        "a stac-geoparquet path": parquet,
+        "a generator": (item for item in items),
+    }
+    for form, given in forms.items():
+        assert _differing(expected, xarray_rumi.stac.load(given, **kwargs).compute()) == 0, form
+    one = xarray_rumi.stac.load(items[0], **kwargs)
+    assert one.sizes["time"] == 1 and np.array_equal(one["data.1"].values[0, :SIZE, :SIZE], _pixels(0)[0])
+
+
+def test_load_refuses_a_path_that_is_not_stac_geoparquet_naming_it(scenes, tmp_path):
+    items, _ = scenes
+    not_parquet = tmp_path / "items.json"
+    not_parquet.write_text("{}")
+    with pytest.raises(ValueError, match=r"items\.json.*not a stac-geoparquet file"):
+        xarray_rumi.stac.load(str(not_parquet), chunks={})
+    with pytest.raises(ValueError, match=r"scene-0\.rumi.*not a stac-geoparquet file"):
+        xarray_rumi.stac.load(items[0].assets["data"].href, chunks={})

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 from dataclasses import dataclass, field
 
 from ..format.blob import Header
-from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk
-from .read import STAC_HEADER, stac_georeferencing
+from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
+from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
 
 
 class RumiDriver:
@@ -189,6 +190,9 @@ class RumiDaskReader:
     layer_name: str = ""
 
     def open(self, src, cfg, ctx, *, layer_name: str, idx: int) -> RumiDaskReader:
+        if isinstance(src.driver_data, RumiAsset):
+            # a dtype= no chunk can give is refused while the load is built, not in every task
+            refuse_unloadable_dtype(src.uri, blob_header(src.driver_data.blob).sample_type.dtype, cfg)
         env = self.env if self.env is not None else self.driver.capture_env()
         return RumiDaskReader(self.driver, env, ctx, src, cfg, layer_name)
 
@@ -229,14 +233,17 @@ def _read_other(src, load, cfg, dst_geobox, driver, env, selection):
 def load(items, bands=None, **kwargs):
     """``odc.stac.load`` with :class:`RumiDriver`: the same parameters, the same defaults.
 
-    ``stac_cfg=`` goes to the driver's metadata parser too, where odc's own
-    parser would have used it.  Needs the ``odc`` extra.
+    ``items`` is what :func:`xarray_rumi.open_cube` takes (pystac Items, an
+    ItemCollection, their dicts, a GeoJSON FeatureCollection dict), any
+    iterable of Items (a search's ``items()``), or a stac-geoparquet file's
+    path.  ``stac_cfg=`` goes to the driver's metadata parser too, where
+    odc's own parser would have used it.  Needs the ``odc`` extra.
 
     >>> import numpy as np, tempfile, os, xarray_rumi, xarray_rumi.stac
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
     >>> blob = xarray_rumi.write(path, np.ones((2, 64, 64), "uint8"), tile_size=32, crs=32633,
     ...                          transform=(10, 0, 500000, 0, -10, 5000000))
-    >>> items = [xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z")]
+    >>> items = [xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z").to_dict()]
     >>> ds = load(items, crs="EPSG:3857", resolution=20, chunks={"x": 512, "y": 512})
     >>> sorted(ds.data_vars), ds.odc.crs.epsg
     (['data.1', 'data.2'], 3857)
@@ -247,7 +254,51 @@ def load(items, bands=None, **kwargs):
         raise TypeError("xarray_rumi.stac.load reads with the rumi driver; call odc.stac.load(driver=...) for another")
     kwargs.pop("driver", None)
     driver = RumiDriver(stac_cfg=kwargs.get("stac_cfg"))
-    return odc.stac.load(items, bands, driver=driver, **kwargs)
+    return odc.stac.load(pystac_items(items), bands, driver=driver, **kwargs)
+
+
+def pystac_items(items):
+    """The pystac Items ``odc.stac.load`` iterates, from what :func:`load` takes; an iterable stays lazy.
+
+    Dicts become Items through :func:`~.read.stac_item_dicts`, as
+    ``open_cube`` reads them; pystac Items pass as they are.
+
+    >>> import pystac
+    >>> feature = {"type": "Feature", "stac_version": "1.1.0", "id": "a", "geometry": None, "properties":
+    ...            {"datetime": "2024-05-01T00:00:00Z"}, "links": [], "assets": {}}
+    >>> [item.id for item in pystac_items({"type": "FeatureCollection", "features": [feature]})]
+    ['a']
+    """
+    if isinstance(items, (str, bytes, os.PathLike)):
+        return _pystac(_stac_geoparquet_dicts(items))
+    if isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
+        items = [items]
+    return (item for given in items for item in _as_pystac(given))
+
+
+def _as_pystac(given) -> list:
+    """One of the Items given, as pystac Items: a dict (an Item, a FeatureCollection) made Items, else as it is."""
+    return _pystac(stac_item_dicts(given)) if isinstance(given, dict) else [given]
+
+
+def _pystac(item_dicts) -> list:
+    import pystac
+
+    return [pystac.Item.from_dict(item) for item in item_dicts]
+
+
+def _stac_geoparquet_dicts(path) -> list[dict]:
+    """The Item dicts of a stac-geoparquet file; any other path is refused, naming it."""
+    path = os.fsdecode(path)
+    try:
+        geoparquet = is_stac_geoparquet(path)
+    except ValueError as error:  # pyarrow's ArrowInvalid: not Parquet at all
+        raise ValueError(f"{path!r} is not a stac-geoparquet file ({error}); xarray_rumi.stac.load takes STAC "
+                         "Items, their dicts, a FeatureCollection dict, or a stac-geoparquet file's path") from None
+    if not geoparquet:
+        raise ValueError(f"{path!r} is not a stac-geoparquet file (its Parquet metadata does not say so: a rumi "
+                         "catalog opens with xarray_rumi.open_catalog)")
+    return read_stac_geoparquet(path)
 
 
 def _rio_driver():
@@ -280,4 +331,4 @@ def _nodata(src):
     return src.meta.nodata if src.meta is not None else None
 
 
-__all__ = ["RumiDaskReader", "RumiDriver", "RumiLoad", "RumiMDParser", "RumiReader", "load"]
+__all__ = ["RumiDaskReader", "RumiDriver", "RumiLoad", "RumiMDParser", "RumiReader", "load", "pystac_items"]

@@ -4,8 +4,10 @@ Mirrors odc-loader's GeoTIFF reader (``odc.loader.RioReader``) step by step,
 so that a rumi file and its GeoTIFF twin load to the same pixels: the same
 overlap computation (``odc.geo.overlap.compute_reproject_roi``, with the
 same tolerances), the same choice between pasting and reprojecting, the same
-nodata rules, and for reprojection the same call of
-``rasterio.warp.reproject``.  One difference is unavoidable: odc hands GDAL
+nodata rules, the same casts to a narrower ``dtype=`` (odc leaves them to
+GDAL, which rounds and clamps: :func:`cast_as_gdal`), and for reprojection
+the same call of ``rasterio.warp.reproject``, from the type the GeoTIFF twin
+would hold the samples in.  One difference is unavoidable: odc hands GDAL
 the whole GeoTIFF and lets GDAL pick what it reads, where this module decodes
 only the frames the chunk's source window overlaps, grown by a margin wider
 than any of GDAL's resampling kernels reaches, and hands GDAL that window
@@ -124,14 +126,16 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     """
     from odc.geo.overlap import compute_reproject_roi
     from odc.geo.roi import roi_is_empty
-    from odc.loader import resolve_dst_nodata, resolve_src_nodata
+    from odc.loader import resolve_dst_dtype, resolve_dst_nodata, resolve_src_nodata
 
     cfg, bands = request.cfg, tuple(sorted(set(request.bands)))
     src_geobox = source_geobox(request.asset)
     # odc's tolerance: with nearest resampling a sub-pixel shift still pastes.
     info = compute_reproject_roi(src_geobox, dst_geobox, ttol=0.9 if cfg.nearest else 0.05)
     roi_dst = tuple(info.roi_dst)
-    out = np.ndarray((len(bands), *(s.stop - s.start for s in roi_dst)), dtype=np.dtype(cfg.dtype))
+    sample_dtype = blob_header(request.asset.blob).sample_type.dtype
+    out = np.ndarray((len(bands), *(s.stop - s.start for s in roi_dst)),
+                     dtype=resolve_dst_dtype(str(sample_dtype), cfg))
     src_nodata = resolve_src_nodata(request.src_nodata, cfg)
     dst_nodata = resolve_dst_nodata(out.dtype, cfg, src_nodata)
     if out.size == 0:
@@ -140,6 +144,7 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         out[...] = dst_nodata if dst_nodata is not None else 0
         return ChunkPixels(roi_dst, bands, out)
     paste = bool(info.paste_ok and info.read_shrink == 1)
+    _refuse_what_gdal_cannot_give(request.href, sample_dtype, out.dtype, paste, cfg.resampling)
     rows, cols = (range(s.start, s.stop) for s in info.roi_src)
     if not paste:
         rows, cols = _grown(rows, cols, src_geobox.shape.yx, cfg.resampling, info.scale)
@@ -153,13 +158,16 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
         return ChunkPixels(roi_dst, bands, out[:, 0:0, 0:0], failed=str(error))
     if paste:
-        np.copyto(out, pixels, casting="unsafe")
+        tile_width = blob_header(request.asset.blob).grid.tile_width
+        out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, tile_width))
+        # odc's order: the nodata test is on the cast pixels (a clamped nodata is no longer nodata)
         if dst_nodata is not None and not _same_nodata(src_nodata, dst_nodata):
             np.copyto(out, dst_nodata, where=_nodata_mask(out, src_nodata))
     else:
         window = src_geobox[rows.start:rows.stop, cols.start:cols.stop]
-        _warp(_warpable(pixels, out.dtype, cfg.resampling), out, window, dst_geobox[info.roi_dst], cfg.resampling,
-              src_nodata, dst_nodata)
+        # warped from the type GDAL holds them in (their GeoTIFF twin's), as odc warps the twin
+        twin_pixels = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
+        _warp(twin_pixels, out, window, dst_geobox[info.roi_dst], cfg.resampling, src_nodata, dst_nodata)
     return ChunkPixels(roi_dst, bands, out)
 
 
@@ -183,17 +191,138 @@ def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_
         rasterio.warp.reproject(band_pixels, band_out, **common)
 
 
-def _warpable(pixels: np.ndarray, out_dtype: np.dtype, resampling: str) -> np.ndarray:
-    """``pixels`` in a type GDAL warps: as they are, or upcast exactly to the output type; else a clear error."""
-    if pixels.dtype in WARPABLE:
-        return pixels
-    if out_dtype in WARPABLE and _holds_exactly(out_dtype, pixels.dtype):
-        return pixels.astype(out_dtype)
+def _refuse_what_gdal_cannot_give(href: str, samples: np.dtype, out: np.dtype, paste: bool, resampling: str) -> None:
+    """A ``ValueError`` naming the file and ``dtype=`` where GDAL, which odc's GeoTIFF path casts and warps with, has
+    no such output type: warped, any type GDAL lacks; pasted, one that does not hold every sample exactly."""
+    if out in WARPABLE or (paste and (out == samples or _holds_exactly(out, samples))):
+        return
+    if paste:
+        what = f"loaded as dtype={out.name!r} on their own grid: not every value fits, and GDAL, which casts"
+    else:
+        what = f"reprojected into dtype={out.name!r} ({resampling} resampling onto another grid): GDAL, which warps"
     raise ValueError(
-        f"{pixels.dtype} samples cannot be reprojected ({resampling} resampling onto another grid): GDAL does not "
-        f"warp {pixels.dtype}. Load them with dtype= a type that holds them (dtype='float32' for float types and "
-        "bfloat16, 'uint8'/'int8' for 1- to 6-bit integers, 'complex64' for complex integers), or onto their own "
-        "grid, where they are pasted as they are")
+        f"{href}: {samples} samples cannot be {what} for odc's GeoTIFF reader, has no {out}. "
+        "Load them with dtype= a type GDAL has (dtype='float32' for float types and bfloat16, 'uint8'/'int8' for "
+        "1- to 6-bit integers, 'complex64' for complex integers), or as they are onto their own grid")
+
+
+def refuse_unloadable_dtype(href: str, samples: np.dtype, cfg) -> None:
+    """The ``ValueError`` :func:`read_chunk` would raise on every chunk, pasted or warped, for odc's ``cfg.dtype``."""
+    from odc.loader import resolve_dst_dtype
+
+    _refuse_what_gdal_cannot_give(href, samples, resolve_dst_dtype(str(samples), cfg), True, cfg.resampling)
+
+
+def gdal_dtype(dtype: np.dtype) -> np.dtype:
+    """The type GDAL holds samples of ``dtype`` in: the type itself, or the GeoTIFF type that holds every value.
+
+    >>> import ml_dtypes
+    >>> [gdal_dtype(np.dtype(t)).name for t in ("uint16", "bool", ml_dtypes.int4, ml_dtypes.bfloat16, "float16")]
+    ['uint16', 'uint8', 'int8', 'float32', 'float32']
+    """
+    if dtype in WARPABLE:
+        return dtype
+    for wider in (np.dtype("uint8"), np.dtype("int8"), np.dtype("float32"), np.dtype("complex64")):
+        if _holds_exactly(wider, dtype):
+            return wider
+    raise ValueError(f"no type GDAL reads holds every {dtype} value")
+
+
+def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
+    """``pixels`` as ``dtype``, cast as GDAL casts a read into a buffer of that type (odc's GeoTIFF paste).
+
+    Integers are clamped to the type's range; floats are rounded half away
+    from zero (in their own precision, as GDAL adds 0.5 and truncates), then
+    clamped, infinities to the ends, NaN to 0; a complex value gives its real
+    part; to a float type numpy's rounding is GDAL's (and an overflow is an
+    infinity).  Types GDAL lacks are first widened to their GeoTIFF twin's
+    (:func:`gdal_dtype`).  A type GDAL cannot read into (``float16``,
+    ``bool``, ml_dtypes' types), which odc's GeoTIFF path refuses, is cast
+    to only when every value fits exactly; otherwise ``ValueError``.
+    ``one_at_a_time``: the columns GDAL converts one value at a time
+    (:func:`one_value_columns`; by default none), which matters for float32
+    to int16 only.
+
+    >>> cast_as_gdal(np.array([256, 32768, 40000, 65535], "uint16"), "int16").tolist()
+    [256, 32767, 32767, 32767]
+    >>> cast_as_gdal(np.array([1.6, -5, 300.7, 1e6, 2.5, -2.5, np.nan], "float32"), "int8").tolist()
+    [2, -5, 127, 127, 3, -3, 0]
+    """
+    dtype = np.dtype(dtype)
+    if pixels.dtype == dtype:
+        return pixels
+    if dtype not in WARPABLE:
+        if _holds_exactly(dtype, pixels.dtype):
+            return pixels.astype(dtype)
+        raise ValueError(f"{pixels.dtype} samples cannot be loaded as {dtype}: not every value fits, and GDAL, "
+                         f"which casts for odc's GeoTIFF reader, has no {dtype}; load them as a type GDAL has")
+    values = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
+    from_complex = values.dtype.kind == "c"
+    if from_complex and dtype.kind != "c":
+        values = values.real
+    if dtype.kind not in "iu":
+        with np.errstate(over="ignore"):  # float64 past float32's range: an infinity, as GDAL gives
+            return values.astype(dtype)
+    if values.dtype.kind == "f":
+        out = _rounded_and_clamped(values, dtype)
+        if not from_complex and values.dtype == np.float32 and dtype == np.int16:
+            _as_eight_at_a_time(values, out, one_at_a_time)
+        return out
+    info, source = np.iinfo(dtype), np.iinfo(values.dtype)
+    return np.clip(values, max(info.min, source.min), min(info.max, source.max)).astype(dtype)
+
+
+def _rounded_and_clamped(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """GDAL's float to integer: ``x + 0.5`` (``x - 0.5`` below zero) truncated, clamped, NaN 0.
+
+    GDAL 3.10 makes float64 exactly 2**64 0 as uint64.
+    """
+    info, half = np.iinfo(dtype), values.dtype.type(0.5)
+    with np.errstate(invalid="ignore"):
+        rounded = np.where(values >= 0, np.trunc(values + half), np.trunc(values - half))
+        # The type's ends in the float type: the top may round up past the type, so every value at or above
+        # it is past the type too; the bottom (0 or minus a power of two) is exact.
+        top, bottom = values.dtype.type(info.max), values.dtype.type(info.min)
+        out = np.zeros(values.shape, dtype)
+        inside = (rounded > bottom) & (rounded < top)
+        np.copyto(out, rounded, where=inside, casting="unsafe")
+        out[rounded >= top] = info.max
+        out[rounded <= bottom] = info.min
+        if values.dtype == np.float64 and dtype == np.uint64:
+            out[values == 2.0 ** 64] = 0
+    return out
+
+
+def _as_eight_at_a_time(values: np.ndarray, out: np.ndarray, one_at_a_time: np.ndarray | None) -> None:
+    """GDAL 3.10's float32 to int16 kernel, in ``out`` but for the columns converted one at a time.
+
+    The kernel (SSE2, eight values at a time) rounds positive values
+    exactly (0.49999997 to 0, where ``x + 0.5`` in float32 gives 1) and
+    makes NaN -32768 (where one value at a time gives 0).
+    """
+    kernel = np.ones(values.shape, bool) if one_at_a_time is None else np.broadcast_to(~one_at_a_time, values.shape)
+    with np.errstate(invalid="ignore"):
+        exactly = np.clip(np.floor(values.astype(np.float64) + 0.5), -32768, 32767)
+        np.copyto(out, exactly, where=kernel & (values >= 0), casting="unsafe")
+    out[kernel & np.isnan(values)] = -32768
+
+
+def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
+    """Which columns of a window GDAL converts one value at a time when it reads them from a tiled GeoTIFF.
+
+    GDAL copies a window tile by tile: each row's run inside one tile is
+    converted eight values at a time, and the last ``len(run) % 8`` one at
+    a time.  The GeoTIFF twin of a rumi file has its frames for tiles.
+
+    >>> np.flatnonzero(one_value_columns(range(12, 40), 16)).tolist()   # runs 12-15, 16-31, 32-39
+    [0, 1, 2, 3]
+    >>> np.flatnonzero(one_value_columns(range(0, 20), 16)).tolist()    # runs 0-15, 16-19
+    [16, 17, 18, 19]
+    """
+    columns = np.arange(cols.start, cols.stop)
+    run_start = np.maximum(columns // tile_width * tile_width, cols.start)
+    run_stop = np.minimum((columns // tile_width + 1) * tile_width, cols.stop)
+    return columns >= run_stop - (run_stop - run_start) % 8
 
 
 def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
@@ -274,4 +403,5 @@ def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
     return pixels == nodata
 
 
-__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "read_chunk", "source_geobox"]
+__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
+           "read_chunk", "refuse_unloadable_dtype", "source_geobox"]
