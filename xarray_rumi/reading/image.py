@@ -165,8 +165,9 @@ class RumiImage:
             return RumiFormatError(
                 "file-profile.truncated",
                 f"{url} is {ended.size} bytes, but its IFD and external values end at byte {header.base_frame_offset}")
-        # Which frame starts there: one search of the offsets, only when a read has failed.
-        frame = int(np.searchsorted(header.offsets(), ended.start, side="right")) - 1
+        # Which frame starts there: arithmetic for equal counts, a binary search otherwise,
+        # so a blob claiming millions of frames costs nothing per frame to name one.
+        frame = header.frame_at(ended.start)
         return RumiFormatError(
             "frames.truncated",
             f"frame {frame} (bytes {ended.start}-{ended.stop}) runs past the end of {url}, which is {ended.size} "
