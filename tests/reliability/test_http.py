@@ -205,3 +205,22 @@ def test_retry_policy_travels_with_a_pickled_source():
 def test_retry_policy_refuses_nonsense(bad):
     with pytest.raises(ValueError):
         RetryPolicy(**bad)
+
+
+def _blob_gets(method: str, path: str, headers) -> bool:
+    return method == "GET" and path.endswith(".header")
+
+
+def test_a_blob_cut_in_transit_with_an_agreeing_length_is_retried_not_called_damaged(origin):
+    """The blob's own fields say how long it is: a shorter body is a transfer fault, not a ``blob.size`` refusal."""
+    server, blob = origin
+    with FlakyProxy(server.url, ["truncated", "truncated"], when=_blob_gets) as proxy:
+        url = f"{proxy.url}/scene.rumi"
+        values = _values(url, f"{url}.header")
+        assert proxy.faults_injected == ["truncated", "truncated"]
+    np.testing.assert_array_equal(values, EXPECTED)
+    with FlakyProxy(server.url, always="truncated", when=_blob_gets) as proxy:
+        url = f"{proxy.url}/scene.rumi"
+        with pytest.raises(RumiFormatError, match="blob.size"):   # only once the tries run out
+            xarray_rumi.open_image(url, header=f"{url}.header", retry=RetryPolicy(attempts=3, backoff=0.001))
+        assert len(proxy.faults_injected) == 3

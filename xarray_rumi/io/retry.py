@@ -140,12 +140,13 @@ def is_transient(exc: BaseException) -> bool:
     # aiohttp: a connection that broke or a payload cut short; botocore/urllib3:
     # the same seen through their own types (HTTPClientError is botocore's base of
     # them all).  ResponseParserError: throttled S3 answers can carry broken XML,
-    # which s3fs retried for that reason.
+    # which s3fs retried for that reason.  FlexibleChecksumError: a body whose S3
+    # checksum does not match, i.e. cut or damaged on its way.
     return bool(names & {
         "ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
         "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "ProtocolError",
         "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
-        "HTTPClientError", "ResponseParserError",
+        "HTTPClientError", "ResponseParserError", "FlexibleChecksumError",
     })
 
 

@@ -329,17 +329,65 @@ def _pread_many(path: str, starts, stops) -> tuple[list[bytes], int]:
         os.close(fd)
 
 
-def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
+def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
+               max_size: int | None = None, claimed_size=None) -> bytes:
     """A whole (small) file, such as a header blob beside its image; remotely, under ``retry``.
+
+    With ``max_size``, at most ``max_size + 1`` bytes are read, so a caller
+    refuses a larger file (``/dev/zero``, an image given by mistake) without
+    reading it whole.  ``claimed_size(first_bytes)`` says how long the content
+    itself claims to be (``None``: it cannot tell): a local file is then read
+    no further than that, and a remote answer shorter than that is a body cut
+    off in transit, tried again under ``retry``; when the tries run out, the
+    last answer is returned for the caller to judge.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.rumi.header"; _ = p.write_bytes(b"blob")
-    >>> read_bytes(p)
-    b'blob'
+    >>> read_bytes(p), read_bytes(p, max_size=2)
+    (b'blob', b'blo')
     """
     url = os.fspath(path_or_url)
+    limit = None if max_size is None else max_size + 1
     if is_local(url):
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
-            return f.read()
+            return _read_local(f, limit, claimed_size)
     fs, path = single_try_file_system(url, storage_options)
-    return retried(lambda: fs.cat_file(path), policy=retry, describe=url)
+    last: list[bytes] = []
+
+    def attempt() -> bytes:
+        try:
+            data = fs.cat_file(path) if limit is None else fs.cat_file(path, start=0, end=limit)
+        except Exception as exc:  # noqa: BLE001 - a 416 is an empty file's answer to a range
+            if not is_past_the_end(exc):
+                raise
+            data = b""
+        last[:] = [data]
+        claimed = claimed_size(data) if claimed_size is not None else None
+        if claimed is not None and len(data) < claimed:
+            raise _CutShort(f"short read from {url}: {len(data)} bytes, where its content says {claimed}")
+        return data
+
+    try:
+        return retried(attempt, policy=retry, describe=url)
+    except OSError as exc:
+        if isinstance(exc, _CutShort) or isinstance(exc.__cause__, _CutShort):
+            return last[0]  # what the content claims is then for the caller to refuse
+        raise
+
+
+class _CutShort(TransientReadError):
+    """A whole-file answer shorter than its own content says it is."""
+
+
+def _read_local(f, limit: int | None, claimed_size) -> bytes:
+    if claimed_size is None:
+        return f.read() if limit is None else f.read(limit)
+    head = f.read(64)
+    claimed = claimed_size(head)
+    if claimed is None:
+        return head  # its first bytes already say it is not what was asked for
+    # One byte past the claim shows a longer file, which the caller refuses.
+    rest = claimed + 1 - len(head)
+    if limit is not None:
+        rest = min(rest, limit - len(head))
+    return head + f.read(max(rest, 0))

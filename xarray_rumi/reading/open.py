@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from ..errors import RumiFormatError
-from ..format.blob import Header, headers_from_bytes
+from ..format.blob import HEADER_SIZE, Header, claimed_blob_size, headers_from_bytes, max_blob_size
 from ..format.geo import Georeferencing, RasterType
 from ..format.geo import georeferencing as build_georeferencing
 from ..format.head import ifd_head_ranges
@@ -153,8 +153,45 @@ def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
     if isinstance(header, (bytes, bytearray, memoryview)):
         return Header.from_bytes(bytes(header), limits)
     if isinstance(header, (str, os.PathLike)):
-        return Header.from_bytes(read_bytes(header, storage_options, retry), limits)
+        return Header.from_bytes(read_blob_file(header, storage_options, limits, retry), limits)
     raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; got {type(header).__name__}")
+
+
+def read_blob_file(path, storage_options=None, limits: Limits = DEFAULT_LIMITS,
+                   retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
+    """The bytes of a blob file, read no further than the blob its fields claim, and never past the largest one.
+
+    A file larger than that (``/dev/zero``, an image given for its blob) is
+    refused naming it, after at most one byte more than the claim was read.
+    Remotely, an answer shorter than its own fields claim is a body cut off
+    in transit and is fetched again under ``retry``; only when the tries run
+    out is it refused (``blob.size``).
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((8, 8), "uint8"), tile_size=4)
+    >>> read_blob_file(path + ".header") == blob
+    True
+    >>> len(read_blob_file(path))   # the image itself: its first bytes say it is no blob, and no more is read
+    64
+    """
+    name = os.fspath(path)
+    largest = max_blob_size(limits)
+    data = read_bytes(path, storage_options, retry, max_size=largest,
+                      claimed_size=lambda first: _claimed_size(first, limits))
+    claimed = claimed_blob_size(data, limits)
+    if claimed is not None and len(data) > claimed:
+        raise RumiFormatError("blob.size", f"{name} is larger than the {claimed} bytes its blob's fields claim: "
+                              "not a header blob, or a blob with bytes after it")
+    if len(data) > largest:
+        raise RumiFormatError("blob.size", f"{name} is larger than the largest blob Limits admit "
+                              f"({largest} bytes, Limits.max_frames counts of 32 bits): not a header blob")
+    return data
+
+
+def _claimed_size(first: bytes, limits: Limits) -> int | None:
+    # Fewer bytes than the fields themselves: no blob is that short, so the answer was cut.
+    return HEADER_SIZE if len(first) < HEADER_SIZE else claimed_blob_size(first, limits)
 
 
 def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_LIMITS,
@@ -190,7 +227,7 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
         if isinstance(header, (bytes, bytearray, memoryview)):
             blobs[position] = header
         elif isinstance(header, (str, os.PathLike)):
-            blobs[position] = read_bytes(header, storage_options, retry)
+            blobs[position] = read_blob_file(header, storage_options, limits, retry)
         else:
             raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; "
                             f"got {type(header).__name__} for image {position} ({names[position]!r})")
@@ -310,4 +347,4 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 __all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "read_georeferencing", "read_ifd"]
+           "open_image", "read_blob_file", "read_georeferencing", "read_ifd"]
