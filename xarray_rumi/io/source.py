@@ -18,13 +18,21 @@ retried: the file is shorter than whatever located the range (a blob made
 before the file was cut, say).  Locally the descriptor's size says so at no
 cost; remotely a short answer or a 416 is followed by one size request, which
 tells a file that really ends there from a body cut off in transit (retried).
+
+A source keeps to one version of its file (:meth:`ByteSource.pin`): locally
+each read's descriptor is checked against it (``fstat``, no extra call),
+remotely each request carries its ETag (``If-Match``), and a file replaced or
+rewritten since is a :class:`FileChangedError`, never bytes of two files.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import os
+import secrets
 import sys
+import threading
 import weakref
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -32,7 +40,7 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_past_the_end, retried
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
 
 
@@ -59,6 +67,106 @@ class FileEndedError(OSError):
 
     def __reduce__(self):
         return type(self), (self.url, self.start, self.stop, self.size)
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Which version of a file: its size, and what a rewrite or a replacement changes.
+
+    Locally the device, inode and modification time (``os.stat``); remotely the
+    ETag and, where the store keeps versions, the version id (``fs.info``).
+
+    >>> a = FileIdentity(10, device=1, inode=2, mtime_ns=3)
+    >>> a == FileIdentity(10, device=1, inode=2, mtime_ns=3), a == FileIdentity(11, device=1, inode=2, mtime_ns=3)
+    (True, False)
+    >>> FileIdentity(10, etag='"abc"').describe()
+    '10 bytes, ETag "abc"'
+    """
+
+    size: int | None
+    device: int | None = None
+    inode: int | None = None
+    mtime_ns: int | None = None
+    etag: str | None = None
+    version_id: str | None = None
+
+    @classmethod
+    def of_stat(cls, stat: os.stat_result) -> FileIdentity:
+        return cls(stat.st_size, stat.st_dev, stat.st_ino, stat.st_mtime_ns)
+
+    @classmethod
+    def of_info(cls, info: dict) -> FileIdentity:
+        """From fsspec's ``info()``: HTTP gives ``ETag`` when the server sends one, S3 ``ETag`` and ``VersionId``."""
+        etag = info.get("ETag") or info.get("etag")
+        version = info.get("VersionId") or info.get("version_id")
+        size = info.get("size")  # None where an HTTP server sends no Content-Length
+        return cls(None if size is None else int(size), etag=etag,
+                   version_id=version if version not in ("null", "") else None)
+
+    def describe(self) -> str:
+        parts = [f"{self.size} bytes" if self.size is not None else "size unknown"]
+        if self.inode is not None:
+            modified = datetime.datetime.fromtimestamp(self.mtime_ns / 1e9, datetime.timezone.utc)
+            parts.append(f"inode {self.inode}, modified {modified.isoformat(timespec='microseconds')}")
+        if self.etag is not None:
+            parts.append(f"ETag {self.etag}")
+        if self.version_id is not None:
+            parts.append(f"version {self.version_id}")
+        return ", ".join(parts)
+
+    def key(self) -> bytes:
+        """These fields as bytes, for keys that must change when the file does."""
+        return repr((self.size, self.device, self.inode, self.mtime_ns, self.etag, self.version_id)).encode()
+
+
+class FileChangedError(OSError):
+    """The file is no longer the version a source opened: rewritten in place, or replaced.
+
+    Not retried: asking again gets the new file.  ``now`` is ``None`` where the
+    store only said the version differs (a 412 to ``If-Match``).
+
+    >>> was = FileIdentity(10, etag='"a"')
+    >>> str(FileChangedError("s3://b/x.rumi", was, FileIdentity(12, etag='"b"')))  # doctest: +NORMALIZE_WHITESPACE
+    's3://b/x.rumi changed since it was opened: it was 10 bytes, ETag "a", it is now 12 bytes, ETag "b";
+     a read keeps to the file it opened: open it again to read the new one'
+    """
+
+    def __init__(self, url: str, was: FileIdentity, now: FileIdentity | None) -> None:
+        self.url, self.was, self.now = url, was, now
+        now_text = now.describe() if now is not None else "another version (the store refused its ETag)"
+        super().__init__(f"{url} changed since it was opened: it was {was.describe()}, it is now {now_text}; "
+                         "a read keeps to the file it opened: open it again to read the new one")
+
+    def __reduce__(self):
+        return type(self), (self.url, self.was, self.now)
+
+
+class _Pin:
+    """The version a source keeps to, shared by the copies of one source in a process (pickled, or forked)."""
+
+    __slots__ = ("token", "identity", "lock", "__weakref__")
+
+    def __init__(self, token: str, identity: FileIdentity | None) -> None:
+        self.token, self.identity, self.lock = token, identity, threading.Lock()
+
+
+#: The pins of this process's sources, by token: a source unpickled here again finds its own.
+_pins: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _pin_for(token: str, identity: FileIdentity | None) -> _Pin:
+    pin = _pins.get(token)
+    if pin is None:
+        pin = _pins.setdefault(token, _Pin(token, identity))
+    if pin.identity is None and identity is not None:
+        pin.identity = identity
+    return pin
+
+
+def _unlock_pins() -> None:
+    # A lock held by another thread at fork time would never be released in the child.
+    for pin in list(_pins.values()):
+        pin.lock = threading.Lock()
 
 
 def single_try_file_system(url: str, storage_options: dict | None = None):
@@ -119,7 +227,45 @@ def _single_try_s3_class():
             # The class is made in a function, so pickle finds it through one.
             return _single_try_s3, (self.storage_args, self.storage_options)
 
+        async def _cat_file(self, path, version_id=None, start=None, end=None, if_match=None, **kwargs):
+            # s3fs has no option for GetObject's IfMatch: with one, the request is made here,
+            # as s3fs makes it, so a replaced object is a 412, never its bytes.
+            if if_match is None:
+                return await super()._cat_file(path, version_id=version_id, start=start, end=end, **kwargs)
+            from s3fs.core import version_id_kw
+
+            bucket, key, in_path = self.split_path(path)
+            params = {"Bucket": bucket, "Key": key, "IfMatch": if_match, **version_id_kw(version_id or in_path)}
+            if start is not None or end is not None:
+                params["Range"] = await self._process_limits(path, start, end)
+            response = await self._call_s3("get_object", **params)
+            try:
+                return await response["Body"].read()
+            finally:
+                response["Body"].close()
+
     return SingleTryS3FileSystem
+
+
+def _info(fs, path: str) -> dict:
+    """``fs.info(path)`` from the store itself: s3fs may answer from its listings cache, which a rewrite outdates."""
+    s3fs = sys.modules.get("s3fs")
+    if s3fs is not None and isinstance(fs, s3fs.S3FileSystem):
+        return fs.info(path, refresh=True)
+    return fs.info(path)
+
+
+def _if_match(fs, etag: str | None) -> dict:
+    """The keyword arguments that make ``fs.cat_file``/``cat_ranges`` refuse any version but ``etag``."""
+    if etag is None:
+        return {}
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    if "http" in protocols or "https" in protocols:
+        # fsspec's HTTP file system replaces its own headers with a call's: keep the caller's.
+        return {"headers": {**getattr(fs, "kwargs", {}).get("headers", {}), "If-Match": etag}}
+    if type(fs).__name__ == "SingleTryS3FileSystem":
+        return {"if_match": etag}
+    return {}
 
 
 #: The file systems this process's sources have looked up, by id; weakly, as the sources hold them.
@@ -139,6 +285,7 @@ def _keep_the_parents_file_systems() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_keep_the_parents_file_systems)
+    os.register_at_fork(after_in_child=_unlock_pins)
 
 
 @dataclass(frozen=True)
@@ -157,9 +304,79 @@ class ByteSource:
     #: how remote reads are retried; local reads are never retried (a file is what it is).
     retry: RetryPolicy = field(default=DEFAULT_POLICY, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        # The version of the file this source keeps to: unknown until pinned (by an open
+        # that asks the file, or locally by the first read), then shared by every copy of
+        # the source in this process, and carried by pickling once known.
+        object.__setattr__(self, "_pin", _pin_for(secrets.token_hex(8), None))
+
     @classmethod
     def of(cls, path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> ByteSource:
         return cls(os.fspath(path), dict(storage_options or {}), retry)
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """The version of the file this source keeps to, once known (see :meth:`pin`)."""
+        return self._pin.identity
+
+    def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
+        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version.
+
+        Returns the version kept to.  A source already pinned stays so;
+        otherwise the file is asked, a stat locally, one size request remotely
+        (the request :meth:`size` makes, with the ETag it carries).  A local
+        source also pins itself on its first read, from that read's own
+        descriptor, at no cost.
+
+        >>> import tempfile, pathlib, os
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
+        >>> source = ByteSource(str(p))
+        >>> source.pin().size
+        6
+        >>> _ = p.write_bytes(b"abcdefgh")
+        >>> source.read(0, 2)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        xarray_rumi.io.source.FileChangedError: ... changed since it was opened: it was 6 bytes, ...
+        """
+        pinned = self._pin.identity
+        if pinned is not None:
+            return pinned
+        with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
+            if self._pin.identity is None:
+                self._pin.identity = identity if identity is not None else self.current_identity()
+            return self._pin.identity
+
+    def current_identity(self) -> FileIdentity:
+        """The file's version now: a stat locally, one size request remotely (``fs.info``: a HEAD, ``HeadObject``)."""
+        if self.is_local:
+            return FileIdentity.of_stat(os.stat(self.local_path))
+        fs, path = self._read_fs_path
+        return FileIdentity.of_info(retried(lambda: _info(fs, path), policy=self.retry,
+                                            describe=f"the size of {self.url}"))
+
+    def _keep_to(self, found: FileIdentity) -> None:
+        """Refuse a local file that is not the version pinned; pin it if none is yet."""
+        pin = self._pin
+        expected = pin.identity
+        if expected is None:
+            with pin.lock:
+                if pin.identity is None:
+                    pin.identity = found
+                expected = pin.identity
+        if expected != found:
+            raise FileChangedError(self.url, expected, found)
+
+    def _request_kwargs(self, fs) -> dict:
+        identity = self._pin.identity
+        return _if_match(fs, identity.etag if identity is not None else None)
+
+    def _changed(self, exc: BaseException) -> BaseException:
+        """``exc``, or the :class:`FileChangedError` it stands for (a 412 to ``If-Match``)."""
+        identity = self._pin.identity
+        if identity is not None and is_changed(exc):
+            return FileChangedError(self.url, identity, None)
+        return exc
 
     @property
     def is_local(self) -> bool:
@@ -201,13 +418,16 @@ class ByteSource:
         return {}
 
     def __getstate__(self):
-        # Ship only the address; file systems are looked up again where used.
-        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry}
+        # Ship the address and the version kept to; file systems are looked up again where used.
+        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry,
+                "pin": (self._pin.token, self._pin.identity)}
 
     def __setstate__(self, state):
         object.__setattr__(self, "url", state["url"])
         object.__setattr__(self, "storage_options", state["storage_options"])
         object.__setattr__(self, "retry", state.get("retry", DEFAULT_POLICY))
+        token, identity = state.get("pin") or (secrets.token_hex(8), None)
+        object.__setattr__(self, "_pin", _pin_for(token, identity))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``.
@@ -217,14 +437,14 @@ class ByteSource:
         :class:`FileEndedError`.
         """
         if self.is_local:
-            (data,), size = _pread_many(self.local_path, [start], [stop])
+            (data,), size = _pread_many(self.local_path, [start], [stop], self._keep_to)
             _check_local(self.url, start, stop, data, size, exact=exact)
             return data
         fs, path = self._read_fs_path
 
         def attempt() -> bytes:
             try:
-                answer = fs.cat_file(path, start=start, end=stop)
+                answer = fs.cat_file(path, start=start, end=stop, **self._request_kwargs(fs))
             except Exception as exc:  # noqa: BLE001 - a 416 is an answer; anything else is re-raised
                 answer = exc
             return self._checked_answer(start, stop, answer, sizes=[], exact=exact)
@@ -240,7 +460,7 @@ class ByteSource:
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
-            out, size = _pread_many(self.local_path, starts, stops)
+            out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
             for data, a, b in zip(out, starts, stops):
                 _check_local(self.url, a, b, data, size, exact=True)
             return out
@@ -250,16 +470,17 @@ class ByteSource:
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
-            got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing])
+            got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing],
+                                **self._request_kwargs(fs))
             failure, sizes = None, []
             for i, answer in zip(missing, got):
                 try:
                     out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
-                    # A range past the end of the file is final: it is the one raised,
-                    # so the batch is not tried again for a transient failure beside it.
-                    if failure is None or (isinstance(exc, FileEndedError)
-                                           and not isinstance(failure[1], FileEndedError)):
+                    # A range past the end of the file, or a file that changed, is final: it is
+                    # the one raised, so the batch is not tried again for a transient failure beside it.
+                    final = (FileEndedError, FileChangedError)
+                    if failure is None or (isinstance(exc, final) and not isinstance(failure[1], final)):
                         failure = (i, exc)
             if failure is not None:
                 i, exc = failure
@@ -279,14 +500,17 @@ class ByteSource:
         """
         if isinstance(answer, BaseException):
             if not is_past_the_end(answer):
-                raise answer
+                raise self._changed(answer)
             answer = b""  # the range starts at or after the end of the file
         if len(answer) < stop - start and exact:
             if not sizes:
-                sizes.append(self._read_fs_path[0].size(self._read_fs_path[1]))
-            size = sizes[0]
-            if size is not None and size < stop:
-                raise FileEndedError(self.url, start, stop, size)
+                sizes.append(FileIdentity.of_info(_info(*self._read_fs_path)))
+            now, pinned = sizes[0], self._pin.identity
+            if pinned is not None and pinned.etag is not None and now.etag != pinned.etag:
+                # a file replaced since it was opened, not one cut short
+                raise FileChangedError(self.url, pinned, now)
+            if now.size is not None and now.size < stop:
+                raise FileEndedError(self.url, start, stop, now.size)
             raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(answer)} bytes")
         _check_not_longer(self.url, start, stop, answer)
         return answer
@@ -314,16 +538,20 @@ def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exa
     raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
-def _pread_many(path: str, starts, stops) -> tuple[list[bytes], int]:
-    """The ranges, and the file's size as the descriptor saw it."""
+def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
+    """The ranges, and the file's size as the descriptor saw it; ``keep_to(identity)`` first refuses another file."""
     # A bare descriptor, not a buffered file object: a frame read is then one
     # open, one pread per range and one close, with no read-ahead.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
+        stat = os.fstat(fd)
+        if keep_to is not None:
+            # the path is opened again for each read: this descriptor's file must be the one opened
+            keep_to(FileIdentity.of_stat(stat))
         # Ask for no more than the file holds: pread allocates what it is asked for
         # first, and a damaged blob may claim frames of gigabytes.  The caller's
         # length check then reports the short read, with this size.
-        size = os.fstat(fd).st_size
+        size = stat.st_size
         return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
     finally:
         os.close(fd)
