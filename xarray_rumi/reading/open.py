@@ -92,6 +92,9 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     blob = load_header(header, storage_options, limits, retry)
     if supplied is not None:
         return RumiImage(source, blob, supplied, verify)  # nothing read, so nothing checked
+    if verify:
+        # The size is asked anyway (below); asked first, it fixes the version every read keeps to.
+        pin_file(source)
     supplied = read_georeferencing(source, blob, check_blob=verify)
     return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
@@ -103,6 +106,24 @@ def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY)
     if all(hasattr(path, name) for name in ("url", "read", "read_many")):
         return path
     raise TypeError(f"a rumi image opens from a path, an fsspec URL or a byte source, not {type(path).__name__}")
+
+
+def pin_file(source):
+    """Fix the version of the file ``source`` reads (see :meth:`ByteSource.pin`); ``None`` for a source that keeps none.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abc")
+    >>> pin_file(ByteSource.of(p)).size
+    3
+    """
+    pin = getattr(source, "pin", None)
+    return pin() if pin is not None else None
+
+
+def _size(source) -> int:
+    """The file's size as the version pinned says, else asked."""
+    identity = getattr(source, "identity", None)
+    return identity.size if identity is not None and identity.size is not None else source.size()
 
 
 def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferencing=None) -> Georeferencing | None:
@@ -261,19 +282,21 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
 
 def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
     """:func:`read_ifd`, and the file's size: ``(ParsedIFD, Header, size)``."""
+    # The size is asked anyway; asked first, it fixes the version every read keeps to.
+    pin_file(source)
     head = source.read(0, FIRST_READ, exact=False)
     needed = prefix_size(head, limits)
     if needed > len(head):
         # A short first read means the file ended; otherwise make sure the file
         # holds what the IFD claims before asking for that much.
-        if len(head) < FIRST_READ or (source.is_local and source.size() < needed):
+        if len(head) < FIRST_READ or (source.is_local and _size(source) < needed):
             raise RumiFormatError(
                 "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
             )
         head += source.read(len(head), needed, exact=False)
     parsed = parse_prefix(head, limits, check_registry=check_registry)
     check_frame_layout(parsed, limits)
-    size = source.size()
+    size = _size(source)
     check_frames_inside(parsed.tile_offsets, parsed.tile_byte_counts, size)
     header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
     checked_blobs.add(blob_key(source, header))
@@ -293,7 +316,7 @@ def checked_size(source, header: Header) -> int:
     >>> checked_size(ByteSource.of(path), Header.from_bytes(blob)) == os.path.getsize(path)
     True
     """
-    size = source.size()
+    size = _size(source)
     if size < header.file_size:
         check_frames_inside(header.offsets(), header.byte_counts(), size, from_blob=True, name=source.url)
     return size
@@ -347,4 +370,4 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 __all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "read_blob_file", "read_georeferencing", "read_ifd"]
+           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_ifd"]
