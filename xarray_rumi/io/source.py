@@ -28,11 +28,9 @@ rewritten since is a :class:`FileChangedError`, never bytes of two files.
 from __future__ import annotations
 
 import copy
-import datetime
 import os
 import secrets
 import sys
-import threading
 import weakref
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -42,6 +40,7 @@ from fsspec.core import url_to_fs
 
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
+from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
 
 class FileEndedError(OSError):
@@ -67,106 +66,6 @@ class FileEndedError(OSError):
 
     def __reduce__(self):
         return type(self), (self.url, self.start, self.stop, self.size)
-
-
-@dataclass(frozen=True)
-class FileIdentity:
-    """Which version of a file: its size, and what a rewrite or a replacement changes.
-
-    Locally the device, inode and modification time (``os.stat``); remotely the
-    ETag and, where the store keeps versions, the version id (``fs.info``).
-
-    >>> a = FileIdentity(10, device=1, inode=2, mtime_ns=3)
-    >>> a == FileIdentity(10, device=1, inode=2, mtime_ns=3), a == FileIdentity(11, device=1, inode=2, mtime_ns=3)
-    (True, False)
-    >>> FileIdentity(10, etag='"abc"').describe()
-    '10 bytes, ETag "abc"'
-    """
-
-    size: int | None
-    device: int | None = None
-    inode: int | None = None
-    mtime_ns: int | None = None
-    etag: str | None = None
-    version_id: str | None = None
-
-    @classmethod
-    def of_stat(cls, stat: os.stat_result) -> FileIdentity:
-        return cls(stat.st_size, stat.st_dev, stat.st_ino, stat.st_mtime_ns)
-
-    @classmethod
-    def of_info(cls, info: dict) -> FileIdentity:
-        """From fsspec's ``info()``: HTTP gives ``ETag`` when the server sends one, S3 ``ETag`` and ``VersionId``."""
-        etag = info.get("ETag") or info.get("etag")
-        version = info.get("VersionId") or info.get("version_id")
-        size = info.get("size")  # None where an HTTP server sends no Content-Length
-        return cls(None if size is None else int(size), etag=etag,
-                   version_id=version if version not in ("null", "") else None)
-
-    def describe(self) -> str:
-        parts = [f"{self.size} bytes" if self.size is not None else "size unknown"]
-        if self.inode is not None:
-            modified = datetime.datetime.fromtimestamp(self.mtime_ns / 1e9, datetime.timezone.utc)
-            parts.append(f"inode {self.inode}, modified {modified.isoformat(timespec='microseconds')}")
-        if self.etag is not None:
-            parts.append(f"ETag {self.etag}")
-        if self.version_id is not None:
-            parts.append(f"version {self.version_id}")
-        return ", ".join(parts)
-
-    def key(self) -> bytes:
-        """These fields as bytes, for keys that must change when the file does."""
-        return repr((self.size, self.device, self.inode, self.mtime_ns, self.etag, self.version_id)).encode()
-
-
-class FileChangedError(OSError):
-    """The file is no longer the version a source opened: rewritten in place, or replaced.
-
-    Not retried: asking again gets the new file.  ``now`` is ``None`` where the
-    store only said the version differs (a 412 to ``If-Match``).
-
-    >>> was = FileIdentity(10, etag='"a"')
-    >>> str(FileChangedError("s3://b/x.rumi", was, FileIdentity(12, etag='"b"')))  # doctest: +NORMALIZE_WHITESPACE
-    's3://b/x.rumi changed since it was opened: it was 10 bytes, ETag "a", it is now 12 bytes, ETag "b";
-     a read keeps to the file it opened: open it again to read the new one'
-    """
-
-    def __init__(self, url: str, was: FileIdentity, now: FileIdentity | None) -> None:
-        self.url, self.was, self.now = url, was, now
-        now_text = now.describe() if now is not None else "another version (the store refused its ETag)"
-        super().__init__(f"{url} changed since it was opened: it was {was.describe()}, it is now {now_text}; "
-                         "a read keeps to the file it opened: open it again to read the new one")
-
-    def __reduce__(self):
-        return type(self), (self.url, self.was, self.now)
-
-
-class _Pin:
-    """The version a source keeps to, shared by the copies of one source in a process (pickled, or forked)."""
-
-    __slots__ = ("token", "identity", "lock", "__weakref__")
-
-    def __init__(self, token: str, identity: FileIdentity | None) -> None:
-        self.token, self.identity, self.lock = token, identity, threading.Lock()
-
-
-#: The pins of this process's sources, by token: a source unpickled here again finds its own.
-_pins: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-
-
-def _pin_for(token: str, identity: FileIdentity | None) -> _Pin:
-    pin = _pins.get(token)
-    if pin is None:
-        pin = _pins.setdefault(token, _Pin(token, identity))
-    if pin.identity is None and identity is not None:
-        pin.identity = identity
-    return pin
-
-
-def _unlock_pins() -> None:
-    # A lock held by another thread at fork time would never be released in the child.
-    for pin in list(_pins.values()):
-        pin.lock = threading.Lock()
 
 
 def single_try_file_system(url: str, storage_options: dict | None = None):
@@ -247,27 +146,6 @@ def _single_try_s3_class():
     return SingleTryS3FileSystem
 
 
-def _info(fs, path: str) -> dict:
-    """``fs.info(path)`` from the store itself: s3fs may answer from its listings cache, which a rewrite outdates."""
-    s3fs = sys.modules.get("s3fs")
-    if s3fs is not None and isinstance(fs, s3fs.S3FileSystem):
-        return fs.info(path, refresh=True)
-    return fs.info(path)
-
-
-def _if_match(fs, etag: str | None) -> dict:
-    """The keyword arguments that make ``fs.cat_file``/``cat_ranges`` refuse any version but ``etag``."""
-    if etag is None:
-        return {}
-    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
-    if "http" in protocols or "https" in protocols:
-        # fsspec's HTTP file system replaces its own headers with a call's: keep the caller's.
-        return {"headers": {**getattr(fs, "kwargs", {}).get("headers", {}), "If-Match": etag}}
-    if type(fs).__name__ == "SingleTryS3FileSystem":
-        return {"if_match": etag}
-    return {}
-
-
 #: The file systems this process's sources have looked up, by id; weakly, as the sources hold them.
 _in_use: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 #: Those a forked child found in use in the process it was forked from: kept for good.
@@ -285,7 +163,6 @@ def _keep_the_parents_file_systems() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_keep_the_parents_file_systems)
-    os.register_at_fork(after_in_child=_unlock_pins)
 
 
 @dataclass(frozen=True)
@@ -308,7 +185,7 @@ class ByteSource:
         # The version of the file this source keeps to: unknown until pinned (by an open
         # that asks the file, or locally by the first read), then shared by every copy of
         # the source in this process, and carried by pickling once known.
-        object.__setattr__(self, "_pin", _pin_for(secrets.token_hex(8), None))
+        object.__setattr__(self, "_pin", pin_for(secrets.token_hex(8), None))
 
     @classmethod
     def of(cls, path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> ByteSource:
@@ -337,7 +214,7 @@ class ByteSource:
         >>> source.read(0, 2)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        xarray_rumi.io.source.FileChangedError: ... changed since it was opened: it was 6 bytes, ...
+        xarray_rumi.io.versions.FileChangedError: ... changed since it was opened: it was 6 bytes, ...
         """
         pinned = self._pin.identity
         if pinned is not None:
@@ -352,7 +229,7 @@ class ByteSource:
         if self.is_local:
             return FileIdentity.of_stat(os.stat(self.local_path))
         fs, path = self._read_fs_path
-        return FileIdentity.of_info(retried(lambda: _info(fs, path), policy=self.retry,
+        return FileIdentity.of_info(retried(lambda: info(fs, path), policy=self.retry,
                                             describe=f"the size of {self.url}"))
 
     def _keep_to(self, found: FileIdentity) -> None:
@@ -369,7 +246,7 @@ class ByteSource:
 
     def _request_kwargs(self, fs) -> dict:
         identity = self._pin.identity
-        return _if_match(fs, identity.etag if identity is not None else None)
+        return if_match(fs, identity.etag if identity is not None else None)
 
     def _changed(self, exc: BaseException) -> BaseException:
         """``exc``, or the :class:`FileChangedError` it stands for (a 412 to ``If-Match``)."""
@@ -427,7 +304,7 @@ class ByteSource:
         object.__setattr__(self, "storage_options", state["storage_options"])
         object.__setattr__(self, "retry", state.get("retry", DEFAULT_POLICY))
         token, identity = state.get("pin") or (secrets.token_hex(8), None)
-        object.__setattr__(self, "_pin", _pin_for(token, identity))
+        object.__setattr__(self, "_pin", pin_for(token, identity))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``.
@@ -504,7 +381,7 @@ class ByteSource:
             answer = b""  # the range starts at or after the end of the file
         if len(answer) < stop - start and exact:
             if not sizes:
-                sizes.append(FileIdentity.of_info(_info(*self._read_fs_path)))
+                sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
             now, pinned = sizes[0], self._pin.identity
             if pinned is not None and pinned.etag is not None and now.etag != pinned.etag:
                 # a file replaced since it was opened, not one cut short
