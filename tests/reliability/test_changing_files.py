@@ -200,3 +200,22 @@ def test_on_s3_an_object_rewritten_in_place_is_checked_again_against_an_old_blob
     xarray_rumi.write(url, INT16, tile_size=TILE, crs=CRS, transform=TRANSFORM, storage_options=options)
     with pytest.raises(RumiFormatError, match="blob.matches-file: blob says uint16"):
         _open(url, old_blob, storage_options=options).band_data.values
+
+
+def test_on_s3_an_object_replaced_between_two_requests_of_one_read_is_refused_never_mixed(s3, tmp_path):
+    import boto3
+
+    options, fs = s3
+    url = "s3://bucket/scene.rumi"
+    blob = xarray_rumi.write(url, _layout(1), tile_size=TILE, crs=CRS, transform=TRANSFORM, storage_options=options)
+    newer = tmp_path / "newer.rumi"
+    xarray_rumi.write(newer, _layout(2), tile_size=TILE, crs=CRS, transform=TRANSFORM)
+    client = boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="eu-west-1")
+    replace = lambda: client.put_object(Bucket="bucket", Key="scene.rumi", Body=newer.read_bytes())  # noqa: E731
+    with FlakyProxy(options["endpoint_url"], when=_replace_on(3, replace)) as proxy:
+        through = dict(options, endpoint_url=proxy.url)
+        ds = _open(url, blob, "blob", storage_options=through)
+        with pytest.raises(FileChangedError, match=r"s3://bucket/scene.rumi changed since it was opened"):
+            ds.band_data.values   # one read of 16 frames, the object replaced at its third request
+    assert (_open(url, blob, "blob", storage_options=options).band_data.values == 2).all()
