@@ -129,8 +129,17 @@ def info(fs, path: str) -> dict:
 
 
 def if_match(fs, etag: str | None) -> dict:
-    """The keyword arguments that make ``fs.cat_file``/``cat_ranges`` refuse any version but ``etag``."""
-    if etag is None:
+    """The keyword arguments that make ``fs.cat_file``/``cat_ranges`` refuse any version but ``etag``.
+
+    A weak ETag (``W/"..."``) names content only loosely, and ``If-Match``
+    compares strongly, so it would refuse every read: none is sent for it.
+
+    >>> import fsspec
+    >>> http = fsspec.filesystem("http")
+    >>> if_match(http, '"abc"'), if_match(http, 'W/"abc"'), if_match(fsspec.filesystem("memory"), '"abc"')
+    ({'headers': {'If-Match': '"abc"'}}, {}, {})
+    """
+    if etag is None or etag.startswith("W/"):
         return {}
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     if "http" in protocols or "https" in protocols:
