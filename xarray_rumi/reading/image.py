@@ -19,6 +19,11 @@ the process that loads it.
 A range the blob locates past the end of the file (a file cut after its blob
 was made) is :class:`~xarray_rumi.RumiFormatError` ``frames.truncated``
 naming the frame, never an ``OSError`` and never retried.
+
+Every read keeps to the version of the file the image opened (fixed by the
+open, or by the first read), and the blob is checked against that version:
+a file rewritten or replaced since is refused with
+:class:`~xarray_rumi.io.versions.FileChangedError`, never read in part.
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ class RumiImage:
     ``verify=False`` trusts the file and the blob: no frame checksums and no
     check of the blob against the file.  ``opened_size`` is the file's size
     when the open learned it (see :attr:`file_size`).  Picklable: the
-    address and the blob, never bytes of the file or an open handle.
+    address, the blob and the version of the file its reads keep to (see
+    :meth:`~xarray_rumi.io.source.ByteSource.pin`), never bytes of the file
+    or an open handle.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
