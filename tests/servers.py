@@ -2,7 +2,9 @@
 
 ``RangeServer`` serves a directory over HTTP, honours single ``Range``
 requests and counts every request with the bytes it sent, so tests can assert
-exactly what a reader fetched.
+exactly what a reader fetched.  Like nginx, it sends an ``ETag`` made of the
+file's inode, modification time and size, and answers ``412`` to an
+``If-Match`` naming another.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+def _etag(stat: os.stat_result) -> str:
+    return f'"{stat.st_ino:x}-{stat.st_mtime_ns:x}-{stat.st_size:x}"'
 
 
 @dataclass
@@ -87,6 +93,7 @@ class RangeServer(LoopbackServer):
                 size = os.path.getsize(path)
                 server.requests.append(Request("HEAD", self.path, None, 0))
                 self.send_response(200)
+                self.send_header("ETag", _etag(os.stat(path)))
                 self.send_header("Content-Length", str(size))
                 self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
@@ -96,9 +103,16 @@ class RangeServer(LoopbackServer):
                 if path is None:
                     self.send_error(404)
                     return
-                size = os.path.getsize(path)
                 match = _RANGE.match(self.headers.get("Range", ""))
                 with open(path, "rb") as f:
+                    stat = os.fstat(f.fileno())
+                    size, etag = stat.st_size, _etag(stat)
+                    if self.headers.get("If-Match") not in (None, "*", etag):
+                        self.send_response(412)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        server.requests.append(Request("GET", self.path, None, 0))
+                        return
                     if match:
                         start = int(match.group(1))
                         stop = min(int(match.group(2)) + 1 if match.group(2) else size, size)
@@ -120,6 +134,7 @@ class RangeServer(LoopbackServer):
                         server.requests.append(Request("GET", self.path, None, len(body)))
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Accept-Ranges", "bytes")
+                self.send_header("ETag", etag)
                 self.end_headers()
                 self.wfile.write(body)
 

@@ -127,7 +127,7 @@ def test_a_worker_reads_nothing_before_its_first_chip_then_only_the_frames_each_
     with multiprocessing.get_context(method).Pool(2, initializer=module.start_worker, initargs=(chips,)) as pool:
         assert pool.map(abs, range(-4, 0)) == [4, 3, 2, 1]  # workers up, dataset received
         assert server.requests == [], "a worker read something before its first chip"
-        heads = Counter()
+        heads, versions = Counter(), Counter()
         for index, (image, y, x) in enumerate(chips.places):
             server.requests.clear()
             np.testing.assert_array_equal(pool.apply(module.chip, (index,)),
@@ -137,5 +137,7 @@ def test_a_worker_reads_nothing_before_its_first_chip_then_only_the_frames_each_
             asked = Counter((r.method, r.path, r.range) for r in server.requests)
             file = f"/{paths[image]}"
             heads[file] += asked.pop(("GET", file, head), 0)
+            versions[file] += asked.pop(("HEAD", file, None), 0)  # the version its reads keep to
             assert asked == Counter(("GET", file, (int(a), int(b))) for a, b in zip(starts, stops)), index
     assert all(count <= 2 for count in heads.values()), heads  # at most once per worker and file
+    assert all(count <= 2 for count in versions.values()), versions

@@ -217,3 +217,39 @@ def test_a_file_ended_error_survives_pickling():
     error = pickle.loads(pickle.dumps(FileEndedError("s3://b/x.rumi", 10, 30, 20)))
     assert (error.url, error.start, error.stop, error.size, error.missing) == ("s3://b/x.rumi", 10, 30, 20, 10)
     assert isinstance(error, OSError) and not is_transient(error)
+
+
+def test_a_source_keeps_to_the_version_it_pinned_and_a_changed_file_is_refused_at_once(tmp_path):
+    """Over HTTP the pinned ETag goes out as If-Match: a replaced file is one 412, not retried, never its bytes."""
+    from xarray_rumi.io.source import FileChangedError
+
+    (tmp_path / "x.bin").write_bytes(DATA)
+    with RangeServer(str(tmp_path)) as server:
+        source = ByteSource(f"{server.url}/x.bin", retry=POLICY)
+        pinned = source.pin()
+        assert pinned.size == len(DATA) and pinned.etag and [r.method for r in server.requests] == ["HEAD"]
+        assert source.read(0, 4) == DATA[:4]
+        shipped = pickle.loads(pickle.dumps(source))
+        assert shipped.identity == pinned   # travels to workers
+        (tmp_path / "x.bin").write_bytes(DATA[::-1])
+        server.requests.clear()
+        with pytest.raises(FileChangedError, match=r"x.bin changed since it was opened: it was 4096 bytes, ETag"):
+            source.read(0, 4)
+        with pytest.raises(FileChangedError):
+            shipped.read_many([0, 8], [4, 12])
+        assert len(server.get_requests()) == 3   # one for the read, two for the batch: none retried
+        assert ByteSource(f"{server.url}/x.bin").read(0, 4) == DATA[::-1][:4]   # a new source reads the new file
+
+
+def test_a_local_source_pins_the_file_its_first_read_found(tmp_path):
+    from xarray_rumi.io.source import FileChangedError
+
+    path = tmp_path / "x.bin"
+    path.write_bytes(DATA)
+    source = ByteSource(str(path))
+    assert source.identity is None
+    assert source.read(0, 4) == DATA[:4] and source.identity.size == len(DATA)   # the read's own fstat
+    path.with_name("y.bin").write_bytes(DATA[::-1])
+    path.with_name("y.bin").replace(path)   # an atomic replace
+    with pytest.raises(FileChangedError, match="inode"):
+        source.read_many([0], [4])

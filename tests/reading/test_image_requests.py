@@ -7,7 +7,9 @@ those also ask the file's size (one HEAD), to refuse a file cut short.  Loading
 sends one request per frame, each exactly that frame's byte range, and a
 window (or ``.rio.clip_box``) fetches only the frames inside it.  A blob the
 open did not check is checked on the first read: one more request, for the
-IFD head, once per process.
+IFD head, once per process; and such an open asks the file's version (one
+HEAD, whose ETag every later request sends as ``If-Match``) before that read,
+once per open and process.
 """
 
 from __future__ import annotations
@@ -98,6 +100,22 @@ def test_an_open_that_reads_asks_the_size_once_with_one_head(served):
     assert sorted(r.method for r in server.requests) == ["GET", "HEAD"]
     assert image.file_size == header.file_size
     assert [r.method for r in server.requests].count("HEAD") == 1   # known from the open: not asked again
+
+
+def test_an_open_that_read_nothing_asks_the_files_version_once_before_its_first_read(served):
+    """The version its reads keep to (the ETag, sent as If-Match): one HEAD per open and process, then none."""
+    import pickle
+
+    server, url, header, values = served
+    image = xarray_rumi.open_image(url, header=header.to_bytes(), crs=CRS, transform=TRANSFORM)
+    image.read(rows=slice(0, 32), cols=slice(0, 32))
+    image.read()
+    assert [r.method for r in server.requests][0] == "HEAD"
+    assert [r.method for r in server.requests].count("HEAD") == 1
+    shipped = pickle.loads(pickle.dumps(image))   # as Dask ships it: the version travels with it
+    server.requests.clear()
+    np.testing.assert_array_equal(shipped.read(), values)
+    assert "HEAD" not in [r.method for r in server.requests] and image.file_size == header.file_size
 
 
 def test_file_size_after_an_open_that_read_nothing_is_one_head_on_first_use(served):

@@ -132,8 +132,8 @@ def test_a_missing_object_is_not_retried(origin):
     with FlakyProxy(server.url) as proxy:
         with pytest.raises(FileNotFoundError):
             xr.open_dataset(f"{proxy.url}/missing.rumi", engine="rumi", header=blob).band_data.values
-        # The georeferencing and the IFD head, asked for together at open: each once.
-        assert len([r for r in proxy.requests if r.method == "GET"]) == 2
+        # The file's version, asked first at open (fsspec's info: a HEAD, then a GET), each once.
+        assert [r.method for r in proxy.requests] == ["HEAD", "GET"]
 
 
 def test_a_bit_flipped_in_transit_is_caught_by_the_checksum_never_returned(origin):
@@ -147,7 +147,8 @@ def test_a_bit_flipped_in_transit_is_caught_by_the_checksum_never_returned(origi
 
 def test_a_bit_flipped_in_the_ifd_head_in_transit_is_an_error_never_other_values(origin):
     server, blob = origin
-    with FlakyProxy(server.url, ["flip"], when=lambda *request: not frame_gets(*request)) as proxy:
+    ifd_head = lambda method, path, headers: method == "GET" and not frame_gets(method, path, headers)  # noqa: E731
+    with FlakyProxy(server.url, ["flip"], when=ifd_head) as proxy:
         ds = xr.open_dataset(f"{proxy.url}/scene.rumi", engine="rumi", header=blob, georeferencing=False)
         with pytest.raises(RumiFormatError):
             ds.band_data[0, :16, :16].values
@@ -205,3 +206,22 @@ def test_retry_policy_travels_with_a_pickled_source():
 def test_retry_policy_refuses_nonsense(bad):
     with pytest.raises(ValueError):
         RetryPolicy(**bad)
+
+
+def _blob_gets(method: str, path: str, headers) -> bool:
+    return method == "GET" and path.endswith(".header")
+
+
+def test_a_blob_cut_in_transit_with_an_agreeing_length_is_retried_not_called_damaged(origin):
+    """The blob's own fields say how long it is: a shorter body is a transfer fault, not a ``blob.size`` refusal."""
+    server, blob = origin
+    with FlakyProxy(server.url, ["truncated", "truncated"], when=_blob_gets) as proxy:
+        url = f"{proxy.url}/scene.rumi"
+        values = _values(url, f"{url}.header")
+        assert proxy.faults_injected == ["truncated", "truncated"]
+    np.testing.assert_array_equal(values, EXPECTED)
+    with FlakyProxy(server.url, always="truncated", when=_blob_gets) as proxy:
+        url = f"{proxy.url}/scene.rumi"
+        with pytest.raises(RumiFormatError, match="blob.size"):   # only once the tries run out
+            xarray_rumi.open_image(url, header=f"{url}.header", retry=RetryPolicy(attempts=3, backoff=0.001))
+        assert len(proxy.faults_injected) == 3

@@ -80,3 +80,17 @@ def test_a_bit_flipped_in_transit_is_caught_never_returned(s3):
                              chunks={}, storage_options=_through(proxy, options))
         with pytest.raises(xarray_rumi.RumiFormatError, match="checksum"):
             ds.band_data[0, :16, :16].values
+
+
+def test_a_blob_cut_in_transit_with_an_agreeing_length_is_retried_not_called_damaged(s3):
+    import s3fs
+
+    options, blob = s3
+    s3fs.S3FileSystem(**options).pipe("s3://bucket/scene.rumi.header", blob)
+    blob_gets = lambda method, path, headers: method == "GET" and ".header" in path  # noqa: E731
+    with FlakyProxy(options["endpoint_url"], ["truncated"], when=blob_gets) as proxy:
+        ds = xr.open_dataset("s3://bucket/scene.rumi", engine="rumi", header="s3://bucket/scene.rumi.header",
+                             storage_options=_through(proxy, options))
+        values = ds.band_data.values
+        assert proxy.faults_injected == ["truncated"]
+    np.testing.assert_array_equal(values, EXPECTED)

@@ -10,6 +10,7 @@ distinct blob is checked once, and the blobs of one grid together.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import operator
 import struct
@@ -260,6 +261,22 @@ class Header:
         )
         return starts, starts + counts
 
+    def frame_at(self, byte: int) -> int:
+        """The frame whose range holds file position ``byte`` (``-1`` before the first frame, ``N`` past the last).
+
+        Equal counts (``count_bits`` 0) need one division; others a binary
+        search over :meth:`offset`: nothing is allocated per frame for it.
+
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
+        >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.file_size)
+        ([0, 1, 2], 0, 3)
+        """
+        if byte < self.base_frame_offset:
+            return -1
+        if not self.count_bits:
+            return min((byte - self.base_frame_offset) // self.count_min, self.frame_count)
+        return bisect.bisect_right(range(self.frame_count + 1), byte, key=self.offset) - 1
+
     def _checked_index(self, index: int, allow_end: bool = False) -> int:
         index = operator.index(index)
         if not 0 <= index < self.frame_count + allow_end:
@@ -272,6 +289,33 @@ class Header:
         if indices.size and (indices.min() < 0 or indices.max() >= self.frame_count + allow_end):
             raise IndexError(f"frame indices must lie in 0..{self.frame_count - 1}")
         return indices
+
+
+def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
+    """The size of the largest blob ``limits`` admit: ``Limits.max_frames`` counts of 32 bits after the fields.
+
+    A blob file larger than this is not a blob, and is refused without reading it whole.
+
+    >>> max_blob_size(Limits(max_frames=10))
+    68
+    """
+    return HEADER_SIZE + 4 * limits.max_frames
+
+
+def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | None:
+    """The size the fixed part of ``blob`` says the whole blob has, or ``None`` if its 28 bytes say nothing sound.
+
+    What tells a blob cut off in transit from one that is damaged: a body
+    shorter than its own fields claim may be whole when fetched again.
+
+    >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
+    >>> claimed_blob_size(h.to_bytes()[:28]), claimed_blob_size(b"not a blob"), claimed_blob_size(bytes(28))
+    (29, None, None)
+    """
+    try:
+        return Header._from_fields(bytes(blob[:HEADER_SIZE]), limits).blob_size
+    except RumiFormatError:
+        return None
 
 
 def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) -> list[Header]:

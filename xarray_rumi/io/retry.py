@@ -115,6 +115,20 @@ def is_past_the_end(exc: BaseException) -> bool:
     return _status(exc) == 416
 
 
+def is_changed(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store's 412 (Precondition Failed): the object is no longer the version asked for.
+
+    Reads that keep to one version of a file send its ETag (``If-Match``);
+    the caller turns this answer into a ``FileChangedError``, never retried.
+
+    >>> class Refused(Exception):
+    ...     response = {"Error": {"Code": "PreconditionFailed"}, "ResponseMetadata": {"HTTPStatusCode": 412}}
+    >>> is_changed(Refused()), is_changed(TimeoutError())
+    (True, False)
+    """
+    return _status(exc) == 412 or _error_code(exc) == "PreconditionFailed"
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the read that raised ``exc`` may succeed.
 
@@ -140,12 +154,13 @@ def is_transient(exc: BaseException) -> bool:
     # aiohttp: a connection that broke or a payload cut short; botocore/urllib3:
     # the same seen through their own types (HTTPClientError is botocore's base of
     # them all).  ResponseParserError: throttled S3 answers can carry broken XML,
-    # which s3fs retried for that reason.
+    # which s3fs retried for that reason.  FlexibleChecksumError: a body whose S3
+    # checksum does not match, i.e. cut or damaged on its way.
     return bool(names & {
         "ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
         "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "ProtocolError",
         "EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
-        "HTTPClientError", "ResponseParserError",
+        "HTTPClientError", "ResponseParserError", "FlexibleChecksumError",
     })
 
 

@@ -18,12 +18,18 @@ retried: the file is shorter than whatever located the range (a blob made
 before the file was cut, say).  Locally the descriptor's size says so at no
 cost; remotely a short answer or a 416 is followed by one size request, which
 tells a file that really ends there from a body cut off in transit (retried).
+
+A source keeps to one version of its file (:meth:`ByteSource.pin`): locally
+each read's descriptor is checked against it (``fstat``, no extra call),
+remotely each request carries its ETag (``If-Match``), and a file replaced or
+rewritten since is a :class:`FileChangedError`, never bytes of two files.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import secrets
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -32,8 +38,9 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_past_the_end, retried
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
+from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
 
 class FileEndedError(OSError):
@@ -119,6 +126,23 @@ def _single_try_s3_class():
             # The class is made in a function, so pickle finds it through one.
             return _single_try_s3, (self.storage_args, self.storage_options)
 
+        async def _cat_file(self, path, version_id=None, start=None, end=None, if_match=None, **kwargs):
+            # s3fs has no option for GetObject's IfMatch: with one, the request is made here,
+            # as s3fs makes it, so a replaced object is a 412, never its bytes.
+            if if_match is None:
+                return await super()._cat_file(path, version_id=version_id, start=start, end=end, **kwargs)
+            from s3fs.core import version_id_kw
+
+            bucket, key, in_path = self.split_path(path)
+            params = {"Bucket": bucket, "Key": key, "IfMatch": if_match, **version_id_kw(version_id or in_path)}
+            if start is not None or end is not None:
+                params["Range"] = await self._process_limits(path, start, end)
+            response = await self._call_s3("get_object", **params)
+            try:
+                return await response["Body"].read()
+            finally:
+                response["Body"].close()
+
     return SingleTryS3FileSystem
 
 
@@ -157,9 +181,79 @@ class ByteSource:
     #: how remote reads are retried; local reads are never retried (a file is what it is).
     retry: RetryPolicy = field(default=DEFAULT_POLICY, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        # The version of the file this source keeps to: unknown until pinned (by an open
+        # that asks the file, or locally by the first read), then shared by every copy of
+        # the source in this process, and carried by pickling once known.
+        object.__setattr__(self, "_pin", pin_for(secrets.token_hex(8), None))
+
     @classmethod
     def of(cls, path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> ByteSource:
         return cls(os.fspath(path), dict(storage_options or {}), retry)
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """The version of the file this source keeps to, once known (see :meth:`pin`)."""
+        return self._pin.identity
+
+    def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
+        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version.
+
+        Returns the version kept to.  A source already pinned stays so;
+        otherwise the file is asked, a stat locally, one size request remotely
+        (the request :meth:`size` makes, with the ETag it carries).  A local
+        source also pins itself on its first read, from that read's own
+        descriptor, at no cost.
+
+        >>> import tempfile, pathlib, os
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
+        >>> source = ByteSource(str(p))
+        >>> source.pin().size
+        6
+        >>> _ = p.write_bytes(b"abcdefgh")
+        >>> source.read(0, 2)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        xarray_rumi.io.versions.FileChangedError: ... changed since it was opened: it was 6 bytes, ...
+        """
+        pinned = self._pin.identity
+        if pinned is not None:
+            return pinned
+        with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
+            if self._pin.identity is None:
+                self._pin.identity = identity if identity is not None else self.current_identity()
+            return self._pin.identity
+
+    def current_identity(self) -> FileIdentity:
+        """The file's version now: a stat locally, one size request remotely (``fs.info``: a HEAD, ``HeadObject``)."""
+        if self.is_local:
+            return FileIdentity.of_stat(os.stat(self.local_path))
+        fs, path = self._read_fs_path
+        return FileIdentity.of_info(retried(lambda: info(fs, path), policy=self.retry,
+                                            describe=f"the size of {self.url}"))
+
+    def _keep_to(self, found: FileIdentity) -> None:
+        """Refuse a local file that is not the version pinned; pin it if none is yet."""
+        pin = self._pin
+        expected = pin.identity
+        if expected is None:
+            with pin.lock:
+                if pin.identity is None:
+                    pin.identity = found
+                expected = pin.identity
+        if expected != found:
+            raise FileChangedError(self.url, expected, found)
+
+    def _request_kwargs(self, fs) -> dict:
+        identity = self._pin.identity
+        return if_match(fs, identity.etag if identity is not None else None)
+
+    def _changed(self, exc: BaseException) -> BaseException:
+        """``exc``, or the :class:`FileChangedError` it stands for (a 412 to ``If-Match``)."""
+        identity = self._pin.identity
+        if identity is not None and is_changed(exc):
+            return FileChangedError(self.url, identity, None)
+        return exc
 
     @property
     def is_local(self) -> bool:
@@ -201,13 +295,16 @@ class ByteSource:
         return {}
 
     def __getstate__(self):
-        # Ship only the address; file systems are looked up again where used.
-        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry}
+        # Ship the address and the version kept to; file systems are looked up again where used.
+        return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry,
+                "pin": (self._pin.token, self._pin.identity)}
 
     def __setstate__(self, state):
         object.__setattr__(self, "url", state["url"])
         object.__setattr__(self, "storage_options", state["storage_options"])
         object.__setattr__(self, "retry", state.get("retry", DEFAULT_POLICY))
+        token, identity = state.get("pin") or (secrets.token_hex(8), None)
+        object.__setattr__(self, "_pin", pin_for(token, identity))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``.
@@ -217,14 +314,14 @@ class ByteSource:
         :class:`FileEndedError`.
         """
         if self.is_local:
-            (data,), size = _pread_many(self.local_path, [start], [stop])
+            (data,), size = _pread_many(self.local_path, [start], [stop], self._keep_to)
             _check_local(self.url, start, stop, data, size, exact=exact)
             return data
         fs, path = self._read_fs_path
 
         def attempt() -> bytes:
             try:
-                answer = fs.cat_file(path, start=start, end=stop)
+                answer = fs.cat_file(path, start=start, end=stop, **self._request_kwargs(fs))
             except Exception as exc:  # noqa: BLE001 - a 416 is an answer; anything else is re-raised
                 answer = exc
             return self._checked_answer(start, stop, answer, sizes=[], exact=exact)
@@ -240,7 +337,7 @@ class ByteSource:
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
-            out, size = _pread_many(self.local_path, starts, stops)
+            out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
             for data, a, b in zip(out, starts, stops):
                 _check_local(self.url, a, b, data, size, exact=True)
             return out
@@ -250,16 +347,17 @@ class ByteSource:
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
-            got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing])
+            got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing],
+                                **self._request_kwargs(fs))
             failure, sizes = None, []
             for i, answer in zip(missing, got):
                 try:
                     out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
-                    # A range past the end of the file is final: it is the one raised,
-                    # so the batch is not tried again for a transient failure beside it.
-                    if failure is None or (isinstance(exc, FileEndedError)
-                                           and not isinstance(failure[1], FileEndedError)):
+                    # A range past the end of the file, or a file that changed, is final: it is
+                    # the one raised, so the batch is not tried again for a transient failure beside it.
+                    final = (FileEndedError, FileChangedError)
+                    if failure is None or (isinstance(exc, final) and not isinstance(failure[1], final)):
                         failure = (i, exc)
             if failure is not None:
                 i, exc = failure
@@ -279,14 +377,17 @@ class ByteSource:
         """
         if isinstance(answer, BaseException):
             if not is_past_the_end(answer):
-                raise answer
+                raise self._changed(answer)
             answer = b""  # the range starts at or after the end of the file
         if len(answer) < stop - start and exact:
             if not sizes:
-                sizes.append(self._read_fs_path[0].size(self._read_fs_path[1]))
-            size = sizes[0]
-            if size is not None and size < stop:
-                raise FileEndedError(self.url, start, stop, size)
+                sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
+            now, pinned = sizes[0], self._pin.identity
+            if pinned is not None and pinned.etag is not None and now.etag != pinned.etag:
+                # a file replaced since it was opened, not one cut short
+                raise FileChangedError(self.url, pinned, now)
+            if now.size is not None and now.size < stop:
+                raise FileEndedError(self.url, start, stop, now.size)
             raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(answer)} bytes")
         _check_not_longer(self.url, start, stop, answer)
         return answer
@@ -314,32 +415,84 @@ def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exa
     raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
-def _pread_many(path: str, starts, stops) -> tuple[list[bytes], int]:
-    """The ranges, and the file's size as the descriptor saw it."""
+def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
+    """The ranges, and the file's size as the descriptor saw it; ``keep_to(identity)`` first refuses another file."""
     # A bare descriptor, not a buffered file object: a frame read is then one
     # open, one pread per range and one close, with no read-ahead.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
+        stat = os.fstat(fd)
+        if keep_to is not None:
+            # the path is opened again for each read: this descriptor's file must be the one opened
+            keep_to(FileIdentity.of_stat(stat))
         # Ask for no more than the file holds: pread allocates what it is asked for
         # first, and a damaged blob may claim frames of gigabytes.  The caller's
         # length check then reports the short read, with this size.
-        size = os.fstat(fd).st_size
+        size = stat.st_size
         return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
     finally:
         os.close(fd)
 
 
-def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
+def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
+               max_size: int | None = None, claimed_size=None) -> bytes:
     """A whole (small) file, such as a header blob beside its image; remotely, under ``retry``.
+
+    With ``max_size``, at most ``max_size + 1`` bytes are read, so a caller
+    refuses a larger file (``/dev/zero``, an image given by mistake) without
+    reading it whole.  ``claimed_size(first_bytes)`` says how long the content
+    itself claims to be (``None``: it cannot tell): a local file is then read
+    no further than that, and a remote answer shorter than that is a body cut
+    off in transit, tried again under ``retry``; when the tries run out, the
+    last answer is returned for the caller to judge.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.rumi.header"; _ = p.write_bytes(b"blob")
-    >>> read_bytes(p)
-    b'blob'
+    >>> read_bytes(p), read_bytes(p, max_size=2)
+    (b'blob', b'blo')
     """
     url = os.fspath(path_or_url)
+    limit = None if max_size is None else max_size + 1
     if is_local(url):
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
-            return f.read()
+            return _read_local(f, limit, claimed_size)
     fs, path = single_try_file_system(url, storage_options)
-    return retried(lambda: fs.cat_file(path), policy=retry, describe=url)
+    last: list[bytes] = []
+
+    def attempt() -> bytes:
+        try:
+            data = fs.cat_file(path) if limit is None else fs.cat_file(path, start=0, end=limit)
+        except Exception as exc:  # noqa: BLE001 - a 416 is an empty file's answer to a range
+            if not is_past_the_end(exc):
+                raise
+            data = b""
+        last[:] = [data]
+        claimed = claimed_size(data) if claimed_size is not None else None
+        if claimed is not None and len(data) < claimed:
+            raise _CutShort(f"short read from {url}: {len(data)} bytes, where its content says {claimed}")
+        return data
+
+    try:
+        return retried(attempt, policy=retry, describe=url)
+    except OSError as exc:
+        if isinstance(exc, _CutShort) or isinstance(exc.__cause__, _CutShort):
+            return last[0]  # what the content claims is then for the caller to refuse
+        raise
+
+
+class _CutShort(TransientReadError):
+    """A whole-file answer shorter than its own content says it is."""
+
+
+def _read_local(f, limit: int | None, claimed_size) -> bytes:
+    if claimed_size is None:
+        return f.read() if limit is None else f.read(limit)
+    head = f.read(64)
+    claimed = claimed_size(head)
+    if claimed is None:
+        return head  # its first bytes already say it is not what was asked for
+    # One byte past the claim shows a longer file, which the caller refuses.
+    rest = claimed + 1 - len(head)
+    if limit is not None:
+        rest = min(rest, limit - len(head))
+    return head + f.read(max(rest, 0))

@@ -1,8 +1,11 @@
-"""The (file, blob) pairs a process has checked against their files.
+"""The (file, blob) pairs a process has checked against their files, each in the version of the file checked.
 
 Checking a blob costs one small read of the file's IFD head; remembering the
-pairs checked makes every later read of them in this process free.  Bounded
-and thread-safe; reset in a forked child, whose inherited locks may be held.
+pairs checked makes every later read of them in this process free.  A pair
+is named with the version of the file it was checked in (its size and
+modification time, device and inode locally; its ETag remotely), so a file
+rewritten in place since is checked again.  Bounded and thread-safe; reset
+in a forked child, whose inherited locks may be held.
 """
 
 from __future__ import annotations
@@ -81,12 +84,38 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=checked_blobs._after_fork)
 
 
-def blob_key(source: ByteSource, header: Header) -> bytes:
-    """What names a (file, blob) pair in :data:`checked_blobs`: a digest of the address and the blob."""
+def pair_digest(source: ByteSource, header: Header) -> bytes:
+    """A digest of the address and the blob: what names the pair whatever version of the file it is read in."""
     # another endpoint may hold another file under the same URL
     options = repr(sorted(getattr(source, "storage_options", {}).items()))
     return hashlib.blake2b(b"\0".join([source.url.encode(), options.encode(), header.to_bytes()]),
                            digest_size=16).digest()
 
 
-__all__ = ["CheckedBlobs", "blob_key", "checked_blobs"]
+def version_key(digest: bytes, source: ByteSource) -> bytes:
+    """The key of pair ``digest`` in the version of the file ``source`` keeps to.
+
+    The version (size and modification time, device and inode locally; the
+    ETag remotely) is part of the key, so a file rewritten or replaced since
+    its blob was checked is checked again.
+    """
+    identity = getattr(source, "identity", None)
+    return hashlib.blake2b(digest + (identity.key() if identity is not None else b"unknown"), digest_size=16).digest()
+
+
+def blob_key(source: ByteSource, header: Header) -> bytes:
+    """What names a (file, blob) pair in :data:`checked_blobs`: the address, the blob and the file's version.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> header = Header.from_bytes(xarray_rumi.write(path, np.zeros((4, 4), "uint8"), tile_size=2))
+    >>> source = ByteSource(path); _ = source.pin()
+    >>> rewritten = ByteSource(path)
+    >>> _ = xarray_rumi.write(path, np.ones((4, 4), "uint8"), tile_size=2); _ = rewritten.pin()
+    >>> blob_key(source, header) == blob_key(rewritten, header)
+    False
+    """
+    return version_key(pair_digest(source, header), source)
+
+
+__all__ = ["CheckedBlobs", "blob_key", "checked_blobs", "pair_digest", "version_key"]

@@ -19,6 +19,11 @@ the process that loads it.
 A range the blob locates past the end of the file (a file cut after its blob
 was made) is :class:`~xarray_rumi.RumiFormatError` ``frames.truncated``
 naming the frame, never an ``OSError`` and never retried.
+
+Every read keeps to the version of the file the image opened (fixed by the
+open, or by the first read), and the blob is checked against that version:
+a file rewritten or replaced since is refused with
+:class:`~xarray_rumi.io.versions.FileChangedError`, never read in part.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
 from ..frames.codec import decode_frame
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
-from .checked import blob_key, checked_blobs
+from .checked import checked_blobs, pair_digest, version_key
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,9 @@ class RumiImage:
     ``verify=False`` trusts the file and the blob: no frame checksums and no
     check of the blob against the file.  ``opened_size`` is the file's size
     when the open learned it (see :attr:`file_size`).  Picklable: the
-    address and the blob, never bytes of the file or an open handle.
+    address, the blob and the version of the file its reads keep to (see
+    :meth:`~xarray_rumi.io.source.ByteSource.pin`), never bytes of the file
+    or an open handle.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -108,8 +115,13 @@ class RumiImage:
         return self.header.sample_type
 
     @cached_property
+    def _pair_digest(self) -> bytes:
+        return pair_digest(self.source, self.header)
+
+    @property
     def blob_key(self) -> bytes:
-        return blob_key(self.source, self.header)
+        """The pair's name in the record of checked pairs, in the version of the file the source keeps to."""
+        return version_key(self._pair_digest, self.source)
 
     @cached_property
     def file_size(self) -> int:
@@ -120,7 +132,10 @@ class RumiImage:
         georeferencing, ``verify=False``) it is asked here, once: a stat
         locally, one size request remotely.
         """
-        return self.opened_size if self.opened_size is not None else self.source.size()
+        if self.opened_size is not None:
+            return self.opened_size
+        known = self._pin_file()
+        return known.size if known is not None and known.size is not None else self.source.size()
 
     def __reduce__(self):
         # The check of the blob travels as a fact about the pair, recorded where the image is loaded.
@@ -165,16 +180,31 @@ class RumiImage:
             return RumiFormatError(
                 "file-profile.truncated",
                 f"{url} is {ended.size} bytes, but its IFD and external values end at byte {header.base_frame_offset}")
-        # Which frame starts there: one search of the offsets, only when a read has failed.
-        frame = int(np.searchsorted(header.offsets(), ended.start, side="right")) - 1
+        # Which frame starts there: arithmetic for equal counts, a binary search otherwise,
+        # so a blob claiming millions of frames costs nothing per frame to name one.
+        frame = header.frame_at(ended.start)
         return RumiFormatError(
             "frames.truncated",
             f"frame {frame} (bytes {ended.start}-{ended.stop}) runs past the end of {url}, which is {ended.size} "
             f"bytes; its frames end at byte {header.file_size} ({header.file_size - ended.size} bytes missing): "
             "the file was cut after its blob was made, or the blob is not this file's")
 
+    def _pin_file(self):
+        """The version of the file this image reads, fixed on first need; ``None`` for a source that keeps none.
+
+        An open that asked the file fixed it already; otherwise it is asked
+        now, once for this open in this process (a stat locally, one size
+        request remotely): the blob must be checked against that version, and
+        every read after keeps to it.
+        """
+        pin = getattr(self.source, "pin", None)
+        return pin() if pin is not None else None
+
     def _fetch(self, starts, stops) -> list[bytes]:
-        if not self.verify or self.blob_key in checked_blobs:
+        if not self.verify:
+            return self._read_ranges(starts, stops)
+        self._pin_file()
+        if self.blob_key in checked_blobs:
             return self._read_ranges(starts, stops)
         key = self.blob_key
         lock = checked_blobs.lock_for(key)

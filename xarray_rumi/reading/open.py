@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from ..errors import RumiFormatError
-from ..format.blob import Header, headers_from_bytes
+from ..format.blob import HEADER_SIZE, Header, claimed_blob_size, headers_from_bytes, max_blob_size
 from ..format.geo import Georeferencing, RasterType
 from ..format.geo import georeferencing as build_georeferencing
 from ..format.head import ifd_head_ranges
@@ -92,6 +92,9 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     blob = load_header(header, storage_options, limits, retry)
     if supplied is not None:
         return RumiImage(source, blob, supplied, verify)  # nothing read, so nothing checked
+    if verify:
+        # The size is asked anyway (below); asked first, it fixes the version every read keeps to.
+        pin_file(source)
     supplied = read_georeferencing(source, blob, check_blob=verify)
     return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
@@ -103,6 +106,24 @@ def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY)
     if all(hasattr(path, name) for name in ("url", "read", "read_many")):
         return path
     raise TypeError(f"a rumi image opens from a path, an fsspec URL or a byte source, not {type(path).__name__}")
+
+
+def pin_file(source):
+    """Fix the version of the file ``source`` reads (see :meth:`ByteSource.pin`); ``None`` for a source that keeps none.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abc")
+    >>> pin_file(ByteSource.of(p)).size
+    3
+    """
+    pin = getattr(source, "pin", None)
+    return pin() if pin is not None else None
+
+
+def _size(source) -> int:
+    """The file's size as the version pinned says, else asked."""
+    identity = getattr(source, "identity", None)
+    return identity.size if identity is not None and identity.size is not None else source.size()
 
 
 def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferencing=None) -> Georeferencing | None:
@@ -153,8 +174,45 @@ def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
     if isinstance(header, (bytes, bytearray, memoryview)):
         return Header.from_bytes(bytes(header), limits)
     if isinstance(header, (str, os.PathLike)):
-        return Header.from_bytes(read_bytes(header, storage_options, retry), limits)
+        return Header.from_bytes(read_blob_file(header, storage_options, limits, retry), limits)
     raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; got {type(header).__name__}")
+
+
+def read_blob_file(path, storage_options=None, limits: Limits = DEFAULT_LIMITS,
+                   retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
+    """The bytes of a blob file, read no further than the blob its fields claim, and never past the largest one.
+
+    A file larger than that (``/dev/zero``, an image given for its blob) is
+    refused naming it, after at most one byte more than the claim was read.
+    Remotely, an answer shorter than its own fields claim is a body cut off
+    in transit and is fetched again under ``retry``; only when the tries run
+    out is it refused (``blob.size``).
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((8, 8), "uint8"), tile_size=4)
+    >>> read_blob_file(path + ".header") == blob
+    True
+    >>> len(read_blob_file(path))   # the image itself: its first bytes say it is no blob, and no more is read
+    64
+    """
+    name = os.fspath(path)
+    largest = max_blob_size(limits)
+    data = read_bytes(path, storage_options, retry, max_size=largest,
+                      claimed_size=lambda first: _claimed_size(first, limits))
+    claimed = claimed_blob_size(data, limits)
+    if claimed is not None and len(data) > claimed:
+        raise RumiFormatError("blob.size", f"{name} is larger than the {claimed} bytes its blob's fields claim: "
+                              "not a header blob, or a blob with bytes after it")
+    if len(data) > largest:
+        raise RumiFormatError("blob.size", f"{name} is larger than the largest blob Limits admit "
+                              f"({largest} bytes, Limits.max_frames counts of 32 bits): not a header blob")
+    return data
+
+
+def _claimed_size(first: bytes, limits: Limits) -> int | None:
+    # Fewer bytes than the fields themselves: no blob is that short, so the answer was cut.
+    return HEADER_SIZE if len(first) < HEADER_SIZE else claimed_blob_size(first, limits)
 
 
 def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_LIMITS,
@@ -190,7 +248,7 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
         if isinstance(header, (bytes, bytearray, memoryview)):
             blobs[position] = header
         elif isinstance(header, (str, os.PathLike)):
-            blobs[position] = read_bytes(header, storage_options, retry)
+            blobs[position] = read_blob_file(header, storage_options, limits, retry)
         else:
             raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; "
                             f"got {type(header).__name__} for image {position} ({names[position]!r})")
@@ -224,19 +282,21 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
 
 def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
     """:func:`read_ifd`, and the file's size: ``(ParsedIFD, Header, size)``."""
+    # The size is asked anyway; asked first, it fixes the version every read keeps to.
+    pin_file(source)
     head = source.read(0, FIRST_READ, exact=False)
     needed = prefix_size(head, limits)
     if needed > len(head):
         # A short first read means the file ended; otherwise make sure the file
         # holds what the IFD claims before asking for that much.
-        if len(head) < FIRST_READ or (source.is_local and source.size() < needed):
+        if len(head) < FIRST_READ or (source.is_local and _size(source) < needed):
             raise RumiFormatError(
                 "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
             )
         head += source.read(len(head), needed, exact=False)
     parsed = parse_prefix(head, limits, check_registry=check_registry)
     check_frame_layout(parsed, limits)
-    size = source.size()
+    size = _size(source)
     check_frames_inside(parsed.tile_offsets, parsed.tile_byte_counts, size)
     header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
     checked_blobs.add(blob_key(source, header))
@@ -256,7 +316,7 @@ def checked_size(source, header: Header) -> int:
     >>> checked_size(ByteSource.of(path), Header.from_bytes(blob)) == os.path.getsize(path)
     True
     """
-    size = source.size()
+    size = _size(source)
     if size < header.file_size:
         check_frames_inside(header.offsets(), header.byte_counts(), size, from_blob=True, name=source.url)
     return size
@@ -310,4 +370,4 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 __all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "read_georeferencing", "read_ifd"]
+           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_ifd"]
