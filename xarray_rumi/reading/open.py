@@ -6,10 +6,12 @@ same parameters and the same defaults, reading as little as the arguments
 allow:
 
 - no ``header``: the IFD (usually one read) gives the frames and the
-  georeferencing; caller-supplied georeferencing replaces the file's.
+  georeferencing; caller-supplied georeferencing is compared with the
+  file's (a file without a CRS takes it as given).
 - a ``header`` and caller-supplied georeferencing (or
   ``georeferencing=False``): nothing is read; the blob is checked against the
-  file's IFD head on the process's first frame read.
+  file's IFD head on the process's first frame read, and the caller's
+  georeferencing against the file's tags, fetched in that same batch.
 - a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
   head in one batched read, and the blob is checked against the head.
 
@@ -27,9 +29,9 @@ import os
 
 from ..errors import RumiFormatError
 from ..format.blob import Header, headers_from_bytes
-from ..format.geo import Georeferencing, RasterType
+from ..format.geo import Georeferencing, RasterType, check_claimed_georeferencing
 from ..format.geo import georeferencing as build_georeferencing
-from ..format.head import ifd_head_ranges
+from ..format.head import ifd_head_ranges, split_head
 from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
 from ..format.layout import (
     GEOREFERENCING_SIZE,
@@ -49,7 +51,7 @@ FIRST_READ = 64 * 1024
 
 def open_image(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type=None,
                georeferencing=None, limits: Limits = DEFAULT_LIMITS, verify: bool = True,
-               retry: RetryPolicy = DEFAULT_POLICY) -> RumiImage:
+               retry: RetryPolicy = DEFAULT_POLICY, claimed_by: str | None = None) -> RumiImage:
     """Open a rumi image, reading as little as the arguments allow (see the module's description).
 
     ``path`` is a local path, an fsspec URL, or a byte source (an object
@@ -57,10 +59,15 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     :class:`~xarray_rumi.io.source.ByteSource`).  ``header`` is blob bytes, a
     path/URL of a blob file, a :class:`~xarray_rumi.format.blob.Header`, or
     ``None`` to rebuild it from the IFD.  ``crs``/``transform``/``raster_type``
-    or a :class:`~xarray_rumi.Georeferencing` replace the file's
-    georeferencing; ``georeferencing=False`` means no CRS, and reads nothing
-    for it.  ``verify=False`` trusts the file and the blob (no check of the
-    blob against the file, no frame checksums).  ``retry`` is how remote
+    or a :class:`~xarray_rumi.Georeferencing` say the file's georeferencing,
+    so that nothing is read for it: where the open or the first frame read
+    fetches the file's head, its georeferencing tags come too and a
+    contradiction is a ``RumiFormatError`` (``georeferencing.matches-file``)
+    naming ``claimed_by`` (who says it: ``"STAC Item 'a'"``; by default the
+    argument) and the file; a file without a CRS takes the caller's.
+    ``georeferencing=False`` means no CRS, and reads nothing for it.
+    ``verify=False`` trusts the file, the blob and the georeferencing (no
+    check of the blob against the file, no frame checksums).  ``retry`` is how remote
     reads are retried; ``limits`` bound what an untrusted blob or IFD may
     claim.
 
@@ -85,13 +92,20 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     if not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be an xarray_rumi.RetryPolicy, got {type(retry).__name__}")
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
+    if supplied is not None and georeferencing is not False:  # False drops the CRS: it says nothing of the file
+        claimed_by = claimed_by or ("crs=/transform=" if georeferencing is None else "georeferencing=")
+    else:
+        claimed_by = None
     source = byte_source(path, storage_options, retry)
     if header is None:
         parsed, blob, size = _read_ifd_and_size(source, limits)
+        if claimed_by is not None and verify:
+            check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
     blob = load_header(header, storage_options, limits, retry)
     if supplied is not None:
-        return RumiImage(source, blob, supplied, verify)  # nothing read, so nothing checked
+        # nothing read, so nothing checked yet: the first frame read checks the blob and the claim
+        return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
     supplied = read_georeferencing(source, blob, check_blob=verify)
     return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
@@ -279,18 +293,15 @@ def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> 
     32618
     """
     start = georeferencing_offset(header.grid)
-    stop = start + GEOREFERENCING_SIZE
     image = RumiImage(source, header)
     try:
         if not check_blob or image.blob_key in checked_blobs:
-            data = source.read(start, stop)
+            data = source.read(start, start + GEOREFERENCING_SIZE)
         else:
-            head, *sample_formats = ifd_head_ranges(header.grid)
-            if sample_formats:
-                start = sample_formats[0][0]
-            head_bytes, data = source.read_many([head[0], start], [head[1], stop])
-            data, sample_format_bytes = data[-GEOREFERENCING_SIZE:], data[:-GEOREFERENCING_SIZE]
-            image._check_head(head_bytes, sample_format_bytes)
+            ranges = ifd_head_ranges(header.grid, georeferencing=True)
+            payloads = source.read_many([a for a, _ in ranges], [b for _, b in ranges])
+            head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
+            image._check_head(head, sample_formats)
     except FileEndedError as ended:  # the file ends inside its IFD
         raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
