@@ -155,3 +155,13 @@ def test_a_blob_checked_without_a_claim_still_checks_a_later_claim(served):
     assert image.blob_key not in checked_blobs
     with pytest.raises(RumiFormatError, match="georeferencing.matches-file"):
         image.read()
+
+
+def test_a_singular_georeferencing_value_is_refused_before_anything_is_read(served):
+    server, url, blob, _ = served
+    flat = Georeferencing(CRS, ModelType.PROJECTED, transform=(0.0, 0.0, 500000.0, 0.0, -10.0, 5000000.0))
+    for open_ in (lambda: xarray_rumi.open_image(url, header=blob, georeferencing=flat),
+                  lambda: xarray_rumi.open_cube([url], [blob], georeferencing=flat)):
+        with pytest.raises(ValueError, match=r"transform is singular \(a\*e - b\*d == 0\) \(a zero x resolution"):
+            open_()
+    assert server.requests == []

@@ -29,7 +29,7 @@ import os
 
 from ..errors import RumiFormatError
 from ..format.blob import Header, headers_from_bytes
-from ..format.geo import Georeferencing, RasterType, check_claimed_georeferencing
+from ..format.geo import Georeferencing, RasterType, affine_coefficients, check_claimed_georeferencing
 from ..format.geo import georeferencing as build_georeferencing
 from ..format.head import ifd_head_ranges, split_head
 from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
@@ -123,7 +123,9 @@ def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferen
     """The georeferencing the caller supplies, or ``None`` to take the file's.
 
     ``georeferencing=False`` means "no CRS, read nothing for it"; a
-    :class:`Georeferencing` is used as given; ``crs`` + ``transform`` (and
+    :class:`Georeferencing` is used as given, once its transform is known to
+    place every pixel apart (a singular one is refused, as ``write`` refuses
+    it); ``crs`` + ``transform`` (and
     optionally ``raster_type``, default ``"area"``) build one, checked as a
     writer checks them.  ``raster_type`` alone is refused: it would silently
     do nothing, since the file's own georeferencing says its raster type.
@@ -139,6 +141,8 @@ def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferen
     if isinstance(georeferencing, Georeferencing):
         if given or raster_type is not None:
             raise ValueError("pass either georeferencing=Georeferencing(...) or crs=/transform=/raster_type=, not both")
+        if georeferencing.is_defined:
+            affine_coefficients(georeferencing.transform)
         return georeferencing
     if georeferencing is False:
         if given:
