@@ -171,3 +171,9 @@ def test_a_stac_geoparquet_row_with_a_malformed_field_is_refused_naming_its_item
     write_stac_geoparquet([d], tmp_path / "items.parquet")
     with pytest.raises(ValueError, match="STAC Item 'scene': proj:code: cannot interpret CRS 'EPSG:99999'"):
         stac_geoparquet_images(tmp_path / "items.parquet")
+
+
+def test_a_further_crs_form_with_no_epsg_code_does_not_refuse_the_code_given(scene):
+    d, _ = scene
+    d["properties"]["proj:wkt2"] = CRS.from_proj4("+proj=utm +zone=33 +ellps=intl +units=m").to_wkt()
+    assert item_images(d)[0].georeferencing.epsg == 32633   # proj:code says it; the WKT cannot be compared

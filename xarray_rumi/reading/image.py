@@ -234,7 +234,7 @@ class RumiImage:
                 check_claimed_georeferencing(self.georeferencing, file_says, claimed_by=self.claimed_by,
                                              file=self.source.url)
         except Exception as exc:
-            log.info("refused the blob of %s: %s", self.source.url, exc)
+            log.info("refused the blob (or the georeferencing claimed) of %s: %s", self.source.url, exc)
             raise
         checked_blobs.add(self.blob_key)
 

@@ -67,9 +67,9 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     argument) and the file; a file without a CRS takes the caller's.
     ``georeferencing=False`` means no CRS, and reads nothing for it.
     ``verify=False`` trusts the file, the blob and the georeferencing (no
-    check of the blob against the file, no frame checksums).  ``retry`` is how remote
-    reads are retried; ``limits`` bound what an untrusted blob or IFD may
-    claim.
+    check of the blob against the file, no frame checksums).  ``retry`` is
+    how remote reads are retried; ``limits`` bound what an untrusted blob or
+    IFD may claim.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")

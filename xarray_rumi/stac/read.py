@@ -292,10 +292,10 @@ def _not_one_rumi_asset(item_id, count: int) -> ValueError:
 def stac_georeferencing(item: dict) -> Georeferencing:
     """The georeferencing a STAC Item of a rumi file records (its file's own, exactly).
 
-    The CRS is taken from whichever of ``proj:code``, ``proj:epsg``,
-    ``proj:wkt2`` and ``proj:projjson`` the Item gives (when it gives
-    several, they must name one CRS) and reduced to its EPSG code, the one
-    form rumi stores; the transform from ``rumi:transform`` (the file's own
+    The CRS is taken from the first of ``proj:code``, ``proj:epsg``,
+    ``proj:wkt2`` and ``proj:projjson`` the Item gives (any other given that
+    reduces to an EPSG code must name the same one) and reduced to its EPSG
+    code, the one form rumi stores; the transform from ``rumi:transform`` (the file's own
     matrix), else ``proj:transform`` (pixel corners, moved to the centres
     for PixelIsPoint).  As the projection extension says, a field of the
     rumi asset overrides the Item's, a null included.  What cannot be read
@@ -332,10 +332,16 @@ def _item_crs(fields: dict, record: str) -> tuple[str, object]:
     if not given:
         return STAC_CRS_FIELDS[0], None
     if len(given) > 1:
-        codes = {name: _epsg(name, value, record) for name, value in given}
-        if len(set(codes.values())) > 1:
-            said = ", ".join(f"{name} EPSG:{code}" for name, code in codes.items())
-            raise ValueError(f"{record}: its CRS fields name different CRSs ({said})")
+        first, value = given[0]
+        code = _epsg(first, value, record)
+        for name, value in given[1:]:
+            try:
+                other = _epsg(name, value, record)
+            except ValueError:  # a form pyproj cannot reduce to an EPSG code says nothing against the first
+                continue
+            if other != code:
+                raise ValueError(f"{record}: its CRS fields name different CRSs "
+                                 f"({first} EPSG:{code}, {name} EPSG:{other})")
     return given[0]
 
 
@@ -375,6 +381,7 @@ def stac_datetime(item: dict):
     return stamp.to_datetime64()
 
 
-__all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_CRS_FIELDS", "STAC_HEADER", "STAC_MEDIA_TYPE", "STAC_RASTER_TYPE",
-           "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images", "read_stac_geoparquet", "rumi_asset", "stac_datetime",
-           "stac_geoparquet_images", "stac_georeferencing", "stac_item_dicts"]
+__all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_CRS_FIELDS", "STAC_HEADER", "STAC_MEDIA_TYPE",
+           "STAC_RASTER_TYPE", "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images",
+           "read_stac_geoparquet", "rumi_asset", "stac_datetime", "stac_geoparquet_images", "stac_georeferencing",
+           "stac_item_dicts"]
