@@ -177,3 +177,15 @@ def test_a_further_crs_form_with_no_epsg_code_does_not_refuse_the_code_given(sce
     d, _ = scene
     d["properties"]["proj:wkt2"] = CRS.from_proj4("+proj=utm +zone=33 +ellps=intl +units=m").to_wkt()
     assert item_images(d)[0].georeferencing.epsg == 32633   # proj:code says it; the WKT cannot be compared
+
+
+def test_an_item_that_says_no_crs_for_a_georeferenced_file_is_refused_at_the_first_read(scene):
+    from xarray_rumi import RumiFormatError
+
+    d, _ = scene
+    d["properties"]["proj:code"] = None   # the CRS dropped by hand, or a form this Item's maker did not write
+    cube = xarray_rumi.open_cube([d])
+    assert cube.rio.crs is None   # what the Item says, until the file is read
+    with pytest.raises(RumiFormatError, match=r"STAC Item 'scene' says no CRS, PixelIsArea; the tags of .*scene.rumi "
+                                              r"say EPSG:32633, PixelIsArea, transform \(10, 0, 500000, 0, -10, 5000000\)"):
+        cube.band_data.values
