@@ -13,6 +13,8 @@ from s3_server import s3_server
 
 import xarray_rumi
 from xarray_rumi import open_cube
+from xarray_rumi.format.blob import Header
+from xarray_rumi.format.layout import georeferencing_offset
 
 distributed = pytest.importorskip("distributed")
 
@@ -58,9 +60,12 @@ def test_reductions_over_http_on_worker_processes(client, http_server):
     frames = 3 * 36
     requests = http_server.get_requests()
     heads = [r for r in requests if r.range == (0, 252)]
-    # Each worker process checks each blob against its file's IFD head once, on its first read of it.
+    # Each worker process checks each blob against its file's IFD head once, on its first read of it, and the
+    # caller's crs=/transform= against the file's georeferencing tags, fetched in the same batch.
     assert 3 <= len(heads) <= 2 * 3 and len({r.path for r in heads}) == 3
-    frame_requests = [r for r in requests if r.range != (0, 252)]
+    tags = georeferencing_offset(Header.from_bytes(blobs[0]).grid)
+    assert sorted(r.path for r in requests if r.range == (tags, tags + 160)) == sorted(r.path for r in heads)
+    frame_requests = [r for r in requests if r.range not in ((0, 252), (tags, tags + 160))]
     assert len(frame_requests) == 2 * frames
     assert len({(r.path, r.range) for r in frame_requests}) == frames
     assert len(_worker_pids(client)) == 2 and __import__("os").getpid() not in _worker_pids(client)

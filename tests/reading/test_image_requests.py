@@ -7,9 +7,10 @@ those also ask the file's size (one HEAD), to refuse a file cut short.  Loading
 sends one request per frame, each exactly that frame's byte range, and a
 window (or ``.rio.clip_box``) fetches only the frames inside it.  A blob the
 open did not check is checked on the first read: one more request, for the
-IFD head, once per process; and such an open asks the file's version (one
-HEAD, whose ETag every later request sends as ``If-Match``) before that read,
-once per open and process.
+IFD head, once per process, and one more beside it for the georeferencing
+tags that ``crs=``/``transform=`` are compared with, in the same batch; and
+such an open asks the file's version (one HEAD, whose ETag every later
+request sends as ``If-Match``) before that read, once per open and process.
 """
 
 from __future__ import annotations
@@ -55,9 +56,15 @@ def _frame_ranges(header, indices):
     return sorted(zip(starts.tolist(), stops.tolist()))
 
 
+def _georeferencing_tags(header):
+    start = georeferencing_offset(header.grid)
+    return start, start + 160
+
+
 def _frames_and_head(header, indices):
-    """The frames' ranges and the IFD head: what a first read through an unchecked blob asks for."""
-    return sorted(_frame_ranges(header, indices) + [IFD_HEAD])
+    """The frames' ranges, the IFD head and the georeferencing tags: a first read through an unchecked blob
+    with claimed georeferencing (``crs=``/``transform=``) asks for them in one batch."""
+    return sorted(_frame_ranges(header, indices) + [IFD_HEAD, _georeferencing_tags(header)])
 
 
 def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
@@ -142,10 +149,10 @@ def test_full_chunked_load_is_one_exact_request_per_frame_and_one_head(served):
     assert data.npartitions == header.frame_count
     np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=2), values)
     requests = server.get_requests()
-    # However many threads meet the unchecked blob at once, one fetches the head; the others wait.
-    assert len(requests) == header.frame_count + 1
+    # However many threads meet the unchecked blob at once, one fetches the head and the tags; the others wait.
+    assert len(requests) == header.frame_count + 2
     assert sorted(r.range for r in requests) == _frames_and_head(header, range(header.frame_count))
-    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset + 252
+    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset + 252 + 160
     server.requests.clear()
     np.testing.assert_array_equal(_open(url, header, chunks={}).band_data.values, values)
     assert len(server.get_requests()) == header.frame_count  # checked once per process: not again
@@ -196,9 +203,9 @@ def test_window_fetches_only_its_frames(served, chunks, bands):
     np.testing.assert_array_equal(window, values[bands, rows, cols])
     touched = _window_frames(header, bands, rows, cols)
     requests = server.get_requests()
-    assert len(touched) in (4, 8) and len(requests) <= len(touched) + 1
+    assert len(touched) in (4, 8) and len(requests) <= len(touched) + 2
     assert sorted(r.range for r in requests) == _frames_and_head(header, touched)
-    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum()) + 252
+    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum()) + 252 + 160
 
 
 def test_scattered_rows_fetch_only_the_frames_holding_them(served):

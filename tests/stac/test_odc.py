@@ -183,7 +183,7 @@ def test_building_the_load_reads_nothing_and_a_small_window_reads_only_its_frame
     # the frames at the first tile position, one a band, and the IFD head the blob is checked against
     frames = {(header.offset(k), header.offset(k) + header.byte_count(k))
               for k in (header.grid.frame_index(0, 0, band) for band in (0, 1))}
-    head = {tuple(r) for r in ifd_head_ranges(header.grid)}
+    head = {tuple(r) for r in ifd_head_ranges(header.grid, georeferencing=True)}  # and the tags the Item's match
     requested = [(r.path, r.range) for r in http_server.get_requests()]
     assert {path for path, _ in requested} == {"/scene-0.rumi"}
     assert {rng for _, rng in requested} - head == frames

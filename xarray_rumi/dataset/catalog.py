@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..format.blob import Header
-from ..format.geo import Georeferencing, ModelType, RasterType, centre_to_corner, epsg_model_type
+from ..format.geo import Georeferencing, RasterType, centre_to_corner, recorded_georeferencing
 from ..reading.image import RumiImage
 from ..reading.open import load_headers, open_image
 from ..stac.read import is_stac, is_stac_geoparquet, item_images, stac_geoparquet_images
@@ -101,6 +101,10 @@ def _read_checked(catalog):
         return catalog, None
     if is_stac(catalog):
         return _rows_and_headers(item_images(catalog))
+    if isinstance(catalog, (list, tuple)):
+        what = "an empty list" if not catalog else f"a list of {type(catalog[0]).__name__}"
+        raise ValueError(f"a catalog is a Parquet path (a rumi catalog or stac-geoparquet), a DataFrame or STAC Items; "
+                         f"got {what}")
     if is_stac_geoparquet(catalog):
         return _rows_and_headers(stac_geoparquet_images(catalog))
     import pandas as pd
@@ -148,18 +152,48 @@ def _rows_and_headers(images):
     return table, headers
 
 
-def georeferencing_of(row) -> Georeferencing:
-    """The georeferencing a catalog row records."""
-    return _georeferencing(row.epsg, row.raster_type, row.transform)
+def georeferencing_of(row, record: str = "catalog row") -> Georeferencing:
+    """The georeferencing a catalog row records; ``record`` names the row in the error of a malformed one."""
+    return _georeferencing(row.epsg, row.raster_type, row.transform, record)
 
 
-def _georeferencing(epsg, raster_type: str, transform) -> Georeferencing:
+def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
+    """What a row's ``epsg``, ``raster_type`` and ``transform`` say, checked as an Item's are (one function)."""
+    return recorded_georeferencing(("epsg", _epsg(epsg)), ("transform", transform), ("raster_type", raster_type),
+                                   record=record)
+
+
+def _epsg(value):
+    """A row's ``epsg``: ``None`` where null, a Python int where Parquet or pandas gave another kind of number."""
     import pandas as pd
 
-    if pd.isna(epsg):
-        return Georeferencing(None, ModelType.UNDEFINED, RasterType[raster_type.upper()])
-    code = int(epsg)
-    return Georeferencing(code, epsg_model_type(code), RasterType[raster_type.upper()], tuple(transform))
+    if value is None or (not isinstance(value, (str, bytes)) and pd.isna(value)):
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)) and float(value).is_integer():
+        return int(value)
+    return value
+
+
+def _said(epsg, raster_type, transform) -> tuple:
+    """What a row says of its georeferencing, as a key: rows that say the same share one ``Georeferencing``."""
+    try:
+        numbers = tuple(transform)
+    except TypeError:  # not a sequence: refused, naming the row, when the first row saying it is read
+        numbers = repr(transform)
+    return repr(_epsg(epsg)), repr(raster_type), numbers
+
+
+def _row_names(table, urls: list[str]) -> list[str]:
+    """The rows as errors name them: the STAC Item each came from, else its position and URL."""
+    if "id" in table.columns:
+        return [f"STAC Item {item_id!r}" for item_id in table["id"].tolist()]
+    return [f"catalog row {position} ({url!r})" for position, url in enumerate(urls)]
+
+
+def _row_blob(blob, name: str) -> bytes:
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise ValueError(f"{name}: header must be the blob's bytes, got {type(blob).__name__}")
+    return bytes(blob)
 
 
 def images_of(catalog, storage_options=None) -> list[RumiImage]:
@@ -187,20 +221,21 @@ def table_and_images(catalog, storage_options=None) -> tuple:
     >>> list(table["url"]) == paths, [int(image.read().max()) for image in images]
     (True, [0, 1])
     """
-    import pandas as pd
-
     table, headers = _read_checked(catalog)
     urls = [str(url) for url in table["url"]]
+    names = _row_names(table, urls)
     if headers is None:
-        headers = load_headers([bytes(blob) for blob in table["header"]], urls, storage_options)
+        blobs = [_row_blob(blob, name) for blob, name in zip(table["header"], names)]
+        headers = load_headers(blobs, urls, storage_options)
     shared: dict[tuple, Georeferencing] = {}
     images = []
-    for url, header, epsg, raster_type, transform in zip(
-            urls, headers, table["epsg"], table["raster_type"], table["transform"]):
-        said = (None if pd.isna(epsg) else int(epsg), raster_type, tuple(transform))
+    for url, name, header, epsg, raster_type, transform in zip(
+            urls, names, headers, table["epsg"], table["raster_type"], table["transform"]):
+        said = _said(epsg, raster_type, transform)
         if said not in shared:
-            shared[said] = _georeferencing(epsg, raster_type, transform)
-        images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said]))
+            shared[said] = _georeferencing(epsg, raster_type, transform, name)
+        images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said],
+                                 claimed_by=name))
     return table, images
 
 

@@ -43,6 +43,8 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     import pandas as pd
 
     if isinstance(paths_or_catalog, (list, tuple)) and not is_stac(paths_or_catalog):
+        if not paths_or_catalog:
+            raise ValueError("open_collection needs at least one path or STAC Item, got an empty list")
         paths_or_catalog = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
     table, images = catalog_module.table_and_images(paths_or_catalog, storage_options)
     all_urls = table["url"].to_numpy()  # one array: a pandas lookup a row costs seconds at 100,000 rows

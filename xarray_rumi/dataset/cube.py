@@ -78,7 +78,8 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
         recorded = item_images(paths_or_items)
         paths, headers = [i.href for i in recorded], [i.blob for i in recorded]
         given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
-        georefs = [{}] * len(paths) if given else [{"georeferencing": i.georeferencing} for i in recorded]
+        georefs = [{}] * len(paths) if given else [
+            {"georeferencing": i.georeferencing, "claimed_by": i.record} for i in recorded]
         if isinstance(dim, str) and not any(pd.isna(i.datetime) for i in recorded):
             dim = pd.DatetimeIndex([i.datetime for i in recorded], name=dim)
     else:

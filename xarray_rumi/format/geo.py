@@ -308,11 +308,11 @@ def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferenci
     code, model = resolve_crs(crs)
     if transform is None:
         raise ValueError("a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
-    coefficients = _affine_coefficients(transform)
+    coefficients = affine_coefficients(transform)
     return Georeferencing(code, model, raster, coefficients)
 
 
-def _affine_coefficients(transform) -> tuple[float, ...]:
+def affine_coefficients(transform) -> tuple[float, ...]:
     """``(a, b, c, d, e, f)`` of a transform to store, refusing one that would not place every pixel apart.
 
     Nine numbers (an ``affine.Affine``, a 3 x 3 matrix row by row) must end
@@ -322,9 +322,9 @@ def _affine_coefficients(transform) -> tuple[float, ...]:
     a zero resolution gives) maps whole rows or columns of pixels onto one
     line, which is no georeferencing a reader can use.
 
-    >>> _affine_coefficients((10, 0, 500000, 0, -10, 4000000, 0, 0, 1))
+    >>> affine_coefficients((10, 0, 500000, 0, -10, 4000000, 0, 0, 1))
     (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
-    >>> _affine_coefficients((10, 10, 0, 10, 10, 0))
+    >>> affine_coefficients((10, 10, 0, 10, 10, 0))
     Traceback (most recent call last):
     ...
     ValueError: transform is singular (a*e - b*d == 0): pixels would not have distinct positions; got (10, 10, 0, 10, 10, 0)
@@ -348,3 +348,103 @@ def _affine_coefficients(transform) -> tuple[float, ...]:
         raise ValueError(f"transform is singular (a*e - b*d == 0){why}: pixels would not have distinct positions; "
                          f"got {transform!r}")
     return numbers
+
+
+# -- georeferencing a record claims for its file ------------------------------------
+#
+# A STAC Item or a catalog row records its file's georeferencing so that opening
+# reads nothing.  Both are turned into a Georeferencing by one function, checked as
+# a writer checks what it stores, and both are compared with the file's own tags
+# by one function wherever a read fetches them anyway.
+
+
+def recorded_georeferencing(crs, transform, raster_type, *, record: str) -> Georeferencing:
+    """The georeferencing a record (a STAC Item, a catalog row) says its file has, checked as ``write`` checks it.
+
+    Each of ``crs``, ``transform`` and ``raster_type`` is ``(field, value)``:
+    the field's name in the record, for the error, and its value.  ``crs`` is
+    ``None`` (no CRS) or anything pyproj resolves to an EPSG code (an EPSG
+    integer, ``"EPSG:n"``, WKT2, PROJJSON as a dict or text); ``transform``
+    is six numbers (ignored without a CRS, as a reader ignores the matrix of
+    a file without one); ``raster_type`` is ``"area"``/``"point"`` or
+    ``None`` (area).  Anything else is a ``ValueError`` naming ``record`` and
+    the field.
+
+    >>> recorded_georeferencing(("proj:code", "EPSG:32633"), ("proj:transform", [10, 0, 5e5, 0, -10, 5e6]),
+    ...                         ("rumi:raster_type", "area"), record="STAC Item 'a'").epsg
+    32633
+    >>> recorded_georeferencing(("epsg", 32633), ("transform", [10, 0, 5e5, 0, -10]), ("raster_type", "area"),
+    ...                         record="catalog row 0 ('a.rumi')")
+    Traceback (most recent call last):
+    ...
+    ValueError: catalog row 0 ('a.rumi'): transform: transform must be six finite numbers, got [10, 0, 500000.0, 0, -10]
+    """
+    (crs_field, crs_value), (transform_field, transform_value), (raster_field, raster_value) = crs, transform, raster_type
+    raster = _field(record, raster_field, RasterType.parse, "area" if raster_value is None else raster_value)
+    if crs_value is None:
+        return Georeferencing(None, ModelType.UNDEFINED, raster, IDENTITY)
+    code, model = _field(record, crs_field, resolve_crs, crs_value)
+    if transform_value is None:
+        raise ValueError(f"{record}: {transform_field}: a CRS needs a transform, and there is none")
+    return Georeferencing(code, model, raster, _field(record, transform_field, affine_coefficients, transform_value))
+
+
+def _field(record: str, name: str, parse, value):
+    try:
+        return parse(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{record}: {name}: {exc}") from None
+
+
+#: How far a claimed transform may lie from the file's and still be the file's: a billionth of a pixel, and
+#: the rounding of the coordinates (text such as JSON carries every double exactly, but not every writer does).
+_PIXEL_TOLERANCE = 1e-9
+_ROUNDING = 1e-12
+
+
+def check_claimed_georeferencing(claimed: Georeferencing, tags: Georeferencing, *, claimed_by: str, file: str) -> None:
+    """Refuse georeferencing claimed for a file (by an Item, a catalog row, ``crs=``) that its own tags contradict.
+
+    ``tags`` is what the file's two georeferencing tags say.  A file without
+    a CRS contradicts nothing: a claimed CRS and transform then place a
+    raster that carries no place of its own, which is what ``crs=`` and
+    ``transform=`` are for.  Otherwise the CRS, the raster type and the
+    transform must agree (the transform to within a billionth of a pixel),
+    or a ``RumiFormatError`` (``georeferencing.matches-file``) names the
+    claimant, the file and what each says.
+
+    >>> file = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5, 0, -10, 5e6))
+    >>> check_claimed_georeferencing(file, file, claimed_by="STAC Item 'a'", file="a.rumi")
+    >>> moved = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5 + 10, 0, -10, 5e6))
+    >>> check_claimed_georeferencing(moved, file, claimed_by="STAC Item 'a'", file="a.rumi")
+    Traceback (most recent call last):
+    ...
+    xarray_rumi.errors.RumiFormatError: georeferencing.matches-file: STAC Item 'a' says EPSG:32633, PixelIsArea, transform (10, 0, 500010, 0, -10, 5000000); the tags of a.rumi say EPSG:32633, PixelIsArea, transform (10, 0, 500000, 0, -10, 5000000)
+    """
+    if not tags.is_defined or _same_place(claimed, tags):
+        return
+    raise RumiFormatError("georeferencing.matches-file",
+                          f"{claimed_by} says {describe(claimed)}; the tags of {file} say {describe(tags)}")
+
+
+def _same_place(claimed: Georeferencing, tags: Georeferencing) -> bool:
+    if (claimed.epsg, claimed.raster_type) != (tags.epsg, tags.raster_type):
+        return False
+    a, b, _, d, e, _ = tags.transform
+    pixel = max(abs(a), abs(b), abs(d), abs(e))
+    return all(abs(x - y) <= _PIXEL_TOLERANCE * pixel + _ROUNDING * max(abs(x), abs(y))
+               for x, y in zip(claimed.transform, tags.transform))
+
+
+def describe(georef: Georeferencing) -> str:
+    """Georeferencing in a few words, for messages.
+
+    >>> describe(Georeferencing(4326, ModelType.GEOGRAPHIC, RasterType.POINT, (0.5, 0, -180, 0, -0.5, 90)))
+    'EPSG:4326, PixelIsPoint, transform (0.5, 0, -180, 0, -0.5, 90)'
+    >>> describe(Georeferencing())
+    'no CRS, PixelIsArea'
+    """
+    kind = f"PixelIs{georef.raster_type.name.title()}"
+    if not georef.is_defined:
+        return f"no CRS, {kind}"
+    return f"EPSG:{georef.epsg}, {kind}, transform ({', '.join(f'{v:.15g}' for v in georef.transform)})"

@@ -30,30 +30,61 @@ from .ifd import (
     TILE_WIDTH,
     parse_head,
 )
-from .layout import BIGTIFF_HEADER_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
+from .layout import BIGTIFF_HEADER_SIZE, GEOREFERENCING_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
 
 #: The fixed head of every rumi file: the BigTIFF header and the IFD (spec: *Placement*).
 IFD_HEAD_SIZE = BIGTIFF_HEADER_SIZE + IFD_SIZE
 
 
-def ifd_head_ranges(grid: FrameGrid) -> list[tuple[int, int]]:
+def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:
     """The byte ranges of a file that :func:`check_blob_against_ifd_head` needs for ``grid``.
 
     The 252-byte head; with five or more bands BitsPerSample and SampleFormat
     no longer fit their entries, so the head range also takes BitsPerSample's
     values (right after the IFD) and a second range SampleFormat's (right
-    before the georeferencing).
+    before the georeferencing).  With ``georeferencing``, the ranges also
+    take the 160 bytes of the two georeferencing tags' values, which end
+    where the frames begin: one more range, or the SampleFormat range carried
+    on to them.  :func:`split_head` takes their bytes apart.
 
     >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3))
     [(0, 252)]
+    >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3), georeferencing=True)
+    [(0, 252), (828, 988)]
     >>> ifd_head_ranges(FrameGrid(100, 100, 100, 100, 13))
     [(0, 278), (434, 460)]
+    >>> ifd_head_ranges(FrameGrid(100, 100, 100, 100, 13), georeferencing=True)
+    [(0, 278), (434, 620)]
     """
     external = external_sizes(grid.samples_per_pixel, grid.frame_count)
+    tags = georeferencing_offset(grid)
     if SAMPLE_FORMAT not in external:
-        return [(0, IFD_HEAD_SIZE)]
-    sample_formats = georeferencing_offset(grid) - external[SAMPLE_FORMAT]
-    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (sample_formats, sample_formats + external[SAMPLE_FORMAT])]
+        head = [(0, IFD_HEAD_SIZE)]
+        return [*head, (tags, tags + GEOREFERENCING_SIZE)] if georeferencing else head
+    sample_formats = tags - external[SAMPLE_FORMAT]
+    end = tags + GEOREFERENCING_SIZE if georeferencing else tags
+    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (sample_formats, end)]
+
+
+def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tuple[bytes, bytes, bytes]:
+    """``(head, sample_formats, georeferencing tags)``: the bytes of :func:`ifd_head_ranges` taken apart.
+
+    ``sample_formats`` is empty where SampleFormat fits its entry, and the
+    georeferencing tags' values (ModelTransformationTag's, then
+    GeoKeyDirectoryTag's) are empty unless ``georeferencing``.
+
+    >>> head, sample_formats, tags = split_head(FrameGrid(100, 100, 32, 32, 3), [b"h" * 252, b"g" * 160],
+    ...                                         georeferencing=True)
+    >>> len(head), sample_formats, len(tags)
+    (252, b'', 160)
+    """
+    head, *rest = payloads
+    tail = rest[0] if rest else b""
+    if not georeferencing:
+        return head, tail, b""
+    if SAMPLE_FORMAT not in external_sizes(grid.samples_per_pixel, grid.frame_count):
+        return head, b"", tail
+    return head, tail[:-GEOREFERENCING_SIZE], tail[-GEOREFERENCING_SIZE:]
 
 
 def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes = b"") -> None:
@@ -172,4 +203,5 @@ def _check_frame_count(grid: FrameGrid, file_frames: int) -> None:
                           f"{file_frames} (TileOffsets)")
 
 
-__all__ = ["IFD_HEAD_SIZE", "check_blob_against_file", "check_blob_against_ifd_head", "ifd_head_ranges"]
+__all__ = ["IFD_HEAD_SIZE", "check_blob_against_file", "check_blob_against_ifd_head", "ifd_head_ranges",
+           "split_head"]

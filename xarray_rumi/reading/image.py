@@ -11,7 +11,9 @@ A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open
 reads the georeferencing anyway (:mod:`xarray_rumi.reading.open`), otherwise
 on the process's first frame read of that file and blob, whose batch then
-also fetches the head.  The record of checked pairs
+also fetches the head (and, where the open took georeferencing on trust
+from an Item, a catalog row or ``crs=``, the file's georeferencing tags,
+which are compared with it).  The record of checked pairs
 (:data:`~xarray_rumi.reading.checked.checked_blobs`) is the only state of
 that check; a pickled image carries the fact that its pair was checked into
 the process that loads it.
@@ -29,6 +31,7 @@ a file rewritten or replaced since is refused with
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import math
 import threading
@@ -39,9 +42,10 @@ import numpy as np
 
 from ..errors import RumiFormatError
 from ..format.blob import Header
-from ..format.geo import Georeferencing
+from ..format.geo import Georeferencing, check_claimed_georeferencing
 from ..format.grid import overlap
-from ..format.head import check_blob_against_ifd_head, ifd_head_ranges
+from ..format.head import check_blob_against_ifd_head, ifd_head_ranges, split_head
+from ..format.layout import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
@@ -66,8 +70,12 @@ class RumiImage:
 
     ``verify=False`` trusts the file and the blob: no frame checksums and no
     check of the blob against the file.  ``opened_size`` is the file's size
-    when the open learned it (see :attr:`file_size`).  Picklable: the
-    address, the blob and the version of the file its reads keep to (see
+    when the open learned it (see :attr:`file_size`).  ``claimed_by`` names
+    who gave ``georeferencing`` (an Item, a catalog row, ``crs=``) when it
+    has not been compared with the file's tags: the blob's check, which
+    fetches the IFD head anyway, then fetches the tags in the same batch and
+    refuses georeferencing they contradict.  Picklable: the address, the
+    blob and the version of the file its reads keep to (see
     :meth:`~xarray_rumi.io.source.ByteSource.pin`), never bytes of the file
     or an open handle.
 
@@ -86,6 +94,7 @@ class RumiImage:
     georeferencing: Georeferencing | None = None
     verify: bool = True
     opened_size: int | None = field(default=None, compare=False)
+    claimed_by: str | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         """One line: where, the shape, the sample type, the frames and the CRS.
@@ -116,7 +125,12 @@ class RumiImage:
 
     @cached_property
     def _pair_digest(self) -> bytes:
-        return pair_digest(self.source, self.header)
+        digest = pair_digest(self.source, self.header)
+        if self.claimed_by is None:
+            return digest
+        # A pair checked with claimed georeferencing is checked for that georeferencing only.
+        geo = self.georeferencing
+        return hashlib.blake2b(digest + geo.model_transformation() + geo.geo_keys(), digest_size=16).digest()
 
     @property
     def blob_key(self) -> bytes:
@@ -140,7 +154,8 @@ class RumiImage:
     def __reduce__(self):
         # The check of the blob travels as a fact about the pair, recorded where the image is loaded.
         checked = self.verify and self.blob_key in checked_blobs
-        return _load_image, (self.source, self.header, self.georeferencing, self.verify, checked, self.opened_size)
+        return _load_image, (self.source, self.header, self.georeferencing, self.verify, checked, self.opened_size,
+                             self.claimed_by)
 
     # -- bytes ------------------------------------------------------------
 
@@ -217,7 +232,7 @@ class RumiImage:
         try:
             if key in checked_blobs:
                 return self._read_ranges(starts, stops)
-            checks = ifd_head_ranges(self.grid)
+            checks = self._head_ranges()
             # The head goes last, so a failing read names a frame's range first.
             payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)])
             self._check_head(*payloads[len(payloads) - len(checks):])
@@ -226,19 +241,30 @@ class RumiImage:
             checked_blobs.release(key, lock)
 
     def check_blob(self) -> None:
-        """Check the blob against the file's IFD head now, reading only that (one or two small ranges)."""
-        checks = ifd_head_ranges(self.grid)
+        """Check the blob (and claimed georeferencing) against the file's IFD head now, reading only that."""
+        checks = self._head_ranges()
         try:
             head = self.source.read_many([a for a, _ in checks], [b for _, b in checks])
         except FileEndedError as ended:
             raise self.truncated(ended) from None
         self._check_head(*head)
 
-    def _check_head(self, head: bytes, sample_formats: bytes = b"") -> None:
+    def _head_ranges(self) -> list[tuple[int, int]]:
+        """The ranges the blob's check reads: the IFD head, and the georeferencing tags when some are claimed."""
+        return ifd_head_ranges(self.grid, georeferencing=self.claimed_by is not None)
+
+    def _check_head(self, *payloads: bytes) -> None:
+        """Check the blob, and claimed georeferencing, against the bytes of :meth:`_head_ranges`."""
+        claimed = self.claimed_by is not None
+        head, sample_formats, tags = split_head(self.grid, payloads, georeferencing=claimed)
         try:
             check_blob_against_ifd_head(self.header, head, sample_formats)
+            if claimed:
+                file_says = Georeferencing.from_tags(tags[:MODEL_TRANSFORMATION_SIZE], tags[MODEL_TRANSFORMATION_SIZE:])
+                check_claimed_georeferencing(self.georeferencing, file_says, claimed_by=self.claimed_by,
+                                             file=self.source.url)
         except Exception as exc:
-            log.info("refused the blob of %s: %s", self.source.url, exc)
+            log.info("refused the blob (or the georeferencing claimed) of %s: %s", self.source.url, exc)
             raise
         checked_blobs.add(self.blob_key)
 
@@ -427,8 +453,8 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, at_most=frames)
 
 
-def _load_image(source, header, georeferencing, verify, checked, opened_size=None) -> RumiImage:
-    image = RumiImage(source, header, georeferencing, verify, opened_size)
+def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
+    image = RumiImage(source, header, georeferencing, verify, opened_size, claimed_by)
     if checked:
         checked_blobs.add(image.blob_key)
     return image

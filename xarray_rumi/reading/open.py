@@ -6,10 +6,12 @@ same parameters and the same defaults, reading as little as the arguments
 allow:
 
 - no ``header``: the IFD (usually one read) gives the frames and the
-  georeferencing; caller-supplied georeferencing replaces the file's.
+  georeferencing; caller-supplied georeferencing is compared with the
+  file's (a file without a CRS takes it as given).
 - a ``header`` and caller-supplied georeferencing (or
   ``georeferencing=False``): nothing is read; the blob is checked against the
-  file's IFD head on the process's first frame read.
+  file's IFD head on the process's first frame read, and the caller's
+  georeferencing against the file's tags, fetched in that same batch.
 - a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
   head in one batched read, and the blob is checked against the head.
 
@@ -27,9 +29,9 @@ import os
 
 from ..errors import RumiFormatError
 from ..format.blob import HEADER_SIZE, Header, claimed_blob_size, headers_from_bytes, max_blob_size
-from ..format.geo import Georeferencing, RasterType
+from ..format.geo import Georeferencing, RasterType, affine_coefficients, check_claimed_georeferencing
 from ..format.geo import georeferencing as build_georeferencing
-from ..format.head import ifd_head_ranges
+from ..format.head import ifd_head_ranges, split_head
 from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
 from ..format.layout import (
     GEOREFERENCING_SIZE,
@@ -49,7 +51,7 @@ FIRST_READ = 64 * 1024
 
 def open_image(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type=None,
                georeferencing=None, limits: Limits = DEFAULT_LIMITS, verify: bool = True,
-               retry: RetryPolicy = DEFAULT_POLICY) -> RumiImage:
+               retry: RetryPolicy = DEFAULT_POLICY, claimed_by: str | None = None) -> RumiImage:
     """Open a rumi image, reading as little as the arguments allow (see the module's description).
 
     ``path`` is a local path, an fsspec URL, or a byte source (an object
@@ -57,12 +59,17 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     :class:`~xarray_rumi.io.source.ByteSource`).  ``header`` is blob bytes, a
     path/URL of a blob file, a :class:`~xarray_rumi.format.blob.Header`, or
     ``None`` to rebuild it from the IFD.  ``crs``/``transform``/``raster_type``
-    or a :class:`~xarray_rumi.Georeferencing` replace the file's
-    georeferencing; ``georeferencing=False`` means no CRS, and reads nothing
-    for it.  ``verify=False`` trusts the file and the blob (no check of the
-    blob against the file, no frame checksums).  ``retry`` is how remote
-    reads are retried; ``limits`` bound what an untrusted blob or IFD may
-    claim.
+    or a :class:`~xarray_rumi.Georeferencing` say the file's georeferencing,
+    so that nothing is read for it: where the open or the first frame read
+    fetches the file's head, its georeferencing tags come too and a
+    contradiction is a ``RumiFormatError`` (``georeferencing.matches-file``)
+    naming ``claimed_by`` (who says it: ``"STAC Item 'a'"``; by default the
+    argument) and the file; a file without a CRS takes the caller's.
+    ``georeferencing=False`` means no CRS, and reads nothing for it.
+    ``verify=False`` trusts the file, the blob and the georeferencing (no
+    check of the blob against the file, no frame checksums).  ``retry`` is
+    how remote reads are retried; ``limits`` bound what an untrusted blob or
+    IFD may claim.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -85,13 +92,20 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     if not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be an xarray_rumi.RetryPolicy, got {type(retry).__name__}")
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
+    if supplied is not None and georeferencing is not False:  # False drops the CRS: it says nothing of the file
+        claimed_by = claimed_by or ("crs=/transform=" if georeferencing is None else "georeferencing=")
+    else:
+        claimed_by = None
     source = byte_source(path, storage_options, retry)
     if header is None:
         parsed, blob, size = _read_ifd_and_size(source, limits)
+        if claimed_by is not None and verify:
+            check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
     blob = load_header(header, storage_options, limits, retry)
     if supplied is not None:
-        return RumiImage(source, blob, supplied, verify)  # nothing read, so nothing checked
+        # nothing read, so nothing checked yet: the first frame read checks the blob and the claim
+        return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
     if verify:
         # The size is asked anyway (below); asked first, it fixes the version every read keeps to.
         pin_file(source)
@@ -130,7 +144,9 @@ def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferen
     """The georeferencing the caller supplies, or ``None`` to take the file's.
 
     ``georeferencing=False`` means "no CRS, read nothing for it"; a
-    :class:`Georeferencing` is used as given; ``crs`` + ``transform`` (and
+    :class:`Georeferencing` is used as given, once its transform is known to
+    place every pixel apart (a singular one is refused, as ``write`` refuses
+    it); ``crs`` + ``transform`` (and
     optionally ``raster_type``, default ``"area"``) build one, checked as a
     writer checks them.  ``raster_type`` alone is refused: it would silently
     do nothing, since the file's own georeferencing says its raster type.
@@ -146,6 +162,8 @@ def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferen
     if isinstance(georeferencing, Georeferencing):
         if given or raster_type is not None:
             raise ValueError("pass either georeferencing=Georeferencing(...) or crs=/transform=/raster_type=, not both")
+        if georeferencing.is_defined:
+            affine_coefficients(georeferencing.transform)
         return georeferencing
     if georeferencing is False:
         if given:
@@ -339,18 +357,15 @@ def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> 
     32618
     """
     start = georeferencing_offset(header.grid)
-    stop = start + GEOREFERENCING_SIZE
     image = RumiImage(source, header)
     try:
         if not check_blob or image.blob_key in checked_blobs:
-            data = source.read(start, stop)
+            data = source.read(start, start + GEOREFERENCING_SIZE)
         else:
-            head, *sample_formats = ifd_head_ranges(header.grid)
-            if sample_formats:
-                start = sample_formats[0][0]
-            head_bytes, data = source.read_many([head[0], start], [head[1], stop])
-            data, sample_format_bytes = data[-GEOREFERENCING_SIZE:], data[:-GEOREFERENCING_SIZE]
-            image._check_head(head_bytes, sample_format_bytes)
+            ranges = ifd_head_ranges(header.grid, georeferencing=True)
+            payloads = source.read_many([a for a, _ in ranges], [b for _, b in ranges])
+            head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
+            image._check_head(head, sample_formats)
     except FileEndedError as ended:  # the file ends inside its IFD
         raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])

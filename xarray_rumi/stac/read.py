@@ -13,11 +13,14 @@ Items, an ItemCollection, their dicts or a stac-geoparquet file;
 from __future__ import annotations
 
 import base64
+import binascii
+import dataclasses
+import json
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..format.geo import Georeferencing, ModelType, RasterType, epsg_model_type
+from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, recorded_georeferencing
 
 #: What a STAC Item of a rumi file says (see docs/stac.md); written by :mod:`.items`, read here.
 #: Not ``image/*``: generic raster loaders (odc-stac without the rumi driver, stackstac, GDAL) would take the
@@ -29,6 +32,8 @@ LEGACY_MEDIA_TYPE = "image/tiff; application=rumi"
 STAC_HEADER = "rumi:header"
 STAC_RASTER_TYPE = "rumi:raster_type"
 STAC_TRANSFORM = "rumi:transform"
+#: The projection extension's ways of giving a CRS: v2's code, WKT2 and PROJJSON, and v1's ``proj:epsg``.
+STAC_CRS_FIELDS = ("proj:code", "proj:epsg", "proj:wkt2", "proj:projjson")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,25 @@ class ItemImage:
     id: str | None
     #: The Item's ``datetime`` (or ``start_datetime``) in UTC, ``NaT`` when it has none.
     datetime: np.datetime64
+
+    @property
+    def record(self) -> str:
+        """The Item, as errors name it: ``STAC Item 'scene-1'``."""
+        return _record(self.id)
+
+    def __eq__(self, other) -> bool:
+        # A value's == gives a bool: the dataclass's compares field by field (Python 3.13), where numpy's
+        # datetime64 gives numpy.bool_, and NaT (an Item without a date) would make an image unequal to itself.
+        if not isinstance(other, ItemImage):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def _compared(self) -> tuple:
+        nanoseconds = None if np.isnat(self.datetime) else int(self.datetime.astype("M8[ns]").astype(np.int64))
+        return self.href, self.blob, self.georeferencing, self.id, nanoseconds
 
 
 def item_images(items) -> list[ItemImage]:
@@ -62,9 +86,31 @@ def item_images(items) -> list[ItemImage]:
     images = []
     for item in stac_item_dicts(items):
         asset = rumi_asset(item)
-        blob = base64.b64decode(asset[STAC_HEADER])
+        blob = decode_blob(asset[STAC_HEADER], _record(item.get("id")))
         images.append(ItemImage(asset["href"], blob, stac_georeferencing(item), item.get("id"), stac_datetime(item)))
     return images
+
+
+def _record(item_id) -> str:
+    return f"STAC Item {item_id!r}"
+
+
+def decode_blob(encoded, record: str) -> bytes:
+    """The header blob of an Item's ``rumi:header`` (base64), or a ``ValueError`` naming ``record`` and the field.
+
+    >>> decode_blob("TE9WRQ==", "STAC Item 'a'")
+    b'LOVE'
+    >>> decode_blob("not a blob", "STAC Item 'a'")
+    Traceback (most recent call last):
+    ...
+    ValueError: STAC Item 'a': rumi:header is not base64 (standard alphabet, padded): Only base64 data is allowed
+    """
+    if not isinstance(encoded, str | bytes):
+        raise ValueError(f"{record}: {STAC_HEADER} must be the blob in base64 text, got {type(encoded).__name__}")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"{record}: {STAC_HEADER} is not base64 (standard alphabet, padded): {exc}") from None
 
 
 def is_stac(value) -> bool:
@@ -102,9 +148,9 @@ def read_stac_geoparquet(path) -> list[dict]:
 
 #: The properties of a stac-geoparquet table (columns of their own) that say what :func:`item_images` takes
 #: from an Item; the rest (geometry, bbox, links, ...) is not read.
-_ITEM_PROPERTIES = ("datetime", "start_datetime", "proj:code", "proj:epsg", "proj:transform")
+_ITEM_PROPERTIES = ("datetime", "start_datetime", *STAC_CRS_FIELDS, "proj:transform")
 #: The fields of an asset that do.
-_ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, "proj:code", "proj:epsg", "proj:transform")
+_ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, *STAC_CRS_FIELDS, "proj:transform")
 
 
 def stac_geoparquet_images(path) -> list[ItemImage]:
@@ -155,7 +201,7 @@ def stac_geoparquet_images(path) -> list[ItemImage]:
                 "assets": {key: _present({name: values[row] for name, values in fields.items()})}})
         encoded = fields[STAC_HEADER][row]
         if encoded not in blobs:
-            blobs[encoded] = base64.b64decode(encoded)
+            blobs[encoded] = decode_blob(encoded, _record(item_id))
         images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row]))
     return images
 
@@ -165,9 +211,17 @@ def _present(fields: dict) -> dict:
 
 
 def _rows(columns, count: int) -> list[tuple]:
-    """The values of ``columns`` row by row, as tuples that can be keys (lists made tuples)."""
-    hashable = [[tuple(v) if isinstance(v, list) else v for v in values] for values in columns]
+    """The values of ``columns`` row by row, as tuples that can be keys (lists made tuples, dicts JSON)."""
+    hashable = [[_hashable(v) for v in values] for values in columns]
     return list(zip(*hashable)) if hashable else [()] * count
+
+
+def _hashable(value):
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, dict):  # a PROJJSON struct
+        return json.dumps(value, sort_keys=True)
+    return value
 
 
 def _blob_assets(assets) -> dict[str, dict[str, list]]:
@@ -236,21 +290,81 @@ def _not_one_rumi_asset(item_id, count: int) -> ValueError:
 
 
 def stac_georeferencing(item: dict) -> Georeferencing:
-    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly)."""
+    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly).
+
+    The CRS is taken from the first of ``proj:code``, ``proj:epsg``,
+    ``proj:wkt2`` and ``proj:projjson`` the Item gives (any other given that
+    reduces to an EPSG code must name the same one) and reduced to its EPSG
+    code, the one form rumi stores; the transform from ``rumi:transform`` (the file's own
+    matrix), else ``proj:transform`` (pixel corners, moved to the centres
+    for PixelIsPoint).  As the projection extension says, a field of the
+    rumi asset overrides the Item's, a null included.  What cannot be read
+    is a ``ValueError`` naming the Item and the field.
+
+    >>> from pyproj import CRS
+    >>> item = {"id": "a", "properties": {"proj:code": None, "proj:wkt2": CRS.from_epsg(32633).to_wkt(),
+    ...                                   "proj:transform": [10, 0, 5e5, 0, -10, 5e6]},
+    ...         "assets": {"data": {"href": "a.rumi", "rumi:header": "", "rumi:raster_type": "area"}}}
+    >>> stac_georeferencing(item).epsg
+    32633
+    >>> item["assets"]["data"]["rumi:raster_type"] = "pixel"
+    >>> stac_georeferencing(item)
+    Traceback (most recent call last):
+    ...
+    ValueError: STAC Item 'a': rumi:raster_type: raster_type must be 'area' or 'point', got 'pixel'
+    """
     asset = rumi_asset(item)
-    properties = {**item.get("properties", {}), **asset}
-    raster_type = RasterType[str(asset.get(STAC_RASTER_TYPE) or "area").upper()]
-    code = properties.get("proj:code")
-    if code is None and properties.get("proj:epsg") is not None:  # projection extension 1.x
-        code = f"EPSG:{properties['proj:epsg']}"
-    if code is None:
-        return Georeferencing(None, ModelType.UNDEFINED, raster_type)
-    authority, _, number = str(code).partition(":")
-    if authority.upper() != "EPSG" or not number.isdigit():
-        raise ValueError(f"STAC Item {item.get('id')!r}: proj:code {code!r} is not an EPSG code")
-    epsg = int(number)
-    transform = asset.get(STAC_TRANSFORM) or properties.get("proj:transform")
-    return Georeferencing(epsg, epsg_model_type(epsg), raster_type, tuple(transform[:6]))
+    fields = {**(item.get("properties") or {}), **asset}
+    record = _record(item.get("id"))
+    own_matrix = asset.get(STAC_TRANSFORM) is not None
+    transform_field = STAC_TRANSFORM if own_matrix else "proj:transform"
+    georef = recorded_georeferencing(_item_crs(fields, record), (transform_field, fields.get(transform_field)),
+                                     (STAC_RASTER_TYPE, fields.get(STAC_RASTER_TYPE)), record=record)
+    if georef.is_defined and georef.raster_type is RasterType.POINT and not own_matrix:
+        # proj:transform places pixel corners (GDAL's convention); a PixelIsPoint file's matrix places centres.
+        return dataclasses.replace(georef, transform=corner_to_centre(georef.transform))
+    return georef
+
+
+def _item_crs(fields: dict, record: str) -> tuple[str, object]:
+    """``(field, value)`` of the CRS an Item's fields give (``value`` ``None``: no CRS), the forms checked to agree."""
+    given = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
+    if not given:
+        return STAC_CRS_FIELDS[0], None
+    if len(given) > 1:
+        first, value = given[0]
+        code = _epsg(first, value, record)
+        for name, value in given[1:]:
+            try:
+                other = _epsg(name, value, record)
+            except ValueError:  # a form pyproj cannot reduce to an EPSG code says nothing against the first
+                continue
+            if other != code:
+                raise ValueError(f"{record}: its CRS fields name different CRSs "
+                                 f"({first} EPSG:{code}, {name} EPSG:{other})")
+    return given[0]
+
+
+def _epsg(name: str, value, record: str) -> int:
+    """The EPSG code of one CRS field, refused as :func:`recorded_georeferencing` refuses it."""
+    return recorded_georeferencing((name, value), ("proj:transform", IDENTITY), (STAC_RASTER_TYPE, None),
+                                   record=record).epsg
+
+
+def _crs_value(value):
+    """A CRS field's value as pyproj takes it: ``proj:epsg`` a number, PROJJSON as text (resolved once per text)."""
+    if isinstance(value, dict):
+        return json.dumps(_without_nulls(value), sort_keys=True)
+    return value
+
+
+def _without_nulls(value):
+    # A PROJJSON struct read from Parquet has every member any row has, null where this one has none.
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def stac_datetime(item: dict):
@@ -267,6 +381,7 @@ def stac_datetime(item: dict):
     return stamp.to_datetime64()
 
 
-__all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_HEADER", "STAC_MEDIA_TYPE", "STAC_RASTER_TYPE", "STAC_TRANSFORM", "is_stac",
-           "is_stac_geoparquet", "item_images", "read_stac_geoparquet", "rumi_asset", "stac_datetime",
-           "stac_geoparquet_images", "stac_georeferencing", "stac_item_dicts"]
+__all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_CRS_FIELDS", "STAC_HEADER", "STAC_MEDIA_TYPE",
+           "STAC_RASTER_TYPE", "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images",
+           "read_stac_geoparquet", "rumi_asset", "stac_datetime", "stac_geoparquet_images", "stac_georeferencing",
+           "stac_item_dicts"]
