@@ -304,3 +304,12 @@ def test_load_refuses_a_path_that_is_not_stac_geoparquet_naming_it(scenes, tmp_p
         xarray_rumi.stac.load(str(not_parquet), chunks={})
     with pytest.raises(ValueError, match=r"scene-0\.rumi.*not a stac-geoparquet file"):
         xarray_rumi.stac.load(items[0].assets["data"].href, chunks={})
+
+
+def test_an_item_whose_georeferencing_the_file_contradicts_is_refused_naming_the_item(scenes):
+    """A stale proj:transform is refused at the first read, naming the Item, not loaded at the wrong place."""
+    items, _ = scenes
+    stale = items[0].clone()
+    stale.properties["proj:transform"] = [20, 0, SCENES[0][1], 0, -20, SCENES[0][2]]
+    with pytest.raises(xarray_rumi.RumiFormatError, match=r"georeferencing\.matches-file.*STAC Item 'scene-0'"):
+        xarray_rumi.stac.load([stale], crs=f"EPSG:{SCENES[0][0]}", resolution=10, chunks={}).compute()

@@ -316,7 +316,8 @@ def _rumi_asset(item, name: str) -> RumiAsset:
     asset = item.assets[name]
     # The georeferencing of this asset: the Item's projection fields, the asset's own over them.
     record = {"id": item.id, "properties": item.properties, "assets": {name: asset.extra_fields}}
-    return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record))
+    return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record),
+                     claimed_by=f"STAC Item {item.id!r}")
 
 
 def _band_index(src) -> int:

@@ -52,10 +52,14 @@ READ_ERRORS = (OSError, RumiFormatError)
 
 @dataclass(frozen=True)
 class RumiAsset:
-    """What an Item records of one rumi asset: its blob and its georeferencing (the driver data of its bands)."""
+    """What an Item records of one rumi asset: its blob and its georeferencing (the driver data of its bands).
+
+    ``claimed_by`` names the Item, for the refusal of georeferencing the file's tags contradict.
+    """
 
     blob: bytes
     georeferencing: Georeferencing
+    claimed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         rows, cols = _grown(rows, cols, src_geobox.shape.yx, cfg.resampling, info.scale)
     try:
         image = open_image(request.href, header=blob_header(request.asset.blob),
-                           georeferencing=request.asset.georeferencing)
+                           georeferencing=request.asset.georeferencing, claimed_by=request.asset.claimed_by)
         pixels = _read_bands(image, bands, rows, cols)
     except READ_ERRORS as error:
         if cfg.fail_on_error:
