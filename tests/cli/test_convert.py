@@ -253,3 +253,23 @@ def test_a_rumi_input_over_http_is_named_as_one(tmp_path, http_server, capfd, mo
     assert capfd.readouterr().err == (f"rumi convert: {url}: already a rumi file (a BigTIFF whose tiles are OpenZL "
                                       "frames); there is nothing to convert (rumi info describes it)\n")
     assert not (tmp_path / "b.rumi").exists()
+
+
+def test_two_inputs_of_one_name_are_refused_as_every_command_refuses_outputs(shared_data, tmp_path, capsys):
+    """Exit 1, as header, refs, quicklook and stac refuse outputs that would replace each other; nothing written."""
+    for folder in ("d1", "d2"):
+        os.makedirs(tmp_path / folder)
+        os.symlink(shared_data / "RGB.byte.tif", tmp_path / folder / "x.tif")
+    out = tmp_path / "out"
+    assert main(["convert", str(tmp_path / "d1" / "x.tif"), str(tmp_path / "d2" / "x.tif"), str(out)]) == 1
+    assert "same output name" in capsys.readouterr().err and not out.exists()
+
+
+def test_several_inputs_make_their_output_folder_but_no_folder_above_it(shared_data, tmp_path, capsys):
+    out = tmp_path / "missing" / "out"
+    assert main(["convert", str(shared_data / "RGB.byte.tif"), str(shared_data / "shade.tif"), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "missing does not exist" in err and not (tmp_path / "missing").exists()
+    out = tmp_path / "out"
+    assert main(["convert", str(shared_data / "RGB.byte.tif"), str(shared_data / "shade.tif"), str(out)]) == 0
+    assert sorted(os.listdir(out)) == ["RGB.byte.rumi", "RGB.byte.rumi.header", "shade.rumi", "shade.rumi.header"]

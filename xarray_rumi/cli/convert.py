@@ -19,7 +19,7 @@ from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
 from ..writing.parameters import MAX_TILE_SIDE
-from .shared import positive_int
+from .shared import Refused, check_folder, positive_int
 
 
 def add_command(commands) -> None:
@@ -53,6 +53,10 @@ def add_command(commands) -> None:
 def run(args) -> int:
     import tqdm  # noqa: F401  (part of the geo extra: missing, main() names the extra before any work)
 
+    try:
+        targets = target_paths(args.inputs, args.output)
+    except ValueError as exc:  # outputs that would replace each other: refused like every command's (exit 1)
+        raise Refused(str(exc)) from None
     if len(args.inputs) > 1:
         if is_url(args.output):
             import fsspec
@@ -60,8 +64,8 @@ def run(args) -> int:
             fs, root = fsspec.core.url_to_fs(args.output)
             fs.makedirs(root, exist_ok=True)
         else:
+            check_folder(args.output.rstrip(os.sep))  # the output folder is made, never a folder above it
             os.makedirs(args.output, exist_ok=True)
-    targets = target_paths(args.inputs, args.output)
     options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
                    drop_georeferencing=args.drop_georeferencing, crs=args.crs)
     results, failures = [], 0
