@@ -62,6 +62,7 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # this checkout's package, not whichever one is installed
 
 from _report import environment  # noqa: E402
 
