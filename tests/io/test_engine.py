@@ -175,3 +175,24 @@ def test_a_server_that_ignores_the_range_is_refused(tmp_path):
         with pytest.raises(OSError, match="server ignored the byte range"):
             ByteSource(f"{server.url}/x.bin", retry=POLICY).read_many([0, 10], [10, 20])
 
+
+def test_a_remote_read_hands_the_engine_batches_of_remote_batch_bytes(tmp_path):
+    """8 MiB of frames, four local batches, go out as one plan: requests of MAX_REQUEST, all at once."""
+    import numpy as np
+
+    import xarray_rumi
+    from xarray_rumi.io.engine import REMOTE_BATCH
+    from xarray_rumi.reading.image import DECODE_BATCH
+
+    values = np.random.default_rng(0).integers(0, 2**16, (1, 2048, 2048), dtype=np.uint16)  # incompressible
+    blob = xarray_rumi.write(tmp_path / "noise.rumi", values, tile_size=256, compression="portable")
+    with RangeServer(str(tmp_path), latency=0.05) as server:
+        image = xarray_rumi.open_image(f"{server.url}/noise.rumi", header=blob, georeferencing=False)
+        header = image.header
+        assert DECODE_BATCH < header.file_size - header.base_frame_offset < REMOTE_BATCH
+        np.testing.assert_array_equal(image.read(), values)
+        stats = server.take_stats()
+        starts, stops = header.ranges(np.arange(header.frame_count))
+        planned = plan_requests([0, *starts.tolist()], [252, *stops.tolist()])   # the IFD head rides along
+        assert stats["gets"] == len(planned) == -(-header.file_size // MAX_REQUEST)
+        assert stats["peak_in_flight"] == len(planned)
