@@ -29,12 +29,18 @@ median is shown, with the requests of the last repetition).  Every case but
 
 - ``open``: opening, rumi with ``header=`` the blob's URL;
 - ``full chunks={} 2w`` / ``16w``: the whole array, one Dask chunk per frame
-  (COG: per 512 px block; Zarr: per chunk), on Dask's threaded scheduler with
+  (COG: per 512 px block, which holds every band; Zarr: per chunk), on Dask's threaded scheduler with
   its default workers (the cores) and with 16;
 - ``full chunks=auto``: the whole array, each format's ``chunks="auto"``;
 - ``box 1024 px``: a 1024 px box over 3 x 3 tile positions, every band, no Dask;
 - ``window 256 px``: random 256 px windows of every band, one at a time, no
   Dask (the median window, and the requests of one).
+
+With ``--transports``, a first case, ``fetch every frame``, compares transports on rumi's frame
+ranges alone (no decoding): fsspec's ``cat_ranges`` with a request per frame
+(the reads before the engine), the engine (:mod:`xarray_rumi.io.engine`,
+merged requests through fsspec) and obstore's ``get_ranges`` (which merges
+ranges less than 1 MiB apart itself).
 
 Every read uses a URL the format's caches have not seen (a query string the
 server ignores), so no repetition reads another's cached bytes; Zarr's store
@@ -167,8 +173,8 @@ _fresh = itertools.count()
 class Readers:
     """Opening each twin at a URL its caches have not seen."""
 
-    def __init__(self, url: str):
-        self.url = url
+    def __init__(self, url: str, transports: bool = False):
+        self.url, self.transports = url, transports
 
     def _query(self) -> str:
         return f"?fresh={next(_fresh)}"
@@ -182,7 +188,8 @@ class Readers:
             return xr.open_dataset(f"{self.url}/scene.rumi{query}", engine="rumi",
                                    header=f"{self.url}/scene.rumi.header{query}", chunks=chunks)["band_data"]
         if fmt == "COG":
-            cog_chunks = {"band": 1, "y": BLOCK, "x": BLOCK} if chunks == {} else chunks
+            # A block of the COG driver's (pixel-interleaved) file holds every band: one chunk each.
+            cog_chunks = {"band": -1, "y": BLOCK, "x": BLOCK} if chunks == {} else chunks
             return rioxarray.open_rasterio(f"{self.url}/scene.tif{self._query()}", chunks=cog_chunks, lock=False,
                                            cache=False)
         return xr.open_zarr(f"{self.url}/scene.zarr", zarr_format=3, consolidated=True,
@@ -223,6 +230,7 @@ def cases(readers: Readers, size: int, windows: int, rng: np.random.Generator) -
             array[:, y:y + WINDOW, x:x + WINDOW].values  # noqa: B018
 
     return {
+        **({"fetch every frame": transports(readers)} if readers.transports else {}),
         "open": {f: (nothing, lambda _, f=f: readers.open(f), 1) for f in FORMATS},
         "full chunks={} 2w": {f: (opened(f, {}), full(), 1) for f in FORMATS},
         "full chunks={} 16w": {f: (opened(f, {}), full(16), 1) for f in FORMATS},
@@ -232,18 +240,48 @@ def cases(readers: Readers, size: int, windows: int, rng: np.random.Generator) -
     }
 
 
+def transports(readers: Readers) -> dict:
+    """``fetch every frame``: rumi's frame ranges through each transport, bytes only."""
+    import fsspec
+    import obstore
+    from obstore.store import HTTPStore
+
+    import xarray_rumi
+    from xarray_rumi.io.engine import fetch_ranges
+
+    url = f"{readers.url}/scene.rumi"
+    header = xarray_rumi.open_image(url, header=f"{url}.header", georeferencing=False, verify=False).header
+    starts, stops = (r.tolist() for r in header.ranges(range(header.frame_count)))
+    fs = fsspec.filesystem("http")
+
+    def per_frame(_):
+        fs.cat_ranges([url] * len(starts), starts, stops)
+
+    def engine(_):
+        fetch_ranges(fs, url, starts, stops)
+
+    store = HTTPStore.from_url(readers.url, client_options={"allow_http": True})
+
+    def with_obstore(_):
+        obstore.get_ranges(store, "scene.rumi", starts=starts, ends=stops)
+
+    nothing = lambda: None  # noqa: E731
+    return {"fsspec per frame": (nothing, per_frame, 1), "engine (fsspec)": (nothing, engine, 1),
+            "obstore get_ranges": (nothing, with_obstore, 1)}
+
+
 def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: int, size: int,
-                windows: int, only: list[str] | None) -> list[list[str]]:
+                windows: int, only: list[str] | None, transports: bool) -> list[list[str]]:
     server = Server(root, latency_ms / 1000, bandwidth)
     rows = []
     try:
-        readers = Readers(server.url)
+        readers = Readers(server.url, transports)
         for fmt in FORMATS:  # imports and first connections, before the clock starts
             readers.open(fmt)
         for case, by_format in cases(readers, size, windows, np.random.default_rng(1)).items():
             if only and not any(word in case for word in only):
                 continue
-            times = {f: [] for f in FORMATS}
+            times = {f: [] for f in by_format}
             counted = {}
             for _ in range(repeats):
                 for fmt, (prepare, run, inside) in by_format.items():
@@ -252,13 +290,13 @@ def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: 
                     counted[fmt] = {k: v / inside if k in ("requests", "gets", "bytes") else v
                                     for k, v in stats.items()}
             medians = {f: statistics.median(t) for f, t in times.items()}
-            best_peer = min(("COG", "Zarr"), key=medians.get)
-            for fmt in FORMATS:
+            best_peer = min(("COG", "Zarr"), key=lambda f: medians.get(f, float("inf")))
+            for fmt in by_format:
                 stats = counted[fmt]
                 ratio = f"{medians[best_peer] / medians['rumi']:.2f} ({best_peer})" if fmt == "rumi" else ""
                 rows.append([f"{latency_ms:g}", case, fmt, f"{medians[fmt] * 1e3:,.1f}", f"{stats['requests']:g}",
                              f"{stats['bytes'] / 1e6:.2f}", str(stats["peak_in_flight"]), ratio])
-            print(f"  {latency_ms:g} ms {case}: " + ", ".join(f"{f} {medians[f] * 1e3:.0f} ms" for f in FORMATS),
+            print(f"  {latency_ms:g} ms {case}: " + ", ".join(f"{f} {medians[f] * 1e3:.0f} ms" for f in by_format),
                   file=sys.stderr, flush=True)
     finally:
         server.close()
@@ -283,6 +321,8 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--windows", type=int, default=20, help="random windows a repetition")
     parser.add_argument("--only", nargs="+", help="cases whose name holds one of these words")
+    parser.add_argument("--transports", action="store_true",
+                        help="also fetch every frame through fsspec, the engine and obstore")
     parser.add_argument("--quick", action="store_true", help="1024 px, one repetition, 4 windows")
     args = parser.parse_args(argv)
     if args.quick:
@@ -304,7 +344,8 @@ def main(argv=None) -> None:
         print("\n".join(environment()))
         rows = []
         for latency in args.latency:
-            rows += run_latency(root, latency, bandwidth, args.repeats, args.size, args.windows, args.only)
+            rows += run_latency(root, latency, bandwidth, args.repeats, args.size, args.windows, args.only,
+                                args.transports)
         print()
         print(markdown(rows))
     print(f"\nwhole run: {time.perf_counter() - started:.0f} s")
