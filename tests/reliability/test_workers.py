@@ -181,9 +181,10 @@ def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_ea
     for _ in range(2):
         np.testing.assert_array_equal(ds.band_data.compute().values, VALUES)
     ranges = [r.range for r in http_server.get_requests()]
-    heads = ranges.count((0, 252))
-    assert 1 <= heads <= len(_pids(client))  # once per worker process, however many tasks it ran
-    assert len(ranges) - heads == 2 * Header.from_bytes(blob).frame_count  # and every frame once per compute
+    # the IFD head shares a request with the checking task's frame (xarray_rumi.io.engine)
+    heads = [r for r in ranges if r[0] == 0]
+    assert 1 <= len(heads) <= len(_pids(client))  # once per worker process, however many tasks it ran
+    assert len(ranges) == 2 * Header.from_bytes(blob).frame_count  # and every frame once per compute
     lying = blob[:21] + bytes([3]) + blob[22:]  # float16, as wide as uint16
     with pytest.raises(RumiFormatError, match="blob.matches-file"):
         xr.open_dataset(url, engine="rumi", header=lying, chunks={}, **georef).band_data.compute()
