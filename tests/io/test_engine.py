@@ -58,6 +58,7 @@ def test_the_defaults_merge_a_full_read_into_requests_of_a_few_mib():
     starts = [i * frame for i in range(256)]
     requests = plan_requests(starts, [s + frame for s in starts])
     assert len(requests) == -(-256 // (MAX_REQUEST // frame))
+    assert len(requests) <= 256 // 8   # issue 28: a full read's GETs at most 1/8 of its frames
     assert MAX_GAP < MAX_REQUEST
 
 

@@ -35,15 +35,16 @@ from dataclasses import dataclass
 #: Gap bytes read through rather than sent as another request: at tens of MB/s a
 #: connection, 256 KiB costs a few milliseconds, a fraction of one round trip to a store.
 MAX_GAP = 256 * 1024
-#: Bytes of one merged request at most: a full read becomes requests of a few MiB
-#: (a few dozen frames), several of which run at once on a wide link.
-MAX_REQUEST = 4 * 1024 * 1024
+#: Bytes of one merged request at most: a full read of 512 px uint16 tiles becomes a GET
+#: per 8 frames or so (S3 bills every GET), and several requests share a wide link.  Larger
+#: requests were slower through fsspec's HTTP client (docs/benchmarks.md, "Remote reads").
+MAX_REQUEST = 2 * 1024 * 1024
 #: Compressed bytes a remote read hands the engine at a time (a local one reads smaller
 #: batches): a 1024 px box of a 4-band image or a quarter of a 4096 px one, in one round
 #: trip of concurrent requests, while a read holds no more than this per thread.
 REMOTE_BATCH = 16 * 1024 * 1024
 #: Requests one call keeps in flight at most: enough to fill a link of a few
-#: Gbit/s at 50 ms with requests of a few MiB, few enough not to be throttled.
+#: Gbit/s at 50 ms with requests of 2 MiB, few enough not to be throttled.
 MAX_IN_FLIGHT = 32
 
 
@@ -138,4 +139,5 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     return split_answers(starts, stops, requests, answers)
 
 
-__all__ = ["MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges", "plan_requests", "split_answers"]
+__all__ = ["MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges", "plan_requests",
+           "split_answers"]
