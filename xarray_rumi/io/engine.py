@@ -17,9 +17,10 @@ of one request stream at the link's speed.  So the engine
 3. **splits** each answer back into the exact bytes of every range asked for,
    in the caller's order (:func:`split_answers`, pure).
 
-Memory: the answers of one call, that is the bytes asked for plus at most
-``max_gap`` bytes for each bridged gap, and while an answer is split, one
-copy of it (``max_request`` bytes at most).
+Memory: the answers of one call (the bytes asked for plus at most
+``max_gap`` bytes for each bridged gap) and the exact pieces cut from them,
+so at most about twice the bytes of one call; a reader bounds a call
+(:data:`REMOTE_BATCH` a thread).
 
 It checks nothing and retries nothing: an answer of the wrong length is
 handed on as it came, cut at the range's place, for the caller
