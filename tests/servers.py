@@ -4,7 +4,10 @@
 requests and counts every request with the bytes it sent, so tests can assert
 exactly what a reader fetched.  Like nginx, it sends an ``ETag`` made of the
 file's inode, modification time and size, and answers ``412`` to an
-``If-Match`` naming another.
+``If-Match`` naming another.  It can also behave like object storage seen
+from afar: wait ``latency`` seconds before each answer's first byte, send
+each answer no faster than ``bandwidth`` bytes a second, and keep the peak
+number of requests it was answering at once (``ci/benchmarks/remote.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -68,6 +72,47 @@ class RangeServer(LoopbackServer):
 
     root: str
     requests: list[Request] = field(default_factory=list)
+    #: seconds each answer waits before its first byte, as a distant store's round trip does
+    latency: float = 0.0
+    #: bytes a second each connection's body is sent at, at most; None for as fast as it goes
+    bandwidth: float | None = None
+    #: the most requests answered at once since the last :meth:`take_stats`
+    peak_in_flight: int = 0
+    _in_flight: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _arrived(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+
+    def _done(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def take_stats(self) -> dict:
+        """Requests, body bytes sent and peak requests in flight since the last call; counting starts again.
+
+        >>> with RangeServer(".") as server:
+        ...     server.take_stats()
+        {'requests': 0, 'gets': 0, 'bytes': 0, 'peak_in_flight': 0}
+        """
+        with self._lock:
+            taken, self.requests[:] = list(self.requests), []
+            peak, self.peak_in_flight = self.peak_in_flight, self._in_flight
+        return {"requests": len(taken), "gets": sum(r.method == "GET" for r in taken),
+                "bytes": sum(r.sent for r in taken), "peak_in_flight": peak}
+
+    def _send_body(self, wfile, body: bytes) -> None:
+        if self.bandwidth is None:
+            wfile.write(body)
+            return
+        # Paced in small pieces, each sent no earlier than the rate allows.
+        piece, started = 64 * 1024, time.perf_counter()
+        for offset in range(0, len(body), piece):
+            wfile.write(body[offset:offset + piece])
+            due = started + (offset + piece) / self.bandwidth
+            time.sleep(max(0.0, due - time.perf_counter()))
 
     def __enter__(self) -> RangeServer:
         server = self
@@ -86,6 +131,21 @@ class RangeServer(LoopbackServer):
                 return path if os.path.isfile(path) else None
 
             def do_HEAD(self):
+                server._arrived()
+                try:
+                    self._head()
+                finally:
+                    server._done()
+
+            def do_GET(self):
+                server._arrived()
+                try:
+                    self._get()
+                finally:
+                    server._done()
+
+            def _head(self):
+                time.sleep(server.latency)
                 path = self._target()
                 if path is None:
                     self.send_error(404)
@@ -98,7 +158,8 @@ class RangeServer(LoopbackServer):
                 self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
 
-            def do_GET(self):
+            def _get(self):
+                time.sleep(server.latency)
                 path = self._target()
                 if path is None:
                     self.send_error(404)
@@ -136,7 +197,7 @@ class RangeServer(LoopbackServer):
                 self.send_header("Accept-Ranges", "bytes")
                 self.send_header("ETag", etag)
                 self.end_headers()
-                self.wfile.write(body)
+                server._send_body(self.wfile, body)
 
         self._serve(Handler)
         return self

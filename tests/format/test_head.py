@@ -104,7 +104,8 @@ def test_threads_meeting_an_unchecked_blob_together_make_one_head_request(http_s
     for k, values in results.items():
         np.testing.assert_array_equal(values, VALUES[header.grid.frame_window(k)])
     ranges = [r.range for r in http_server.get_requests()]
-    assert ranges.count((0, 252)) == 1 and len(ranges) == 9
+    # one frame each; the IFD head once, in one thread's request with its frame (xarray_rumi.io.engine)
+    assert [r[0] for r in ranges].count(0) == 1 and len(ranges) == 8
 
 
 def test_a_lying_blob_met_by_many_threads_is_refused_by_each(scene):

@@ -49,3 +49,38 @@ def test_a_loopback_server_queues_every_connection_of_a_burst():
 def test_the_range_server_is_one(tmp_path):
     with RangeServer(str(tmp_path)) as server:
         assert isinstance(server._httpd, LoopbackHTTPServer)
+
+
+def _get(url: str, headers: dict | None = None) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {})) as answer:
+        return answer.read()
+
+
+def test_the_range_server_waits_its_latency_before_every_answer(tmp_path):
+    (tmp_path / "f.bin").write_bytes(b"x" * 10)
+    with RangeServer(str(tmp_path), latency=0.15) as server:
+        started = time.perf_counter()
+        assert _get(server.url + "/f.bin", {"Range": "bytes=2-5"}) == b"xxxx"
+        assert time.perf_counter() - started >= 0.15
+
+
+def test_the_range_server_caps_each_connections_bandwidth(tmp_path):
+    (tmp_path / "f.bin").write_bytes(bytes(400_000))
+    with RangeServer(str(tmp_path), bandwidth=1_000_000) as server:
+        started = time.perf_counter()
+        assert len(_get(server.url + "/f.bin")) == 400_000
+        assert time.perf_counter() - started >= 0.3
+
+
+def test_the_range_server_counts_requests_bytes_and_peak_in_flight_then_starts_again(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    (tmp_path / "f.bin").write_bytes(bytes(1000))
+    with RangeServer(str(tmp_path), latency=0.3) as server:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: _get(server.url + "/f.bin", {"Range": f"bytes={i * 100}-{i * 100 + 99}"}), range(4)))
+        assert server.take_stats() == {"requests": 4, "gets": 4, "bytes": 400, "peak_in_flight": 4}
+        _get(server.url + "/f.bin", {"Range": "bytes=0-9"})
+        assert server.take_stats() == {"requests": 1, "gets": 1, "bytes": 10, "peak_in_flight": 1}

@@ -74,13 +74,14 @@ def test_a_dropped_s3_connection_costs_at_most_two_requests_per_attempt(s3):
         assert POLICY.attempts <= failed_gets(proxy) <= 2 * POLICY.attempts
 
 
-def test_each_range_of_a_failing_s3_batch_is_tried_exactly_attempts_times(s3):
+def test_each_request_of_a_failing_s3_batch_is_tried_exactly_attempts_times(s3):
     with FlakyProxy(s3["endpoint_url"], always="503") as proxy:
         source = ByteSource(S3_URL, through(proxy, s3), POLICY)
         with pytest.raises(OSError, match="after 3 attempts"):
             source.read_many([0, 1000], [10, 1010])
         ranges = [r.range for r in proxy.requests if r.fault]
-    assert sorted(ranges) == ["bytes=0-9"] * 3 + ["bytes=1000-1009"] * 3
+    # the two ranges lie close enough to share one request (xarray_rumi.io.engine)
+    assert ranges == ["bytes=0-1009"] * 3
 
 
 def test_a_blob_fetched_from_s3_is_tried_exactly_attempts_times(s3):
@@ -183,8 +184,8 @@ def test_an_http_range_past_the_end_is_asked_once_and_the_size_once(origin, star
         proxy.requests.clear()
         with pytest.raises(FileEndedError, match=rf"bytes {start}-{stop} run past its end"):
             source.read_many([0, start, 100], [10, stop, 110])
-        gets = sorted(r.range for r in proxy.requests if r.method == "GET")
-        assert gets == sorted(["bytes=0-9", f"bytes={start}-{stop - 1}", "bytes=100-109"])
+        gets = [r.range for r in proxy.requests if r.method == "GET"]
+        assert gets == [f"bytes=0-{stop - 1}"]   # the three share one request (xarray_rumi.io.engine)
         assert [r.method for r in proxy.requests].count("HEAD") == 1
 
 
@@ -197,7 +198,8 @@ def test_an_s3_range_past_the_end_is_asked_once_and_the_size_once(s3, start, sto
         with pytest.raises(FileEndedError, match=rf"bytes {start}-{stop} run past its end at byte 4096"):
             source.read_many([0, start], [10, stop])
         ranged = [r.range for r in proxy.requests if r.method == "GET" and r.range]
-    assert ranged.count(f"bytes={start}-{stop - 1}") == 2   # once a read: never retried
+    # once a read, never retried; read_many's two ranges share one request (xarray_rumi.io.engine)
+    assert ranged == [f"bytes={start}-{stop - 1}", f"bytes=0-{stop - 1}"]
 
 
 def test_a_body_cut_in_transit_is_still_retried_after_the_size_says_the_file_holds_it(origin):
@@ -237,7 +239,7 @@ def test_a_source_keeps_to_the_version_it_pinned_and_a_changed_file_is_refused_a
             source.read(0, 4)
         with pytest.raises(FileChangedError):
             shipped.read_many([0, 8], [4, 12])
-        assert len(server.get_requests()) == 3   # one for the read, two for the batch: none retried
+        assert len(server.get_requests()) == 2   # one for the read, one for the batch (merged): none retried
         assert ByteSource(f"{server.url}/x.bin").read(0, 4) == DATA[::-1][:4]   # a new source reads the new file
 
 

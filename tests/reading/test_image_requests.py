@@ -4,13 +4,12 @@ With a blob and caller-supplied georeferencing, opening sends nothing; with a
 blob alone, the 160 bytes of georeferencing and the 252-byte IFD head the blob
 is checked against, in one batch; without one, one read of the IFD.  Both of
 those also ask the file's size (one HEAD), to refuse a file cut short.  Loading
-sends one request per frame, each exactly that frame's byte range, and a
-window (or ``.rio.clip_box``) fetches only the frames inside it.  A blob the
-open did not check is checked on the first read: one more request, for the
-IFD head, once per process, and one more beside it for the georeferencing
-tags that ``crs=``/``transform=`` are compared with, in the same batch; and
-such an open asks the file's version (one HEAD, whose ETag every later
-request sends as ``If-Match``) before that read, once per open and process.
+asks for each frame's exact byte range, and a window (or ``.rio.clip_box``)
+only for the frames inside it; the ranges one read asks for together go out as
+the read engine's merged requests (:mod:`xarray_rumi.io.engine`: neighbours
+and small gaps share a request), so on these small files a read is a request
+or two.  A blob the open did not check is checked on the first read: its
+IFD head is asked for beside the frames, once per process.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import xarray as xr
 import xarray_rumi
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.layout import base_frame_offset, georeferencing_offset
+from xarray_rumi.io.engine import plan_requests
 
 CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
 SHAPE, TILE = (2, 100, 120), 32  # 4 x 4 grid positions, edges of 4 and 24 px
@@ -56,15 +56,25 @@ def _frame_ranges(header, indices):
     return sorted(zip(starts.tolist(), stops.tolist()))
 
 
-def _georeferencing_tags(header):
-    start = georeferencing_offset(header.grid)
-    return start, start + 160
+def _assert_frames_and_head(requests, header, indices, *, per_frame: bool):
+    """``requests`` asked for the frames and the IFD head: what a first read through an unchecked blob asks for.
+
+    One read asks for them together (``per_frame=False``); Dask tasks each ask for their frame
+    (``per_frame=True``), and the one that checks the blob asks for the head with it.
+    """
+    got, frames = sorted(r.range for r in requests), _frame_ranges(header, indices)
+    if not per_frame:
+        assert got == _merged(frames + [IFD_HEAD])
+        return
+    head_and_frame, alone = got[0], got[1:]
+    (checking,) = set(frames) - set(alone)
+    assert len(got) == len(frames) and [head_and_frame] == _merged([IFD_HEAD, checking])
 
 
-def _frames_and_head(header, indices):
-    """The frames' ranges, the IFD head and the georeferencing tags: a first read through an unchecked blob
-    with claimed georeferencing (``crs=``/``transform=``) asks for them in one batch."""
-    return sorted(_frame_ranges(header, indices) + [IFD_HEAD, _georeferencing_tags(header)])
+def _merged(ranges):
+    """The requests the read engine sends for ``ranges`` asked for together."""
+    starts, stops = zip(*ranges)
+    return [(r.start, r.stop) for r in plan_requests(starts, stops)]
 
 
 def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
@@ -80,13 +90,13 @@ def test_blob_alone_reads_the_georeferencing_block_and_the_ifd_head_together(ser
     server, url, header, values = served
     ds = xr.open_dataset(url, engine="rumi", header=header.to_bytes())
     start = georeferencing_offset(header.grid)
-    assert sorted(r.range for r in server.get_requests()) == [IFD_HEAD, (start, start + 160)]
+    assert [r.range for r in server.get_requests()] == _merged([IFD_HEAD, (start, start + 160)])  # one GET
     assert start + 160 == base_frame_offset(header.grid)
     assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
     server.requests.clear()
     np.testing.assert_array_equal(ds.band_data[:, :32, :32].values, values[:, :32, :32])
-    assert sorted(r.range for r in server.get_requests()) == _frame_ranges(header, _window_frames(
-        header, slice(None), slice(0, 32), slice(0, 32)))  # checked at open: reads check nothing more
+    assert sorted(r.range for r in server.get_requests()) == _merged(_frame_ranges(header, _window_frames(
+        header, slice(None), slice(0, 32), slice(0, 32))))  # checked at open: reads check nothing more
 
 
 def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served):
@@ -100,7 +110,7 @@ def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served
 def test_an_open_that_reads_asks_the_size_once_with_one_head(served):
     server, url, header, _ = served
     image = xarray_rumi.open_image(url, header=header.to_bytes())
-    assert [r.method for r in server.requests].count("HEAD") == 1 and len(server.get_requests()) == 2
+    assert [r.method for r in server.requests].count("HEAD") == 1 and len(server.get_requests()) == 1
     assert image.file_size == header.file_size and image.opened_size == header.file_size
     server.requests.clear()
     image = xarray_rumi.open_image(url)
@@ -148,11 +158,13 @@ def test_full_chunked_load_is_one_exact_request_per_frame_and_one_head(served):
     data = _open(url, header, chunks={}).band_data.data
     assert data.npartitions == header.frame_count
     np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=2), values)
-    requests = server.get_requests()
-    # However many threads meet the unchecked blob at once, one fetches the head and the tags; the others wait.
-    assert len(requests) == header.frame_count + 2
-    assert sorted(r.range for r in requests) == _frames_and_head(header, range(header.frame_count))
-    assert sum(r.sent for r in requests) == header.file_size - header.base_frame_offset + 252 + 160
+    requests = sorted(r.range for r in server.get_requests())
+    # However many threads meet the unchecked blob at once, one fetches the head, with its own frame
+    # (one request); the others wait.
+    assert len(requests) == header.frame_count
+    head_and_frame, frames = requests[0], requests[1:]
+    (checking,) = set(_frame_ranges(header, range(header.frame_count))) - set(frames)
+    assert [head_and_frame] == _merged([IFD_HEAD, checking])
     server.requests.clear()
     np.testing.assert_array_equal(_open(url, header, chunks={}).band_data.values, values)
     assert len(server.get_requests()) == header.frame_count  # checked once per process: not again
@@ -163,10 +175,11 @@ def test_verify_false_trusts_the_blob_and_the_check_is_made_once_per_process(ser
     blob = header.to_bytes()
     unverified = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, verify=False)
     np.testing.assert_array_equal(unverified.band_data.values, values)
-    assert IFD_HEAD not in [r.range for r in server.get_requests()]
+    assert all(r.range[0] >= header.base_frame_offset for r in server.get_requests())   # frames only
     for _ in range(3):
         xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False).band_data[0, 0, 0].values
-    assert [r.range for r in server.get_requests()].count(IFD_HEAD) == 1
+    # the IFD head, asked for once (with the frame of the read that checked the blob)
+    assert [r.range[0] for r in server.get_requests()].count(IFD_HEAD[0]) == 1
 
 
 def test_a_blob_checked_at_open_travels_checked_with_the_pickled_image(served):
@@ -183,7 +196,7 @@ def test_a_blob_checked_at_open_travels_checked_with_the_pickled_image(served):
     checked_blobs.clear()  # as in a worker process, which has checked nothing
     requests = len(server.get_requests())
     np.testing.assert_array_equal(pickle.loads(shipped).read(), values)
-    assert IFD_HEAD not in [r.range for r in server.get_requests()[requests:]]
+    assert all(r.range[0] >= header.base_frame_offset for r in server.get_requests()[requests:])
     assert checked.blob_key in checked_blobs  # recorded where the image was loaded
     assert pickle.loads(unverified).blob_key not in checked_blobs  # never checked: nothing to carry
 
@@ -203,9 +216,8 @@ def test_window_fetches_only_its_frames(served, chunks, bands):
     np.testing.assert_array_equal(window, values[bands, rows, cols])
     touched = _window_frames(header, bands, rows, cols)
     requests = server.get_requests()
-    assert len(touched) in (4, 8) and len(requests) <= len(touched) + 2
-    assert sorted(r.range for r in requests) == _frames_and_head(header, touched)
-    assert sum(r.sent for r in requests) <= int(header.byte_counts()[touched].sum()) + 252 + 160
+    assert len(touched) in (4, 8) and len(requests) <= len(touched) + 1
+    _assert_frames_and_head(requests, header, touched, per_frame=chunks == {})
 
 
 def test_scattered_rows_fetch_only_the_frames_holding_them(served):
@@ -215,7 +227,7 @@ def test_scattered_rows_fetch_only_the_frames_holding_them(served):
     np.testing.assert_array_equal(picked, values[:, [1, 99]][:, :, [0, 119]])
     grid = header.grid
     corners = {grid.frame_index(r, c, b) for r in (0, 3) for c in (0, 3) for b in range(SHAPE[0])}
-    assert sorted(r.range for r in server.get_requests()) == _frames_and_head(header, sorted(corners))
+    _assert_frames_and_head(server.get_requests(), header, sorted(corners), per_frame=False)
 
 
 def test_rio_clip_box_reads_only_frames_inside(served):
@@ -230,7 +242,7 @@ def test_rio_clip_box_reads_only_frames_inside(served):
     np.testing.assert_array_equal(clipped.band_data.values, values[:, rows, cols])
     touched = _window_frames(header, slice(None), rows, cols)
     assert len(touched) < header.frame_count
-    assert sorted(r.range for r in server.get_requests()) == _frames_and_head(header, touched)
+    _assert_frames_and_head(server.get_requests(), header, touched, per_frame=True)
 
 
 def test_a_server_that_ignores_range_is_an_error_not_wrong_pixels(served):

@@ -136,6 +136,16 @@ def test_the_version_an_image_keeps_to_travels_with_it_to_another_process(tmp_pa
 # -- remotely: the ETag -----------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def one_frame_a_request(monkeypatch):
+    """The read engine sends each frame in a request of its own, as a read larger than one merged request does."""
+    import functools
+
+    from xarray_rumi.io import engine, source
+
+    monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1))
+
+
 def _replace_on(nth: int, replace):
     """A FlakyProxy ``when`` that replaces the file as the ``nth`` ranged GET of a frame arrives, failing none."""
     seen = []
@@ -150,7 +160,8 @@ def _replace_on(nth: int, replace):
     return when
 
 
-def test_over_http_a_file_replaced_between_two_requests_of_one_read_is_refused_never_mixed(tmp_path):
+def test_over_http_a_file_replaced_between_two_requests_of_one_read_is_refused_never_mixed(tmp_path,
+                                                                                          one_frame_a_request):
     blob = xarray_rumi.write(tmp_path / "scene.rumi", _layout(1), tile_size=TILE, crs=CRS, transform=TRANSFORM)
     replace = lambda: xarray_rumi.write(tmp_path / "scene.rumi", _layout(2), tile_size=TILE,  # noqa: E731
                                         crs=CRS, transform=TRANSFORM)
@@ -202,7 +213,8 @@ def test_on_s3_an_object_rewritten_in_place_is_checked_again_against_an_old_blob
         _open(url, old_blob, storage_options=options).band_data.values
 
 
-def test_on_s3_an_object_replaced_between_two_requests_of_one_read_is_refused_never_mixed(s3, tmp_path):
+def test_on_s3_an_object_replaced_between_two_requests_of_one_read_is_refused_never_mixed(s3, tmp_path,
+                                                                                        one_frame_a_request):
     import boto3
 
     options, fs = s3

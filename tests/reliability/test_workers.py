@@ -172,7 +172,6 @@ def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_ea
     """The array is pickled to the workers; each checks the blob once, on its first frame."""
     from xarray_rumi import RumiFormatError
     from xarray_rumi.format.blob import Header
-    from xarray_rumi.format.layout import georeferencing_offset
 
     georef = dict(crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
     blob = xarray_rumi.write(f"{http_server.root}/scene.rumi", VALUES, tile_size=TILE, **georef)
@@ -182,12 +181,10 @@ def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_ea
     for _ in range(2):
         np.testing.assert_array_equal(ds.band_data.compute().values, VALUES)
     ranges = [r.range for r in http_server.get_requests()]
-    heads = ranges.count((0, 252))
-    assert 1 <= heads <= len(_pids(client))  # once per worker process, however many tasks it ran
-    # with the georeferencing tags crs=/transform= are compared with, in the same batch
-    tags = georeferencing_offset(Header.from_bytes(blob).grid)
-    assert ranges.count((tags, tags + 160)) == heads
-    assert len(ranges) - 2 * heads == 2 * Header.from_bytes(blob).frame_count  # and every frame once per compute
+    # the IFD head shares a request with the checking task's frame (xarray_rumi.io.engine)
+    heads = [r for r in ranges if r[0] == 0]
+    assert 1 <= len(heads) <= len(_pids(client))  # once per worker process, however many tasks it ran
+    assert len(ranges) == 2 * Header.from_bytes(blob).frame_count  # and every frame once per compute
     lying = blob[:21] + bytes([3]) + blob[22:]  # float16, as wide as uint16
     with pytest.raises(RumiFormatError, match="blob.matches-file"):
         xr.open_dataset(url, engine="rumi", header=lying, chunks={}, **georef).band_data.compute()

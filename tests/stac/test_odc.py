@@ -186,7 +186,10 @@ def test_building_the_load_reads_nothing_and_a_small_window_reads_only_its_frame
     head = {tuple(r) for r in ifd_head_ranges(header.grid, georeferencing=True)}  # and the tags the Item's match
     requested = [(r.path, r.range) for r in http_server.get_requests()]
     assert {path for path, _ in requested} == {"/scene-0.rumi"}
-    assert {rng for _, rng in requested} - head == frames
+    # in the read engine's requests (xarray_rumi.io.engine), which may share one or read through a small gap
+    wanted = sorted(frames | head)
+    assert all(any(a <= s and e <= b for _, (a, b) in requested) for s, e in wanted)
+    assert all(a >= wanted[0][0] and b <= max(e for _, e in wanted) for _, (a, b) in requested)
 
 
 def test_cell_frames_are_decoded_once_per_chunk_not_once_per_band(tmp_path, monkeypatch):

@@ -38,6 +38,7 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
+from .engine import fetch_ranges
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
@@ -329,9 +330,10 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
     def read_many(self, starts, stops) -> list[bytes]:
-        """Several exact ranges; remote ones go out together through ``cat_ranges``.
+        """Several exact ranges; remote ones through the read engine (:mod:`xarray_rumi.io.engine`).
 
-        Remotely, only the ranges that failed are asked for again, under one
+        Remotely, neighbouring ranges share merged requests, sent together;
+        only the ranges of requests that failed are asked for again, under one
         :class:`RetryPolicy` for the batch; a range past the end of the file
         (:class:`FileEndedError`) fails the batch at once.
         """
@@ -347,8 +349,8 @@ class ByteSource:
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
-            got = fs.cat_ranges([path] * len(missing), [starts[i] for i in missing], [stops[i] for i in missing],
-                                **self._request_kwargs(fs))
+            got = fetch_ranges(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
+                               request_options=self._request_kwargs(fs))
             failure, sizes = None, []
             for i, answer in zip(missing, got):
                 try:

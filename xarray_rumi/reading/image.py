@@ -47,6 +47,7 @@ from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges, split_head
 from ..format.layout import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
+from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
 from .checked import checked_blobs, pair_digest, version_key
@@ -429,7 +430,9 @@ def frame_buffer(shape: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:
 def decode_all(jobs) -> None:
     """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each.
 
-    Frames are fetched in batches of about :data:`DECODE_BATCH` per image and
+    Frames are fetched in batches of about :data:`DECODE_BATCH` per image (remotely
+    :data:`~xarray_rumi.io.engine.REMOTE_BATCH`, which the read engine sends as
+    few merged requests at once) and
     decoded on the calling thread and the process's idle cores
     (:func:`~xarray_rumi.runtime.threads.share_work`), each placed by its job's
     ``place`` into a disjoint part of the output.  A damaged frame or a blob
@@ -442,7 +445,8 @@ def decode_all(jobs) -> None:
 
     def batches():
         for image, touched, place in jobs:
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=DECODE_BATCH):
+            batch_bytes = DECODE_BATCH if image.source.is_local else max(DECODE_BATCH, REMOTE_BATCH)
+            for indices, starts, stops in image.batch_plan(touched, batch_bytes=batch_bytes):
                 yield image, place, indices, starts, stops
 
     def prepare(batch) -> list:
