@@ -16,6 +16,7 @@ from .errors import RumiFormatError
 from .format.geo import Georeferencing
 from .format.limits import Limits
 from .io.retry import RetryPolicy
+from .reading.batch import read_windows
 from .reading.open import header_from_file, open_image
 from .reading.validate import validate
 from .writing.write import write
@@ -55,7 +56,7 @@ def _installed(packages) -> bool:
 # ``from xarray_rumi import *`` fetch every listed name and would fail on the others.
 __all__ = sorted([
     "Georeferencing", "Limits", "RetryPolicy", "RumiFormatError", "__version__", "header_from_file", "open_image",
-    "validate", "write", *(name for name, (_, needs) in _LAZY.items() if _installed(needs)),
+    "read_windows", "validate", "write", *(name for name, (_, needs) in _LAZY.items() if _installed(needs)),
 ])
 
 #: Submodules users reach by their names (``xarray_rumi.stac.item``); the rest are the package's inside.

@@ -376,6 +376,24 @@ class RumiImage:
         same = all((w.start, w.stop) == (r.start, r.stop) for w, r in zip(grid.frame_window(index), (bands, rows, cols)))
         return index if same else None
 
+    def read_windows(self, windows, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
+        """``(N, B, height, width)``: N windows ``(row, col, height, width)`` of one size, read as one batch.
+
+        Each frame the windows touch is fetched and decoded once, on every
+        core; ``bands`` are band numbers counted from 1 and ``out`` a
+        preallocated result (see :func:`xarray_rumi.reading.batch.read_windows`).
+
+        >>> import numpy as np, tempfile, os, xarray_rumi
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+        >>> blob = xarray_rumi.write(path, np.arange(64, dtype="uint8").reshape(8, 8), tile_size=4)
+        >>> image = xarray_rumi.open_image(path, header=blob)
+        >>> image.read_windows([(0, 0, 2, 3), (6, 5, 2, 3)])[:, 0].tolist()
+        [[[0, 1, 2], [8, 9, 10]], [[53, 54, 55], [61, 62, 63]]]
+        """
+        from .batch import read_windows
+
+        return read_windows([(self, window) for window in windows], bands, out=out)
+
 
 def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
     """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube.

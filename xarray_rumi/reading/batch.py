@@ -1,0 +1,340 @@
+"""Many windows of one size across many images in one call: a training batch.
+
+One plan serves the whole batch.  Every frame any window touches is listed
+once per image, however many windows overlap it; it is fetched once
+(:meth:`RumiImage.fetch`, all of an image's frames in one call where the
+file is remote, so the read engine can merge them into one round trip, and
+every remote image's call in flight at once) and decoded once: straight
+into the output where a window holds it whole, otherwise into a buffer its
+thread keeps, from which each window's part is copied.  Decoding runs on the
+calling thread and the process's idle cores
+(:func:`~xarray_rumi.runtime.threads.share_work`).  Memory is the result,
+the touched frames' compressed bytes and a frame buffer per thread.
+
+Windows are ``(row, col, height, width)`` in pixels.  ``bands`` are band
+numbers counted from 1, as the ``band`` coordinate, ``rumi quicklook`` and
+GDAL count them.  With tile frames only the chosen bands' frames are read;
+a cell frame holds every band, so it is fetched and decoded whole whatever
+``bands`` says.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import threading
+
+import numpy as np
+
+from ..format.grid import FrameUnit
+from ..runtime.threads import share_work
+
+#: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
+LOCAL_FETCH_BYTES = 2 * 1024 * 1024
+#: Remote images whose frames are fetched at once: one round trip for a batch of up to this many images.
+REMOTE_FETCHES_AT_ONCE = 32
+#: Decoded bytes of the largest frame a thread keeps a buffer for; a larger cut frame gets memory of its own.
+CUT_FRAME_BUFFER_BYTES = 16 * 1024 * 1024
+
+
+def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
+    """``(N, B, height, width)`` pixels of N ``(image, window)`` pairs, windows ``(row, col, height, width)``.
+
+    Every window has one size and lies inside its image, else ``ValueError``
+    names it.  ``bands`` are band numbers counted from 1 (default: every
+    band; the images must then have as many).  The images share one sample
+    type.  ``out``, an array of the result's shape and dtype (pinned memory,
+    say), receives the pixels and is returned.  Each frame the batch touches
+    is fetched and decoded once; with cell frames every band of a touched
+    frame is decoded, whatever ``bands`` says.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.arange(2 * 8 * 8, dtype="uint8").reshape(2, 8, 8), tile_size=4)
+    >>> image = xarray_rumi.open_image(path, header=blob)
+    >>> chips = read_windows([(image, (0, 0, 2, 2)), (image, (5, 3, 2, 2))], bands=[2])
+    >>> chips.shape, chips[1, 0].tolist()
+    ((2, 1, 2, 2), [[107, 108], [115, 116]])
+    """
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("read_windows needs at least one (image, window) pair: the batch's size comes from them")
+    groups, slots = _group_by_image(pairs)
+    images = [group[0] for group in groups]
+    windows = _checked_windows([window for _, window in pairs], [image for image, _ in pairs])
+    band_indices = _checked_bands(bands, images)
+    dtype = _one_dtype(images)
+    height, width = int(windows[0, 2]), int(windows[0, 3])
+    shape = (len(pairs), band_indices.size, height, width)
+    out = _checked_out(out, shape, dtype)
+    plans = [_ImagePlan(image, windows[members], members, band_indices, out) for image, members in
+             zip(images, slots)]
+    _fetch_remote(plans)
+    share_work(_decode_batches(plans), _prepared, at_most=sum(plan.frames.size for plan in plans))
+    return out
+
+
+# -- checking the request --------------------------------------------------------
+
+
+def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
+    """The distinct images (equal ones once: one file, one blob) and, for each, its pairs' positions."""
+    by_object: dict[int, int] = {}
+    by_key: dict[bytes, int] = {}
+    groups: list = []
+    members: list[list[int]] = []
+    for slot, pair in enumerate(pairs):
+        try:
+            image, _ = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"pair {slot} is {pair!r}, not an (image, window) pair") from None
+        group = by_object.get(id(image))
+        if group is None:
+            key = image.blob_key
+            group = by_key.get(key)
+            if group is None:
+                group = by_key[key] = len(groups)
+                groups.append((image,))
+                members.append([])
+            by_object[id(image)] = group
+        members[group].append(slot)
+    return groups, [np.asarray(m, dtype=np.int64) for m in members]
+
+
+def _checked_windows(windows, images) -> np.ndarray:
+    """The windows as an ``(N, 4)`` int64 array, each of the first one's size and inside its image."""
+    try:
+        array = np.array([[operator.index(v) for v in window] for window in windows], dtype=np.int64)
+    except (TypeError, ValueError):  # not integers, or not all of one length
+        bad = next(i for i, w in enumerate(windows) if not _is_window(w))
+        raise ValueError(f"window {bad} is {windows[bad]!r}, not four integers (row, col, height, width)") from None
+    if array.ndim != 2 or array.shape[1] != 4:  # every window of one length, but not four
+        raise ValueError(f"window 0 is {windows[0]!r}, not four integers (row, col, height, width)")
+    rows, cols, heights, widths = array.T
+    if heights[0] < 1 or widths[0] < 1:
+        raise ValueError(f"window 0 is {tuple(array[0].tolist())}: a window is at least 1 x 1 px")
+    other = np.flatnonzero((heights != heights[0]) | (widths != widths[0]))
+    if other.size:
+        i = int(other[0])
+        raise ValueError(f"window {i} is {heights[i]} x {widths[i]} px, window 0 is {heights[0]} x {widths[0]} px: "
+                         "the windows of a batch have one size")
+    lengths = np.array([image.grid.image_length for image in images])
+    image_widths = np.array([image.grid.image_width for image in images])
+    outside = np.flatnonzero((rows < 0) | (cols < 0) | (rows + heights > lengths) | (cols + widths > image_widths))
+    if outside.size:
+        i = int(outside[0])
+        raise ValueError(f"window {i} {tuple(array[i].tolist())} (row, col, height, width) lies outside "
+                         f"{images[i].source.url}, which is {lengths[i]} rows x {image_widths[i]} columns")
+    return array
+
+
+def _is_window(window) -> bool:
+    try:
+        return len([operator.index(v) for v in window]) == 4
+    except TypeError:
+        return False
+
+
+def _checked_bands(bands, images) -> np.ndarray:
+    """0-based band indices of ``bands`` (numbers counted from 1), present in every image."""
+    counts = {image.grid.samples_per_pixel for image in images}
+    if bands is None:
+        if len(counts) > 1:
+            raise ValueError(f"the images have {sorted(counts)} bands: name the bands to read with bands=")
+        return np.arange(counts.pop(), dtype=np.int64)
+    try:
+        numbers = [operator.index(b) for b in bands]
+    except TypeError:
+        raise ValueError(f"bands={bands!r}: band numbers are integers counted from 1") from None
+    fewest = min(counts)
+    outside = [b for b in numbers if not 1 <= b <= fewest]
+    if not numbers or outside:
+        raise ValueError(f"bands={bands!r}: band numbers count from 1 to {fewest}, the bands every image has"
+                         + (f" ({outside} are not)" if outside else ""))
+    if len(set(numbers)) != len(numbers):
+        raise ValueError(f"bands={bands!r} names a band twice")
+    return np.asarray(numbers, dtype=np.int64) - 1
+
+
+def _one_dtype(images) -> np.dtype:
+    dtypes = {image.sample_type.dtype for image in images}
+    if len(dtypes) > 1:
+        raise ValueError(f"the images read as {sorted(map(str, dtypes))}: a batch's images share one sample type")
+    return dtypes.pop()
+
+
+def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"out= is a {type(out).__name__}, not a numpy array (np.from_dlpack or .numpy() gives one)")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(f"out= is {out.shape} {out.dtype}; this batch is {shape} {dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out= is read-only")
+    return out
+
+
+# -- the plan ---------------------------------------------------------------------
+
+
+class _ImagePlan:
+    """One image's share of a batch: its distinct frames, and where each goes in the output.
+
+    ``placements[i]`` lists ``(output index, frame index)`` pairs for frame
+    ``frames[i]``; ``whole[i]`` is the output index of a window holding that
+    frame whole (the frame is decoded there), or ``None``.
+    """
+
+    def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray):
+        self.image, self.out = image, out
+        grid = image.grid
+        rows, cols, height, width = windows[:, 0], windows[:, 1], int(windows[0, 2]), int(windows[0, 3])
+        ys = _axis_spans(rows, height, grid.tile_length, grid.image_length)
+        xs = _axis_spans(cols, width, grid.tile_width, grid.image_width)
+        window, iy, ix = np.nonzero(ys.valid[:, :, None] & xs.valid[:, None, :])
+        y = [a[window, iy] for a in (ys.index, ys.out_start, ys.out_stop, ys.in_start, ys.in_stop, ys.size)]
+        x = [a[window, ix] for a in (xs.index, xs.out_start, xs.out_stop, xs.in_start, xs.in_stop, xs.size)]
+        position = y[0] * grid.tiles_across + x[0]
+        whole = (y[3] == 0) & (y[4] == y[5]) & (x[3] == 0) & (x[4] == x[5])
+        slot = slots[window]
+        spans = [y[1], y[2], y[3], y[4], x[1], x[2], x[3], x[4]]
+        if grid.frame_unit is FrameUnit.CELL:
+            frames, out_band = position, np.full(position.size, -1)
+            every_band = np.array_equal(band_indices, np.arange(grid.samples_per_pixel))
+            whole &= every_band
+            frame_band = slice(None) if every_band else _as_slice(band_indices)
+        else:
+            bands = band_indices.size
+            frames = (position[:, None] * grid.samples_per_pixel + band_indices[None, :]).reshape(-1)
+            out_band = np.tile(np.arange(bands), position.size)
+            slot, whole = np.repeat(slot, bands), np.repeat(whole, bands)
+            spans = [np.repeat(s, bands) for s in spans]
+            y[5], x[5] = np.repeat(y[5], bands), np.repeat(x[5], bands)
+            frame_band = 0
+        order = np.argsort(frames, kind="stable")
+        self.frames, first = np.unique(frames[order], return_index=True)
+        bands_per_frame = grid.bands_per_frame
+        self.shapes = [(bands_per_frame, h, w) for h, w in zip(y[5][order][first].tolist(),
+                                                              x[5][order][first].tolist())]
+        self.whole: list = [None] * self.frames.size
+        self.placements: list[list] = [[] for _ in range(self.frames.size)]
+        owner = np.repeat(np.arange(self.frames.size), np.diff([*first.tolist(), frames.size]))
+        columns = [a[order].tolist() for a in (slot, out_band, whole, *spans)]
+        for i, n, b, is_whole, oy0, oy1, fy0, fy1, ox0, ox1, fx0, fx1 in zip(owner.tolist(), *columns):
+            ys_out, xs_out = slice(oy0, oy1), slice(ox0, ox1)
+            if is_whole and self.whole[i] is None:
+                self.whole[i] = (n, slice(None) if b < 0 else slice(b, b + 1), ys_out, xs_out)
+                continue
+            into = (n, slice(None) if b < 0 else b, ys_out, xs_out)
+            self.placements[i].append((into, (frame_band, slice(fy0, fy1), slice(fx0, fx1))))
+        self.payloads: list | None = None
+
+
+class _Spans:
+    """Along one axis, for each window and each frame row (or column) it may touch: which, and which part."""
+
+    def __init__(self, index, valid, out_start, out_stop, in_start, in_stop, size):
+        self.index, self.valid, self.size = index, valid, size
+        self.out_start, self.out_stop, self.in_start, self.in_stop = out_start, out_stop, in_start, in_stop
+
+
+def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spans:
+    """The frames along one axis that windows ``[start, start + length)`` touch, vectorised over the windows."""
+    first = starts // tile
+    count = (starts + length - 1) // tile - first + 1
+    index = first[:, None] + np.arange(int(count.max()))[None, :]
+    frame_start = index * tile
+    size = np.minimum(tile, extent - frame_start)
+    low = np.maximum(frame_start, starts[:, None])
+    high = np.minimum(frame_start + size, starts[:, None] + length)
+    return _Spans(index, np.arange(index.shape[1])[None, :] < count[:, None], low - starts[:, None],
+                  high - starts[:, None], low - frame_start, high - frame_start, size)
+
+
+def _as_slice(indices: np.ndarray):
+    """``indices`` as a slice where they are consecutive (a view, no gather), else as they are."""
+    if indices.size and np.array_equal(indices, np.arange(indices[0], indices[0] + indices.size)):
+        return slice(int(indices[0]), int(indices[0]) + indices.size)
+    return indices
+
+
+# -- fetching and decoding -----------------------------------------------------------
+
+
+def _fetch_remote(plans: list[_ImagePlan]) -> None:
+    """Every remote image's frames, each image's in one fetch, all images' fetches in flight together."""
+    remote = [plan for plan in plans if not plan.image.source.is_local]
+    if not remote:
+        return
+
+    def fetch(plan: _ImagePlan) -> list:
+        plan.payloads = plan.image.fetch(*plan.image.header.ranges(plan.frames))
+        return []
+
+    # Fetching waits on the network, not the CPU: one thread per image, so the requests go out at once.
+    share_work(remote, fetch, threads=min(len(remote), REMOTE_FETCHES_AT_ONCE))
+
+
+def _decode_batches(plans: list[_ImagePlan]):
+    """``(plan, first, stop)`` runs of each plan's frames: a local image's a few MiB at a time, a remote one's whole."""
+    for plan in plans:
+        if plan.payloads is not None:
+            yield plan, 0, plan.frames.size
+            continue
+        starts, stops = plan.image.header.ranges(plan.frames)
+        ends = np.cumsum(stops - starts)
+        first = 0
+        while first < plan.frames.size:
+            limit = (ends[first - 1] if first else 0) + LOCAL_FETCH_BYTES
+            stop = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
+            yield plan, first, stop
+            first = stop
+
+
+def _prepared(batch) -> list:
+    """The pieces of one run of frames: fetched here if not yet, one piece a frame."""
+    plan, first, stop = batch
+    if plan.payloads is None:
+        payloads = plan.image.fetch(*plan.image.header.ranges(plan.frames[first:stop]))
+    else:
+        payloads = plan.payloads[first:stop]
+    image, out = plan.image, plan.out
+    return [functools.partial(_decode_and_place, image, k, payload, plan.shapes[i], plan.whole[i],
+                              plan.placements[i], out)
+            for i, k, payload in zip(range(first, stop), plan.frames[first:stop].tolist(), payloads)]
+
+
+def _decode_and_place(image, index: int, payload, shape, whole, placements, out: np.ndarray) -> None:
+    if whole is not None:
+        decoded = image.decode(index, payload, out=out[whole])
+    else:
+        decoded = image.decode(index, payload, out=_cut_frame_buffer(shape, out.dtype))
+    for into, part in placements:
+        out[into] = decoded[part]
+
+
+_cut_frames = threading.local()
+
+
+def _cut_frame_buffer(shape: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:
+    """This thread's array of ``shape`` for a frame the batch wants only parts of.
+
+    The parts are copied out before the thread decodes its next frame, so one
+    buffer a thread is enough; decoding into memory the process already uses
+    keeps a chip near the cost of decoding its frames, as
+    ``reading.image.frame_buffer`` does for single windows (that module
+    imports this one, so this one keeps a buffer of its own).
+    """
+    size = math.prod(shape) * dtype.itemsize
+    if size > CUT_FRAME_BUFFER_BYTES:
+        return np.empty(shape, dtype)
+    buffer = getattr(_cut_frames, "buffer", None)
+    if buffer is None or buffer.size < size:
+        # uint64 storage keeps it 8-byte aligned, so the decoder writes straight into it
+        buffer = _cut_frames.buffer = np.empty(-(-size // 8), np.uint64).view(np.uint8)
+    return buffer[:size].view(dtype).reshape(shape)
+
+
+__all__ = ["CUT_FRAME_BUFFER_BYTES", "LOCAL_FETCH_BYTES", "REMOTE_FETCHES_AT_ONCE", "read_windows"]
