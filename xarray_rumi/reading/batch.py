@@ -105,7 +105,10 @@ def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
 def _checked_windows(windows, images) -> np.ndarray:
     """The windows as an ``(N, 4)`` int64 array, each of the first one's size and inside its image."""
     try:
-        array = np.array([[operator.index(v) for v in window] for window in windows], dtype=np.int64)
+        array = np.asarray(windows)
+        if array.dtype.kind not in "iu":  # floats, strings, ragged: each value checked, so the message names one
+            array = np.array([[operator.index(v) for v in window] for window in windows], dtype=np.int64)
+        array = array.astype(np.int64, copy=False)
     except (TypeError, ValueError):  # not integers, or not all of one length
         bad = next(i for i, w in enumerate(windows) if not _is_window(w))
         raise ValueError(f"window {bad} is {windows[bad]!r}, not four integers (row, col, height, width)") from None
@@ -182,54 +185,49 @@ def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 class _ImagePlan:
     """One image's share of a batch: its distinct frames, and where each goes in the output.
 
-    ``placements[i]`` lists ``(output index, frame index)`` pairs for frame
-    ``frames[i]``; ``whole[i]`` is the output index of a window holding that
-    frame whole (the frame is decoded there), or ``None``.
+    The placements (a window's part of a frame) are sorted by frame and kept
+    as columns of plain lists, so a frame's piece of work places its parts
+    with no per-placement objects made in advance: placements
+    ``bounds[i]:bounds[i + 1]`` are frame ``frames[i]``'s, and ``whole[i]``
+    is the one of them whose window holds the frame whole (the frame is
+    decoded there), or -1.
     """
 
     def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray):
-        self.image, self.out = image, out
+        self.image, self.out, self.payloads = image, out, None
         grid = image.grid
         rows, cols, height, width = windows[:, 0], windows[:, 1], int(windows[0, 2]), int(windows[0, 3])
         ys = _axis_spans(rows, height, grid.tile_length, grid.image_length)
         xs = _axis_spans(cols, width, grid.tile_width, grid.image_width)
         window, iy, ix = np.nonzero(ys.valid[:, :, None] & xs.valid[:, None, :])
-        y = [a[window, iy] for a in (ys.index, ys.out_start, ys.out_stop, ys.in_start, ys.in_stop, ys.size)]
-        x = [a[window, ix] for a in (xs.index, xs.out_start, xs.out_stop, xs.in_start, xs.in_stop, xs.size)]
-        position = y[0] * grid.tiles_across + x[0]
-        whole = (y[3] == 0) & (y[4] == y[5]) & (x[3] == 0) & (x[4] == x[5])
-        slot = slots[window]
-        spans = [y[1], y[2], y[3], y[4], x[1], x[2], x[3], x[4]]
-        if grid.frame_unit is FrameUnit.CELL:
-            frames, out_band = position, np.full(position.size, -1)
+        y = [a[window, iy] for a in (ys.out_start, ys.out_stop, ys.in_start, ys.in_stop, ys.size)]
+        x = [a[window, ix] for a in (xs.out_start, xs.out_stop, xs.in_start, xs.in_stop, xs.size)]
+        position = ys.index[window, iy] * grid.tiles_across + xs.index[window, ix]
+        whole = (y[2] == 0) & (y[3] == y[4]) & (x[2] == 0) & (x[3] == x[4])
+        columns = [slots[window], *y, *x]
+        self.cell = grid.frame_unit is FrameUnit.CELL
+        if self.cell:
+            frames, out_band = position, None
             every_band = np.array_equal(band_indices, np.arange(grid.samples_per_pixel))
             whole &= every_band
-            frame_band = slice(None) if every_band else _as_slice(band_indices)
+            self.frame_bands = slice(None) if every_band else _as_slice(band_indices)
         else:
             bands = band_indices.size
             frames = (position[:, None] * grid.samples_per_pixel + band_indices[None, :]).reshape(-1)
             out_band = np.tile(np.arange(bands), position.size)
-            slot, whole = np.repeat(slot, bands), np.repeat(whole, bands)
-            spans = [np.repeat(s, bands) for s in spans]
-            y[5], x[5] = np.repeat(y[5], bands), np.repeat(x[5], bands)
-            frame_band = 0
+            columns, whole = [np.repeat(c, bands) for c in columns], np.repeat(whole, bands)
+            self.frame_bands = 0
         order = np.argsort(frames, kind="stable")
         self.frames, first = np.unique(frames[order], return_index=True)
-        bands_per_frame = grid.bands_per_frame
-        self.shapes = [(bands_per_frame, h, w) for h, w in zip(y[5][order][first].tolist(),
-                                                              x[5][order][first].tolist())]
-        self.whole: list = [None] * self.frames.size
-        self.placements: list[list] = [[] for _ in range(self.frames.size)]
-        owner = np.repeat(np.arange(self.frames.size), np.diff([*first.tolist(), frames.size]))
-        columns = [a[order].tolist() for a in (slot, out_band, whole, *spans)]
-        for i, n, b, is_whole, oy0, oy1, fy0, fy1, ox0, ox1, fx0, fx1 in zip(owner.tolist(), *columns):
-            ys_out, xs_out = slice(oy0, oy1), slice(ox0, ox1)
-            if is_whole and self.whole[i] is None:
-                self.whole[i] = (n, slice(None) if b < 0 else slice(b, b + 1), ys_out, xs_out)
-                continue
-            into = (n, slice(None) if b < 0 else b, ys_out, xs_out)
-            self.placements[i].append((into, (frame_band, slice(fy0, fy1), slice(fx0, fx1))))
-        self.payloads: list | None = None
+        self.bounds = [*first.tolist(), frames.size]
+        whole = whole[order]
+        # the first placement of each frame that holds it whole, if any
+        first_whole = np.minimum.reduceat(np.where(whole, np.arange(whole.size), whole.size), first)
+        self.whole = np.where(first_whole < np.append(first[1:], whole.size), first_whole, -1).tolist()
+        (self.slot, self.out_y0, self.out_y1, self.in_y0, self.in_y1, heights,
+         self.out_x0, self.out_x1, self.in_x0, self.in_x1, widths) = [c[order].tolist() for c in columns]
+        self.out_band = None if out_band is None else out_band[order].tolist()
+        self.shapes = [(grid.bands_per_frame, heights[j], widths[j]) for j in first.tolist()]
 
 
 class _Spans:
@@ -300,19 +298,41 @@ def _prepared(batch) -> list:
         payloads = plan.image.fetch(*plan.image.header.ranges(plan.frames[first:stop]))
     else:
         payloads = plan.payloads[first:stop]
-    image, out = plan.image, plan.out
-    return [functools.partial(_decode_and_place, image, k, payload, plan.shapes[i], plan.whole[i],
-                              plan.placements[i], out)
+    place = _decode_cell_frame if plan.cell else _decode_tile_frame
+    return [functools.partial(place, plan, i, k, payload)
             for i, k, payload in zip(range(first, stop), plan.frames[first:stop].tolist(), payloads)]
 
 
-def _decode_and_place(image, index: int, payload, shape, whole, placements, out: np.ndarray) -> None:
-    if whole is not None:
-        decoded = image.decode(index, payload, out=out[whole])
+def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
+    """Decode tile frame ``index`` (the plan's ``i``-th) once and place each window's part of it."""
+    out, slot, band = plan.out, plan.slot, plan.out_band
+    y0, y1, fy0, fy1 = plan.out_y0, plan.out_y1, plan.in_y0, plan.in_y1
+    x0, x1, fx0, fx1 = plan.out_x0, plan.out_x1, plan.in_x0, plan.in_x1
+    whole = plan.whole[i]
+    if whole >= 0:
+        b = band[whole]
+        decoded = plan.image.decode(index, payload, out=out[slot[whole], b:b + 1, y0[whole]:y1[whole],
+                                                            x0[whole]:x1[whole]])[0]
     else:
-        decoded = image.decode(index, payload, out=_cut_frame_buffer(shape, out.dtype))
-    for into, part in placements:
-        out[into] = decoded[part]
+        decoded = plan.image.decode(index, payload, out=_cut_frame_buffer(plan.shapes[i], out.dtype))[0]
+    for j in range(plan.bounds[i], plan.bounds[i + 1]):
+        if j != whole:
+            out[slot[j], band[j], y0[j]:y1[j], x0[j]:x1[j]] = decoded[fy0[j]:fy1[j], fx0[j]:fx1[j]]
+
+
+def _decode_cell_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
+    """Decode cell frame ``index`` (the plan's ``i``-th) once and place the chosen bands of each window's part."""
+    out, slot, bands = plan.out, plan.slot, plan.frame_bands
+    y0, y1, fy0, fy1 = plan.out_y0, plan.out_y1, plan.in_y0, plan.in_y1
+    x0, x1, fx0, fx1 = plan.out_x0, plan.out_x1, plan.in_x0, plan.in_x1
+    whole = plan.whole[i]
+    if whole >= 0:
+        decoded = plan.image.decode(index, payload, out=out[slot[whole], :, y0[whole]:y1[whole], x0[whole]:x1[whole]])
+    else:
+        decoded = plan.image.decode(index, payload, out=_cut_frame_buffer(plan.shapes[i], out.dtype))
+    for j in range(plan.bounds[i], plan.bounds[i + 1]):
+        if j != whole:
+            out[slot[j], :, y0[j]:y1[j], x0[j]:x1[j]] = decoded[bands, fy0[j]:fy1[j], fx0[j]:fx1[j]]
 
 
 _cut_frames = threading.local()
