@@ -3,9 +3,9 @@
 ``base_url`` is a Range HTTP server for the working directory on 127.0.0.1,
 so the Items' assets are URLs and the Cube and the chips read their pixels
 over HTTP.  The page runs once for the module; the tests after the first
-check what it made: the chips of both start methods are the files' pixels,
-and a worker reads nothing before its first chip and then only the frames
-each chip touches.
+check what it made: the chips and batches of both start methods are the
+files' pixels, a worker reads nothing before its first chip and then only the
+frames each chip touches, and a batch asks for each frame it touches once.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def test_doc_blocks_exist():
     assert len(blocks) >= 8
     text = "\n".join(blocks)
     for needed in ("xarray_rumi.write", "xarray_rumi.stac.item", "open_cube(", ".median(", "quicklook",
-                   "xbatcher.BatchGenerator", "__getitem__", '"fork"', '"spawn"'):
+                   "xbatcher.BatchGenerator", "__getitem__", '"fork"', '"spawn"', "read_windows", "__getitems__",
+                   "np.from_dlpack", 'sampling="grid"'):
         assert needed in text, needed
     assert sum(block.startswith(MODULE) for block in blocks) == 1
 
@@ -146,3 +147,37 @@ def test_a_worker_reads_nothing_before_its_first_chip_then_only_the_frames_each_
             assert asked == sorted(("GET", file, (r.start, r.stop)) for r in planned), index
     assert all(count <= 2 for count in heads.values()), heads  # at most once per worker and file
     assert all(count <= 2 for count in versions.values()), versions
+
+
+def test_grid_places_cover_every_scene_and_are_its_pixels(cookbook):
+    namespace = cookbook[0]
+    scenes, every = local_pixels(namespace), namespace["every"]
+    assert sorted(every.places) == sorted((i, y, x) for i in range(len(scenes)) for y in (0, 256)
+                                          for x in (0, 256, 512))
+    for index in (0, 7, len(every) - 1):
+        image, y, x = every.places[index]
+        np.testing.assert_array_equal(every[index], scenes[image][:, y:y + CHIP, x:x + CHIP])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_batch_in_a_worker_is_one_read_asking_each_touched_frame_once(cookbook, method):
+    namespace, server, _, _ = cookbook
+    scenes, paths, blobs = local_pixels(namespace), namespace["paths"], namespace["blobs"]
+    images = [xarray_rumi.open_image(path, blob, georeferencing=False) for path, blob in zip(paths, blobs)]
+    module = sys.modules["rumi_chips"]
+    chips = module.RumiChips(namespace["collection"], size=CHIP, count=12, seed=4)
+    chips.places[1] = (chips.places[0][0], chips.places[0][1] + 8, chips.places[0][2] + 8)  # two chips overlap
+    with multiprocessing.get_context(method).Pool(1, initializer=module.start_worker, initargs=(chips,)) as pool:
+        pool.apply(module.read_batch, (range(len(chips)),))  # the worker checks its blobs against the files
+        server.requests.clear()
+        got = pool.apply(module.read_batch, (range(len(chips)),))
+    assert got.shape == (len(chips), 4, CHIP, CHIP)
+    wanted = set()
+    for (image, y, x), chip in zip(chips.places, got):
+        np.testing.assert_array_equal(chip, scenes[image][:, y:y + CHIP, x:x + CHIP])
+        touched = images[image].grid.frames_touching(range(4), range(y, y + CHIP), range(x, x + CHIP))
+        wanted.update((f"/{paths[image]}", images[image].frame_range(k)) for k in touched.tolist())
+    asked = [(r.path, r.range) for r in server.get_requests()]
+    for path, (start, stop) in wanted:  # in exactly one request (a read engine may merge neighbours)
+        assert sum(p == path and a <= start and stop <= b for p, (a, b) in asked) == 1, (path, start)
+    assert len(asked) <= len(wanted)
