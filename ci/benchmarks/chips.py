@@ -2,8 +2,9 @@
 
 Run from the repository root::
 
-    python ci/benchmarks/chips.py            # 4 images of 4 x 4096 x 4096 uint16, 512 px tiles: ~5 minutes on 2 cores
-    python ci/benchmarks/chips.py --quick    # 2 images of 2048 px, fewer windows and rounds: ~2 minutes
+    python ci/benchmarks/chips.py            # 4 images of 4 x 4096 x 4096 uint16, 512 px tiles: ~8 minutes on 2 cores
+    python ci/benchmarks/chips.py --quick    # 2 images of 2048 px, fewer windows and rounds: ~3 minutes
+    python ci/benchmarks/chips.py --only batches [--quick] [--latency 50]   # table 3 alone: ~2-4 minutes
 
 The images are written as rumi (``compression="auto"``, 512 px tile frames,
 one band each) and as COG twins (rasterio's COG driver: ZSTD, horizontal
@@ -29,8 +30,25 @@ noise and warm caches favour none.  Two tables:
    and have each opened every image once before the clock starts: what is
    timed is what an epoch costs, not starting Python.
 
+3. **Training batches** (issue 29): batches of 64 chips of all bands from 16
+   images (hard links to the images written: files, URLs and blobs of their
+   own), each batch read by ``xarray_rumi.read_windows`` beside *decoding
+   exactly the distinct frames the batch touches on every core* (each image's
+   frames in one fetch, each decoded into its thread's buffer: the limit),
+   today's loop of one lazy window at a time, and the COG twins' chips by
+   rasterio windows on as many threads as cores (each thread its own
+   handles, GDAL one thread each); the same over the loopback server waiting
+   ``--latency`` ms before each answer.  Each case runs on the same batches,
+   each first in turn; the ratios are taken batch by batch.  Two more rows:
+   the Python a chip costs (planning and placing 4096 chips of 16 px with
+   fetching and decoding stubbed out), and the peak RSS growth of a fresh
+   process reading one batch against the result plus its touched frames
+   decoded once.
+
 Values are medians over rounds, with the range of the rounds; ratios are time
-multiples of the decode floor over the same chips (smaller is better).
+multiples of the decode floor over the same chips (smaller is better), or
+where a row says "speed-up", how many times longer the case takes than the
+batch reader (bigger is better for the reader).
 """
 
 from __future__ import annotations
@@ -45,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +75,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))  # doc_blocks, servers
+sys.path.insert(0, str(ROOT))  # the package of this checkout, whichever one is installed
 
 import xarray_rumi  # noqa: E402
 from _report import Row, environment, text_table  # noqa: E402
@@ -127,14 +147,20 @@ def cookbook_chips_module(directory: str):
 
 
 @contextlib.contextmanager
-def http_server(directory: str):
-    """The tests' Range HTTP server for ``directory``, in a process of its own; its URL."""
+def http_server(directory: str, latency: float = 0.0):
+    """The tests' Range HTTP server for ``directory``, in a process of its own, ``latency`` s before each answer; its URL.
+
+    The latency is waited in the request's own thread once the request is
+    read, so concurrent requests wait it together, as an object store's do.
+    """
     # A listen backlog of 128, not http.server's 5: readers open a connection per range at once, and a
     # connection refused for a full backlog is retried by the kernel a second later.
-    code = ("import sys, http.server; http.server.ThreadingHTTPServer.request_queue_size = 128; "
+    code = ("import sys, time, http.server; http.server.ThreadingHTTPServer.request_queue_size = 128; "
+            "parse = http.server.BaseHTTPRequestHandler.parse_request; latency = float(sys.argv[3]); "
+            "http.server.BaseHTTPRequestHandler.parse_request = lambda self: (time.sleep(latency), parse(self))[1]; "
             "sys.path.insert(0, sys.argv[1]); from servers import RangeServer; "
             "server = RangeServer(sys.argv[2]).__enter__(); print(server.url, flush=True); sys.stdin.read()")
-    process = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tests"), directory],
+    process = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tests"), directory, str(latency)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         yield process.stdout.readline().strip()
@@ -421,6 +447,244 @@ def _each(read, chips) -> None:
         read(*chip)
 
 
+# -- table 3: training batches -------------------------------------------------------
+
+#: A batch as the issue sets it: 64 chips of every band, from 16 images.
+BATCH_CHIPS, BATCH_IMAGES = 64, 16
+
+
+def batch_images(root: str, names, count: int) -> list[tuple[str, str]]:
+    """``count`` rumi files and COG twins for the batches, each a hard link to one of those written.
+
+    Files of their own (own URLs, own blobs checked), with the bytes of the
+    few written: decoding costs what it costs for distinct files, and the
+    page cache holds the written ones, as it would after a first epoch.
+    """
+    linked = []
+    for j in range(count):
+        pair = []
+        for name in names[j % len(names)]:
+            target = os.path.join(root, f"batch-{j}{os.path.splitext(name)[1]}")
+            if not os.path.exists(target):
+                os.link(os.path.join(root, name), target)
+            pair.append(os.path.basename(target))
+        header = os.path.join(root, pair[0] + ".header")
+        if not os.path.exists(header):
+            os.link(os.path.join(root, names[j % len(names)][0] + ".header"), header)
+        linked.append(tuple(pair))
+    return linked
+
+
+class BatchCases:
+    """Every way of reading a batch of chips ``(image, y, x)`` of the images at ``location``."""
+
+    def __init__(self, root: str, names, location: str):
+        blobs = [pathlib.Path(root, rumi + ".header").read_bytes() for rumi, _ in names]
+        self.images = [xarray_rumi.open_image(f"{location}/{rumi}", blob, georeferencing=False)
+                       for (rumi, _), blob in zip(names, blobs)]
+        self.band_data = [xr.open_dataset(f"{location}/{rumi}", engine="rumi", header=blob,
+                                          georeferencing=False).band_data for (rumi, _), blob in zip(names, blobs)]
+        self.cog_paths = [f"{location}/{cog}" for _, cog in names]
+        self.gdal = {**GDAL_UNCACHED, "GDAL_NUM_THREADS": 1,
+                     **({"CPL_VSIL_CURL_NON_CACHED": f"/vsicurl/{location}"} if location.startswith("http") else {})}
+        self.threads = os.cpu_count() or 1
+        self.pool = ThreadPoolExecutor(self.threads)
+        self.opened = threading.local()
+
+    def pairs(self, chips):
+        return [(self.images[i], (y, x, CHIP, CHIP)) for i, y, x in chips]
+
+    def batch(self, chips) -> np.ndarray:
+        return xarray_rumi.read_windows(self.pairs(chips))
+
+    def loop(self, chips) -> None:
+        """Today's loop: one chip at a time, a lazy window of the engine each (the cookbook's Dataset did this)."""
+        for i, y, x in chips:
+            self.band_data[i][:, y:y + CHIP, x:x + CHIP].values
+
+    def floor(self, chips) -> None:
+        """Decoding exactly the distinct frames the batch touches on every core: each image's in one fetch."""
+        touched: dict[int, set] = {}
+        for i, y, x in chips:
+            grid = self.images[i].grid
+            touched.setdefault(i, set()).update(
+                grid.frames_touching(range(grid.samples_per_pixel), range(y, y + CHIP), range(x, x + CHIP)).tolist())
+        work = []
+        for i, frames in touched.items():
+            image = self.images[i]
+            frames = sorted(frames)
+            payloads = image.source.read_many(*image.header.ranges(frames))
+            work += [(image, k, payload) for k, payload in zip(frames, payloads)]
+        list(self.pool.map(_decode_into_buffer, work))
+
+    def cog(self, chips) -> list[np.ndarray]:
+        """The COG twins' chips by rasterio windows, on as many threads as cores, each thread its own handles."""
+        return list(self.pool.map(self._cog_chip, chips))
+
+    def _cog_chip(self, chip) -> np.ndarray:
+        import rasterio
+
+        i, y, x = chip
+        opened = self.opened.__dict__.setdefault("files", {})
+        with rasterio.Env(**self.gdal):  # GDAL's options hold per thread
+            if i not in opened:
+                opened[i] = rasterio.open(self.cog_paths[i])
+            return opened[i].read(window=_window(y, x))
+
+    def close(self) -> None:
+        def close_mine(_):
+            for dataset in self.opened.__dict__.get("files", {}).values():
+                dataset.close()
+
+        list(self.pool.map(close_mine, range(self.threads)))
+        self.pool.shutdown()
+
+
+def _decode_into_buffer(work) -> None:
+    image, k, payload = work
+    shape = image.grid.frame_shape(k)
+    decode_frame(payload, image.sample_type, shape, out=frame_buffer(shape, image.sample_type.dtype))
+
+
+def training_batches(root: str, names, size: int, rounds: int, latency_ms: float) -> list[Row]:
+    """Table 3: batches of 64 chips from 16 images, locally and over a loopback server with ``latency_ms``."""
+    linked = batch_images(root, names, BATCH_IMAGES)
+    rng = np.random.default_rng(3)
+    batches = [random_chips(rng, BATCH_IMAGES, size, BATCH_CHIPS) for _ in range(rounds)]
+    local = BatchCases(root, linked, root)
+    for chip, (image, window) in zip(batches[0], local.pairs(batches[0])):  # a fast wrong read is no result
+        row, col, height, width = window
+        np.testing.assert_array_equal(local.batch([chip])[0],
+                                      image.read(rows=slice(row, row + height), cols=slice(col, col + width)))
+    np.testing.assert_array_equal(local.batch(batches[0]), np.stack(local.cog(batches[0])))
+    cases = {"decode the distinct touched frames": local.floor, "read_windows": local.batch,
+             "one chip at a time": local.loop, "COG twins, rasterio windows": local.cog}
+    seconds = _rotated(cases, batches)
+    local.close()
+    with http_server(root, latency=latency_ms / 1e3) as url:
+        remote = BatchCases(root, linked, url)
+        remote_cases = {f"read_windows, HTTP {latency_ms:g} ms": remote.batch,
+                        f"one chip at a time, HTTP {latency_ms:g} ms": remote.loop,
+                        f"COG twins, rasterio windows, HTTP {latency_ms:g} ms": remote.cog}
+        seconds.update(_rotated(remote_cases, batches))
+        remote.close()
+    seconds["python cost per chip"] = python_cost_per_chip(local, size, rounds)
+    return [*batch_rows(seconds, latency_ms), batch_memory(root, linked, size)]
+
+
+def _rotated(cases: dict, batches) -> dict[str, list[float]]:
+    """Seconds of each case on each batch, each case first in turn; a warm-up batch first (opens, blob checks)."""
+    for run in cases.values():
+        run(batches[0])
+    seconds = {name: [] for name in cases}
+    names = list(cases)
+    for turn, chips in enumerate(batches):
+        for name in names[turn % len(names):] + names[:turn % len(names)]:
+            start = time.perf_counter()
+            cases[name](chips)
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def python_cost_per_chip(cases: BatchCases, size: int, rounds: int, chips: int = 4096, chip: int = 16) -> list[float]:
+    """Seconds a chip of ``read_windows``'s planning and placing, on ``chips`` tiny chips, fetching and decoding stubbed.
+
+    The images' frames are neither read nor decoded (a fetch returns empty
+    bytes, a decode hands back its buffer): what is left is the Python the
+    batch runs per chip.
+    """
+    from xarray_rumi.reading.image import RumiImage
+
+    rng = np.random.default_rng(4)
+    fetch, decode = RumiImage.fetch, RumiImage.decode
+    RumiImage.fetch = lambda self, starts, stops: [b""] * len(starts)
+    RumiImage.decode = lambda self, k, payload, out=None: out if out is not None else frame_buffer(
+        self.grid.frame_shape(k), self.sample_type.dtype)
+    try:
+        per_chip = []
+        for _ in range(rounds):
+            pairs = [(cases.images[int(i)], (int(y), int(x), chip, chip)) for i, y, x in
+                     zip(rng.integers(0, len(cases.images), chips), *rng.integers(0, size - chip + 1, (2, chips)))]
+            start = time.perf_counter()
+            xarray_rumi.read_windows(pairs)
+            per_chip.append((time.perf_counter() - start) / chips)
+        return per_chip
+    finally:
+        RumiImage.fetch, RumiImage.decode = fetch, decode
+
+
+#: Run in a fresh process: peak RSS growth while reading one batch, against what the target allows.
+BATCH_MEMORY = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, xarray_rumi
+
+def high_water():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+
+root, names, chips = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+images = [xarray_rumi.open_image(os.path.join(root, n), open(os.path.join(root, n + ".header"), "rb").read(),
+                                 georeferencing=False) for n in names]
+for image in images:
+    image.check_blob()
+before = high_water()
+result = xarray_rumi.read_windows([(images[i], (y, x, 256, 256)) for i, y, x in chips])
+grown = high_water() - before
+touched = {(i, k) for i, y, x in chips for k in images[i].grid.frames_touching(
+    range(4), range(y, y + 256), range(x, x + 256)).tolist()}
+decoded = sum(int(np.prod(images[i].grid.frame_shape(k))) * result.itemsize for i, k in touched)
+print(json.dumps([grown, result.nbytes, decoded]))
+"""
+
+
+def batch_memory(root: str, linked, size: int) -> Row:
+    """Peak RSS growth of a fresh process reading one batch, as a multiple of the result plus its touched frames."""
+    import json
+
+    chips = random_chips(np.random.default_rng(5), len(linked), size, BATCH_CHIPS)
+    done = subprocess.run([sys.executable, "-c", BATCH_MEMORY, str(ROOT), root, json.dumps([r for r, _ in linked]),
+                           json.dumps(chips)], capture_output=True, text=True, check=True)
+    grown, result, decoded = json.loads(done.stdout)
+    return Row("peak RSS growth of one batch (fresh process)", grown / 2**20, "MiB",
+               "result + touched frames decoded", grown / (result + decoded), 1.0, False,
+               f"result {result / 2**20:.0f} MiB, touched frames decoded {decoded / 2**20:.0f} MiB")
+
+
+def batch_rows(seconds: dict[str, list[float]], latency_ms: float) -> list[Row]:
+    """The table: each case's median batch time and chips per second, against the anchor its target names."""
+    floor, batch = seconds["decode the distinct touched frames"], seconds["read_windows"]
+    remote = f"read_windows, HTTP {latency_ms:g} ms"
+
+    def row(name, anchor, ratios, target=None, higher=False, unit="s"):
+        times = seconds[name]
+        return Row(name, statistics.median(times), unit, anchor, statistics.median(ratios), target, higher,
+                   f"{BATCH_CHIPS / statistics.median(times):.0f} chips/s; rounds {min(ratios):.2f}-{max(ratios):.2f}")
+
+    def over(name, anchor):
+        return [a / b for a, b in zip(seconds[name], seconds[anchor])]
+
+    rows = [
+        row("decode the distinct touched frames", "", [1.0] * len(floor)),
+        row("read_windows", "decode the distinct touched frames", over("read_windows", "decode the distinct "
+                                                                          "touched frames"), 1.1),
+        row("one chip at a time", "read_windows: speed-up", over("one chip at a time", "read_windows"), 1.8, True),
+        row("COG twins, rasterio windows", "read_windows: speed-up",
+            over("COG twins, rasterio windows", "read_windows"), 2.0, True),
+        row(remote, f"{latency_ms:g} ms + 1.2 x local read_windows",
+            [r / (latency_ms / 1e3 + 1.2 * b) for r, b in zip(seconds[remote], batch)], 1.0),
+        row(f"one chip at a time, HTTP {latency_ms:g} ms", "read_windows: speed-up",
+            over(f"one chip at a time, HTTP {latency_ms:g} ms", remote), None, True),
+        row(f"COG twins, rasterio windows, HTTP {latency_ms:g} ms", "read_windows: speed-up",
+            over(f"COG twins, rasterio windows, HTTP {latency_ms:g} ms", remote), 2.0, True),
+    ]
+    cost = seconds["python cost per chip"]
+    rows.append(Row("Python per chip (planning, placing; 4096 16 px chips)", statistics.median(cost) * 1e6, "us",
+                    "50 us", statistics.median(cost) / 50e-6, 1.0, False,
+                    f"rounds {min(cost) * 1e6:.0f}-{max(cost) * 1e6:.0f} us"))
+    return rows
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=4)
@@ -430,8 +694,9 @@ def main(argv=None) -> None:
     parser.add_argument("--windows", type=int, default=200, help="windows a round in table 1")
     parser.add_argument("--chips", type=int, default=96, help="chips a round in table 2")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--latency", type=float, default=50, help="ms the server waits before each answer in table 3")
     parser.add_argument("--quick", action="store_true", help="2 images of 2048 px, 60 windows, 3 rounds")
-    parser.add_argument("--only", choices=["windows", "chips"], help="one table")
+    parser.add_argument("--only", choices=["windows", "chips", "batches"], help="one table")
     args = parser.parse_args(argv)
     if args.quick:
         args.images, args.size, args.windows, args.rounds = 2, 2048, 60, 3
@@ -444,6 +709,14 @@ def main(argv=None) -> None:
               f"{CHIP} px chips of every band at random places of random images; written in "
               f"{time.perf_counter() - started:.0f} s")
         print("\n".join(environment()))
+        if args.only in (None, "batches"):
+            rows = training_batches(root, names, args.size, args.rounds, args.latency)
+            print(f"\n3. training batches: {BATCH_CHIPS} chips from {BATCH_IMAGES} images a batch, {args.rounds} "
+                  f"batches; ratios per batch, side by side")
+            print(text_table(rows))
+        if args.only == "batches":
+            print(f"\nwhole run: {time.perf_counter() - started:.0f} s")
+            return
         local = Readers(root, names, root)
         if args.only != "chips":
             rows = window_latency(local, args.size, args.windows, args.rounds)
