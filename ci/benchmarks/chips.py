@@ -148,7 +148,7 @@ def cookbook_chips_module(directory: str):
 
 @contextlib.contextmanager
 def http_server(directory: str, latency: float = 0.0):
-    """The tests' Range HTTP server for ``directory``, in a process of its own, ``latency`` s before each answer; its URL.
+    """The tests' Range HTTP server for ``directory`` in a process of its own, waiting ``latency`` s; its URL.
 
     The latency is waited in the request's own thread once the request is
     read, so concurrent requests wait it together, as an object store's do.
@@ -598,7 +598,7 @@ def _rotated(cases: dict, batches) -> dict[str, list[float]]:
 
 
 def python_cost_per_chip(cases: BatchCases, size: int, rounds: int, chips: int = 4096, chip: int = 16) -> list[float]:
-    """Seconds a chip of ``read_windows``'s planning and placing, on ``chips`` tiny chips, fetching and decoding stubbed.
+    """Seconds a chip of read_windows's planning and placing over ``chips`` tiny chips, fetching and decoding stubbed.
 
     The images' frames are neither read nor decoded (a fetch returns empty
     bytes, a decode hands back its buffer): what is left is the Python the
