@@ -181,3 +181,17 @@ def test_a_batch_in_a_worker_is_one_read_asking_each_touched_frame_once(cookbook
     for path, (start, stop) in wanted:  # in exactly one request (a read engine may merge neighbours)
         assert sum(p == path and a <= start and stop <= b for p, (a, b) in asked) == 1, (path, start)
     assert len(asked) <= len(wanted)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_batches_of_local_files_in_workers_are_the_files_pixels(cookbook, method):
+    namespace, _, root, _ = cookbook
+    scenes, paths, blobs = local_pixels(namespace), namespace["paths"], namespace["blobs"]
+    items = [namespace["xarray_rumi"].stac.item(str(root / path), blob, href=str(root / path),
+                                                datetime="2024-05-01T10:00:00Z") for path, blob in zip(paths, blobs)]
+    module = sys.modules["rumi_chips"]
+    chips = module.RumiChips(items, size=CHIP, count=10, seed=5)
+    with multiprocessing.get_context(method).Pool(2, initializer=module.start_worker, initargs=(chips,)) as pool:
+        got = np.concatenate(pool.map(module.read_batch, [range(0, 5), range(5, 10)]))
+    for (image, y, x), chip in zip(chips.places, got):
+        np.testing.assert_array_equal(chip, scenes[image][:, y:y + CHIP, x:x + CHIP])
