@@ -60,8 +60,7 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
     pairs = list(pairs)
     if not pairs:
         raise ValueError("read_windows needs at least one (image, window) pair: the batch's size comes from them")
-    groups, slots = _group_by_image(pairs)
-    images = [group[0] for group in groups]
+    images, slots = _group_by_image(pairs)
     windows = _checked_windows([window for _, window in pairs], [image for image, _ in pairs])
     band_indices = _checked_bands(bands, images)
     dtype = _one_dtype(images)
@@ -82,7 +81,7 @@ def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
     """The distinct images (equal ones once: one file, one blob) and, for each, its pairs' positions."""
     by_object: dict[int, int] = {}
     by_key: dict[bytes, int] = {}
-    groups: list = []
+    images: list = []
     members: list[list[int]] = []
     for slot, pair in enumerate(pairs):
         try:
@@ -94,12 +93,12 @@ def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
             key = image.blob_key
             group = by_key.get(key)
             if group is None:
-                group = by_key[key] = len(groups)
-                groups.append((image,))
+                group = by_key[key] = len(images)
+                images.append(image)
                 members.append([])
             by_object[id(image)] = group
         members[group].append(slot)
-    return groups, [np.asarray(m, dtype=np.int64) for m in members]
+    return images, [np.asarray(m, dtype=np.int64) for m in members]
 
 
 def _checked_windows(windows, images) -> np.ndarray:
