@@ -327,3 +327,16 @@ def test_the_remote_images_of_a_batch_are_fetched_at_once(http_server, monkeypat
     monkeypatch.undo()
     for chip, image in zip(got, local):
         np.testing.assert_array_equal(chip, expected(image, (5, 7, CHIP, CHIP)))
+
+
+def test_a_batch_of_local_and_remote_images(http_server):
+    from pathlib import Path
+
+    local = [write_image(Path(http_server.root), f"{i}.rumi", "cell", seed=i)[0] for i in range(2)]
+    remote = xarray_rumi.open_image(f"{http_server.url}/1.rumi", local[1].header.to_bytes())
+    windows = random_windows(np.random.default_rng(9), 8)
+    pairs = [(local[0] if n % 2 else remote, w) for n, w in enumerate(windows)]
+    got = xarray_rumi.read_windows(pairs, bands=[3, 1])
+    for chip, (image, window) in zip(got, pairs):
+        np.testing.assert_array_equal(chip, expected(local[0] if image is local[0] else local[1], window, [3, 1]))
+    assert http_server.get_requests()
