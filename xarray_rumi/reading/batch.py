@@ -80,7 +80,7 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
 def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
     """The distinct images (equal ones once: one file, one blob) and, for each, its pairs' positions."""
     by_object: dict[int, int] = {}
-    by_key: dict[bytes, int] = {}
+    by_key: dict[tuple, int] = {}
     images: list = []
     members: list[list[int]] = []
     for slot, pair in enumerate(pairs):
@@ -90,7 +90,9 @@ def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
             raise ValueError(f"pair {slot} is {pair!r}, not an (image, window) pair") from None
         group = by_object.get(id(image))
         if group is None:
-            key = image.blob_key
+            # the file and the blob, known without any I/O (a file version, say, may take a request)
+            source = image.source
+            key = (source.url, repr(sorted(getattr(source, "storage_options", {}).items())), image.header.to_bytes())
             group = by_key.get(key)
             if group is None:
                 group = by_key[key] = len(images)
