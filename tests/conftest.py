@@ -27,3 +27,16 @@ def http_server(tmp_path):
 
     with RangeServer(str(tmp_path)) as server:
         yield server
+
+
+@pytest.fixture
+def unmerged_requests(monkeypatch):
+    """The read engine sends each range in a request of its own, so a server's log shows the ranges a read asks for.
+
+    Also what a read larger than one merged request (2 MiB) does: its requests are many.
+    """
+    import functools
+
+    from xarray_rumi.io import engine, source
+
+    monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1))
