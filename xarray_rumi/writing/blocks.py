@@ -3,9 +3,9 @@
 The IFD and the blob are built from the array's declared shape and dtype;
 the frames from what its blocks hold.  A Dask block that is not what its
 chunks declare (a ``map_blocks`` function returning 99 rows where 100 are
-declared) used to be encoded as it came: a smaller one made a file that
-fails ``validate`` and every read, a larger one was cut by the rechunk to
-the frame grid without a word.  So each source block is checked against its
+declared) would otherwise be encoded as it comes: a smaller one makes a
+file that fails ``validate`` and every read, a larger one is cut by the
+rechunk to the frame grid without a word.  So each source block is checked against its
 declared chunk before it is rechunked, each frame's block against the frame
 before it is encoded, and a masked block (its mask would be lost) is
 refused; the error ends the write, and the staging file is discarded.

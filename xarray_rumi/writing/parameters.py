@@ -27,7 +27,7 @@ def tile_shape(tile_size) -> tuple[int, int]:
     numpy integers are ints.  Anything else is refused naming the value:
     ``TypeError`` for a type that is not a count of pixels (a float, a
     bool, a string, even ``"64"``, which a config file or argparse gives and
-    which used to be iterated into 6 x 4 px tiles), ``ValueError`` for a
+    which would be iterated into 6 x 4 px tiles), ``ValueError`` for a
     number out of range.
 
     >>> tile_shape(256), tile_shape((128, np.int64(64)))
