@@ -81,7 +81,7 @@ import xarray_rumi  # noqa: E402
 from _report import Row, environment, text_table  # noqa: E402
 from read import make_raster  # noqa: E402
 from xarray_rumi.frames.codec import decode_frame  # noqa: E402
-from xarray_rumi.reading.image import frame_buffer  # noqa: E402
+from xarray_rumi.reading.buffers import frame_buffer  # noqa: E402
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
 CHIP = 256

@@ -177,7 +177,7 @@ def test_cut_frames_are_decoded_into_the_threads_buffer_and_whole_ones_into_the_
     got = image.read_windows([(0, 0, 32, 40), (16, 24, 32, 40)])
     np.testing.assert_array_equal(got[0, 0], values[0, :32, :40])
     np.testing.assert_array_equal(got[1, 0], values[0, 16:48, 24:64])
-    buffer = batch._cut_frame_buffer((1, TILE, TILE), np.dtype("uint16"))
+    buffer = batch.frame_buffer((1, TILE, TILE), np.dtype("uint16"))
     assert len(outs) == 10
     assert sum(np.shares_memory(out, got) for out in outs) == 8
     assert sum(np.shares_memory(out, buffer) for out in outs) == 2

@@ -2,7 +2,7 @@
 
 A window at a random place takes only part of most frames it touches.  The
 reader decodes such a frame into one buffer its thread keeps
-(``reading.image.frame_buffer``) and copies the wanted part out, instead of
+(``reading.buffers.frame_buffer``) and copies the wanted part out, instead of
 decoding every frame into fresh memory: docs/benchmarks.md ("Training
 chips") has what that saves.  These tests pin that the buffer is used, that
 a result never shares it, that threads never share one, and that sample
@@ -112,7 +112,7 @@ def test_threads_reading_at_once_each_use_their_own_buffer(image, monkeypatch):
 
 def test_a_frame_over_the_bound_gets_memory_of_its_own(image, monkeypatch, one_thread):
     image, values = image
-    monkeypatch.setattr(reader, "FRAME_BUFFER_BYTES", TILE * TILE)  # half a uint16 frame
+    monkeypatch.setattr("xarray_rumi.reading.buffers.FRAME_BUFFER_BYTES", TILE * TILE)  # half a uint16 frame
     a, b = (reader.frame_buffer((1, TILE, TILE), values.dtype) for _ in range(2))
     assert not np.shares_memory(a, b)
     small = reader.frame_buffer((1, 4, 4), values.dtype)

@@ -21,21 +21,18 @@ a cell frame holds every band, so it is fetched and decoded whole whatever
 from __future__ import annotations
 
 import functools
-import math
 import operator
-import threading
 
 import numpy as np
 
 from ..format.grid import FrameUnit
 from ..runtime.threads import share_work
+from .buffers import frame_buffer
 
 #: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
 LOCAL_FETCH_BYTES = 2 * 1024 * 1024
 #: Remote images whose frames are fetched at once: one round trip for a batch of up to this many images.
 REMOTE_FETCHES_AT_ONCE = 32
-#: Decoded bytes of the largest frame a thread keeps a buffer for; a larger cut frame gets memory of its own.
-CUT_FRAME_BUFFER_BYTES = 16 * 1024 * 1024
 
 
 def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -315,7 +312,7 @@ def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
         decoded = plan.image.decode(index, payload, out=out[slot[whole], b:b + 1, y0[whole]:y1[whole],
                                                             x0[whole]:x1[whole]])[0]
     else:
-        decoded = plan.image.decode(index, payload, out=_cut_frame_buffer(plan.shapes[i], out.dtype))[0]
+        decoded = plan.image.decode(index, payload, out=frame_buffer(plan.shapes[i], out.dtype))[0]
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
             out[slot[j], band[j], y0[j]:y1[j], x0[j]:x1[j]] = decoded[fy0[j]:fy1[j], fx0[j]:fx1[j]]
@@ -330,32 +327,10 @@ def _decode_cell_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
     if whole >= 0:
         decoded = plan.image.decode(index, payload, out=out[slot[whole], :, y0[whole]:y1[whole], x0[whole]:x1[whole]])
     else:
-        decoded = plan.image.decode(index, payload, out=_cut_frame_buffer(plan.shapes[i], out.dtype))
+        decoded = plan.image.decode(index, payload, out=frame_buffer(plan.shapes[i], out.dtype))
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
             out[slot[j], :, y0[j]:y1[j], x0[j]:x1[j]] = decoded[bands, fy0[j]:fy1[j], fx0[j]:fx1[j]]
 
 
-_cut_frames = threading.local()
-
-
-def _cut_frame_buffer(shape: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:
-    """This thread's array of ``shape`` for a frame the batch wants only parts of.
-
-    The parts are copied out before the thread decodes its next frame, so one
-    buffer a thread is enough; decoding into memory the process already uses
-    keeps a chip near the cost of decoding its frames, as
-    ``reading.image.frame_buffer`` does for single windows (that module
-    imports this one, so this one keeps a buffer of its own).
-    """
-    size = math.prod(shape) * dtype.itemsize
-    if size > CUT_FRAME_BUFFER_BYTES:
-        return np.empty(shape, dtype)
-    buffer = getattr(_cut_frames, "buffer", None)
-    if buffer is None or buffer.size < size:
-        # uint64 storage keeps it 8-byte aligned, so the decoder writes straight into it
-        buffer = _cut_frames.buffer = np.empty(-(-size // 8), np.uint64).view(np.uint8)
-    return buffer[:size].view(dtype).reshape(shape)
-
-
-__all__ = ["CUT_FRAME_BUFFER_BYTES", "LOCAL_FETCH_BYTES", "REMOTE_FETCHES_AT_ONCE", "read_windows"]
+__all__ = ["LOCAL_FETCH_BYTES", "REMOTE_FETCHES_AT_ONCE", "read_windows"]

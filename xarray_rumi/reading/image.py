@@ -5,7 +5,7 @@ lazily), ``RumiImage.read``, validation.  A read fetches the frames a
 selection touches in batches of byte ranges and decodes them in parallel
 (the decoder releases the GIL): a frame the selection holds whole straight
 into its place in the result, a frame it cuts into its thread's frame buffer
-(:func:`frame_buffer`), from which the wanted part is copied.
+(:func:`~xarray_rumi.reading.buffers.frame_buffer`), from which the wanted part is copied.
 
 A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open
@@ -33,8 +33,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import math
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -50,6 +48,7 @@ from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
+from .buffers import frame_buffer
 from .checked import checked_blobs, pair_digest, version_key
 
 log = logging.getLogger(__name__)
@@ -60,9 +59,6 @@ log = logging.getLogger(__name__)
 DECODE_BATCH = 2 * 1024 * 1024
 #: Compressed bytes fetched together when frames are only checked, not placed (validation).
 READ_BATCH = 32 * 1024 * 1024
-#: Decoded bytes of the largest frame a thread keeps a buffer for, to decode frames of which a read
-#: wants only a part (see :func:`frame_buffer`); a larger frame is decoded into memory of its own.
-FRAME_BUFFER_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -418,33 +414,6 @@ def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
     return out
 
 
-_frame_buffers = threading.local()
-
-
-def frame_buffer(shape: tuple[int, int, int], dtype: np.dtype) -> np.ndarray:
-    """This thread's array of ``shape`` to decode a frame into when only a part of it is wanted.
-
-    A read copies its part out before the thread decodes the next frame, so
-    one buffer a thread is enough.  Decoding into memory the process already
-    uses, rather than a fresh frame each time, is what keeps a small window
-    near the cost of decoding its frames (docs/benchmarks.md, "Training
-    chips").  A frame over :data:`FRAME_BUFFER_BYTES` gets memory of its own.
-
-    >>> a = frame_buffer((1, 4, 4), np.dtype("uint16"))
-    >>> b = frame_buffer((2, 2, 2), np.dtype("uint8"))
-    >>> a.shape, b.shape, np.shares_memory(a, b), a.flags.c_contiguous and a.ctypes.data % 8 == 0
-    ((1, 4, 4), (2, 2, 2), True, True)
-    """
-    size = math.prod(shape) * dtype.itemsize
-    if size > FRAME_BUFFER_BYTES:
-        return np.empty(shape, dtype)
-    buffer = getattr(_frame_buffers, "buffer", None)
-    if buffer is None or buffer.size < size:
-        # uint64 storage keeps it 8-byte aligned, so the decoder writes straight into it
-        buffer = _frame_buffers.buffer = np.empty(-(-size // 8), np.uint64).view(np.uint8)
-    return buffer[:size].view(dtype).reshape(shape)
-
-
 def decode_all(jobs) -> None:
     """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each.
 
@@ -482,5 +451,4 @@ def _load_image(source, header, georeferencing, verify, checked, opened_size=Non
     return image
 
 
-__all__ = ["DECODE_BATCH", "FRAME_BUFFER_BYTES", "READ_BATCH", "RumiImage", "decode_all", "frame_buffer",
-           "read_windows"]
+__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]
