@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the project from its own files into fresh virtual environments and run
 # the README's test command twice: on Python 3.11 with the pinned versions
-# (ci/constraints.txt: what the README's command installs), and on Python 3.12
+# (ci/constraints.txt: what the README's command installs), and on Python 3.13
 # with the newest releases pip resolves, so a release of zarr, VirtualiZarr,
 # Icechunk or xarray that breaks us is seen the day it lands.
 # Used by .ci/run; runnable by hand from the repo root.
@@ -36,4 +36,4 @@ run_suite() {
 }
 
 run_suite pinned "$(python_for 3.11)" --constraint ci/constraints.txt
-run_suite newest "$(python_for 3.12)"
+run_suite newest "$(python_for 3.13)"
