@@ -119,6 +119,16 @@ def test_an_open_that_reads_asks_the_size_once_with_one_head(served):
     assert [r.method for r in server.requests].count("HEAD") == 1   # known from the open: not asked again
 
 
+def test_with_the_blobs_url_the_blob_and_the_files_version_are_asked_together(served):
+    """Two round trips in all: the blob and the file's HEAD at once, then the head and the tags with If-Match."""
+    server, url, header, _ = served
+    server.latency = 0.2   # long enough that a second request sent after the first answer would not overlap it
+    image = xarray_rumi.open_image(url, header=f"{url}.header")
+    stats = server.take_stats()
+    assert stats["requests"] == 3 and stats["peak_in_flight"] == 2
+    assert image.georeferencing.epsg == CRS
+
+
 def test_an_open_that_read_nothing_asks_the_files_version_once_before_its_first_read(served):
     """The version its reads keep to (the ETag, sent as If-Match): one HEAD per open and process, then none."""
     import pickle

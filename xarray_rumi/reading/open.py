@@ -42,6 +42,7 @@ from ..format.layout import (
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..io.source import ByteSource, FileEndedError, read_bytes
+from ..runtime.threads import cancel_or_wait, in_background
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
 
@@ -102,13 +103,23 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
         if claimed_by is not None and verify:
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
-    blob = load_header(header, storage_options, limits, retry)
+    # The size is asked anyway (below); asked first, it fixes the version every read keeps to.  With the blob
+    # in another object, it is asked while the blob is fetched: one round trip for both, not two in a row.
+    pinning = in_background(pin_file, source) if supplied is None and verify and _fetched(header, source) else None
+    try:
+        blob = load_header(header, storage_options, limits, retry)
+    except BaseException:
+        if pinning is not None:
+            cancel_or_wait(pinning)
+        raise
     if supplied is not None:
         # nothing read, so nothing checked yet: the first frame read checks the blob and the claim
         return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
     if verify:
-        # The size is asked anyway (below); asked first, it fixes the version every read keeps to.
-        pin_file(source)
+        if pinning is not None:
+            pinning.result()
+        else:
+            pin_file(source)
     supplied = read_georeferencing(source, blob, check_blob=verify)
     return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
@@ -120,6 +131,11 @@ def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY)
     if all(hasattr(path, name) for name in ("url", "read", "read_many")):
         return path
     raise TypeError(f"a rumi image opens from a path, an fsspec URL or a byte source, not {type(path).__name__}")
+
+
+def _fetched(header, source) -> bool:
+    """Whether opening fetches both the blob (a path or URL) and the remote file's version: two requests."""
+    return isinstance(header, (str, os.PathLike)) and not getattr(source, "is_local", True)
 
 
 def pin_file(source):
