@@ -50,6 +50,7 @@ from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
+from . import readahead
 from .checked import checked_blobs, pair_digest, version_key
 
 log = logging.getLogger(__name__)
@@ -326,10 +327,10 @@ class RumiImage:
         """A contiguous ``(band, y, x)`` window (what every Dask chunk asks for)."""
         frame = self._frame_at(bands, rows, cols)
         if frame is not None:
-            # The window is exactly one frame: one range read, and the decoded frame
-            # is the result as it is, with no copy into an output array.
-            (payload,) = self.fetch(*([v] for v in self.frame_range(frame)))
-            return self.decode(frame, payload)
+            # The window is exactly one frame (a chunks={} task): one range read, or remotely
+            # a share of a read-ahead with the tasks of its neighbours; the decoded frame is
+            # the result as it is, with no copy into an output array.
+            return self.decode(frame, readahead.read_frame(self, frame))
         window = (bands, rows, cols)
         out = np.empty(tuple(len(r) for r in window), self.sample_type.dtype)
         decode_all([self.window_job(window, out)])
