@@ -165,7 +165,7 @@ class RumiImage:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
-    def fetch(self, starts, stops) -> list[bytes]:
+    def fetch(self, starts, stops, *, max_gap: int | None = None) -> list[bytes]:
         """The bytes ``[starts[i], stops[i])`` of frames, once the blob is known to match the file.
 
         On this process's first read of a blob not yet checked, the file's IFD
@@ -174,9 +174,11 @@ class RumiImage:
         extra round trip.  Threads that meet an unchecked blob together fetch
         their frames meanwhile and wait for one thread's verdict.  A frame
         past the end of the file is ``frames.truncated``, naming it.
+        ``max_gap`` bounds the bytes between remote ranges that a merged
+        request reads through (the read engine's own bound when ``None``).
         """
         try:
-            return self._fetch(starts, stops)
+            return self._fetch(starts, stops, {} if max_gap is None else {"max_gap": max_gap})
         except FileEndedError as ended:
             raise self.truncated(ended) from None
 
@@ -217,26 +219,27 @@ class RumiImage:
         pin = getattr(self.source, "pin", None)
         return pin() if pin is not None else None
 
-    def _fetch(self, starts, stops) -> list[bytes]:
+    def _fetch(self, starts, stops, gap: dict) -> list[bytes]:
         if not self.verify:
-            return self._read_ranges(starts, stops)
+            return self._read_ranges(starts, stops, gap)
         self._pin_file()
         if self.blob_key in checked_blobs:
-            return self._read_ranges(starts, stops)
+            return self._read_ranges(starts, stops, gap)
         key = self.blob_key
         lock = checked_blobs.lock_for(key)
         if not lock.acquire(blocking=False):
-            payloads = self._read_ranges(starts, stops)
+            payloads = self._read_ranges(starts, stops, gap)
             with lock:
                 if key not in checked_blobs:  # the checking thread failed: check here, to raise its error
                     self.check_blob()
             return payloads
         try:
             if key in checked_blobs:
-                return self._read_ranges(starts, stops)
+                return self._read_ranges(starts, stops, gap)
             checks = self._head_ranges()
             # The head goes last, so a failing read names a frame's range first.
-            payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)])
+            payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)],
+                                             **gap)
             self._check_head(*payloads[len(payloads) - len(checks):])
             return payloads[:len(payloads) - len(checks)]
         finally:
@@ -270,10 +273,10 @@ class RumiImage:
             raise
         checked_blobs.add(self.blob_key)
 
-    def _read_ranges(self, starts, stops) -> list[bytes]:
+    def _read_ranges(self, starts, stops, gap: dict) -> list[bytes]:
         if len(starts) == 1:  # one range is one plain read (cat_file remotely)
             return [self.source.read(int(starts[0]), int(stops[0]))]
-        return self.source.read_many(starts, stops)
+        return self.source.read_many(starts, stops, **gap)
 
     def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
         """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` a batch.

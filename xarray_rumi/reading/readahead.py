@@ -35,14 +35,18 @@ import os
 import threading
 from collections import OrderedDict
 
+from ..io.engine import MAX_GAP
+
 #: Compressed bytes one read-ahead fetches at most (its own frame aside): 32 frames of 256 KiB,
 #: in one round trip of the engine's requests (at most 32 in flight).  docs/benchmarks.md,
 #: "Remote reads", has the measurements that chose it.
 READ_AHEAD_BYTES = 8 * 1024 * 1024
 #: Compressed bytes the process keeps of frames read ahead and not yet taken.
 CACHE_BYTES = 64 * 1024 * 1024
-#: Frames asked for that a process remembers, to tell a sweep from frames read alone.
-RECENT_FRAMES = 256
+#: Frames asked for lately that a process remembers: a sweep is told from frames read alone by
+#: them, and stops at them (Dask's order goes back and forth within a few dozen tasks).  Few
+#: enough that a second compute of the same image, hundreds of frames later, reads ahead again.
+RECENT_FRAMES = 64
 
 
 class ReadAhead:
@@ -163,8 +167,7 @@ class ReadAhead:
 
     def _plan(self, key, frame: int, grid, byte_count) -> list[int]:
         """The frames to fetch after ``frame``: the sweep's next ones along its band, or none."""
-        return sweep_ahead(grid, frame, lambda k: self._seen(key, k),
-                           lambda k: (key, k) in self._pending or (key, k) in self._cached,
+        return sweep_ahead(grid, frame, lambda k: self._seen(key, k), lambda k: self._seen(key, k),
                            byte_count, self.read_ahead_bytes)
 
 
@@ -174,7 +177,7 @@ def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> lis
     A sweep is two frames in a row just before ``frame`` along its band (in
     raster order of grid positions, either way) both ``seen``.  The frames
     returned follow ``frame`` in the sweep's direction, stopping at one
-    ``held`` (in flight or cached), after ``max_bytes`` (``byte_count(k)``
+    ``held`` (asked for lately, in flight or cached), after ``max_bytes`` (``byte_count(k)``
     each) and at the end of ``frame``'s frame row, unless the sweep came into
     the row across its edge: whole rows are then being read, and it goes on
     across rows.
@@ -235,7 +238,12 @@ def read_frame(image, frame: int) -> bytes:
 
     def fetch(frames: list[int]) -> list[bytes]:
         starts, stops = header.ranges(frames)
-        return image.fetch(starts, stops)
+        if len(frames) == 1:
+            return image.fetch(starts, stops)  # as without read-ahead
+        # Along a band of tile frames the gaps are other bands' frames, which the sweep does not
+        # want (Dask reads band after band): a gap is read through only when smaller than any
+        # frame (the blob's head and tags beside a first frame), never across a whole frame.
+        return image.fetch(starts, stops, max_gap=min(MAX_GAP, max(0, header.count_min - 1)))
 
     return shared.take(key, frame, image.grid, header.byte_count, fetch)
 
