@@ -37,10 +37,11 @@ from collections import OrderedDict
 
 from ..io.engine import MAX_GAP
 
-#: Compressed bytes one read-ahead fetches at most (its own frame aside): 32 frames of 256 KiB,
-#: in one round trip of the engine's requests (at most 32 in flight).  docs/benchmarks.md,
-#: "Remote reads", has the measurements that chose it.
-READ_AHEAD_BYTES = 8 * 1024 * 1024
+#: Compressed bytes one read-ahead fetches at most (its own frame aside): a band of 4096 px in
+#: 512 px uint16 frames (64 of 256 KiB), two waves of the engine's 32 requests in flight.  At
+#: 50 ms, 2 MiB / 8 MiB / 16 MiB took a chunks={} read in 2.7 / 1.6 / 1.2 s (docs/benchmarks.md,
+#: "Remote reads"); the cache bound leaves room for a few such sweeps at once.
+READ_AHEAD_BYTES = 16 * 1024 * 1024
 #: Compressed bytes the process keeps of frames read ahead and not yet taken.
 CACHE_BYTES = 64 * 1024 * 1024
 #: Frames asked for lately that a process remembers: a sweep is told from frames read alone by
@@ -174,8 +175,9 @@ class ReadAhead:
 def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> list[int]:
     """The frames of ``frame``'s band a sweep reaching ``frame`` reads next, in order; none without a sweep.
 
-    A sweep is two frames in a row just before ``frame`` along its band (in
-    raster order of grid positions, either way) both ``seen``.  The frames
+    A sweep is two frames in a row just before ``frame`` in a sweep's order
+    (the band's positions in raster order, bands one after the other; either
+    way) both ``seen``.  The frames
     returned follow ``frame`` in the sweep's direction, stopping at one
     ``held`` (asked for lately, in flight or cached), after ``max_bytes`` (``byte_count(k)``
     each) and at the end of ``frame``'s frame row, unless the sweep came into
@@ -187,17 +189,18 @@ def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> lis
     >>> seen = {31, 29}.__contains__                 # band 1 at positions 15, 14 (the last row, from its end)
     >>> sweep_ahead(grid, 27, seen, lambda k: False, lambda k: 10, 1000)   # position 13: the rest of the row
     [25]
-    >>> sweep_ahead(grid, 23, {27, 25}.__contains__, lambda k: False, lambda k: 10, 45)  # entered at the edge
+    >>> sweep_ahead(grid, 23, {27, 25}.__contains__, lambda k: False, lambda k: 10, 45)  # came in at the edge
     [21, 19, 17, 15]
     >>> sweep_ahead(grid, 27, {31}.__contains__, lambda k: False, lambda k: 10, 1000)     # one frame: no sweep
     []
+    >>> sweep_ahead(grid, 30, {1, 3}.__contains__, lambda k: False, lambda k: 10, 25)  # band 1 done: on to band 0
+    [28, 26]
     """
     step = grid.frames_per_position
     position, positions, across = frame // step, grid.positions, grid.tiles_across
     exists = lambda p: 0 <= p < positions  # noqa: E731
     for direction in (-1, 1):
-        before = [position - direction, position - 2 * direction]
-        if all(exists(p) and seen(frame + (p - position) * step) for p in before):
+        if all(_seen_before(grid, frame, -direction * back, seen) for back in (1, 2)):
             break
     else:
         return []
@@ -214,6 +217,21 @@ def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> lis
         ahead.append(k)
         p += direction
     return ahead
+
+
+def _seen_before(grid, frame: int, back: int, seen) -> bool:
+    """Whether the frame ``back`` places before ``frame`` in a sweep's order was ``seen``.
+
+    The order is the band's positions in raster order, bands one after the other
+    (Dask's order for a band-major array), so a sweep that ends one band goes on
+    into the next without frames read alone.
+    """
+    step, positions = grid.frames_per_position, grid.positions
+    band, position = frame % step, frame // step
+    place = band * positions + position + back
+    if not 0 <= place < step * positions:
+        return False
+    return seen((place % positions) * step + place // positions)
 
 
 #: This process's frames read ahead.
