@@ -18,8 +18,12 @@ import xarray as xr
 import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.grid import FrameGrid
-from xarray_rumi.reading import readahead
-from xarray_rumi.reading.readahead import ReadAhead
+from xarray_rumi.reading import image as image_module
+
+# The module the reader uses: pytest's doctest collection (--import-mode=importlib) may import
+# another copy of xarray_rumi/reading/readahead.py under the same name.
+readahead = image_module.readahead
+ReadAhead = readahead.ReadAhead
 
 SHAPE, TILE = (2, 256, 256), 32  # 8 x 8 positions: 128 tile frames, 64 cell frames
 
@@ -194,3 +198,19 @@ def test_local_reads_send_nothing_through_the_read_ahead(tmp_path, monkeypatch):
     ds = xr.open_dataset(tmp_path / "scene.rumi", engine="rumi", header=blob, georeferencing=False, chunks={})
     np.testing.assert_array_equal(ds.band_data.compute(scheduler="threads", num_workers=2).values, values)
     assert len(readahead.shared) == 0
+
+
+def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
+    """Half through a read-ahead over whole rows, the task taking the marked frame fetches the next span."""
+    grid = FrameGrid(64, 48, 16, 16, 1)  # one band, 3 rows of 4 frames
+    ahead, sent = ReadAhead(read_ahead_bytes=400), []
+
+    def fetch(frames):
+        sent.append(frames)
+        return [b"%d" % k for k in frames]
+
+    got = [ahead.take(b"key", k, grid, lambda k: 100, fetch) for k in range(11, -1, -1)]
+    assert got == [b"%d" % k for k in range(11, -1, -1)]
+    # lone frames, the rest of the row, then whole rows: frame 4 (half through 6-3) fetched 2-0
+    assert sent == [[11], [10], [9, 8], [7, 6, 5, 4, 3], [2, 1, 0]]
+    assert len(ahead) == 0

@@ -17,7 +17,10 @@ a small per-process cache until their own tasks take them:
 - a read-ahead stays on the frame's band (a read of one band reads no other)
   and in its frame row, unless the sweep entered the row at its edge (whole
   rows are being read): then it runs across rows, up to :data:`READ_AHEAD_BYTES`;
-  a frame read alone (a chip, a column of frames) is no sweep and reads nothing more.
+  a frame read alone (a chip, a column of frames) is no sweep and reads nothing more;
+- a read-ahead over whole rows is read on when its sweep is half through it:
+  the task taking the frame at its middle fetches the next span of the band,
+  while the other tasks decode the frames still held.
 
 The cache is keyed by the image's :attr:`~xarray_rumi.reading.image.RumiImage.blob_key`
 (address, storage options, blob and the **version** of the file its reads
@@ -83,6 +86,7 @@ class ReadAhead:
         self._bytes = 0
         self._pending: dict = {}                    # (key, frame) -> Event set when its fetch ends
         self._recent: OrderedDict = OrderedDict()   # (key, frame) asked for lately
+        self._refills: dict = {}                    # (key, frame) -> (last frame read ahead, direction)
 
     @property
     def cached_bytes(self) -> int:
@@ -99,21 +103,24 @@ class ReadAhead:
             self._bytes = 0
 
     def take(self, key: bytes, frame: int, grid, byte_count, fetch) -> bytes:
-        ahead = None  # the frames this call reads ahead, if it fetches
+        ahead, refill = None, None  # what this call fetches, if it fetches
         with self._lock:
             self._note(key, frame)
             found = self._pop(key, frame)
             if found is not None:
-                return found
-            event = self._pending.get((key, frame))
-            if event is None:
-                ahead = self._plan(key, frame, grid, byte_count)
-                event = threading.Event()
-                for k in (frame, *ahead):
-                    self._pending[(key, k)] = event
-        return self._wait_or_fetch(key, frame, ahead, event, fetch)
+                refill = self._plan_refill(key, frame, grid, byte_count)
+            else:
+                event = self._pending.get((key, frame))
+                if event is None:
+                    ahead = self._plan(key, frame, grid, byte_count)
+                    event = self._hold(key, [frame, *ahead])
+        if found is not None:
+            if refill is not None:
+                self._refill(key, grid, *refill, fetch)
+            return found
+        return self._wait_or_fetch(key, frame, grid, ahead, event, fetch)
 
-    def _wait_or_fetch(self, key, frame, ahead, event, fetch) -> bytes:
+    def _wait_or_fetch(self, key, frame, grid, ahead, event, fetch) -> bytes:
         if ahead is None:  # another thread's fetch holds this frame
             event.wait()
             with self._lock:
@@ -129,18 +136,56 @@ class ReadAhead:
             # The read-ahead failed, perhaps for another frame's sake: this frame alone, as
             # without read-ahead, so the task sees its own bytes or its own error.
             return fetch([frame])[0]
-        self._settle(key, [frame, *ahead], payloads, event)
+        self._settle(key, ahead, payloads[1:], event, also_done=[frame])
+        self._mark_refill(key, grid, frame, ahead)
         return payloads[0]
 
-    def _settle(self, key, frames, payloads, event) -> None:
-        """Keep the frames read ahead (all but the first), end their pending state, wake the waiters."""
+    def _hold(self, key, frames) -> threading.Event:
+        """Mark ``frames`` in flight under one new event (the lock is held)."""
+        event = threading.Event()
+        for k in frames:
+            self._pending[(key, k)] = event
+        return event
+
+    def _settle(self, key, frames, payloads, event, also_done=()) -> None:
+        """Keep ``frames``' payloads, end their pending state (and ``also_done``'s), wake the waiters."""
         with self._lock:
-            for k, payload in zip(frames[1:], payloads[1:]):
+            for k, payload in zip(frames, payloads):
                 self._keep(key, k, payload)
-            for k in frames:
+            for k in (*also_done, *frames):
                 if self._pending.get((key, k)) is event:
                     del self._pending[(key, k)]
         event.set()
+
+    def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
+        """A read-ahead over whole rows is read on when its sweep is half through it: fetching overlaps decoding."""
+        step, across = grid.frames_per_position, grid.tiles_across
+        if not ahead or (frame // step) // across == (ahead[-1] // step) // across:
+            return  # within one row: whether the sweep goes on is not known
+        direction = 1 if ahead[-1] > frame else -1
+        with self._lock:
+            if len(self._refills) > 4096:  # marks of frames dropped unread
+                self._refills.clear()
+            self._refills[(key, ahead[len(ahead) // 2])] = (ahead[-1], direction)
+
+    def _plan_refill(self, key, frame, grid, byte_count):
+        """``(frames, event)`` to read on from a marked frame just taken, or ``None`` (the lock is held)."""
+        mark = self._refills.pop((key, frame), None)
+        if mark is None:
+            return None
+        last, direction = mark
+        more = along_band(grid, last, direction, lambda k: self._seen(key, k), byte_count, self.read_ahead_bytes,
+                          across_rows=True)
+        return (last, more, self._hold(key, more)) if more else None
+
+    def _refill(self, key, grid, last, more, event, fetch) -> None:
+        try:
+            payloads = fetch(more)
+        except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
+            payloads = []
+        self._settle(key, more, payloads, event)
+        if payloads:
+            self._mark_refill(key, grid, last, more)
 
     def _note(self, key, frame) -> None:
         self._recent[(key, frame)] = None
@@ -198,16 +243,31 @@ def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> lis
     """
     step = grid.frames_per_position
     position, positions, across = frame // step, grid.positions, grid.tiles_across
-    exists = lambda p: 0 <= p < positions  # noqa: E731
     for direction in (-1, 1):
         if all(_seen_before(grid, frame, -direction * back, seen) for back in (1, 2)):
             break
     else:
         return []
     column = position % across
-    entered_at_edge = column == (across - 1 if direction < 0 else 0)
+    came_in_at_edge = column == (across - 1 if direction < 0 else 0)
+    return along_band(grid, frame, direction, held, byte_count, max_bytes, across_rows=came_in_at_edge)
+
+
+def along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: int, *, across_rows: bool) -> list[int]:
+    """The frames after ``frame`` along its band in ``direction`` (+1/-1 position), up to one ``held``.
+
+    At most ``max_bytes`` of them (at least one), within ``frame``'s frame row
+    unless ``across_rows``.
+
+    >>> from xarray_rumi.format.grid import FrameGrid
+    >>> grid = FrameGrid(64, 64, 16, 16, 2)
+    >>> along_band(grid, 4, 1, lambda k: k == 14, lambda k: 10, 1000, across_rows=True)
+    [6, 8, 10, 12]
+    """
+    step, positions, across = grid.frames_per_position, grid.positions, grid.tiles_across
+    position = frame // step
     ahead, total, p = [], 0, position + direction
-    while exists(p) and (entered_at_edge or p // across == position // across):
+    while 0 <= p < positions and (across_rows or p // across == position // across):
         k = frame + (p - position) * step
         if held(k):
             break
@@ -278,4 +338,5 @@ def _key(image) -> bytes | None:
     return image.blob_key
 
 
-__all__ = ["CACHE_BYTES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "ReadAhead", "read_frame", "shared", "sweep_ahead"]
+__all__ = ["CACHE_BYTES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "ReadAhead", "along_band", "read_frame", "shared",
+           "sweep_ahead"]
