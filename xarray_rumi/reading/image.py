@@ -6,6 +6,8 @@ selection touches in batches of byte ranges and decodes them in parallel
 (the decoder releases the GIL): a frame the selection holds whole straight
 into its place in the result, a frame it cuts into its thread's frame buffer
 (:func:`frame_buffer`), from which the wanted part is copied.
+Remotely, a read of exactly one frame (a ``chunks={}`` task) shares fetches
+with the reads of its neighbours (:mod:`xarray_rumi.reading.readahead`).
 
 A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open

@@ -129,9 +129,9 @@ class ReadAhead:
             return found if found is not None else fetch([frame])[0]
         try:
             payloads = fetch([frame, *ahead])
-        except Exception:
-            self._settle(key, [frame, *ahead], [], event)
-            if not ahead:
+        except BaseException as exc:
+            self._settle(key, [frame, *ahead], [], event)  # never leave a waiter waiting
+            if not ahead or not isinstance(exc, Exception):
                 raise
             # The read-ahead failed, perhaps for another frame's sake: this frame alone, as
             # without read-ahead, so the task sees its own bytes or its own error.
@@ -183,6 +183,9 @@ class ReadAhead:
             payloads = fetch(more)
         except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
             payloads = []
+        except BaseException:
+            self._settle(key, more, [], event)  # never leave a waiter waiting
+            raise
         self._settle(key, more, payloads, event)
         if payloads:
             self._mark_refill(key, grid, last, more)
