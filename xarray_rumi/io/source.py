@@ -38,7 +38,7 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
-from .engine import fetch_ranges
+from .engine import MAX_GAP, fetch_ranges
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
@@ -329,10 +329,11 @@ class ByteSource:
 
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
-    def read_many(self, starts, stops) -> list[bytes]:
+    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP) -> list[bytes]:
         """Several exact ranges; remote ones through the read engine (:mod:`xarray_rumi.io.engine`).
 
-        Remotely, neighbouring ranges share merged requests, sent together;
+        Remotely, neighbouring ranges share merged requests, sent together
+        (ranges at most ``max_gap`` bytes apart too: ``0`` reads no byte not asked for);
         only the ranges of requests that failed are asked for again, under one
         :class:`RetryPolicy` for the batch; a range past the end of the file
         (:class:`FileEndedError`) fails the batch at once.
@@ -350,7 +351,7 @@ class ByteSource:
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
             got = fetch_ranges(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
-                               request_options=self._request_kwargs(fs))
+                               max_gap=max_gap, request_options=self._request_kwargs(fs))
             failure, sizes = None, []
             for i, answer in zip(missing, got):
                 try:

@@ -6,6 +6,8 @@ selection touches in batches of byte ranges and decodes them in parallel
 (the decoder releases the GIL): a frame the selection holds whole straight
 into its place in the result, a frame it cuts into its thread's frame buffer
 (:func:`~xarray_rumi.reading.buffers.frame_buffer`), from which the wanted part is copied.
+Remotely, a read of exactly one frame (a ``chunks={}`` task) shares fetches
+with the reads of its neighbours (:mod:`xarray_rumi.reading.readahead`).
 
 A blob is checked against the fixed head of its file's IFD (the first 252
 bytes) before any pixel read through it is returned: at open when the open
@@ -48,6 +50,7 @@ from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.threads import share_work
+from . import readahead
 from .buffers import frame_buffer
 from .checked import checked_blobs, pair_digest, version_key
 
@@ -160,7 +163,7 @@ class RumiImage:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
-    def fetch(self, starts, stops) -> list[bytes]:
+    def fetch(self, starts, stops, *, max_gap: int | None = None) -> list[bytes]:
         """The bytes ``[starts[i], stops[i])`` of frames, once the blob is known to match the file.
 
         On this process's first read of a blob not yet checked, the file's IFD
@@ -169,9 +172,11 @@ class RumiImage:
         extra round trip.  Threads that meet an unchecked blob together fetch
         their frames meanwhile and wait for one thread's verdict.  A frame
         past the end of the file is ``frames.truncated``, naming it.
+        ``max_gap`` bounds the bytes between remote ranges that a merged
+        request reads through (the read engine's own bound when ``None``).
         """
         try:
-            return self._fetch(starts, stops)
+            return self._fetch(starts, stops, {} if max_gap is None else {"max_gap": max_gap})
         except FileEndedError as ended:
             raise self.truncated(ended) from None
 
@@ -212,26 +217,27 @@ class RumiImage:
         pin = getattr(self.source, "pin", None)
         return pin() if pin is not None else None
 
-    def _fetch(self, starts, stops) -> list[bytes]:
+    def _fetch(self, starts, stops, gap: dict) -> list[bytes]:
         if not self.verify:
-            return self._read_ranges(starts, stops)
+            return self._read_ranges(starts, stops, gap)
         self._pin_file()
         if self.blob_key in checked_blobs:
-            return self._read_ranges(starts, stops)
+            return self._read_ranges(starts, stops, gap)
         key = self.blob_key
         lock = checked_blobs.lock_for(key)
         if not lock.acquire(blocking=False):
-            payloads = self._read_ranges(starts, stops)
+            payloads = self._read_ranges(starts, stops, gap)
             with lock:
                 if key not in checked_blobs:  # the checking thread failed: check here, to raise its error
                     self.check_blob()
             return payloads
         try:
             if key in checked_blobs:
-                return self._read_ranges(starts, stops)
+                return self._read_ranges(starts, stops, gap)
             checks = self._head_ranges()
             # The head goes last, so a failing read names a frame's range first.
-            payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)])
+            payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)],
+                                             **gap)
             self._check_head(*payloads[len(payloads) - len(checks):])
             return payloads[:len(payloads) - len(checks)]
         finally:
@@ -265,10 +271,10 @@ class RumiImage:
             raise
         checked_blobs.add(self.blob_key)
 
-    def _read_ranges(self, starts, stops) -> list[bytes]:
+    def _read_ranges(self, starts, stops, gap: dict) -> list[bytes]:
         if len(starts) == 1:  # one range is one plain read (cat_file remotely)
             return [self.source.read(int(starts[0]), int(stops[0]))]
-        return self.source.read_many(starts, stops)
+        return self.source.read_many(starts, stops, **gap)
 
     def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
         """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` a batch.
@@ -322,10 +328,10 @@ class RumiImage:
         """A contiguous ``(band, y, x)`` window (what every Dask chunk asks for)."""
         frame = self._frame_at(bands, rows, cols)
         if frame is not None:
-            # The window is exactly one frame: one range read, and the decoded frame
-            # is the result as it is, with no copy into an output array.
-            (payload,) = self.fetch(*([v] for v in self.frame_range(frame)))
-            return self.decode(frame, payload)
+            # The window is exactly one frame (a chunks={} task): one range read, or remotely
+            # a share of a read-ahead with the tasks of its neighbours; the decoded frame is
+            # the result as it is, with no copy into an output array.
+            return self.decode(frame, readahead.read_frame(self, frame))
         window = (bands, rows, cols)
         out = np.empty(tuple(len(r) for r in window), self.sample_type.dtype)
         decode_all([self.window_job(window, out)])

@@ -1,0 +1,216 @@
+"""Read-ahead of remote whole-frame reads (:mod:`xarray_rumi.reading.readahead`), counted on a Range server.
+
+A ``chunks={}`` compute of a remote file reads its frames in few requests;
+tasks meeting a fetch in flight wait for it; the cache keeps to the file's
+version, to its bytes bound, to its process; local reads never touch it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import xarray_rumi
+from xarray_rumi import RumiFormatError
+from xarray_rumi.format.grid import FrameGrid
+from xarray_rumi.reading import image as image_module
+
+# The module the reader uses: pytest's doctest collection (--import-mode=importlib) may import
+# another copy of xarray_rumi/reading/readahead.py under the same name.
+readahead = image_module.readahead
+ReadAhead = readahead.ReadAhead
+
+SHAPE, TILE = (2, 256, 256), 32  # 8 x 8 positions: 128 tile frames, 64 cell frames
+
+
+def _values(shape=SHAPE, seed=0):
+    y, x = np.mgrid[0:shape[1], 0:shape[2]]
+    noise = np.random.default_rng(seed).integers(0, 50, shape)
+    return (np.stack([y * 3 + x * (b + 1) for b in range(shape[0])]) + noise).astype("uint16")
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    readahead.shared.clear()
+    yield
+    readahead.shared.clear()
+
+
+@pytest.fixture(params=["tile", "cell", "tile-one-band"])
+def served(request, http_server):
+    """``(server, url, blob, values)``: 2 bands in tile or cell frames, or one band in tile frames."""
+    values = _values((1, *SHAPE[1:])) if request.param == "tile-one-band" else _values()
+    unit = request.param.split("-")[0]
+    blob = xarray_rumi.write(f"{http_server.root}/scene.rumi", values, tile_size=TILE, frame_unit=unit)
+    return http_server, f"{http_server.url}/scene.rumi", blob, values
+
+
+def _gets(server):
+    return [r for r in server.requests if r.method == "GET"]
+
+
+def _assert_no_frame_twice(gets):
+    # The request that checks the blob starts at byte 0 and may read through frames, as the engine merges.
+    ranges = sorted(r.range for r in gets if r.range[0] != 0)
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 16])
+def test_a_chunks_per_frame_read_of_a_remote_file_asks_for_each_frame_once_in_few_requests(served, workers):
+    server, url, blob, values = served
+    data = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, chunks={}).band_data.data
+    frames, grid = data.npartitions, xarray_rumi.open_image(url, header=blob, georeferencing=False).grid
+    server.requests.clear()
+    np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=workers), values)
+    gets = _gets(server)
+    _assert_no_frame_twice(gets)
+    if grid.frames_per_position == 1:
+        # A band's frames lie together: the read-ahead's requests merge.  Before it: one GET per frame.
+        # The few: the lone frames before each sweep is seen, and the blob's check.
+        assert len(gets) <= frames // 8 + 8
+    else:
+        # Tile frames of several bands: a band's frames lie apart, each its own request (the
+        # bytes between are other bands', not read), but a read-ahead's requests go out together.
+        assert len(gets) <= frames + 1
+    assert len(readahead.shared) == 0  # every frame read ahead was taken by its task
+
+
+def test_tasks_meeting_a_fetch_in_flight_wait_for_it_and_send_nothing():
+    grid = FrameGrid(64, 16, 16, 16, 1)  # one band, a row of 4 frames
+    ahead, sent, release = ReadAhead(), [], threading.Event()
+
+    def fetch(frames):
+        sent.append(frames)
+        if 2 in frames:
+            release.wait(10)
+        return [b"frame %d" % k for k in frames]
+
+    for k in (0, 1):
+        ahead.take(b"key", k, grid, lambda k: 100, fetch)
+    got = {}
+    sweeping = threading.Thread(target=lambda: got.setdefault(2, ahead.take(b"key", 2, grid, lambda k: 100, fetch)))
+    sweeping.start()
+    while len(sent) < 3:  # the sweep's fetch of frames 2 and 3 is in flight
+        threading.Event().wait(0.001)
+    waiting = threading.Thread(target=lambda: got.setdefault(3, ahead.take(b"key", 3, grid, lambda k: 100, fetch)))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # waits for the fetch in flight
+    release.set()
+    sweeping.join(10)
+    waiting.join(10)
+    assert got == {2: b"frame 2", 3: b"frame 3"} and sent == [[0], [1], [2, 3]]
+    assert len(ahead) == 0
+
+
+def test_concurrent_tasks_ask_for_each_frame_once(served):
+    server, url, blob, values = served
+    server.latency = 0.02  # tasks pile up on fetches in flight
+    data = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, chunks={}).band_data.data
+    server.requests.clear()
+    np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=16), values)
+    _assert_no_frame_twice(_gets(server))
+
+
+def _sweep_one_row(image, row=0):
+    """Whole-frame reads of band 0's frame row ``row`` from its end: the sweep reads the row's start ahead."""
+    grid, out = image.grid, {}
+    for column in (grid.tiles_across - 1, grid.tiles_across - 2, grid.tiles_across - 3):
+        rows, cols = range(row * TILE, (row + 1) * TILE), range(column * TILE, (column + 1) * TILE)
+        out[column] = image.read_window(range(0, 1), rows, cols)
+    return out
+
+
+def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
+    values = _values((1, 64, 256))
+    path = f"{http_server.root}/scene.rumi"
+    blob = xarray_rumi.write(path, values, tile_size=TILE)  # one band, a row of 8 frames
+    url = f"{http_server.url}/scene.rumi"
+    _sweep_one_row(xarray_rumi.open_image(url, header=blob, georeferencing=False))
+    assert len(readahead.shared) == 5  # frames 0-4 read ahead
+    # The same file, frame 0 damaged in place: the same blob, another version (ETag).
+    image = xarray_rumi.open_image(url, header=blob, georeferencing=False)
+    start, stop = image.frame_range(0)
+    with open(path, "r+b") as f:
+        f.seek(start + (stop - start) // 2)
+        f.write(b"\xff" * 8)
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    replaced = xarray_rumi.open_image(url, header=blob, georeferencing=False)
+    with pytest.raises(RumiFormatError):
+        replaced.read(rows=slice(0, TILE), cols=slice(0, TILE))  # the new bytes, checked: never frame 0 as it was
+
+
+def test_the_cache_holds_no_more_than_its_bytes_bound():
+    grid = FrameGrid(160, 16, 16, 16, 1)  # one band, a row of 10 frames
+    ahead = ReadAhead(max_bytes=250)
+    sent = []
+
+    def fetch(frames):
+        sent.append(frames)
+        return [bytes(100) for _ in frames]
+
+    for k in (9, 8, 7):
+        ahead.take(b"key", k, grid, lambda k: 100, fetch)
+    assert sent[-1] == [7, 6, 5, 4, 3, 2, 1, 0]  # 700 bytes read ahead ...
+    assert ahead.cached_bytes == 200 and len(ahead) == 2  # ... the oldest dropped: 1 and 0 kept
+    ahead.take(b"key", 6, grid, lambda k: 100, fetch)
+    assert sent[-1][0] == 6  # a dropped frame is fetched again by its task
+
+
+def test_a_read_ahead_stays_in_its_bytes_and_its_row():
+    grid = FrameGrid(160, 32, 16, 16, 1)  # one band, 2 rows of 10 frames
+    seen = {19, 18}.__contains__
+    assert readahead.sweep_ahead(grid, 17, seen, lambda k: False, lambda k: 100, 350) == [16, 15, 14]
+    assert readahead.sweep_ahead(grid, 12, {19, 18, 13, 14}.__contains__, lambda k: False, lambda k: 100,
+                                 10**6) == [11, 10]  # the row's start: entered mid-row, it stops there
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="this platform cannot fork")
+def test_a_forked_child_starts_with_an_empty_cache():
+    grid = FrameGrid(64, 16, 16, 16, 1)
+    for k in (3, 2, 1):
+        readahead.shared.take(b"fork", k, grid, lambda k: 10, lambda frames: [bytes(10) for _ in frames])
+    assert len(readahead.shared) == 1
+    context = multiprocessing.get_context("fork")
+    ours, theirs = context.Pipe(duplex=False)
+    process = context.Process(target=lambda: theirs.send((len(readahead.shared), readahead.shared.cached_bytes)))
+    process.start()
+    assert ours.poll(60)
+    assert ours.recv() == (0, 0)
+    process.join(60)
+    assert len(readahead.shared) == 1  # the parent's are its own
+
+
+def test_local_reads_send_nothing_through_the_read_ahead(tmp_path, monkeypatch):
+    values = _values()
+    blob = xarray_rumi.write(tmp_path / "scene.rumi", values, tile_size=TILE)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a local read went through the read-ahead")
+
+    monkeypatch.setattr(readahead.shared, "take", refuse)
+    ds = xr.open_dataset(tmp_path / "scene.rumi", engine="rumi", header=blob, georeferencing=False, chunks={})
+    np.testing.assert_array_equal(ds.band_data.compute(scheduler="threads", num_workers=2).values, values)
+    assert len(readahead.shared) == 0
+
+
+def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
+    """Half through a read-ahead over whole rows, the task taking the marked frame fetches the next span."""
+    grid = FrameGrid(64, 48, 16, 16, 1)  # one band, 3 rows of 4 frames
+    ahead, sent = ReadAhead(read_ahead_bytes=400), []
+
+    def fetch(frames):
+        sent.append(frames)
+        return [b"%d" % k for k in frames]
+
+    got = [ahead.take(b"key", k, grid, lambda k: 100, fetch) for k in range(11, -1, -1)]
+    assert got == [b"%d" % k for k in range(11, -1, -1)]
+    # lone frames, the rest of the row, then whole rows: frame 4 (half through 6-3) fetched 2-0
+    assert sent == [[11], [10], [9, 8], [7, 6, 5, 4, 3], [2, 1, 0]]
+    assert len(ahead) == 0
