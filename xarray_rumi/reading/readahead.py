@@ -245,7 +245,7 @@ def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> lis
     [28, 26]
     """
     step = grid.frames_per_position
-    position, positions, across = frame // step, grid.positions, grid.tiles_across
+    position, across = frame // step, grid.tiles_across
     for direction in (-1, 1):
         if all(_seen_before(grid, frame, -direction * back, seen) for back in (1, 2)):
             break
