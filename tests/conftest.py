@@ -40,3 +40,15 @@ def unmerged_requests(monkeypatch):
     from xarray_rumi.io import engine, source
 
     monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1))
+
+
+@pytest.fixture
+def no_read_ahead(monkeypatch):
+    """Remote whole-frame reads fetch their own frame only, for tests that count what a check (not a sweep) asks.
+
+    Concurrent reads of neighbouring frames look like a sweep to the read-ahead, which then fetches
+    frames of the band that no read asked for (``xarray_rumi.reading.readahead``).
+    """
+    from xarray_rumi.reading import readahead
+
+    monkeypatch.setattr(readahead, "_key", lambda image: None)

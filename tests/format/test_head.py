@@ -83,7 +83,7 @@ def test_a_file_that_is_no_rumi_file_is_named_by_its_own_rule(scene, tmp_path):
         xr.open_dataset(other, engine="rumi", header=blob, georeferencing=False).band_data.values
 
 
-def test_threads_meeting_an_unchecked_blob_together_make_one_head_request(http_server):
+def test_threads_meeting_an_unchecked_blob_together_make_one_head_request(http_server, no_read_ahead):
     blob = xarray_rumi.write(f"{http_server.root}/scene.rumi", VALUES, tile_size=16, write_header=False)
     da = xr.open_dataset(f"{http_server.url}/scene.rumi", engine="rumi", header=blob,
                          georeferencing=False).band_data
