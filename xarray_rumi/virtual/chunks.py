@@ -302,11 +302,6 @@ def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, i
     (16, 4)
     """
     frame_version(data)
-    return _decompress_checked(data, limit)
-
-
-def _decompress_checked(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
-    """Decompress a chunk whose frame header has been checked."""
     # without a chunk shape, the same per-frame bound as every other decode
     return decode_elements(data, limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
 
