@@ -44,3 +44,15 @@ def test_installed_command(written):
     broken = save(path.parent, data[:-3], "cut.rumi")
     bad = subprocess.run([rumi, "validate", str(broken)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "frames.truncated" in bad.stdout and "Traceback" not in bad.stderr
+
+
+def test_a_damaged_frame_is_named_once(capsys, written):
+    path, _, data = written
+    from _rumi_bytes import tile_offsets
+
+    at = int(tile_offsets(data)[1])
+    damaged = save(path.parent, put(data, at, "<B", 0x28), "damaged.rumi")
+    status, out, _ = run(capsys, "validate", damaged)
+    assert status == 1
+    assert out.startswith(f"rumi validate: frame.openzl: frame 1 of {damaged}: the frame does not start with an OpenZL")
+    assert out.count("frame 1") == 1

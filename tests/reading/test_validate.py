@@ -189,3 +189,29 @@ def test_real_rasters(shared_data, tmp_path):
             if epsg:
                 assert image.georeferencing.epsg == epsg
                 assert image.georeferencing.transform == pytest.approx(transform)
+
+
+# -- error prefixes: a frame's error names the frame and the file once ----------------------------------------
+
+
+def _with_frame_1_damaged(tmp_path, written, how: str):
+    from _rumi_bytes import put, save, tile_offsets
+
+    data = written[2]
+    at = int(tile_offsets(data)[1])
+    if how == "not-openzl":
+        return save(tmp_path, put(data, at, "<B", 0x28), "damaged.rumi")
+    damaged = bytearray(data)
+    damaged[at + 8: at + 24] = bytes(16)  # past the frame header: the frame says it is OpenZL but does not decode
+    return save(tmp_path, bytes(damaged), "damaged.rumi")
+
+
+@pytest.mark.parametrize("how, rule", [("not-openzl", "frame.openzl"), ("payload", None)])
+def test_a_frame_error_names_the_frame_and_file_once(tmp_path, written, how, rule):
+    path = _with_frame_1_damaged(tmp_path, written, how)
+    with pytest.raises(RumiFormatError) as info:
+        xarray_rumi.validate(path)
+    error = info.value
+    assert rule is None or error.rule == rule
+    assert str(error).startswith(f"{error.rule}: frame 1 of {path}: ")
+    assert str(error).count("frame 1") == 1

@@ -45,14 +45,11 @@ def _check_frames(source: ByteSource, header) -> None:
     for k, payload in image.iter_payloads(np.arange(header.frame_count)):
         try:
             version = frame_version(payload)
-            if pinned is None:
-                pinned = version
-            elif version != pinned:
-                raise RumiFormatError(
-                    "frames.format-version",
-                    f"it uses OpenZL format version {version}, but frame 0 uses {pinned}; "
-                    "all frames must share one pinned version",
-                )
-            image.decode(k, payload)
         except RumiFormatError as exc:
-            raise RumiFormatError(exc.rule, f"frame {k}: {exc.detail}") from None
+            raise RumiFormatError(exc.rule, f"frame {k} of {source.url}: {exc.detail}") from None
+        if pinned is None:
+            pinned = version
+        elif version != pinned:
+            raise RumiFormatError("frames.format-version", f"frame {k} of {source.url} uses OpenZL format version "
+                                  f"{version}, but frame 0 uses {pinned}; all frames must share one pinned version")
+        image.decode(k, payload)  # a frame that does not decode is refused naming the frame and the file
