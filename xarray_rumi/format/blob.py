@@ -20,6 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import RumiFormatError
+from .container import refuse_later_blob
 from .dtypes import SAMPLE_TYPES, SampleType, sample_type
 from .grid import FrameGrid, FrameUnit
 from .layout import base_frame_offset
@@ -94,6 +95,14 @@ class Header:
     @classmethod
     def _from_fields(cls, blob: bytes, limits: Limits) -> Header:
         """What the first 28 bytes of ``blob`` claim, every rule on them checked; no residuals yet."""
+        try:
+            return cls._read_fields(blob, limits)
+        except RumiFormatError as refusal:
+            refuse_later_blob(blob, refusal)
+            raise
+
+    @classmethod
+    def _read_fields(cls, blob: bytes, limits: Limits) -> Header:
         if len(blob) < HEADER_SIZE:
             raise RumiFormatError("blob.size", f"a blob is at least {HEADER_SIZE} bytes, got {len(blob)}")
         (magic, version, width, length, tile_width, tile_length, spp,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RumiFormatError
+from .container import refuse_later_file
 from .dtypes import SampleType, sample_type
 from .geo import Georeferencing
 from .grid import FrameGrid, FrameUnit
@@ -299,6 +300,7 @@ def _check_file_kind(head: bytes) -> None:
     ...
     xarray_rumi.errors.RumiFormatError: file-profile.little-endian: not a rumi file: it does not begin with a TIFF header (II, got b'\\x89P')
     """
+    refuse_later_file(head)
     if not head:
         raise RumiFormatError("file-profile.truncated", "not a rumi file: the file is empty")
     if not (b"II".startswith(head[:2]) or b"MM".startswith(head[:2])):
