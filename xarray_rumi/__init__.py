@@ -19,6 +19,8 @@ from .io.retry import RetryPolicy
 from .reading.batch import read_windows
 from .reading.open import header_from_file, open_image
 from .reading.validate import validate
+from .writing.data_array import (BandLabelsNotStoredWarning, GcpsNotStoredWarning, NodataNotStoredWarning,
+                                 ScaleNotStoredWarning)
 from .writing.write import write
 
 try:
@@ -26,20 +28,25 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
-# Names whose modules pull in optional dependencies load on first use: name -> (module, the packages it needs).
+# Names whose modules pull in optional dependencies load on first use:
+# public name -> (module, name there, the packages it needs).
 _LAZY = {
-    "references": ("xarray_rumi.virtual.kerchunk", ("zarr", "numcodecs")),
-    "RumiParser": ("xarray_rumi.virtual.parser", ("zarr", "numcodecs")),
-    "open_cube": ("xarray_rumi.dataset.cube", ()),
-    "open_catalog": ("xarray_rumi.dataset.catalog", ()),
-    "open_collection": ("xarray_rumi.dataset.collection", ()),
+    "references": ("xarray_rumi.virtual.kerchunk", "references", ("zarr", "numcodecs")),
+    "RumiParser": ("xarray_rumi.virtual.parser", "RumiParser", ("zarr", "numcodecs")),
+    "open_cube": ("xarray_rumi.dataset.cube", "open_cube", ()),
+    "open_catalog": ("xarray_rumi.dataset.catalog", "open_catalog", ()),
+    "build_catalog": ("xarray_rumi.dataset.catalog", "build", ("pyarrow",)),
+    "open_collection": ("xarray_rumi.dataset.collection", "open_collection", ()),
+    "convert": ("xarray_rumi.writing.convert", "convert", ("rasterio", "rioxarray")),
 }
+
 
 def __getattr__(name):
     import importlib  # here, not at the top, so that it is no attribute of the package
 
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name][0]), name)
+        module, attribute, _ = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'xarray_rumi' has no attribute {name!r}")
 
 
@@ -55,8 +62,9 @@ def _installed(packages) -> bool:
 # Lazy names are listed only where their extra is installed: pydoc (help(xarray_rumi)) and
 # ``from xarray_rumi import *`` fetch every listed name and would fail on the others.
 __all__ = sorted([
-    "Georeferencing", "Limits", "RetryPolicy", "RumiFormatError", "__version__", "header_from_file", "open_image",
-    "read_windows", "validate", "write", *(name for name, (_, needs) in _LAZY.items() if _installed(needs)),
+    "BandLabelsNotStoredWarning", "GcpsNotStoredWarning", "Georeferencing", "Limits", "NodataNotStoredWarning",
+    "RetryPolicy", "RumiFormatError", "ScaleNotStoredWarning", "__version__", "header_from_file", "open_image",
+    "read_windows", "validate", "write", *(name for name, (_, _, needs) in _LAZY.items() if _installed(needs)),
 ])
 
 #: Submodules users reach by their names (``xarray_rumi.stac.item``); the rest are the package's inside.
