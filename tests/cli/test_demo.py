@@ -1,4 +1,4 @@
-"""`rumi demo [DIR]` works after a plain install (no extra) and writes where it is told."""
+"""`rumi demo [-o DIR]` works after a plain install (no extra) and writes where it is told."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from xarray_rumi.cli.demo import demo_raster
 
 
 def test_demo_writes_validates_and_reads_back_without_any_extra(tmp_path):
-    done = rumi_without(ZARR_EXTRA + GEO_EXTRA, "demo", tmp_path / "kept", cwd=tmp_path)
+    done = rumi_without(ZARR_EXTRA + GEO_EXTRA, "demo", "-o", tmp_path / "kept", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     out = done.stdout
@@ -44,7 +44,7 @@ def test_demo_writes_into_the_current_directory_and_leaves_nothing_elsewhere(tmp
 def test_demo_makes_its_folder_but_not_the_folders_above_it(tmp_path, capsys):
     from cli_runs import run
 
-    status, _, err = run(capsys, "demo", tmp_path / "missing" / "kept")
+    status, _, err = run(capsys, "demo", "-o", tmp_path / "missing" / "kept")
     assert status == 1
     assert err == (f"rumi demo: cannot write {tmp_path / 'missing' / 'kept'}: the folder {tmp_path / 'missing'} "
                    "does not exist (create it first)\n")

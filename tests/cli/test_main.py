@@ -21,7 +21,7 @@ from xarray_rumi.cli import READER_GONE, install_hint, main
 
 #: Each command that reads one rumi file, with the arguments that follow the file (an output where needed).
 READERS = {
-    "info": [], "validate": [], "header": [], "stac": [], "quicklook": ["out.png"], "refs": [],
+    "info": [], "validate": [], "header": [], "stac": [], "quicklook": ["-o", "out.png"], "refs": [],
 }
 
 
@@ -80,9 +80,9 @@ def test_refs_stops_at_the_first_unreadable_file(capsys, tmp_path, scene):
 
 @pytest.mark.parametrize("argv", [
     ["header", "{scene}", "-o", "{scene}/x.header"],  # a file where a directory should be: nothing can make it
-    ["quicklook", "{scene}", "{scene}/x.png"],
+    ["quicklook", "{scene}", "-o", "{scene}/x.png"],
     ["stac", "{scene}", "-o", "{scene}/x.json"],
-    ["demo", "{scene}"],
+    ["demo", "-o", "{scene}"],
 ])
 def test_a_failed_write_says_write_and_names_what(capsys, scene, argv):
     if argv[0] == "stac":
@@ -209,11 +209,11 @@ def _written(tmp_path):
     return path, blob, None
 
 
-@pytest.mark.parametrize("argv", [["info"], ["validate"], ["quicklook", "out.png"]])
+@pytest.mark.parametrize("argv", [["info"], ["validate"], ["quicklook", "-o", "out.png"]])
 def test_an_empty_header_is_a_usage_error_naming_header_not_the_raster(capsys, tmp_path, scene, argv):
     """``--header ""`` was taken for the current folder, and the error blamed the raster."""
     with pytest.raises(SystemExit) as exit_:
-        main([argv[0], str(scene), *[str(tmp_path / a) for a in argv[1:]], "--header", ""])
+        main([argv[0], str(scene), *[a if a == "-o" else str(tmp_path / a) for a in argv[1:]], "--header", ""])
     err = capsys.readouterr().err
     assert exit_.value.code == 2
     assert f"rumi {argv[0]}: error: argument --header: must name a header blob file (a path or URL), got ''" in err

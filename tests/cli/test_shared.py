@@ -53,7 +53,7 @@ def test_usage_errors_exit_2(capsys):
         main(["info"])
     assert exit_.value.code == 2
     with pytest.raises(SystemExit) as exit_:
-        main(["quicklook", "a.rumi", "b.png", "--size", "big"])
+        main(["quicklook", "a.rumi", "-o", "b.png", "--size", "big"])
     assert exit_.value.code == 2
 
 
@@ -77,7 +77,7 @@ def test_exit_statuses_name_the_closed_pipe():
 WRITERS = {
     "header": ["header", "{file}", "-o", "{out}"],
     "refs": ["refs", "{file}", "-o", "{out}"],
-    "quicklook": ["quicklook", "{file}", "{out}"],
+    "quicklook": ["quicklook", "{file}", "-o", "{out}"],
     "stac": ["stac", "{file}", "-o", "{out}"],
 }
 
@@ -163,7 +163,7 @@ def test_dash_is_standard_output_in_every_command(capsysbinary, tmp_path, monkey
     assert main(["header", str(path), "-o", "-"]) == 0
     out, err = capsysbinary.readouterr()
     assert out == (tmp_path / "a.rumi.header").read_bytes() and err == b""
-    assert main(["quicklook", str(path), "-"]) == 0
+    assert main(["quicklook", str(path), "-o", "-"]) == 0
     assert read_png(capsysbinary.readouterr().out).shape == (40, 48)
     assert main(["refs", str(path), "-o", "-"]) == 0
     assert json.loads(capsysbinary.readouterr().out)["version"] == 1

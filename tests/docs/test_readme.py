@@ -95,6 +95,6 @@ def test_the_readme_runs_in_order_as_written(tmp_path):
                 assert done.returncode == 0, f"README: {step}: {done.stderr}"
                 assert "Traceback" not in done.stderr, done.stderr
                 ran.append(step)
-    assert ran[:2] == ["rumi demo", "rumi quicklook demo.rumi quicklook.png --bands 3,2,1 --size 384"]
+    assert ran[:2] == ["rumi demo", "rumi quicklook demo.rumi -o quicklook.png --bands 3,2,1 --size 384"]
     assert {"demo.rumi", "demo.rumi.header", "quicklook.png", "scene.rumi", "out.rumi", "scene.refs.json",
             "scene.item.json", "scene.png"} <= {p.name for p in tmp_path.iterdir()}

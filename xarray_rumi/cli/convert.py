@@ -1,4 +1,4 @@
-"""``rumi convert IN [IN ...] OUT_OR_DIR``: rasters rasterio opens to rumi files, with bars and a summary.
+"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters rasterio opens to rumi files, with bars and a summary.
 
 Each file goes through :func:`xarray_rumi.writing.convert.convert`; this
 module decides where each one goes, shows progress on a terminal, converts
@@ -19,7 +19,7 @@ from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
 from ..writing.parameters import MAX_TILE_SIDE
-from .shared import Refused, check_folder, positive_int
+from .shared import Refused, add_storage_options, check_folder, options_for, positive_int
 
 
 def add_command(commands) -> None:
@@ -29,9 +29,11 @@ def add_command(commands) -> None:
                     "blob. A CRS given only as WKT is stored as the EPSG code it is equivalent to "
                     f"(pyproj's identification at confidence {CRS_CONFIDENCE} or more, checked for equivalence); "
                     "the summary names the code.")
-    cmd.add_argument("inputs", nargs="+", metavar="IN", help="rasters to convert (paths or URLs rasterio opens)")
-    cmd.add_argument("output", metavar="OUT_OR_DIR",
-                     help="the rumi file for one input, else a directory (paths or fsspec URLs)")
+    cmd.add_argument("inputs", nargs="+", metavar="IN",
+                     help="rasters to convert (paths or URLs rasterio opens); without -o, the last is the output")
+    cmd.add_argument("-o", "--output", metavar="OUT_OR_DIR", default=None,
+                     help="the rumi file for one input, else a directory (a path or fsspec URL); missing folders "
+                          "above it are not created (default: the last IN)")
     cmd.add_argument("--tile-size", type=tile_side, default=512,
                      help=f"tile side in pixels, 1 to {MAX_TILE_SIDE} (default: %(default)s)")
     cmd.add_argument("--frame-unit", choices=("tile", "cell", "auto"), default="tile",
@@ -47,12 +49,18 @@ def add_command(commands) -> None:
     cmd.add_argument("--drop-georeferencing", action="store_true",
                      help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
     cmd.add_argument("-j", "--jobs", type=positive_int, default=1, help="files converted in parallel (default: %(default)s)")
+    add_storage_options(cmd, "an output that is a URL (rasterio reads the inputs through GDAL, configured from "
+                             "the environment)")
     cmd.set_defaults(run=run)
 
 
 def run(args) -> int:
     import tqdm  # noqa: F401  (part of the geo extra: missing, main() names the extra before any work)
 
+    if args.output is None:  # ``rumi convert IN OUT``, as cp
+        if len(args.inputs) < 2:
+            raise ValueError("give the output: -o OUT_OR_DIR, or OUT as the last argument (rumi convert in.tif out.rumi)")
+        args.inputs, args.output = args.inputs[:-1], args.inputs[-1]
     try:
         targets = target_paths(args.inputs, args.output)
     except ValueError as exc:  # outputs that would replace each other: refused like every command's (exit 1)
@@ -61,13 +69,14 @@ def run(args) -> int:
         if is_url(args.output):
             import fsspec
 
-            fs, root = fsspec.core.url_to_fs(args.output)
+            fs, root = fsspec.core.url_to_fs(args.output, **(args.storage_options or {}))
             fs.makedirs(root, exist_ok=True)
         else:
             check_folder(args.output.rstrip(os.sep))  # the output folder is made, never a folder above it
             os.makedirs(args.output, exist_ok=True)
     options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
-                   drop_georeferencing=args.drop_georeferencing, crs=args.crs)
+                   drop_georeferencing=args.drop_georeferencing, crs=args.crs,
+                   storage_options=options_for(args.output, args.storage_options))
     results, failures = [], 0
     if len(targets) == 1 or args.jobs <= 1:
         for source, target in zip(args.inputs, targets):

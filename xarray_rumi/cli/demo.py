@@ -1,4 +1,4 @@
-"""``rumi demo [DIR]``: write a generated raster and its blob, validate both, read the raster back.
+"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back.
 
 It needs no extra: what a plain install can do, shown end to end.
 """
@@ -18,7 +18,7 @@ def add_command(commands) -> None:
     demo = commands.add_parser("demo", help="write, validate and read back a generated raster",
                                description="Write a generated 4-band raster as DIR/demo.rumi, its blob as "
                                            "DIR/demo.rumi.header, validate both and read the raster back.")
-    demo.add_argument("dir", nargs="?", default=".", metavar="DIR",
+    demo.add_argument("-o", "--output", dest="dir", default=".", metavar="DIR",
                       help="directory to write demo.rumi and demo.rumi.header into, made if missing, but not the "
                            "folders above it (default: the current directory)")
     demo.set_defaults(run=run)

@@ -6,13 +6,14 @@ import json
 
 import numpy as np
 
-from .shared import blob_file
+from .shared import add_blob_option, add_storage_options, blob_for, options_for
 
 
 def add_command(commands) -> None:
     info = commands.add_parser("info", help="describe a rumi file")
     info.add_argument("file", help="rumi file (path or URL)")
-    info.add_argument("--header", type=blob_file, help="header blob file (default: rebuild it from the IFD)")
+    add_blob_option(info)
+    add_storage_options(info)
     info.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     info.set_defaults(run=run)
 
@@ -20,7 +21,9 @@ def add_command(commands) -> None:
 def run(args) -> int:
     from ..reading.open import open_image
 
-    image = open_image(args.file, header=args.header)
+    options = options_for(args.file, args.storage_options)
+    args.header = blob_for(args.file, args.header, args.storage_options)  # named if it cannot be read
+    image = open_image(args.file, header=args.header, storage_options=options)
     header, grid = image.header, image.grid
     counts = header.byte_counts()
     raw = grid.image_width * grid.image_length * grid.samples_per_pixel * header.sample_type.bytes_per_sample

@@ -1,11 +1,12 @@
-"""``rumi quicklook FILE OUTPUT``: a small PNG of a rumi file, reading only the frames it samples."""
+"""``rumi quicklook FILE [-o PNG]``: a small PNG of a rumi file, reading only the frames it samples."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..stac.quicklook import PERCENTILES, SIZE
-from .shared import OUTPUT_RULES, STDOUT, blob_file, check_outputs, positive_int, read_by, write_output
+from .shared import (OUTPUT_RULES, STDOUT, add_blob_option, add_storage_options, blob_for, check_outputs,
+                     options_for, positive_int, read_by, write_output)
 
 
 def add_command(commands) -> None:
@@ -15,11 +16,12 @@ def add_command(commands) -> None:
                     "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three. "
                     "Samples that are NaN or infinite are no data: the PNG then has an alpha channel and they "
                     "are transparent. A band of one value (a constant image, a single pixel) is mid grey. "
-                    "An OUTPUT that is FILE, its blob or --header is refused.")
+                    "An output that is FILE or its blob is refused.")
     look.add_argument("file", help="rumi file (path or URL)")
-    look.add_argument("output", help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES}")
-    look.add_argument("--header", type=blob_file, default=None,
-                      help="header blob file (default: rebuild it from the IFD)")
+    look.add_argument("-o", "--output", default=None,
+                      help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES} (default: FILE.png)")
+    add_blob_option(look)
+    add_storage_options(look)
     look.add_argument("--bands", type=band_numbers, default=None,
                       help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
                            "(default: 1,2,3 with three bands or more, else 1)")
@@ -74,11 +76,14 @@ def percentile_pair(text: str) -> tuple[float, float]:
 def run(args) -> int:
     from ..stac.quicklook import encode_png, quicklook
 
-    check_outputs([args.output], read_by([args.file], args.header), "the raster or its blob")
-    pixels = quicklook(args.file, args.header, bands=args.bands, size=args.size, percentiles=args.percentiles)
-    write_output(args.output, encode_png(pixels))
-    if args.output != STDOUT:  # on standard output the PNG is the whole output
-        print(f"wrote {args.output}: {pixels.shape[1]} x {pixels.shape[0]} px, {_kind(pixels)}")
+    output = args.output or f"{args.file}.png"
+    args.header = blob_for(args.file, args.header, args.storage_options)  # named if it cannot be read
+    check_outputs([output], read_by([args.file], args.header), "the raster or its blob")
+    pixels = quicklook(args.file, args.header, bands=args.bands, size=args.size, percentiles=args.percentiles,
+                       storage_options=options_for(args.file, args.storage_options))
+    write_output(output, encode_png(pixels), options_for(output, args.storage_options))
+    if output != STDOUT:  # on standard output the PNG is the whole output
+        print(f"wrote {output}: {pixels.shape[1]} x {pixels.shape[0]} px, {_kind(pixels)}")
     return 0
 
 

@@ -19,15 +19,14 @@ unused record row).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 from ..datamodel.variable import cube_layout, image_layout
-from ..io.urls import is_local, is_url, local_path
-from .shared import (STDOUT, CannotWrite, check_folder, check_outputs, read_by, storage_error,
-                     write_stdout)
+from ..io.urls import is_local, local_path
+from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
+                     read_by, storage_error, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import consolidated, layout_references, reference_url
@@ -47,6 +46,7 @@ def add_command(commands) -> None:
         description="One reference set per file (beside it, or in the -o directory when several), "
                     "or with --cube DIM one reference set stacking grid-aligned files along a new dimension, "
                     "built through VirtualiZarr. A FILE.header blob beside a file is used when present. "
+                    "With --cube, FILEs are read through obstore, configured from the environment. "
                     "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written. "
                     "An output that is a FILE or its blob, or two outputs of one name, are refused before "
                     "anything is written.",
@@ -64,23 +64,8 @@ def add_command(commands) -> None:
                       help="stack the files along a new dimension DIM into one reference set, built with "
                            "VirtualiZarr's open_virtual_dataset, xr.concat and .vz.to_kerchunk (default: none, "
                            "one reference set per file)")
-    refs.add_argument("--storage-options", metavar="JSON", type=_json_object, default=None,
-                      help="fsspec storage options for every FILE and -o that is a URL (reading FILE, the "
-                           "FILE.header beside it, and writing), as a JSON object, e.g. "
-                           "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}'; with --cube, FILEs are read "
-                           "through obstore, configured from the environment (default: none; credentials and "
-                           "endpoints come from the environment)")
+    add_storage_options(refs)
     refs.set_defaults(run=run)
-
-
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 def run(args) -> int:
@@ -167,23 +152,6 @@ def _make_output_folder(output: str) -> None:
         raise CannotWrite(output, exc) from exc
 
 
-def _beside_header(path: str, options: dict | None):
-    """``<path>.header`` when it exists (one request for a remote file), else ``None``.
-
-    A storage error while looking is raised as ``OSError``, as every read is.
-    """
-    from ..io.source import ByteSource
-
-    blob = f"{path}.header"
-    if not is_url(path):
-        return blob if os.path.exists(blob) else None
-    try:
-        ByteSource.of(blob, options).size()
-    except FileNotFoundError:
-        return None
-    return blob
-
-
 def _opened(path: str, options: dict | None):
     """The image at ``path``, with the blob beside it if any; ``None`` once it has said why it cannot be opened.
 
@@ -192,9 +160,9 @@ def _opened(path: str, options: dict | None):
     from ..errors import RumiFormatError
     from ..reading.open import open_image
 
-    options = None if is_local(path) else options  # object-store options mean nothing to a local file
+    options = options_for(path, options)
     try:
-        return open_image(reference_url(path), _beside_header(path, options), storage_options=options)
+        return open_image(reference_url(path), blob_for(path, None, options), storage_options=options)
     except RumiFormatError as exc:
         print(f"rumi refs: {path}: {exc}", file=sys.stderr)
     except OSError as exc:
@@ -212,7 +180,7 @@ def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> No
         write_stdout(json.dumps(consolidated(refs), separators=(",", ":")) + "\n")
         return
     try:
-        write_references(refs, target, format=fmt, storage_options=None if is_local(target) else options)
+        write_references(refs, target, format=fmt, storage_options=options_for(target, options))
     except OSError as exc:
         raise CannotWrite(target, exc) from exc
 

@@ -1,20 +1,30 @@
-"""What every ``rumi`` command shares: its help's form, the exit statuses, how to install an extra, its outputs.
+"""What every ``rumi`` command shares: its help's form, the exit statuses, how to install an extra, its
+inputs and outputs.
 
-Outputs follow one set of rules in every command: ``-`` is standard output;
-an output that would replace an input of the run (the raster, its blob) or
-another output of the same run is refused before any work; the output is
-created but never the folders it goes in (a missing folder is named, and
-nothing is written); and a file appears whole or not at all
-(:mod:`xarray_rumi.writing.staging`).
+One rule for each, in every command:
+
+- outputs: ``-o/--output`` names what a command writes (a path, an fsspec
+  URL, or ``-`` for standard output); positional arguments are inputs
+  (``convert`` also takes its output as the last argument, ``cp``-style).
+  An output that would replace an input of the run (the raster, its blob) or
+  another output of the same run is refused before any work; the output is
+  created but never the folders it goes in; and a file appears whole or not
+  at all (:mod:`xarray_rumi.writing.staging`);
+- the blob: a command that reads a rumi file reads it with ``--header
+  BLOB`` when given, else with ``FILE.header`` when that exists, else it
+  rebuilds the blob from the IFD (:func:`blob_for`);
+- URLs: ``--storage-options JSON`` goes to fsspec for every FILE, blob and
+  output that is a URL, never to a local path.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
-from ..io.urls import is_local, local_path
+from ..io.urls import is_local, is_url, local_path
 
 #: Said at the end of every ``--help``.
 EXIT_STATUS = ("exit status: 0 done (or the file is valid); 1 invalid, corrupt, unreadable or refused input; "
@@ -30,6 +40,9 @@ STDOUT = "-"
 
 #: Said in the help of every output option.
 OUTPUT_RULES = "'-' is standard output; missing folders are not created"
+
+#: Said in the help of every ``--header`` option.
+BLOB_RULE = "header blob file, path or URL (default: FILE.header when it exists, else rebuilt from the IFD)"
 
 
 class Refused(Exception):
@@ -81,6 +94,74 @@ def blob_file(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must name a header blob file (a path or URL), got {text!r}")
     return text
+
+
+def add_blob_option(command) -> None:
+    """``--header BLOB``, the one way a command of one FILE is given its blob (:func:`blob_for`)."""
+    command.add_argument("--header", type=blob_file, default=None, metavar="BLOB", help=BLOB_RULE)
+
+
+def add_storage_options(command, applies_to: str = "every FILE, blob and output that is a URL") -> None:
+    """``--storage-options JSON``: fsspec options for the FILEs, blobs and outputs that are URLs."""
+    command.add_argument(
+        "--storage-options", metavar="JSON", type=json_object, default=None,
+        help=f"fsspec storage options for {applies_to}, never for a local path, as a JSON object, e.g. "
+             "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}' (default: none; credentials and endpoints come "
+             "from the environment)")
+
+
+def json_object(text: str) -> dict:
+    """An argparse type: a JSON object.
+
+    >>> json_object('{"anon": true}')
+    {'anon': True}
+    >>> json_object("[1]")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a JSON object, got '[1]'
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
+
+
+def options_for(location, storage_options: dict | None) -> dict | None:
+    """The storage options for ``location``: none for a local path, whose file system takes no such options.
+
+    >>> options_for("a.rumi", {"anon": True}), options_for("s3://b/a.rumi", {"anon": True})
+    (None, {'anon': True})
+    """
+    return None if is_local(location) else storage_options
+
+
+def blob_for(path, header=None, storage_options: dict | None = None):
+    """The blob a command reads ``path`` with: ``header`` (``--header``), else ``path.header`` when it exists,
+    else ``None`` (rebuilt from the IFD). Looking costs a stat locally, one request remotely.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob_for(path), blob_for(path, "b.header")
+    (None, 'b.header')
+    >>> open(path + ".header", "wb").close()
+    >>> blob_for(path) == path + ".header"
+    True
+    """
+    if header is not None:
+        return header
+    beside = f"{os.fspath(path)}.header"
+    if not is_url(beside):
+        return beside if os.path.isfile(beside) else None
+    from ..io.source import ByteSource
+
+    try:
+        ByteSource.of(beside, options_for(beside, storage_options)).size()
+    except FileNotFoundError:
+        return None
+    return beside
 
 
 def read_by(files, header=None) -> list[str]:

@@ -8,16 +8,17 @@ import os
 import sys
 import tempfile
 
-from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, check_outputs, read_by, storage_error,
-                     write_output)
+from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, add_storage_options, blob_for, check_outputs, options_for,
+                     read_by, storage_error, write_output)
 
 
 def add_command(commands) -> None:
     stac = commands.add_parser(
         "stac", help="describe rumi files as STAC Items (JSON)",
         description="Write a STAC Item for each FILE, blob included, so the files open with no read "
-                    "(see docs/stac.md). One FILE gives an Item, several an ItemCollection. An output that is "
-                    "one of the FILEs or the blob beside it is refused.")
+                    "(see docs/stac.md): FILE.header when it exists, else rebuilt from the IFD. One FILE gives an "
+                    "Item, several an ItemCollection. An output that is one of the FILEs or the blob beside it is "
+                    "refused.")
     stac.add_argument("files", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
     stac.add_argument("-o", "--output", default="-",
                       help="file to write (path or fsspec URL): JSON, or stac-geoparquet when it ends in "
@@ -32,6 +33,7 @@ def add_command(commands) -> None:
     stac.add_argument("--nodata", type=_nodata, default=None, metavar="VALUE",
                       help="every band's nodata in raster:bands, a value the samples can hold: a number, "
                            "nan, inf or -inf (as --nodata=-inf) (default: none; a rumi file records none)")
+    add_storage_options(stac)
     stac.set_defaults(run=run)
 
 
@@ -61,8 +63,10 @@ def run(args) -> int:
     items, failed = [], False
     for path in args.files:  # every file is tried, so that one run names every file that cannot be described
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
+        options = options_for(path, args.storage_options)
         try:
-            items.append(item(path, href=href, datetime=args.datetime, nodata=args.nodata))
+            items.append(item(path, blob_for(path, None, options), href=href, datetime=args.datetime,
+                              nodata=args.nodata, storage_options=options))
         except RumiFormatError as exc:
             print(f"rumi stac: {path}: {exc}", file=sys.stderr)
             failed = True
@@ -75,7 +79,8 @@ def run(args) -> int:
     if failed:
         return 1
     parquet = args.output.endswith(".parquet")
-    write_output(args.output, _parquet(items, args.output) if parquet else _json(items, args.collection))
+    write_output(args.output, _parquet(items, args.output) if parquet else _json(items, args.collection),
+                 options_for(args.output, args.storage_options))
     if args.output != STDOUT:
         print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}"
               f"{' as stac-geoparquet' if parquet else ''}", file=sys.stderr)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from .shared import blob_file
+from .shared import add_blob_option, add_storage_options, blob_for, options_for
 
 
 def add_command(commands) -> None:
-    check = commands.add_parser("validate", help="check a file against every rule of the spec")
+    check = commands.add_parser(
+        "validate", help="check a file against every rule of the spec",
+        description="Check FILE against every rule of the spec, every frame decoded, and its blob (--header, "
+                    "else FILE.header when it exists): valid, and in agreement with the file.")
     check.add_argument("file", help="rumi file (path or URL)")
-    check.add_argument("--header", type=blob_file, help="also check this header blob, and that it matches the file "
-                                        "(default: check the file alone)")
+    add_blob_option(check)
+    add_storage_options(check)
     check.set_defaults(run=run)
 
 
 def run(args) -> int:
     from ..reading.validate import validate
 
-    validate(args.file, args.header)
-    print(f"{args.file}: valid rumi 0.1.0")
+    args.header = blob_for(args.file, args.header, args.storage_options)  # named if it cannot be read
+    validate(args.file, args.header, storage_options=options_for(args.file, args.storage_options))
+    print(f"{args.file}: valid rumi 0.1.0" + (f", and so is its blob {args.header}" if args.header else ""))
     return 0
