@@ -218,3 +218,27 @@ def test_convert_gives_its_storage_options_to_a_url_output(capsys, tmp_path, tif
     out = tmp_path / "out.rumi"
     assert run(capsys, "convert", tif, "-o", guarded(out), "--tile-size", 16, *OPTIONS)[0] == 0
     assert xarray_rumi.open_image(out).read().shape == (1, 32, 32)
+
+
+# -- error prefixes: the file is named once ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["refs", "stac", "info"])
+def test_a_refusal_that_names_the_file_is_not_prefixed_with_it_again(capsys, scene, command):
+    _needs(command)
+    path, _ = scene
+    path.write_bytes(path.read_bytes()[:-5])  # the blob beside it says the frames end 5 bytes later
+    status, _, err = run(capsys, command, path, *(["-o", "-"] if command != "info" else []))
+    assert status == 1
+    assert err.startswith(f"rumi {command}: frames.truncated: {path} is ")
+    assert err.count(str(path)) == 1
+
+
+def test_a_refusal_that_does_not_name_the_file_is_prefixed_with_it(capsys, tmp_path, scene):
+    pytest.importorskip("pystac")
+    path, _ = scene
+    other = tmp_path / "b.rumi"
+    other.write_bytes(b"\x3f\xa0" + bytes(300))
+    status, _, err = run(capsys, "stac", path, other)
+    assert status == 1 and err == (f"rumi stac: {other}: file-profile.little-endian: not a rumi file: it does not "
+                                   "begin with a TIFF header (II, got b'?\\xa0')\n")

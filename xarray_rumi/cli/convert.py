@@ -19,7 +19,7 @@ from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
 from ..writing.parameters import MAX_TILE_SIDE
-from .shared import Refused, add_storage_options, check_folder, options_for, positive_int
+from .shared import Refused, add_storage_options, check_folder, options_for, positive_int, said_of
 
 
 def add_command(commands) -> None:
@@ -86,7 +86,7 @@ def run(args) -> int:
                     results.append(convert(source, target, progress=bar.update, **options))
                 except (ValueError, OSError) as exc:
                     failures += 1
-                    print(f"rumi convert: {_refusal(source, exc)}", file=sys.stderr)
+                    print(f"rumi convert: {said_of(source, exc)}", file=sys.stderr)
     else:
         jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
         with LazyBar(total=len(jobs), unit="file") as bar:
@@ -96,7 +96,7 @@ def run(args) -> int:
                     results.append(outcome)
                 else:
                     failures += 1
-                    print(f"rumi convert: {_refusal(source, outcome)}", file=sys.stderr)
+                    print(f"rumi convert: {said_of(source, outcome)}", file=sys.stderr)
                 bar.update(1)
     _summary(results)
     return 1 if failures else 0
@@ -117,18 +117,6 @@ def tile_side(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_TILE_SIDE} px (TileWidth and TileLength are TIFF "
                                          f"SHORTs), got {text!r}")
     return side
-
-
-def _refusal(source: str, error: Exception) -> str:
-    """Why ``source`` was not converted, naming it once: rasterio's messages begin with the path already.
-
-    >>> _refusal("nope.tif", OSError("nope.tif: No such file or directory"))
-    'nope.tif: No such file or directory'
-    >>> _refusal("cog.tif", ValueError("no EPSG code"))
-    'cog.tif: no EPSG code'
-    """
-    message = str(error)
-    return message if message.startswith(f"{source}: ") else f"{source}: {message}"
 
 
 def target_paths(sources: list[str], out: str) -> list[str]:

@@ -26,7 +26,7 @@ import sys
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import is_local, local_path
 from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
-                     read_by, storage_error, write_stdout)
+                     read_by, said_of, storage_error, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import consolidated, layout_references, reference_url
@@ -164,7 +164,7 @@ def _opened(path: str, options: dict | None):
     try:
         return open_image(reference_url(path), blob_for(path, None, options), storage_options=options)
     except RumiFormatError as exc:
-        print(f"rumi refs: {path}: {exc}", file=sys.stderr)
+        print(f"rumi refs: {said_of(path, exc)}", file=sys.stderr)
     except OSError as exc:
         print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
     except Exception as exc:

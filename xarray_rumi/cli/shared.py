@@ -164,6 +164,18 @@ def blob_for(path, header=None, storage_options: dict | None = None):
     return beside
 
 
+def said_of(path, error: Exception) -> str:
+    """``error`` as a command of several files says it: naming ``path`` once, where the message does not already.
+
+    >>> said_of("cog.tif", ValueError("no EPSG code"))
+    'cog.tif: no EPSG code'
+    >>> said_of("a.rumi", OSError("frames.truncated: a.rumi is 9 bytes"))
+    'frames.truncated: a.rumi is 9 bytes'
+    """
+    message = str(error)
+    return message if os.fspath(path) in message else f"{os.fspath(path)}: {message}"
+
+
 def read_by(files, header=None) -> list[str]:
     """What a run that reads ``files`` must not replace: each file, the blob beside it, and ``--header``'s blob.
 

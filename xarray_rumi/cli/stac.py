@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, add_storage_options, blob_for, check_outputs, options_for,
-                     read_by, storage_error, write_output)
+                     read_by, said_of, storage_error, write_output)
 
 
 def add_command(commands) -> None:
@@ -68,7 +68,7 @@ def run(args) -> int:
             items.append(item(path, blob_for(path, None, options), href=href, datetime=args.datetime,
                               nodata=args.nodata, storage_options=options))
         except RumiFormatError as exc:
-            print(f"rumi stac: {path}: {exc}", file=sys.stderr)
+            print(f"rumi stac: {said_of(path, exc)}", file=sys.stderr)
             failed = True
         except Exception as exc:
             if not (isinstance(exc, OSError) or storage_error(exc)):
