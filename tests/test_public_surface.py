@@ -93,3 +93,8 @@ def test_the_not_stored_warnings_are_the_ones_a_write_raises(tmp_path):
     for name in ("NodataNotStoredWarning", "ScaleNotStoredWarning", "BandLabelsNotStoredWarning",
                  "GcpsNotStoredWarning"):
         assert issubclass(getattr(xarray_rumi, name), UserWarning) and name in xarray_rumi.__all__
+
+
+def test_the_error_type_is_a_value_error_naming_its_rule():
+    error = xarray_rumi.RumiFormatError("blob.magic", "got 0x00000000")
+    assert isinstance(error, ValueError) and error.rule == "blob.magic" and str(error).startswith("blob.magic: ")

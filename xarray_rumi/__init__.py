@@ -28,8 +28,7 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0+unknown"
 
-# Names whose modules pull in optional dependencies load on first use:
-# public name -> (module, name there, the packages it needs).
+# Loaded on first use (their modules need optional dependencies): name -> (module, its name there, needs).
 _LAZY = {
     "references": ("xarray_rumi.virtual.kerchunk", "references", ("zarr", "numcodecs")),
     "RumiParser": ("xarray_rumi.virtual.parser", "RumiParser", ("zarr", "numcodecs")),
@@ -72,10 +71,5 @@ _PUBLIC_SUBMODULES = ["stac"]
 
 
 def __dir__():
-    """The public names, lazily loaded ones included, and not what the imports above leave behind.
-
-    >>> import xarray_rumi
-    >>> "open_cube" in dir(xarray_rumi) and "reading" not in dir(xarray_rumi)
-    True
-    """
+    """The public names, lazily loaded ones included, and not what the imports above leave behind."""
     return sorted({*__all__, *_PUBLIC_SUBMODULES})

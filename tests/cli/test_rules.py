@@ -242,3 +242,13 @@ def test_a_refusal_that_does_not_name_the_file_is_prefixed_with_it(capsys, tmp_p
     status, _, err = run(capsys, "stac", path, other)
     assert status == 1 and err == (f"rumi stac: {other}: file-profile.little-endian: not a rumi file: it does not "
                                    "begin with a TIFF header (II, got b'?\\xa0')\n")
+
+
+@pytest.mark.parametrize("command", ["info", "validate", "header", "quicklook", "stac", "refs", "convert"])
+@pytest.mark.parametrize("text, said", [("[1]", "must be a JSON object, got '[1]'"), ("{", "not JSON: ")])
+def test_storage_options_that_are_not_a_json_object_are_a_usage_error(capsys, command, text, said):
+    _needs(command)
+    with pytest.raises(SystemExit) as exit_:
+        main([command, *(["in.tif", "out.rumi"] if command == "convert" else ["a.rumi"]), "--storage-options", text])
+    assert exit_.value.code == 2
+    assert f"rumi {command}: error: argument --storage-options: {said}" in capsys.readouterr().err

@@ -1,10 +1,5 @@
-"""The ``rumi`` command: info, validate, header, demo, convert, refs, stac and quicklook, a module each.
-
-This module builds the parser from each command's ``add_command`` and turns
-the errors a user can cause into one line and an exit status
-(:data:`~xarray_rumi.cli.shared.EXIT_STATUS`).  A command whose extra is not
-installed is listed all the same, by a stand-in that says what to install.
-"""
+"""The ``rumi`` command: a module per command; here the parser, and the errors a user can cause said in one
+line with an exit status (:data:`~xarray_rumi.cli.shared.EXIT_STATUS`)."""
 
 from __future__ import annotations
 
@@ -25,7 +20,7 @@ _EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``rumi`` command; returns the exit status.
+    """The ``rumi`` command; returns the exit status.
 
     >>> main(["validate", "/nonexistent.rumi"])
     rumi validate: cannot read /nonexistent.rumi: [Errno 2] No such file or directory: '/nonexistent.rumi'
@@ -36,16 +31,14 @@ def main(argv=None) -> int:
         status = _run(args)
         sys.stdout.flush()  # a reader that left shows here at the latest, not as a message at interpreter exit
     except BrokenPipeError:
-        # `rumi info f | head -1`: the reader has all it wanted. Stop without a word, as GNU tools do, and
-        # point standard output at devnull so Python's own flush at exit has nowhere to fail (the recipe in
-        # the signal module's documentation, which exits 1: here 1 says "invalid input", hence READER_GONE).
+        # `rumi info f | head -1`: the reader has all it wanted. Stop without a word, as GNU tools do, with
+        # standard output on devnull so that Python's flush at exit cannot fail (the signal module's recipe).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return READER_GONE
     return status
 
 
 def _run(args) -> int:
-    """Run the command; the errors a user can cause become one line and an exit status."""
     report = sys.stdout if args.command == "validate" else sys.stderr  # validate's verdict is its output
     try:
         with contextlib.redirect_stdout(_WatchedOutput(sys.stdout)):
@@ -82,12 +75,8 @@ def _run(args) -> int:
 
 
 class _WatchedOutput:
-    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, not read failures.
-
-    Every command prints through it, so ``rumi info a.rumi > /dev/full``
-    says it cannot write standard output, where the ``OSError`` alone
-    would be taken for the input's.
-    """
+    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, never taken for
+    the input's (``rumi info a.rumi > /dev/full``)."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -112,7 +101,7 @@ class _WatchedOutput:
 
 
 def _discard_stdout() -> None:
-    """Point standard output at devnull, so what could not be written is not tried again (and reported) at exit."""
+    """Point standard output at devnull, so that what could not be written is not tried again at exit."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):  # replaced by an object with no file (a test's capture)
@@ -120,16 +109,9 @@ def _discard_stdout() -> None:
 
 
 def _unreadable(args, exc: OSError) -> str:
-    """The input an OSError is about, as the user wrote it: ``--header`` when the error names it, else FILE.
+    """The input an OSError is about, as the user wrote it: the blob when the error names it, else FILE.
 
-    Commands that read several files or write any name those failures
-    themselves (``convert``, ``stac``, ``refs``; what ``header``, ``demo`` and
-    ``quicklook`` write).
-
-    >>> args = argparse.Namespace(file="a.rumi", header="a.blob")
-    >>> _unreadable(args, FileNotFoundError(2, "No such file or directory", "a.blob"))
-    'a.blob'
-    >>> _unreadable(args, OSError("connection reset"))
+    >>> _unreadable(argparse.Namespace(file="a.rumi", header="a.blob"), OSError("connection reset"))
     'a.rumi'
     """
     header = getattr(args, "header", None)
@@ -160,12 +142,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _commands_needing_extras():
-    """``add_command`` of ``convert`` and ``refs``, or of a stand-in that says what to install.
-
-    Their modules import what their extra brings (``refs``: zarr and
-    numcodecs, through the Kerchunk references); ``stac`` imports pystac only
-    when it runs, and ``convert`` rasterio and tqdm.
-    """
+    """``add_command`` of ``convert`` and ``refs``, or of a stand-in naming the extra their modules import."""
     try:
         from . import convert
     except ImportError as exc:

@@ -50,10 +50,10 @@ def run(args) -> int:
 
 
 def _exact(value: float) -> str:
-    """The shortest text that reads back as ``value`` (Python's ``repr``), without a trailing ``.0``.
+    """The shortest text that reads back as ``value``, without a trailing ``.0``.
 
-    >>> _exact(2826915.0), _exact(2826915.25), _exact(0.1), _exact(-30.0), _exact(1e-07)
-    ('2826915', '2826915.25', '0.1', '-30', '1e-07')
+    >>> _exact(2826915.0), _exact(0.1)
+    ('2826915', '0.1')
     """
     return repr(float(value)).removesuffix(".0")
 

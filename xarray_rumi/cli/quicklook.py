@@ -38,10 +38,6 @@ def band_numbers(text: str) -> list[int]:
 
     >>> band_numbers("4,3,2")
     [4, 3, 2]
-    >>> band_numbers("a")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: must be 1-based band numbers, one or three comma-separated (e.g. 4,3,2), got 'a'
     """
     try:
         bands = [int(b) for b in text.split(",")]
@@ -58,10 +54,6 @@ def percentile_pair(text: str) -> tuple[float, float]:
 
     >>> percentile_pair("2,98")
     (2.0, 98.0)
-    >>> percentile_pair("98,2")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: must be two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100 (e.g. 2,98), got '98,2'
     """
     try:
         low, high = (float(p) for p in text.split(","))

@@ -1,21 +1,6 @@
-"""``rumi refs FILE [FILE ...]``: Kerchunk references to rumi files, written whole or not at all.
-
-One reference set per file (:func:`xarray_rumi.virtual.kerchunk.layout_references`),
-or with ``--cube`` one for a Cube built through VirtualiZarr
-(:func:`xarray_rumi.virtual.cube.virtual_cube_references`).
-
-:func:`write_references` writes a reference set anywhere fsspec writes, as
-Kerchunk JSON or as kerchunk's Parquet references (``refs_to_dataframe``: a
-directory of ``.zmetadata`` and Parquet record files), through
-:mod:`xarray_rumi.writing.staging`: a failure leaves the previous output or
-nothing.  JSON is staged as one file; Parquet is built in a local staging
-directory, then renamed over the target or uploaded with ``.zmetadata``
-last (a failed upload removes what it wrote).  fsspec's reference file
-system takes either as ``fo``; Parquet needs ``fastparquet`` to read and,
-with fsspec 2026.9 at least, an explicit ``remote_protocol`` (it otherwise
-guesses the protocol from the first reference it meets, which may be an
-unused record row).
-"""
+"""``rumi refs FILE [FILE ...]``: Kerchunk references to rumi files, one set per file or with ``--cube`` one
+for a Cube built through VirtualiZarr, written as JSON or kerchunk's Parquet references whole or not at all
+(docs/virtual-zarr.md says how they are read)."""
 
 from __future__ import annotations
 
@@ -40,7 +25,6 @@ RECORD_SIZE = 100_000
 
 
 def add_command(commands) -> None:
-    """Add ``rumi refs FILE [FILE ...] [-o OUT] [--format F] [--cube DIM]`` to the ``rumi`` command."""
     refs = commands.add_parser(
         "refs", help="write Kerchunk references to the frames of rumi files",
         description="One reference set per file (beside it, or in the -o directory when several), "
@@ -69,7 +53,6 @@ def add_command(commands) -> None:
 
 
 def run(args) -> int:
-    """Run ``rumi refs``; returns the exit status."""
     files = list(args.file)
     fmt, options = getattr(args, "format", None), getattr(args, "storage_options", None)
     if args.cube:
@@ -120,8 +103,6 @@ def _targets(files: list[str], output: str | None, fmt: str | None) -> list[str]
 
     >>> _targets(["a/x.rumi", "b/y.rumi"], "out/", None)
     ['out/x.rumi.json', 'out/y.rumi.json']
-    >>> _targets(["a/x.rumi"], None, "parquet")
-    ['a/x.rumi.parq']
     """
     _check_stdout(output, fmt, len(files))
     if not output:
@@ -153,10 +134,7 @@ def _make_output_folder(output: str) -> None:
 
 
 def _opened(path: str, options: dict | None):
-    """The image at ``path``, with the blob beside it if any; ``None`` once it has said why it cannot be opened.
-
-    The command names the file itself: ``rumi``'s own handling knows only the list of FILEs.
-    """
+    """The image at ``path`` (read as every command reads a file); ``None`` once it has said why it cannot be."""
     from ..errors import RumiFormatError
     from ..reading.open import open_image
 
@@ -175,7 +153,7 @@ def _opened(path: str, options: dict | None):
 
 
 def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> None:
-    """Write references to ``target`` (standard output for ``-``); a failure is :class:`CannotWrite`."""
+    """Write references to ``target`` (standard output for ``-``), or raise :class:`CannotWrite`."""
     if target == STDOUT:
         write_stdout(json.dumps(consolidated(refs), separators=(",", ":")) + "\n")
         return
@@ -186,7 +164,6 @@ def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> No
 
 
 def _suffix(fmt: str | None) -> str:
-    """The name ending of a reference set written beside its file or into the -o directory."""
     return "parq" if fmt == "parquet" else "json"
 
 
@@ -219,13 +196,8 @@ def reference_format(url: str, format: str | None = None) -> str:
 
 def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None,
                      record_size: int = RECORD_SIZE) -> str:
-    """Write a Kerchunk reference set to ``url`` (a path or any fsspec URL); returns the format written.
-
-    ``format`` is ``"json"`` or ``"parquet"`` (default: Parquet when ``url``
-    ends with ``.parq`` or ``.parquet``, JSON otherwise); ``storage_options``
-    go to fsspec for the target.  Both carry consolidated metadata, so
-    xarray opens them with its defaults.  Whatever fails, the target holds either
-    the complete new references, the previous ones, or nothing.
+    """Write a Kerchunk reference set to ``url`` (a path or fsspec URL), with consolidated metadata, whole or not
+    at all; returns the format written (``format``, else :func:`reference_format`'s guess from the name).
 
     >>> import os, tempfile, xarray as xr
     >>> refs = {"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}

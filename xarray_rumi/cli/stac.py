@@ -38,10 +38,10 @@ def add_command(commands) -> None:
 
 
 def _nodata(text: str) -> int | float:
-    """``--nodata``'s value: an int when it is one (kept exact), else a float (``nan``, ``inf``, ``1e-9``).
+    """``--nodata``'s value: an int when it is one (kept exact), else a float.
 
-    >>> _nodata("0"), _nodata("-9999"), _nodata("nan"), _nodata("-inf"), _nodata("0.5")
-    (0, -9999, nan, -inf, 0.5)
+    >>> _nodata("-9999"), _nodata("-inf")
+    (-9999, -inf)
     """
     try:
         return int(text)
@@ -92,7 +92,7 @@ def _json(items, collection: bool) -> bytes:
 
 
 def _parquet(items, output: str) -> bytes:
-    """The Items as stac-geoparquet bytes, built in a temporary folder so that the output appears whole."""
+    """The Items as stac-geoparquet bytes, built in a temporary folder: the output is then written whole."""
     from ..stac.geoparquet import write_stac_geoparquet
 
     with tempfile.TemporaryDirectory(prefix="rumi-stac-") as folder:

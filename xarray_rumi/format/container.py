@@ -1,12 +1,5 @@
-"""The reference implementation's later container, refused as what it is rather than as a broken 0.1.0 file.
-
-Its files begin with ``RUMI``; its blobs share the 0.1.0 magic and version
-but have a 32-byte fixed part with a frame-time count at byte 14, so read as
-0.1.0 they break some unrelated field rule.  Only bytes that 0.1.0 refuses
-are told apart here, so every valid 0.1.0 file and blob reads unchanged; a blob
-damaged in several fields can look like a later one, so that refusal also
-says the 0.1.0 rule it breaks.
-"""
+"""The reference implementation's later container, refused as what it is rather than as a broken 0.1.0 file
+(how it is told apart: docs/format.md, rules ``file-profile.later-container`` and ``blob.later-container``)."""
 
 from __future__ import annotations
 
@@ -18,34 +11,35 @@ FILE_MAGIC = b"RUMI"
 BLOB_FIXED_SIZE = 32
 _FRAME_TIME_COUNT = struct.Struct("<H")  # at byte 14
 _READS = "this package reads rumi spec 0.1.0 files (BigTIFF profile) and their 28-byte-header blobs"
+#: The 0.1.0 rules a later blob breaks first: its sample and unit bytes, read at 0.1.0's places.
+_FIELD_VALUE_RULES = frozenset({"blob.sample-encoding", "blob.frame-unit"})
 
 
 def refuse_later_file(head: bytes) -> None:
     """Refuse a file that begins with ``RUMI``: the later container, not a BigTIFF.
 
-    >>> refuse_later_file(b"II+\\x00")
     >>> refuse_later_file(b"RUMI\\x01\\x00")
     Traceback (most recent call last):
     ...
-    xarray_rumi.errors.RumiFormatError: file-profile.later-container: the file begins with RUMI: it is in the reference implementation's later container, not a rumi spec 0.1.0 file; this package reads rumi spec 0.1.0 files (BigTIFF profile) and their 28-byte-header blobs
+    xarray_rumi.errors.RumiFormatError: file-profile.later-container: the file begins with RUMI: it is in the ...
     """
     if bytes(head[:4]) == FILE_MAGIC:
-        raise RumiFormatError("file-profile.later-container", "the file begins with RUMI: it is in the reference implementation's "
-                              f"later container, not a rumi spec 0.1.0 file; {_READS}")
+        raise RumiFormatError("file-profile.later-container", "the file begins with RUMI: it is in the reference "
+                              f"implementation's later container, not a rumi spec 0.1.0 file; {_READS}")
 
 
 def refuse_later_blob(blob: bytes, refusal: RumiFormatError) -> None:
-    """Raise the later container's error for ``blob`` when that is what 0.1.0's ``refusal`` of it means.
+    """Raise ``blob.later-container`` when 0.1.0's ``refusal`` of ``blob`` is that of a later blob.
 
-    The later blob passes 0.1.0's magic and version, then breaks a rule on
-    the field values; a 0.1.0 blob damaged in those fields is still a size
-    its grid fields allow (any frame unit, any count width), and keeps its rule.
+    A later blob keeps 0.1.0's magic and version, then breaks a rule on its
+    sample or unit bytes; a 0.1.0 blob damaged there is still a size its grid
+    fields allow, and keeps its rule.
 
     >>> later = bytes.fromhex("4c4f56450100") + bytes(8) + bytes([3, 0]) + bytes(16)
     >>> refuse_later_blob(later, RumiFormatError("blob.sample-encoding", "(0, 0) is not a valid rumi pair"))
     Traceback (most recent call last):
     ...
-    xarray_rumi.errors.RumiFormatError: blob.later-container: the blob is the reference implementation's later container (32-byte fixed part, 3 frame times), not a rumi spec 0.1.0 blob; this package reads rumi spec 0.1.0 files (BigTIFF profile) and their 28-byte-header blobs (read as one, it breaks blob.sample-encoding: (0, 0) is not a valid rumi pair)
+    xarray_rumi.errors.RumiFormatError: blob.later-container: the blob is the reference implementation's later ...
     """
     if bytes(blob[:4]) == FILE_MAGIC:
         raise RumiFormatError("blob.later-container", "the blob begins with RUMI: it is a file in the reference "
@@ -55,13 +49,9 @@ def refuse_later_blob(blob: bytes, refusal: RumiFormatError) -> None:
     frame_times, = _FRAME_TIME_COUNT.unpack_from(blob, 14)
     if frame_times:
         raise RumiFormatError(
-            "blob.later-container", f"the blob is the reference implementation's later container ({BLOB_FIXED_SIZE}-byte "
-            f"fixed part, {frame_times} frame times), not a rumi spec 0.1.0 blob; {_READS} (read as one, it breaks "
-            f"{refusal})") from None
-
-
-#: The 0.1.0 rules a later blob breaks first: its sample and unit bytes, read at 0.1.0's places.
-_FIELD_VALUE_RULES = frozenset({"blob.sample-encoding", "blob.frame-unit"})
+            "blob.later-container", f"the blob is the reference implementation's later container "
+            f"({BLOB_FIXED_SIZE}-byte fixed part, {frame_times} frame times), not a rumi spec 0.1.0 blob; {_READS} "
+            f"(read as one, it breaks {refusal})") from None
 
 
 def _sizes_0_1_0(blob: bytes) -> set[int]:

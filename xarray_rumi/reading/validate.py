@@ -14,13 +14,8 @@ from .open import load_header, read_ifd
 
 
 def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Raise :class:`RumiFormatError` naming the first rule ``path`` breaks.
-
-    Checks the BigTIFF profile, the fixed IFD and its placement, the
-    georeferencing, the frame layout, the file's length, every frame (it must
-    decode to exactly its grid position's size, all at one OpenZL format
-    version) and, when ``header`` is given, that the blob is valid and agrees
-    with the file.  Memory stays bounded by one batch of frames.
+    """Raise :class:`RumiFormatError` naming the first rule of the spec ``path`` breaks, every frame decoded,
+    and (``header`` given) the blob's, or its disagreement with the file. Memory: one batch of frames.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
