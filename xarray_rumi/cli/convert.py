@@ -59,7 +59,8 @@ def run(args) -> int:
 
     if args.output is None:  # ``rumi convert IN OUT``, as cp
         if len(args.inputs) < 2:
-            raise ValueError("give the output: -o OUT_OR_DIR, or OUT as the last argument (rumi convert in.tif out.rumi)")
+            raise ValueError("give the output: -o OUT_OR_DIR, or OUT as the last argument "
+                             "(rumi convert in.tif out.rumi)")
         args.inputs, args.output = args.inputs[:-1], args.inputs[-1]
     try:
         targets = target_paths(args.inputs, args.output)

@@ -55,7 +55,7 @@ def refuse_later_blob(blob: bytes, refusal: RumiFormatError) -> None:
 
 
 def _sizes_0_1_0(blob: bytes) -> set[int]:
-    """The sizes a 0.1.0 blob of these grid fields may have, whichever frame unit and count width it was written with."""
+    """The sizes a 0.1.0 blob of these grid fields may have, whatever its frame unit and count width."""
     width, length, tile_width, tile_length, bands = struct.unpack_from("<IIHHH", blob, 6)
     if not (tile_width and tile_length):
         return set()
