@@ -26,6 +26,8 @@ MEDIA_TYPE = STAC_MEDIA_TYPE
 PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
 RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
 FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
+#: The projection fields of an image: the Item's for a one-asset Item, its asset's when assets differ in grid.
+PROJECTION_FIELDS = ("proj:code", "proj:shape", "proj:transform")
 #: Points along each edge of the footprint before reprojection, so curved edges stay inside the polygon.
 EDGE_POINTS = 21
 
@@ -65,33 +67,45 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
     import pystac
 
     image = open_image(path, header, storage_options=storage_options)
-    grid, georef = image.grid, image.georeferencing
     properties = dict(properties or {})
     when = _datetime(datetime if datetime is not None else properties.pop("datetime", None), path, storage_options)
     properties.pop("datetime", None)
-    geometry, bbox = footprint(georef, grid.image_width, grid.image_length)
-    properties.update({
-        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
-        "proj:shape": [grid.image_length, grid.image_width],
-        "proj:transform": list(corner_transform(georef)),
-    })
-    asset_fields = {
-        "file:size": image.file_size,
-        "raster:bands": [_band(image.sample_type, nodata)] * grid.samples_per_pixel,
-        STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
-        STAC_RASTER_TYPE: georef.raster_type.name.lower(),
-    }
-    if georef.is_defined and georef.raster_type is RasterType.POINT:
-        asset_fields[STAC_TRANSFORM] = list(georef.transform)  # the file's own matrix: pixel centres
+    geometry, bbox = footprint(image.georeferencing, image.grid.image_width, image.grid.image_length)
+    fields = image_fields(image, nodata)
+    properties.update({name: fields.pop(name) for name in PROJECTION_FIELDS})
     result = pystac.Item(
         id=_item_id(path), geometry=geometry, bbox=bbox, datetime=when, properties=properties,
         stac_extensions=[PROJECTION, RASTER, FILE],
     )
     result.add_asset("data", pystac.Asset(
         href=href or _href(path), media_type=MEDIA_TYPE, roles=["data"], title="rumi image",
-        extra_fields=asset_fields,
+        extra_fields=fields,
     ))
     return result
+
+
+def image_fields(image, nodata=None) -> dict:
+    """The STAC fields of an opened rumi image: projection (:data:`PROJECTION_FIELDS`), file size, bands, blob.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "int16"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
+    >>> image_fields(open_image(path, blob))["raster:bands"]
+    [{'data_type': 'int16'}]
+    """
+    grid, georef = image.grid, image.georeferencing
+    fields = {
+        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
+        "proj:shape": [grid.image_length, grid.image_width],
+        "proj:transform": list(corner_transform(georef)),
+        "file:size": image.file_size,
+        "raster:bands": [_band(image.sample_type, nodata)] * grid.samples_per_pixel,
+        STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
+        STAC_RASTER_TYPE: georef.raster_type.name.lower(),
+    }
+    if georef.is_defined and georef.raster_type is RasterType.POINT:
+        fields[STAC_TRANSFORM] = list(georef.transform)  # the file's own matrix: pixel centres
+    return fields
 
 
 def item_collection(paths, headers=None, **kwargs):
@@ -216,4 +230,4 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
 
 
-__all__ = ["MEDIA_TYPE", "footprint", "item", "item_collection"]
+__all__ = ["MEDIA_TYPE", "PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection"]
