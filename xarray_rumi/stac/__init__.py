@@ -5,6 +5,7 @@
 beyond the core dependencies.
 """
 
+from .convert_items import convert_items
 from .geoparquet import build_stac_catalog, read_stac_geoparquet, write_stac_geoparquet
 from .items import MEDIA_TYPE, item, item_collection
 from .quicklook import quicklook, write_quicklook
@@ -12,7 +13,7 @@ from .quicklook import quicklook, write_quicklook
 #: odc-stac's reader driver and load (the ``odc`` extra): loaded on first use, so importing this imports no odc.
 _LAZY = {"RumiDriver": "xarray_rumi.stac.odc", "load": "xarray_rumi.stac.odc"}
 
-__all__ = ["MEDIA_TYPE", "RumiDriver", "build_stac_catalog", "item", "item_collection", "load", "quicklook",
+__all__ = ["MEDIA_TYPE", "RumiDriver", "build_stac_catalog", "convert_items", "item", "item_collection", "load", "quicklook",
            "read_stac_geoparquet", "write_stac_geoparquet", "write_quicklook"]
 
 

@@ -152,11 +152,11 @@ def _band(sample_type, nodata=None) -> dict:
     if data_type != name or name in ("cint16", "cint32"):
         band["bits_per_sample"] = sample_type.bits_per_sample
     if nodata is not None:
-        band["nodata"] = _stac_nodata(nodata, sample_type)
+        band["nodata"] = stac_nodata(nodata, sample_type)
     return band
 
 
-def _stac_nodata(nodata, sample_type):
+def stac_nodata(nodata, sample_type):
     """``nodata`` as the raster extension writes it: a number, or ``"nan"``, ``"inf"``, ``"-inf"``.
 
     Refused (``ValueError``) when no sample of ``sample_type`` can equal it,
@@ -230,4 +230,4 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
 
 
-__all__ = ["MEDIA_TYPE", "PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection"]
+__all__ = ["MEDIA_TYPE", "PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]
