@@ -114,6 +114,11 @@ def _source_bands(source: str) -> tuple[SourceBands, tuple]:
     import rasterio
 
     with rasterio.open(source) as src:
+        if src.gcps[0]:
+            # rumi convert writes such a file without georeferencing; an Item's asset must stay where it was
+            raise ValueError(f"{source} is georeferenced by {len(src.gcps[0])} ground control points (GCPs), "
+                             "which rumi cannot store (only an affine transform): warp it onto a grid first "
+                             "(gdalwarp), then convert")
         bands = SourceBands(src.nodata, tuple(src.scales), tuple(src.offsets), tuple(src.units),
                             tuple(src.descriptions))
         dtype = {"complex_int16": "complex64", "complex_int32": "complex128"}.get(src.dtypes[0], src.dtypes[0])

@@ -308,13 +308,6 @@ def _georeferencing(src, name: str, drop: bool, assign=None):
     """``(epsg, transform, how)`` to write for ``src``; ``(None, None, None)`` for no georeferencing."""
     if drop:
         return None, None, None
-    gcps = src.gcps[0]
-    if gcps:
-        # a GCP-georeferenced file's transform is the identity: written with a CRS, every pixel would be misplaced
-        raise ValueError(
-            f"{name} is georeferenced by {len(gcps)} ground control points (GCPs), which rumi cannot store: "
-            "warp it onto a grid first (gdalwarp), or use drop_georeferencing / --drop-georeferencing"
-        )
     transform = tuple(src.transform)[:6]
     if assign is not None:
         return resolve_crs(assign)[0], transform, "assigned"
