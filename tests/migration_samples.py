@@ -7,6 +7,9 @@ import os
 
 import numpy as np
 
+from xarray_rumi.format.geo import Georeferencing
+from xarray_rumi.stac.items import footprint
+
 #: Assets of each Item: key -> (pixel size in m, bands, dtype). Two at 10 m, one at 20 m: two grids.
 ASSETS = {"B02": (10, 1, "uint16"), "B03": (10, 1, "uint16"), "SWIR": (20, 2, "int16")}
 SIZE_10M = 96
@@ -48,15 +51,19 @@ def make_items(root, count: int = 2) -> list:
     items = []
     for index in range(count):
         x0, y0 = 500000 + index * SIZE_10M * 10, 5000000
-        item = pystac.Item(f"scene-{index}", {"type": "Point", "coordinates": [15.0, 45.0]}, [15, 45, 15, 45],
+        geometry, bbox = footprint(Georeferencing(32633, 2, 1, (10, 0, x0, 0, -10, y0)), SIZE_10M, SIZE_10M)
+        item = pystac.Item(f"scene-{index}", geometry, bbox,
                            dt.datetime(2024, 5, 1 + index, 10, tzinfo=dt.UTC), {"platform": "test-sat", "eo:cloud_cover": 3},
                            stac_extensions=["https://stac-extensions.github.io/eo/v1.1.0/schema.json",
-                                            "https://stac-extensions.github.io/raster/v1.1.0/schema.json"])
+                                            "https://stac-extensions.github.io/raster/v1.1.0/schema.json",
+                                            "https://stac-extensions.github.io/projection/v2.0.0/schema.json"])
         for key, (resolution, bands, dtype) in ASSETS.items():
             path = os.path.join(root, f"{item.id}_{key}.tif")
             write_cog(path, asset_pixels(index, key), resolution, x0, y0)
             names = [key] if bands == 1 else [f"{key}_{b}" for b in range(1, bands + 1)]
             item.add_asset(key, pystac.Asset(path, media_type=COG, roles=["data"], extra_fields={
+                "proj:code": "EPSG:32633", "proj:shape": [SIZE_10M * 10 // resolution] * 2,
+                "proj:transform": [resolution, 0, x0, 0, -resolution, y0],
                 "eo:bands": [{"name": name} for name in names],
                 "raster:bands": [{"data_type": dtype, "nodata": NODATA[dtype], "scale": SCALE, "offset": OFFSET,
                                   "unit": "reflectance"} for _ in names],

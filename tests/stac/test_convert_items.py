@@ -14,6 +14,7 @@ pystac = pytest.importorskip("pystac", reason="pystac is not installed (the stac
 import xarray as xr  # noqa: E402
 
 import xarray_rumi  # noqa: E402
+import xarray_rumi.stac  # noqa: E402
 from migration_samples import ASSETS, NODATA, OFFSET, SCALE, asset_pixels, make_items  # noqa: E402
 from xarray_rumi.stac import convert_items  # noqa: E402
 from xarray_rumi.stac.convert_files import FileJob, convert_file  # noqa: E402
@@ -191,3 +192,17 @@ def test_a_missing_source_is_a_failed_result_not_an_error(tmp_path):
 
 def _outputs(root) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files)
+
+
+@pytest.mark.parametrize("load", [dict(crs="EPSG:32633", resolution=10), dict(crs="EPSG:3857", resolution=15),
+                                  dict(crs="EPSG:32633", resolution=20, bands=["B02", "SWIR_2"])])
+def test_odc_stac_loads_converted_items_as_it_loads_the_originals(sources_dir, load):
+    odc_stac = pytest.importorskip("odc.stac", reason="odc-stac is not installed (the odc extra)")
+    items = make_items(str(sources_dir / "cogs"))
+    converted = convert_items(items, sources_dir / "rumi", scheduler=HERE)
+    expected = odc_stac.load(items, chunks={}, **load).compute()
+    got = xarray_rumi.stac.load(converted, chunks={}, **load).compute()
+    assert list(got.data_vars) == list(expected.data_vars) and got.odc.geobox == expected.odc.geobox
+    for name in expected.data_vars:  # band names from eo:bands, nodata from raster:bands, every pixel
+        assert got[name].attrs == expected[name].attrs and got[name].dtype == expected[name].dtype
+        np.testing.assert_array_equal(got[name].values, expected[name].values)
