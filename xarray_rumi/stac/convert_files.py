@@ -83,7 +83,9 @@ def convert_file(job: FileJob) -> FileResult:
         blob = read_blob_file(f"{job.target}.header", job.storage_options)
         image = open_image(job.target, blob, storage_options=job.storage_options)
         fields = image_fields(image)
-    except Exception as exc:  # noqa: BLE001 - any refusal or read error is this file's, reported with its reason
+    except (ValueError, OSError) as exc:  # a refusal or a read error, whose message says what is wrong
+        return FileResult(job, "failed", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
         return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
     return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
 
