@@ -55,7 +55,7 @@ def leftovers(root) -> list[str]:
             path = os.path.join(folder, name)
             if name.endswith(".header") and os.path.exists(path.removesuffix(".header")):
                 continue
-            if not (name.endswith(".rumi") and kept_output(path, (1, SIDE, SIDE, "uint16"))):
+            if not (name.endswith(".rumi") and kept_output(path, (1, SIDE, SIDE, "uint16")) is not None):
                 found.append(path)
     return found
 

@@ -72,15 +72,15 @@ def convert_file(job: FileJob) -> FileResult:
     """
     try:
         bands, source_shape = _source_bands(job.source)
-        if kept_output(job.target, source_shape, job.storage_options):
-            status = "kept"
-        else:
+        blob = kept_output(job.target, source_shape, job.storage_options)
+        status = "kept"
+        if blob is None:
             # Run outside any Dask worker's context: the file is one task, converted on this process's threads,
             # where on a worker the writer would otherwise send each frame back to the cluster as a task of its own.
             contextvars.Context().run(convert, job.source, job.target, storage_options=job.storage_options,
                                       **job.options)
             status = "converted"
-        blob = read_blob_file(f"{job.target}.header", job.storage_options)
+            blob = read_blob_file(f"{job.target}.header", job.storage_options)
         image = open_image(job.target, blob, storage_options=job.storage_options)
         fields = image_fields(image)
     except (ValueError, OSError) as exc:  # a refusal or a read error, whose message says what is wrong
@@ -90,26 +90,26 @@ def convert_file(job: FileJob) -> FileResult:
     return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
 
 
-def kept_output(target: str, source_shape: tuple, storage_options=None) -> bool:
-    """Whether ``target`` holds a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``.
+def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes | None:
+    """The blob of ``target`` if it holds a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``.
 
     Checked against its blob (``<target>.header``): the file's IFD gives the
     same blob, its size is where the blob says its frames end, and its grid
     and sample type are the source's.  Anything missing or different is not
-    kept: the file is converted again.
+    kept (``None``): the file is converted again.
     """
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
         header = Header.from_bytes(blob)
         if header_from_file(target, storage_options=storage_options) != blob:
-            return False
+            return None
         if ByteSource.of(target, storage_options).size() != header.file_size:
-            return False
+            return None
     except (OSError, ValueError):  # absent, unreadable, or not a rumi file (RumiFormatError is a ValueError)
-        return False
+        return None
     grid = header.grid
     shape = (grid.samples_per_pixel, grid.image_length, grid.image_width, header.sample_type.dtype.name)
-    return shape == source_shape
+    return blob if shape == source_shape else None
 
 
 def _source_bands(source: str) -> tuple[SourceBands, tuple]:
