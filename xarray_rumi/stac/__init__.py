@@ -1,7 +1,8 @@
-"""STAC, for Earth-observation tools: Items for rumi files and what opening reads from them, and quicklooks.
+"""STAC, for Earth-observation tools: Items for rumi files, what opening reads from them, migrating STAC
+collections of GeoTIFFs to rumi, and quicklooks.
 
 ``item`` needs ``pystac`` and the stac-geoparquet functions ``stac-geoparquet``
-(both in the ``stac`` extra), imported when called; quicklooks need nothing
+(both in the ``stac`` extra), ``convert_items`` also rasterio, imported when called; quicklooks need nothing
 beyond the core dependencies.
 """
 
