@@ -53,3 +53,16 @@ def test_crs_options_are_refused_for_items(collection, tmp_path, capsys):
     status, _, err = run(capsys, "convert", collection, tmp_path / "rumi", "--crs", "EPSG:4326")
     assert status == 1 and "--crs and --drop-georeferencing apply to raster inputs" in err
     assert not os.path.exists(tmp_path / "rumi")
+
+
+def test_stac_geoparquet_in_gives_stac_geoparquet_out(tmp_path, capsys):
+    pytest.importorskip("stac_geoparquet", reason="stac-geoparquet is not installed (the stac extra)")
+    from xarray_rumi.stac import read_stac_geoparquet, write_stac_geoparquet
+
+    os.makedirs(tmp_path / "cogs")
+    write_stac_geoparquet(make_items(str(tmp_path / "cogs"), count=1), tmp_path / "items.parquet")
+    status, out, _ = run(capsys, "convert", tmp_path / "items.parquet", tmp_path / "rumi", "-j", "1")
+    assert status == 0 and "3 files: 3 converted" in out
+    [item] = read_stac_geoparquet(str(tmp_path / "rumi" / "items.parquet"))
+    with xr.open_dataset(item["assets"]["SWIR"]["href"], engine="rumi") as ds:
+        np.testing.assert_array_equal(ds.band_data.values, asset_pixels(0, "SWIR"))

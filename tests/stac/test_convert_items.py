@@ -206,3 +206,13 @@ def test_odc_stac_loads_converted_items_as_it_loads_the_originals(sources_dir, l
     for name in expected.data_vars:  # band names from eo:bands, nodata from raster:bands, every pixel
         assert got[name].attrs == expected[name].attrs and got[name].dtype == expected[name].dtype
         np.testing.assert_array_equal(got[name].values, expected[name].values)
+
+
+def test_a_destination_url_gets_the_files_and_the_items_point_there(sources_dir):
+    fsspec = pytest.importorskip("fsspec")
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    [new] = convert_items(items, "memory://migrated", scheduler=HERE)
+    assert new.assets["B03"].href == "memory://migrated/scene-0/B03.rumi"
+    blob = fsspec.filesystem("memory").cat("/migrated/scene-0/B03.rumi.header")
+    image = xarray_rumi.open_image(new.assets["B03"].href, blob)
+    np.testing.assert_array_equal(image.read(), asset_pixels(0, "B03"))
