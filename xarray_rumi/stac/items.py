@@ -43,14 +43,10 @@ _STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 def item(path, header=None, *, href=None, datetime=None, properties=None, nodata=None, storage_options=None):
     """A ``pystac.Item`` describing the rumi file at ``path``, its header blob included.
 
-    ``header`` is the blob (bytes, a blob path, or ``None`` to rebuild it from
-    the IFD).  ``href`` is where the asset points (default: ``path``, made
-    absolute when local).  ``datetime`` (a ``datetime`` or ISO 8601 string)
-    defaults to ``properties["datetime"]``, then to the file's modification
-    time.  ``properties`` are added to the Item's.  ``nodata`` (a number, or
-    NaN / ``"nan"``, ``"inf"``, ``"-inf"``) is recorded as every band's
-    ``raster:bands`` nodata, the one place it can live: the rumi file has
-    none.  It must be a value the file's samples can hold.
+    ``header``: the blob, a blob path, or ``None`` (rebuilt from the IFD).  ``href``: where the asset
+    points (default ``path``).  ``datetime`` defaults to ``properties["datetime"]``, then the file's
+    modification time.  ``nodata`` (a value the samples can hold, or ``"nan"``...) goes to every
+    band's ``raster:bands``.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -59,10 +55,6 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
     >>> it = item(path, blob, datetime="2024-05-01T10:00:00Z")
     >>> it.id, it.properties["proj:code"], it.properties["proj:shape"]
     ('scene', 'EPSG:32633', [64, 64])
-    >>> [b["data_type"] for b in it.assets["data"].extra_fields["raster:bands"]]
-    ['uint16', 'uint16']
-    >>> item(path, blob, datetime="2024-05-01T10:00:00Z", nodata=0).assets["data"].extra_fields["raster:bands"][0]
-    {'data_type': 'uint16', 'nodata': 0}
     """
     import pystac
 
@@ -120,7 +112,6 @@ def item_collection(paths, headers=None, **kwargs):
 def footprint(georef: Georeferencing, width: int, height: int):
     """The image's outline in longitude/latitude (GeoJSON polygon) and its bbox; ``(None, None)`` without a CRS.
 
-    Each edge is sampled at :data:`EDGE_POINTS` points before reprojection.
     Footprints crossing the antimeridian are not split.
 
     >>> from xarray_rumi.format.geo import Georeferencing
@@ -157,11 +148,8 @@ def _band(sample_type, nodata=None) -> dict:
 
 
 def stac_nodata(nodata, sample_type):
-    """``nodata`` as the raster extension writes it: a number, or ``"nan"``, ``"inf"``, ``"-inf"``.
-
-    Refused (``ValueError``) when no sample of ``sample_type`` can equal it,
-    so a catalog never names a nodata its pixels cannot have.
-    """
+    """``nodata`` as the raster extension writes it (a number, ``"nan"``, ``"inf"``, ``"-inf"``); ``ValueError``
+    when no sample of ``sample_type`` can equal it."""
     value = _number(nodata)
     integer_range = _integer_range(sample_type)
     if integer_range is None:

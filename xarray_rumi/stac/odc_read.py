@@ -1,23 +1,10 @@
 """What the odc-stac driver does for one rumi source and one output chunk: read a source window, then paste or warp it.
 
-Mirrors odc-loader's GeoTIFF reader (``odc.loader.RioReader``) step by step,
-so that a rumi file and its GeoTIFF twin load to the same pixels: the same
-overlap computation (``odc.geo.overlap.compute_reproject_roi``, with the
-same tolerances), the same choice between pasting and reprojecting, the same
-nodata rules, the same casts to a narrower ``dtype=`` (odc leaves them to
-GDAL, which rounds and clamps: :func:`cast_as_gdal`), and for reprojection
-the same call of ``rasterio.warp.reproject``, from the type the GeoTIFF twin
-would hold the samples in.  One difference is unavoidable: odc hands GDAL
-the whole GeoTIFF and lets GDAL pick what it reads, where this module decodes
-only the frames the chunk's source window overlaps, grown by a margin wider
-than any of GDAL's resampling kernels reaches, and hands GDAL that window
-(see docs/stac.md for what that changes: a handful of pixels, or none).
-
-odc asks for one band at a time; :func:`read_chunk` puts every band a load
-wants of a file on a chunk at once, so that each frame is decoded once per
-chunk, not once per band (a cell frame holds them all), and GDAL transforms
-coordinates once for all bands.  Nothing here keeps an open handle or a lock:
-it runs in any process, from pickled arguments.
+Step by step as odc-loader's GeoTIFF reader (``odc.loader.RioReader``), so a rumi file and its GeoTIFF
+twin load to the same pixels; where it cannot be the same (only the frames a chunk's window overlaps are
+decoded, with a margin), docs/stac.md, "Equal to odc-stac's GeoTIFF path", says what that changes.
+:func:`read_chunk` puts every band a load wants of a file on a chunk at once, so each frame is decoded
+once per chunk.  No open handle, no lock: it runs in any process, from pickled arguments.
 """
 
 from __future__ import annotations
@@ -37,11 +24,8 @@ log = logging.getLogger(__name__)
 
 #: How far (in source pixels, before scaling) each GDAL resampling kernel reaches from a pixel's centre.
 KERNEL_RADIUS = {"nearest": 1, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "lanczos": 3}
-#: Source pixels added to the kernel's reach, both scaled by how much the warp shrinks the source.  GDAL sizes its
-#: source window and its kernel's scale from the raster it is handed, clamped to it; a cut-out narrower than what
-#: GDAL would take from the whole file changes pixels of chunks that hold a sliver of a source image.  Measured
-#: (ci/benchmarks/odc_load.py's equality sweep, docs/stac.md): 2 and 10 change pixels at a shrink of 1, 20 does
-#: not; at a shrink of 2.9, 20 unscaled still does, 40 does not.
+#: Source pixels added to the kernel's reach, both scaled by how much the warp shrinks the source: GDAL sizes its
+#: window from the raster it is handed, so a narrower cut-out changes pixels (the margins measured: docs/stac.md).
 EXTRA_MARGIN = 20
 #: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
 WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
@@ -122,11 +106,7 @@ def source_geobox(asset: RumiAsset):
 def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     """``request``'s bands on the output chunk ``dst_geobox``: pasted or warped as odc's GeoTIFF reader does.
 
-    The file opens from its blob and georeferencing, reading nothing; only
-    the frames the chunk's source window overlaps are fetched and decoded,
-    every band at once, through the image's window read (its retries and
-    checks).  Then the window is pasted, or warped with
-    ``rasterio.warp.reproject`` and the parameters odc's reader passes.
+    Only the frames the chunk's source window overlaps are fetched and decoded, every band at once.
     """
     from odc.geo.overlap import compute_reproject_roi
     from odc.geo.roi import roi_is_empty
