@@ -216,3 +216,17 @@ def test_a_destination_url_gets_the_files_and_the_items_point_there(sources_dir)
     blob = fsspec.filesystem("memory").cat("/migrated/scene-0/B03.rumi.header")
     image = xarray_rumi.open_image(new.assets["B03"].href, blob)
     np.testing.assert_array_equal(image.read(), asset_pixels(0, "B03"))
+
+
+def test_assets_names_what_to_convert_and_the_rest_stays(sources_dir):
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    [new] = convert_items(items, sources_dir / "rumi", assets=["SWIR"], scheduler=HERE)
+    assert new.assets["SWIR"].media_type == "application/vnd.rumi+tiff"
+    assert new.assets["B02"].to_dict() == items[0].assets["B02"].to_dict()
+    assert sorted(os.listdir(sources_dir / "rumi" / "scene-0")) == ["SWIR.rumi", "SWIR.rumi.header"]
+
+
+def test_open_cube_of_an_item_of_several_rumi_files_says_how_to_load_it(sources_dir):
+    [new] = convert_items(make_items(str(sources_dir / "cogs"), count=1), sources_dir / "rumi", scheduler=HERE)
+    with pytest.raises(ValueError, match=r"has 3 assets with a rumi:header blob.*xarray_rumi.stac.load"):
+        xarray_rumi.open_cube([new])

@@ -269,8 +269,10 @@ def rumi_asset(item: dict) -> dict:
 
 
 def _not_one_rumi_asset(item_id, count: int) -> ValueError:
+    several = ("; an Item of several rumi files (a migration's, one per GeoTIFF asset) loads by band name "
+               "with xarray_rumi.stac.load") if count > 1 else ""
     return ValueError(f"STAC Item {item_id!r} has {count} assets with a {STAC_HEADER} blob; "
-                      "expected exactly one (see docs/stac.md)")
+                      f"expected exactly one (see docs/stac.md){several}")
 
 
 def stac_georeferencing(item: dict) -> Georeferencing:
