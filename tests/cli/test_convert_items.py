@@ -66,3 +66,13 @@ def test_stac_geoparquet_in_gives_stac_geoparquet_out(tmp_path, capsys):
     [item] = read_stac_geoparquet(str(tmp_path / "rumi" / "items.parquet"))
     with xr.open_dataset(item["assets"]["SWIR"]["href"], engine="rumi") as ds:
         np.testing.assert_array_equal(ds.band_data.values, asset_pixels(0, "SWIR"))
+
+
+def test_scheduler_converts_on_that_dask_cluster(collection, tmp_path, capsys):
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        status, out, _ = run(capsys, "convert", collection, tmp_path / "rumi", "--scheduler", cluster.scheduler_address)
+        prefixes = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    assert status == 1 and "6 converted" in out
+    assert "convert_file" in prefixes  # the files' tasks ran on this cluster
