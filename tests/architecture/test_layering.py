@@ -16,7 +16,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "xarray_rumi"
 #: What each part may import of the package: data flows bytes -> format -> frames -> reading -> datamodel -> the ways
 #: of opening (virtual, stac, dataset); ``runtime`` (the process's threads and allocator) sits beside ``format`` and
 #: ``io``, under everything that computes.  Of those, ``dataset`` comes last: it opens STAC Items through ``stac``,
-#: and neither ``stac`` nor ``virtual`` imports it.
+#: and neither ``stac`` nor ``virtual`` imports it.  ``stac`` also migrates GeoTIFF collections: it converts their
+#: files (``writing``) on local processes (``runtime``); ``writing`` imports nothing of ``stac``.
 UP_TO_READING = {"errors", "format", "io", "runtime", "frames", "reading"}
 ALLOWED = {
     "errors": set(),
@@ -27,7 +28,7 @@ ALLOWED = {
     "reading": {"errors", "format", "io", "runtime", "frames"},
     "datamodel": UP_TO_READING,
     "virtual": UP_TO_READING | {"datamodel"},
-    "stac": {"errors", "format", "io", "reading", "datamodel"},
+    "stac": {"errors", "format", "io", "runtime", "reading", "datamodel", "writing"},
     "dataset": UP_TO_READING | {"datamodel", "stac"},
     "writing": {"errors", "format", "io", "runtime", "frames"},
     "accessor": {"writing", "stac"},

@@ -35,7 +35,7 @@ def test_doc_blocks_exist():
     text = "\n".join(blocks)
     for needed in ("xarray_rumi.write", "xarray_rumi.stac.item", "open_cube(", ".median(", "quicklook",
                    "xbatcher.BatchGenerator", "__getitem__", '"fork"', '"spawn"', "read_windows", "__getitems__",
-                   "np.from_dlpack", 'sampling="grid"'):
+                   "np.from_dlpack", 'sampling="grid"', "convert_items("):
         assert needed in text, needed
     assert sum(block.startswith(MODULE) for block in blocks) == 1
 

@@ -9,6 +9,9 @@ from doc_blocks import run_blocks
 import xarray_rumi
 import xarray_rumi.stac
 
+#: What Items of xarray-rumi 0.1.0's first builds said for the media type; still read.
+LEGACY_MEDIA_TYPE = "image/tiff; application=rumi"
+
 
 def test_stac_page_examples_run(tmp_path, monkeypatch):
     pytest.importorskip("pystac")
@@ -58,7 +61,6 @@ def test_gdal_reads_frames_as_long_as_a_raw_tile_as_wrong_pixels(tmp_path):
 def test_odc_stac_alone_leaves_a_rumi_asset_out_and_takes_an_old_image_tiff_one(tmp_path):
     odc_stac = pytest.importorskip("odc.stac")   # the odc extra
     pytest.importorskip("pystac")
-    from xarray_rumi.stac.read import LEGACY_MEDIA_TYPE
 
     path = str(tmp_path / "scene.rumi")
     blob = xarray_rumi.write(path, np.zeros((2, 64, 64), "uint16"), tile_size=32, crs=32633,

@@ -16,6 +16,9 @@ pystac = pytest.importorskip("pystac")
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 5000000.0)
 
+#: What Items of xarray-rumi 0.1.0's first builds said for the media type; still read.
+LEGACY_MEDIA_TYPE = "image/tiff; application=rumi"
+
 
 def _items(tmp_path, count=2, **write_kwargs):
     write_kwargs = {"crs": 32633, "transform": TRANSFORM, **write_kwargs}
@@ -100,7 +103,7 @@ def test_what_counts_as_stac(value, expected):
 def test_items_of_either_media_type_open_to_the_same_cube(tmp_path):
     # Items say application/vnd.rumi+tiff; earlier ones said image/tiff; application=rumi: the asset is the one
     # carrying rumi:header, whatever its type
-    from xarray_rumi.stac.read import LEGACY_MEDIA_TYPE, STAC_MEDIA_TYPE
+    from xarray_rumi.stac.read import STAC_MEDIA_TYPE
 
     items = [each for each, _, _ in _items(tmp_path)]
     assert {i.assets["data"].media_type for i in items} == {STAC_MEDIA_TYPE}

@@ -30,7 +30,9 @@ def add_command(commands) -> None:
                     f"(pyproj's identification at confidence {CRS_CONFIDENCE} or more, checked for equivalence); "
                     "the summary names the code.")
     cmd.add_argument("inputs", nargs="+", metavar="IN",
-                     help="rasters to convert (paths or URLs rasterio opens); without -o, the last is the output")
+                     help="rasters to convert (paths or URLs rasterio opens), or one file of STAC Items whose GeoTIFF "
+                          "assets to convert (an ItemCollection .json, or stac-geoparquet .parquet): the new Items "
+                          "go to OUT_OR_DIR/items.json (or items.parquet); without -o, the last IN is the output")
     cmd.add_argument("-o", "--output", metavar="OUT_OR_DIR", default=None,
                      help="the rumi file for one input, else a directory (a path or fsspec URL); missing folders "
                           "above it are not created (default: the last IN)")
@@ -48,7 +50,11 @@ def add_command(commands) -> None:
                           "(default: the source's CRS)")
     cmd.add_argument("--drop-georeferencing", action="store_true",
                      help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
-    cmd.add_argument("-j", "--jobs", type=positive_int, default=1, help="files converted in parallel (default: %(default)s)")
+    cmd.add_argument("-j", "--jobs", type=positive_int, default=None,
+                     help="files converted in parallel (default: 1, or one per core for STAC Items)")
+    cmd.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help="with STAC Items: the Dask scheduler to convert on, one task per file "
+                          "(default: local processes, -j of them)")
     add_storage_options(cmd, "an output that is a URL (rasterio reads the inputs through GDAL, configured from "
                              "the environment)")
     cmd.set_defaults(run=run)
@@ -62,6 +68,8 @@ def run(args) -> int:
             raise ValueError("give the output: -o OUT_OR_DIR, or OUT as the last argument "
                              "(rumi convert in.tif out.rumi)")
         args.inputs, args.output = args.inputs[:-1], args.inputs[-1]
+    if len(args.inputs) == 1 and args.inputs[0].lower().endswith(STAC_SUFFIXES):
+        return run_items(args)
     try:
         targets = target_paths(args.inputs, args.output)
     except ValueError as exc:  # outputs that would replace each other: refused like every command's (exit 1)
@@ -79,7 +87,7 @@ def run(args) -> int:
                    drop_georeferencing=args.drop_georeferencing, crs=args.crs,
                    storage_options=options_for(args.output, args.storage_options))
     results, failures = [], 0
-    if len(targets) == 1 or args.jobs <= 1:
+    if len(targets) == 1 or (args.jobs or 1) <= 1:
         for source, target in zip(args.inputs, targets):
             with LazyBar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
                          leave=False) as bar:
@@ -223,3 +231,80 @@ def _summary(results: list[Conversion]) -> None:
             print(f"  note: {mask_note(r.mask)}")
         if r.palette:
             print(f"  note: {palette_note(r.palette)}")
+
+
+# -- STAC Items in: xarray_rumi.stac.convert_items, its progress and summary ----------------------------------
+
+#: An input with one of these suffixes is a file of STAC Items, not a raster.
+STAC_SUFFIXES = (".json", ".geojson", ".parquet")
+
+
+def run_items(args) -> int:
+    """``rumi convert items.json OUT_DIR``: every GeoTIFF asset converted, the new Items written beside them."""
+    from ..stac.convert_files import run_jobs
+    from ..stac.convert_items import converted_items, plan_jobs, source_item_dicts, summary
+
+    if args.crs is not None or args.drop_georeferencing:
+        raise Refused("--crs and --drop-georeferencing apply to raster inputs; a migration of STAC Items keeps "
+                      "each asset's own georeferencing")
+    source = args.inputs[0]
+    check_folder(args.output.rstrip(os.sep))  # the output folder is made, never a folder above it
+    dicts = source_item_dicts(source)
+    options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression)
+    try:
+        jobs = plan_jobs(dicts, args.output, options=options,
+                         storage_options=options_for(args.output, args.storage_options))
+    except ValueError as exc:  # Items whose ids cannot name their folders
+        raise Refused(str(exc)) from None
+    client = _client(args.scheduler)
+    try:
+        with LazyBar(total=len(jobs), unit="file") as bar:
+            results = run_jobs(jobs, client, args.jobs, progress=lambda result: bar.update(1))
+    finally:
+        if client is not None:  # ours, made for this run
+            client.close()
+    for result in results:
+        if result.status == "failed":
+            print(f"rumi convert: Item {result.job.item_id!r} asset {result.job.asset!r}: "
+                  f"{said_of(result.job.source, result.reason)}", file=sys.stderr)
+    items_file = _write_items(converted_items(dicts, results), args.output, source.lower().endswith(".parquet"),
+                              options_for(args.output, args.storage_options))
+    counts = summary(results)
+    print(f"{len(results)} files: {counts['converted']} converted, {counts['kept']} already there and valid, "
+          f"{counts['failed']} failed; {counts['bytes_in']} bytes in, {counts['bytes_out']} bytes out "
+          f"({counts['ratio']:.2f}x); Items in {items_file}")
+    return 1 if counts["failed"] else 0
+
+
+def _client(address):
+    if address is None:
+        return None
+    from distributed import Client
+
+    return Client(address)
+
+
+def _write_items(items, output: str, geoparquet: bool, storage_options=None) -> str:
+    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``; left untouched when already the same."""
+    import json
+
+    from ..io.source import ByteSource
+    from ..writing.staging import write_small
+
+    name = "items.parquet" if geoparquet else "items.json"
+    target = posixpath.join(output, name) if is_url(output) else os.path.join(output, name)
+    if geoparquet:
+        from ..stac.geoparquet import write_stac_geoparquet
+
+        write_stac_geoparquet(items, target)
+        return target
+    text = json.dumps({"type": "FeatureCollection", "features": [item.to_dict(include_self_link=False)
+                                                                 for item in items]}, indent=1).encode()
+    place = ByteSource.of(target, storage_options)
+    try:
+        unchanged = place.size() == len(text) and place.read(0, len(text)) == text
+    except (OSError, ValueError):
+        unchanged = False
+    if not unchanged:  # a rerun over a finished destination writes nothing
+        write_small(place, text)
+    return target

@@ -1,10 +1,12 @@
-"""STAC, for Earth-observation tools: Items for rumi files and what opening reads from them, and quicklooks.
+"""STAC, for Earth-observation tools: Items for rumi files, what opening reads from them, migrating STAC
+collections of GeoTIFFs to rumi, and quicklooks.
 
 ``item`` needs ``pystac`` and the stac-geoparquet functions ``stac-geoparquet``
-(both in the ``stac`` extra), imported when called; quicklooks need nothing
+(both in the ``stac`` extra), ``convert_items`` also rasterio, imported when called; quicklooks need nothing
 beyond the core dependencies.
 """
 
+from .convert_items import convert_items
 from .geoparquet import build_stac_catalog, read_stac_geoparquet, write_stac_geoparquet
 from .items import MEDIA_TYPE, item, item_collection
 from .quicklook import quicklook, write_quicklook
@@ -12,7 +14,7 @@ from .quicklook import quicklook, write_quicklook
 #: odc-stac's reader driver and load (the ``odc`` extra): loaded on first use, so importing this imports no odc.
 _LAZY = {"RumiDriver": "xarray_rumi.stac.odc", "load": "xarray_rumi.stac.odc"}
 
-__all__ = ["MEDIA_TYPE", "RumiDriver", "build_stac_catalog", "item", "item_collection", "load", "quicklook",
+__all__ = ["MEDIA_TYPE", "RumiDriver", "build_stac_catalog", "convert_items", "item", "item_collection", "load", "quicklook",
            "read_stac_geoparquet", "write_stac_geoparquet", "write_quicklook"]
 
 

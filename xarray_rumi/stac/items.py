@@ -26,6 +26,8 @@ MEDIA_TYPE = STAC_MEDIA_TYPE
 PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
 RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
 FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
+#: The projection fields of an image: the Item's for a one-asset Item, its asset's when assets differ in grid.
+PROJECTION_FIELDS = ("proj:code", "proj:shape", "proj:transform")
 #: Points along each edge of the footprint before reprojection, so curved edges stay inside the polygon.
 EDGE_POINTS = 21
 
@@ -41,14 +43,10 @@ _STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 def item(path, header=None, *, href=None, datetime=None, properties=None, nodata=None, storage_options=None):
     """A ``pystac.Item`` describing the rumi file at ``path``, its header blob included.
 
-    ``header`` is the blob (bytes, a blob path, or ``None`` to rebuild it from
-    the IFD).  ``href`` is where the asset points (default: ``path``, made
-    absolute when local).  ``datetime`` (a ``datetime`` or ISO 8601 string)
-    defaults to ``properties["datetime"]``, then to the file's modification
-    time.  ``properties`` are added to the Item's.  ``nodata`` (a number, or
-    NaN / ``"nan"``, ``"inf"``, ``"-inf"``) is recorded as every band's
-    ``raster:bands`` nodata, the one place it can live: the rumi file has
-    none.  It must be a value the file's samples can hold.
+    ``header``: the blob, a blob path, or ``None`` (rebuilt from the IFD).  ``href``: where the asset
+    points (default ``path``).  ``datetime`` defaults to ``properties["datetime"]``, then the file's
+    modification time.  ``nodata`` (a value the samples can hold, or ``"nan"``...) goes to every
+    band's ``raster:bands``.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -57,41 +55,49 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
     >>> it = item(path, blob, datetime="2024-05-01T10:00:00Z")
     >>> it.id, it.properties["proj:code"], it.properties["proj:shape"]
     ('scene', 'EPSG:32633', [64, 64])
-    >>> [b["data_type"] for b in it.assets["data"].extra_fields["raster:bands"]]
-    ['uint16', 'uint16']
-    >>> item(path, blob, datetime="2024-05-01T10:00:00Z", nodata=0).assets["data"].extra_fields["raster:bands"][0]
-    {'data_type': 'uint16', 'nodata': 0}
     """
     import pystac
 
     image = open_image(path, header, storage_options=storage_options)
-    grid, georef = image.grid, image.georeferencing
     properties = dict(properties or {})
     when = _datetime(datetime if datetime is not None else properties.pop("datetime", None), path, storage_options)
     properties.pop("datetime", None)
-    geometry, bbox = footprint(georef, grid.image_width, grid.image_length)
-    properties.update({
-        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
-        "proj:shape": [grid.image_length, grid.image_width],
-        "proj:transform": list(corner_transform(georef)),
-    })
-    asset_fields = {
-        "file:size": image.file_size,
-        "raster:bands": [_band(image.sample_type, nodata)] * grid.samples_per_pixel,
-        STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
-        STAC_RASTER_TYPE: georef.raster_type.name.lower(),
-    }
-    if georef.is_defined and georef.raster_type is RasterType.POINT:
-        asset_fields[STAC_TRANSFORM] = list(georef.transform)  # the file's own matrix: pixel centres
+    geometry, bbox = footprint(image.georeferencing, image.grid.image_width, image.grid.image_length)
+    fields = image_fields(image, nodata)
+    properties.update({name: fields.pop(name) for name in PROJECTION_FIELDS})
     result = pystac.Item(
         id=_item_id(path), geometry=geometry, bbox=bbox, datetime=when, properties=properties,
         stac_extensions=[PROJECTION, RASTER, FILE],
     )
     result.add_asset("data", pystac.Asset(
         href=href or _href(path), media_type=MEDIA_TYPE, roles=["data"], title="rumi image",
-        extra_fields=asset_fields,
+        extra_fields=fields,
     ))
     return result
+
+
+def image_fields(image, nodata=None) -> dict:
+    """The STAC fields of an opened rumi image: projection (:data:`PROJECTION_FIELDS`), file size, bands, blob.
+
+    >>> import numpy as np, tempfile, os, xarray_rumi
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "int16"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
+    >>> image_fields(open_image(path, blob))["raster:bands"]
+    [{'data_type': 'int16'}]
+    """
+    grid, georef = image.grid, image.georeferencing
+    fields = {
+        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
+        "proj:shape": [grid.image_length, grid.image_width],
+        "proj:transform": list(corner_transform(georef)),
+        "file:size": image.file_size,
+        "raster:bands": [_band(image.sample_type, nodata)] * grid.samples_per_pixel,
+        STAC_HEADER: base64.b64encode(image.header.to_bytes()).decode("ascii"),
+        STAC_RASTER_TYPE: georef.raster_type.name.lower(),
+    }
+    if georef.is_defined and georef.raster_type is RasterType.POINT:
+        fields[STAC_TRANSFORM] = list(georef.transform)  # the file's own matrix: pixel centres
+    return fields
 
 
 def item_collection(paths, headers=None, **kwargs):
@@ -106,7 +112,6 @@ def item_collection(paths, headers=None, **kwargs):
 def footprint(georef: Georeferencing, width: int, height: int):
     """The image's outline in longitude/latitude (GeoJSON polygon) and its bbox; ``(None, None)`` without a CRS.
 
-    Each edge is sampled at :data:`EDGE_POINTS` points before reprojection.
     Footprints crossing the antimeridian are not split.
 
     >>> from xarray_rumi.format.geo import Georeferencing
@@ -138,16 +143,13 @@ def _band(sample_type, nodata=None) -> dict:
     if data_type != name or name in ("cint16", "cint32"):
         band["bits_per_sample"] = sample_type.bits_per_sample
     if nodata is not None:
-        band["nodata"] = _stac_nodata(nodata, sample_type)
+        band["nodata"] = stac_nodata(nodata, sample_type)
     return band
 
 
-def _stac_nodata(nodata, sample_type):
-    """``nodata`` as the raster extension writes it: a number, or ``"nan"``, ``"inf"``, ``"-inf"``.
-
-    Refused (``ValueError``) when no sample of ``sample_type`` can equal it,
-    so a catalog never names a nodata its pixels cannot have.
-    """
+def stac_nodata(nodata, sample_type):
+    """``nodata`` as the raster extension writes it (a number, ``"nan"``, ``"inf"``, ``"-inf"``); ``ValueError``
+    when no sample of ``sample_type`` can equal it."""
     value = _number(nodata)
     integer_range = _integer_range(sample_type)
     if integer_range is None:
@@ -216,4 +218,4 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
 
 
-__all__ = ["MEDIA_TYPE", "footprint", "item", "item_collection"]
+__all__ = ["MEDIA_TYPE", "PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]

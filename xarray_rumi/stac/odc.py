@@ -1,21 +1,9 @@
 """odc-stac's reader driver for rumi files: ``odc.stac.load(items, ..., driver=RumiDriver())``.
 
-odc-stac (odc-loader underneath) picks the Items covering an area, puts them
-on one grid, fuses same-day images and chunks the result for Dask; a reader
-driver is how it reads pixels.  :class:`RumiDriver` implements odc-loader's
-``ReaderDriver`` protocol:
-
-- its metadata parser reads each rumi asset's bands, sample type and
-  georeferencing from the Item (``rumi:header``, the projection fields, and
-  nodata from ``raster:bands``), so building the lazy Dataset reads nothing;
-- its readers open each file from that blob (:func:`xarray_rumi.open_image`,
-  no request) and decode only the frames a chunk's source window overlaps,
-  then paste or warp as odc's GeoTIFF reader does (:mod:`.odc_read`);
-- assets that are not rumi files (a mixed search result) go to odc's own
-  GeoTIFF reader in the same load.
-
-Needs the ``odc`` extra (odc-stac, odc-loader), imported here only: importing
-:mod:`xarray_rumi.stac` does not import odc.  See docs/stac.md.
+Building the load reads nothing: each rumi asset's bands, type and georeferencing come from its Item
+(the blob, the projection fields, ``raster:bands``).  Each chunk decodes only the frames its window
+overlaps (:mod:`.odc_read`); assets that are not rumi files go to odc's own GeoTIFF reader in the same
+load.  Needs the ``odc`` extra, imported here only.  See docs/stac.md.
 """
 
 from __future__ import annotations
@@ -92,13 +80,9 @@ class RumiDriver:
 
 
 class RumiMDParser:
-    """odc's metadata parser (``odc.stac.extract_collection_metadata``), with each rumi asset's bands from its blob.
+    """odc's metadata parser, with each rumi asset's bands (count, numpy type) from its blob, whatever its media type.
 
-    A rumi asset is one carrying ``rumi:header``: it is kept whatever its
-    media type says, with as many bands as the blob has, each of the type
-    the reader returns (the Item's ``raster:bands`` ``data_type`` may name
-    none numpy has, ``other`` for bfloat16), and the nodata and units odc
-    reads from ``raster:bands`` (or from ``stac_cfg``).
+    Nodata and units are odc's reading of ``raster:bands`` (or ``stac_cfg``).
     """
 
     def __init__(self, stac_cfg: dict | None = None) -> None:
@@ -140,10 +124,8 @@ class RumiMDParser:
 class RumiLoad:
     """One load's state: odc's GeoTIFF reader's, and the bands the load asks of each rumi file.
 
-    ``asked`` maps a file and a load configuration to the list of its bands
-    asked for so far; odc builds the whole graph before anything is computed,
-    so each chunk task finds every band the load wants in it.  Picklable
-    (odc's state drops its cache when pickled); no lock.
+    ``asked`` maps a file and a load configuration to its bands asked for so far: odc builds the whole
+    graph before computing, so each chunk task finds every band the load wants.  Picklable; no lock.
     """
 
     rio: object
@@ -155,11 +137,7 @@ class RumiLoad:
 
 @dataclass(frozen=True)
 class RumiReader:
-    """Reads one band of one rumi asset onto an output chunk (odc's ``RasterReader`` protocol); picklable.
-
-    odc calls it without Dask (``chunks=None``): then each band decodes its
-    window's frames itself, all of them when they are cell frames.
-    """
+    """Reads one band of one rumi asset onto an output chunk (odc's ``RasterReader`` protocol, used without Dask)."""
 
     src: object
 
@@ -172,14 +150,10 @@ class RumiReader:
 
 @dataclass(frozen=True)
 class RumiDaskReader:
-    """odc's ``DaskRasterReader`` protocol: each read is a Dask task, and a file's bands share one per chunk.
+    """odc's ``DaskRasterReader`` protocol: a file's bands share one task per chunk, so each frame decodes once.
 
-    A rumi band's read is two tasks: putting every band the load asks of
-    the file on the chunk (:func:`~.odc_read.read_chunk`, whose key names
-    the file, the configuration and the chunk, so the bands share it), and
-    taking this band from it.  Each frame is then decoded once per chunk,
-    whatever the bands.  Other assets are read by odc's GeoTIFF reader, one
-    task each, as odc reads them itself.
+    A rumi band's read is that shared task (:func:`~.odc_read.read_chunk`) and one taking the band from it;
+    other assets are read by odc's GeoTIFF reader, one task each.
     """
 
     driver: RumiDriver

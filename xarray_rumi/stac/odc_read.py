@@ -1,23 +1,10 @@
 """What the odc-stac driver does for one rumi source and one output chunk: read a source window, then paste or warp it.
 
-Mirrors odc-loader's GeoTIFF reader (``odc.loader.RioReader``) step by step,
-so that a rumi file and its GeoTIFF twin load to the same pixels: the same
-overlap computation (``odc.geo.overlap.compute_reproject_roi``, with the
-same tolerances), the same choice between pasting and reprojecting, the same
-nodata rules, the same casts to a narrower ``dtype=`` (odc leaves them to
-GDAL, which rounds and clamps: :func:`cast_as_gdal`), and for reprojection
-the same call of ``rasterio.warp.reproject``, from the type the GeoTIFF twin
-would hold the samples in.  One difference is unavoidable: odc hands GDAL
-the whole GeoTIFF and lets GDAL pick what it reads, where this module decodes
-only the frames the chunk's source window overlaps, grown by a margin wider
-than any of GDAL's resampling kernels reaches, and hands GDAL that window
-(see docs/stac.md for what that changes: a handful of pixels, or none).
-
-odc asks for one band at a time; :func:`read_chunk` puts every band a load
-wants of a file on a chunk at once, so that each frame is decoded once per
-chunk, not once per band (a cell frame holds them all), and GDAL transforms
-coordinates once for all bands.  Nothing here keeps an open handle or a lock:
-it runs in any process, from pickled arguments.
+Step by step as odc-loader's GeoTIFF reader (``odc.loader.RioReader``), so a rumi file and its GeoTIFF
+twin load to the same pixels; where it cannot be the same (only the frames a chunk's window overlaps are
+decoded, with a margin), docs/stac.md, "Equal to odc-stac's GeoTIFF path", says what that changes.
+:func:`read_chunk` puts every band a load wants of a file on a chunk at once, so each frame is decoded
+once per chunk.  No open handle, no lock: it runs in any process, from pickled arguments.
 """
 
 from __future__ import annotations
@@ -37,11 +24,8 @@ log = logging.getLogger(__name__)
 
 #: How far (in source pixels, before scaling) each GDAL resampling kernel reaches from a pixel's centre.
 KERNEL_RADIUS = {"nearest": 1, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "lanczos": 3}
-#: Source pixels added to the kernel's reach, both scaled by how much the warp shrinks the source.  GDAL sizes its
-#: source window and its kernel's scale from the raster it is handed, clamped to it; a cut-out narrower than what
-#: GDAL would take from the whole file changes pixels of chunks that hold a sliver of a source image.  Measured
-#: (ci/benchmarks/odc_load.py's equality sweep, docs/stac.md): 2 and 10 change pixels at a shrink of 1, 20 does
-#: not; at a shrink of 2.9, 20 unscaled still does, 40 does not.
+#: Source pixels added to the kernel's reach, both scaled by how much the warp shrinks the source: GDAL sizes its
+#: window from the raster it is handed, so a narrower cut-out changes pixels (the margins measured: docs/stac.md).
 EXTRA_MARGIN = 20
 #: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
 WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
@@ -122,11 +106,7 @@ def source_geobox(asset: RumiAsset):
 def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     """``request``'s bands on the output chunk ``dst_geobox``: pasted or warped as odc's GeoTIFF reader does.
 
-    The file opens from its blob and georeferencing, reading nothing; only
-    the frames the chunk's source window overlaps are fetched and decoded,
-    every band at once, through the image's window read (its retries and
-    checks).  Then the window is pasted, or warped with
-    ``rasterio.warp.reproject`` and the parameters odc's reader passes.
+    Only the frames the chunk's source window overlaps are fetched and decoded, every band at once.
     """
     from odc.geo.overlap import compute_reproject_roi
     from odc.geo.roi import roi_is_empty
@@ -233,22 +213,11 @@ def gdal_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
-    """``pixels`` as ``dtype``, cast as GDAL casts a read into a buffer of that type (odc's GeoTIFF paste).
+    """``pixels`` as ``dtype``, cast as GDAL casts a read into a buffer of that type (docs/stac.md, "``dtype=``").
 
-    Integers are clamped to the type's range; floats are rounded half away
-    from zero (in their own precision, as GDAL adds 0.5 and truncates), then
-    clamped, infinities to the ends, NaN to 0; a complex value gives its real
-    part; to a float type numpy's rounding is GDAL's (and an overflow is an
-    infinity).  Types GDAL lacks are first widened to their GeoTIFF twin's
-    (:func:`gdal_dtype`).  A type GDAL cannot read into (``float16``,
-    ``bool``, ml_dtypes' types), which odc's GeoTIFF path refuses, is cast
-    to only when every value fits exactly; otherwise ``ValueError``.
-    ``one_at_a_time``: the columns GDAL converts one value at a time
-    (:func:`one_value_columns`; by default none), which matters for float32
-    to int16 only.
+    A type GDAL cannot read into is cast to only when every value fits, else ``ValueError``.
+    ``one_at_a_time``: the columns GDAL converts one value at a time (:func:`one_value_columns`).
 
-    >>> cast_as_gdal(np.array([256, 32768, 40000, 65535], "uint16"), "int16").tolist()
-    [256, 32767, 32767, 32767]
     >>> cast_as_gdal(np.array([1.6, -5, 300.7, 1e6, 2.5, -2.5, np.nan], "float32"), "int8").tolist()
     [2, -5, 127, 127, 3, -3, 0]
     """
@@ -298,12 +267,7 @@ def _rounded_and_clamped(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _as_eight_at_a_time(values: np.ndarray, out: np.ndarray, one_at_a_time: np.ndarray | None) -> None:
-    """GDAL 3.10's float32 to int16 kernel, in ``out`` but for the columns converted one at a time.
-
-    The kernel (SSE2, eight values at a time) rounds positive values
-    exactly (0.49999997 to 0, where ``x + 0.5`` in float32 gives 1) and
-    makes NaN -32768 (where one value at a time gives 0).
-    """
+    """GDAL 3.10's float32 to int16 kernel (eight at a time: exact rounding, NaN -32768), but for ``one_at_a_time``."""
     kernel = np.ones(values.shape, bool) if one_at_a_time is None else np.broadcast_to(~one_at_a_time, values.shape)
     with np.errstate(invalid="ignore"):
         exactly = np.clip(np.floor(values.astype(np.float64) + 0.5), -32768, 32767)
@@ -318,8 +282,6 @@ def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
     converted eight values at a time, and the last ``len(run) % 8`` one at
     a time.  The GeoTIFF twin of a rumi file has its frames for tiles.
 
-    >>> np.flatnonzero(one_value_columns(range(12, 40), 16)).tolist()   # runs 12-15, 16-31, 32-39
-    [0, 1, 2, 3]
     >>> np.flatnonzero(one_value_columns(range(0, 20), 16)).tolist()    # runs 0-15, 16-19
     [16, 17, 18, 19]
     """

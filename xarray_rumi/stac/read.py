@@ -1,13 +1,8 @@
 """STAC in: the rumi image each STAC Item records, ready to open with no read of the file.
 
-An Item written by :func:`xarray_rumi.stac.item` carries, on its rumi asset,
-the file's address, its header blob and (with the Item's projection fields)
-its georeferencing: everything :func:`~xarray_rumi.open_image` needs to open
-the file without touching it.  :func:`item_images` takes those out of pystac
-Items, an ItemCollection, their dicts or a stac-geoparquet file;
-:func:`xarray_rumi.open_cube`, :func:`xarray_rumi.open_catalog` and
-:func:`xarray_rumi.open_collection` open what it returns.  No xarray here:
-``dataset/`` (the engine, Cubes, catalogs) comes after this module and calls it.
+:func:`item_images` takes each Item's address, blob and georeferencing (docs/stac.md, "The fields")
+out of pystac Items, an ItemCollection, their dicts or a stac-geoparquet file, for the openers of
+``dataset/`` to open.  No xarray here: ``dataset/`` comes after this module and calls it.
 """
 
 from __future__ import annotations
@@ -24,11 +19,9 @@ from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre,
 
 #: What a STAC Item of a rumi file says (see docs/stac.md); written by :mod:`.items`, read here.
 #: Not ``image/*``: generic raster loaders (odc-stac without the rumi driver, stackstac, GDAL) would take the
-#: file for a GeoTIFF and read its OpenZL frames as uncompressed pixels. Items written before carry
-#: ``image/tiff; application=rumi``; a rumi asset is found by its ``rumi:header``, whatever its type.
+#: file for a GeoTIFF and read its OpenZL frames as uncompressed pixels.  A rumi asset is found by its
+#: ``rumi:header``, whatever its type.
 STAC_MEDIA_TYPE = "application/vnd.rumi+tiff"
-#: What Items of xarray-rumi 0.1.0's first builds said; still read.
-LEGACY_MEDIA_TYPE = "image/tiff; application=rumi"
 STAC_HEADER = "rumi:header"
 STAC_RASTER_TYPE = "rumi:raster_type"
 STAC_TRANSFORM = "rumi:transform"
@@ -100,10 +93,6 @@ def decode_blob(encoded, record: str) -> bytes:
 
     >>> decode_blob("TE9WRQ==", "STAC Item 'a'")
     b'LOVE'
-    >>> decode_blob("not a blob", "STAC Item 'a'")
-    Traceback (most recent call last):
-    ...
-    ValueError: STAC Item 'a': rumi:header is not base64 (standard alphabet, padded): Only base64 data is allowed
     """
     if not isinstance(encoded, str | bytes):
         raise ValueError(f"{record}: {STAC_HEADER} must be the blob in base64 text, got {type(encoded).__name__}")
@@ -156,13 +145,8 @@ _ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, *STAC_CR
 def stac_geoparquet_images(path) -> list[ItemImage]:
     """What ``item_images(read_stac_geoparquet(path))`` gives, reading only the columns it needs, with pyarrow alone.
 
-    stac-geoparquet's own conversion builds each whole Item, its GeoJSON
-    geometry included, at about 0.4 ms an Item.  Here the ids, the fields
-    of the assets that carry a blob and the properties a rumi image is
-    opened from come straight from the Arrow table; dates are converted
-    for the whole column at once, and the georeferencing of Items that
-    record the same one is built once (:func:`stac_georeferencing` on the
-    fields that say it), so 100,000 Items take about a second.
+    Dates are converted a column at a time, and a georeferencing that Items share is built once
+    (docs/backend.md gives the times).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> from xarray_rumi.stac.geoparquet import build_stac_catalog
@@ -285,21 +269,17 @@ def rumi_asset(item: dict) -> dict:
 
 
 def _not_one_rumi_asset(item_id, count: int) -> ValueError:
+    several = ("; an Item of several rumi files (a migration's, one per GeoTIFF asset) loads by band name "
+               "with xarray_rumi.stac.load") if count > 1 else ""
     return ValueError(f"STAC Item {item_id!r} has {count} assets with a {STAC_HEADER} blob; "
-                      "expected exactly one (see docs/stac.md)")
+                      f"expected exactly one (see docs/stac.md){several}")
 
 
 def stac_georeferencing(item: dict) -> Georeferencing:
-    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly).
+    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly; docs/stac.md, "The fields").
 
-    The CRS is taken from the first of ``proj:code``, ``proj:epsg``,
-    ``proj:wkt2`` and ``proj:projjson`` the Item gives (any other given that
-    reduces to an EPSG code must name the same one) and reduced to its EPSG
-    code, the one form rumi stores; the transform from ``rumi:transform`` (the file's own
-    matrix), else ``proj:transform`` (pixel corners, moved to the centres
-    for PixelIsPoint).  As the projection extension says, a field of the
-    rumi asset overrides the Item's, a null included.  What cannot be read
-    is a ``ValueError`` naming the Item and the field.
+    A field of the rumi asset overrides the Item's, a null included; what cannot be read is a
+    ``ValueError`` naming the Item and the field.
 
     >>> from pyproj import CRS
     >>> item = {"id": "a", "properties": {"proj:code": None, "proj:wkt2": CRS.from_epsg(32633).to_wkt(),
@@ -307,11 +287,6 @@ def stac_georeferencing(item: dict) -> Georeferencing:
     ...         "assets": {"data": {"href": "a.rumi", "rumi:header": "", "rumi:raster_type": "area"}}}
     >>> stac_georeferencing(item).epsg
     32633
-    >>> item["assets"]["data"]["rumi:raster_type"] = "pixel"
-    >>> stac_georeferencing(item)
-    Traceback (most recent call last):
-    ...
-    ValueError: STAC Item 'a': rumi:raster_type: raster_type must be 'area' or 'point', got 'pixel'
     """
     asset = rumi_asset(item)
     fields = {**(item.get("properties") or {}), **asset}
@@ -381,7 +356,7 @@ def stac_datetime(item: dict):
     return stamp.to_datetime64()
 
 
-__all__ = ["ItemImage", "LEGACY_MEDIA_TYPE", "STAC_CRS_FIELDS", "STAC_HEADER", "STAC_MEDIA_TYPE",
+__all__ = ["ItemImage", "STAC_CRS_FIELDS", "STAC_HEADER", "STAC_MEDIA_TYPE",
            "STAC_RASTER_TYPE", "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images",
            "read_stac_geoparquet", "rumi_asset", "stac_datetime", "stac_geoparquet_images", "stac_georeferencing",
            "stac_item_dicts"]

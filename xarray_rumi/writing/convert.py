@@ -1,22 +1,8 @@
 """Converting GeoTIFFs (and anything rasterio opens, URLs included) to rumi, written through fsspec.
 
-Pixels are read through rioxarray as a Dask array in frame-sized pieces, so a
-conversion holds a few frames in memory, not the image.  What rumi cannot
-store is refused before any output exists: a CRS with no EPSG equivalent
-(unless ``drop_georeferencing``), a sample type outside the spec, or a source
-that is a rumi file already.  NoData, scales and offsets, a GDAL mask band and
-a colour table have no place in rumi: they are reported in the
-:class:`Conversion` and the pixels keep their raw values.
-
-A CRS given only as WKT is identified as GDAL users expect: pyproj's
-identification (``CRS.to_epsg(min_confidence=CRS_CONFIDENCE)``) proposes an
-EPSG code, and the code is stored only when the EPSG definition is
-equivalent to the WKT (``CRS.equals``, axis order aside).  70 is pyproj's own
-default and what PROJ reports for a definition that matches in every
-parameter but its name (``"UTM Zone 33, Northern Hemisphere"`` for EPSG:32633);
-the equivalence check keeps the looser matches 70 also admits (a datum
-only said to use the WGS 84 ellipsoid) out.  ``crs=`` assigns a CRS instead,
-as ``gdal_translate -a_srs`` does.
+Pixels are read as a Dask array of tile rows, so a conversion holds a few frames, not the image
+(docs/writing.md, "Memory").  What rumi cannot store is refused before any output exists, or, for
+nodata, scales, mask bands and colour tables, named in the :class:`Conversion`.
 """
 
 from __future__ import annotations
@@ -45,7 +31,9 @@ from .write import write
 GDAL_CACHE_FLOOR = 32 * 2**20
 GDAL_CACHE_BLOCK_ROWS = 4
 
-#: The lowest confidence (0-100) of pyproj's identification at which an equivalent EPSG code is taken for a WKT CRS.
+#: The lowest confidence (0-100) of pyproj's identification at which an EPSG code is taken for a WKT CRS: pyproj's
+#: default, which PROJ gives a definition equal in every parameter but its name; the looser matches it also admits
+#: are kept out by checking the code's definition is equivalent (``CRS.equals``).
 CRS_CONFIDENCE = 70
 
 # GDAL types with no numpy twin, and the rumi sample type that keeps them exact.
@@ -85,12 +73,10 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
             crs=None, storage_options=None, progress=None) -> Conversion:
     """Convert one raster that rasterio opens (a path or URL) into a rumi file and its ``.header``.
 
-    ``target`` is a path or fsspec URL (``storage_options`` go to fsspec).
-    ``crs`` (an EPSG code, ``"EPSG:n"`` or anything pyproj resolves to one)
-    replaces the source's CRS, keeping its transform, as ``gdal_translate
-    -a_srs`` does.  A source CRS given only as WKT is stored as the EPSG code
-    it is equivalent to (see the module's description).  ``frame_unit`` is
-    :func:`~xarray_rumi.write`'s (``"auto"``: the smaller of tile and cell frames).
+    ``target`` is a path or fsspec URL.  ``crs`` replaces the source's CRS,
+    keeping its transform, as ``gdal_translate -a_srs`` does; a WKT CRS is
+    stored as the EPSG code it is equivalent to.  The other options are
+    :func:`~xarray_rumi.write`'s.
 
     >>> import numpy as np, rasterio, tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -143,9 +129,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
 def is_rumi_file(source) -> bool:
     """Whether ``source`` is a rumi file already: the fixed IFD, and an OpenZL frame where the frames begin.
 
-    Read with fsspec, once, without retries; a source fsspec cannot read (a
-    GDAL ``/vsi`` path, a URL with no file system installed) is not one, and
-    rasterio says what is wrong with it.
+    A source fsspec cannot read (a GDAL ``/vsi`` path) is not one: rasterio says what is wrong with it.
 
     >>> import tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -167,11 +151,7 @@ def is_rumi_file(source) -> bool:
 
 
 def refuse_rumi_source(source: str) -> None:
-    """Raise ``ValueError`` when ``source`` is a rumi file: there is nothing to convert.
-
-    GDAL opens one as a TIFF with no compression and fails on its first
-    frame, after a page of warnings; this says what the file is instead.
-    """
+    """Raise ``ValueError`` when ``source`` is a rumi file, before GDAL fails on it after a page of warnings."""
     if is_rumi_file(source):
         raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
                          "nothing to convert (rumi info describes it)")
@@ -180,9 +160,7 @@ def refuse_rumi_source(source: str) -> None:
 def mask_band(src) -> str | None:
     """Where the GDAL mask band of ``src`` (an open rasterio dataset) lies: ``"internal"``, the sidecar's name, or ``None``.
 
-    ``None`` also where the mask is the nodata value or an alpha band,
-    which the pixels keep (the nodata is noted on its own; the alpha band is
-    written as a band).
+    ``None`` also for a nodata or alpha mask, which the pixels keep.
 
     >>> import rasterio, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "masked.tif")
@@ -234,13 +212,7 @@ def palette_note(bands: tuple[int, ...]) -> str:
 
 
 def gdal_cache_bytes(src) -> int:
-    """The bound on GDAL's block cache while ``src`` (an open rasterio dataset) is converted.
-
-    Each tile row is read once, whole (``encoded.py`` computes whole rioxarray
-    blocks), so each source block is decoded once and the cache only needs the
-    blocks a tile row shares with the next: a few block rows.  GDAL's default
-    (5% of RAM) kept every decoded strip of a striped file until it was full.
-    Never more than GDAL's own setting.
+    """The bound on GDAL's block cache while ``src`` (an open rasterio dataset) is converted (docs/writing.md, "Memory").
 
     >>> import rasterio, numpy as np, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "strips.tif")
@@ -260,10 +232,7 @@ def gdal_cache_bytes(src) -> int:
 
 @contextmanager
 def _gdal_cache(limit: int):
-    """GDAL's block cache bounded to ``limit`` bytes, then set back.
-
-    ``rasterio.Env`` does not set it back: the cache size is process-wide, not a config option.
-    """
+    """GDAL's block cache bounded to ``limit`` bytes, then set back (``rasterio.Env`` does not: it is process-wide)."""
     from rasterio.env import get_gdal_config, set_gdal_config
 
     before = get_gdal_config("GDAL_CACHEMAX")
@@ -277,10 +246,8 @@ def _gdal_cache(limit: int):
 def identify_epsg(crs, min_confidence: int = CRS_CONFIDENCE) -> tuple[int, str]:
     """The EPSG code of ``crs`` (WKT, a pyproj or rasterio CRS...), and ``"named"`` or ``"identified"``.
 
-    ``"named"``: the CRS names its code or matches it exactly.  ``"identified"``:
-    pyproj's identification proposes the code at ``min_confidence`` or more
-    and the EPSG definition is equivalent to ``crs``.  Anything else is
-    refused with the reason (``ValueError``).
+    ``"identified"``: pyproj proposes the code at ``min_confidence`` or more and
+    its definition is equivalent to ``crs``.  Anything else is a ``ValueError``.
 
     >>> from pyproj import CRS
     >>> wkt = CRS.from_epsg(32633).to_wkt("WKT1_GDAL").replace("WGS 84 / UTM zone 33N", "UTM 33 North")

@@ -1,0 +1,197 @@
+"""One task per file of a migration: convert a GeoTIFF, or keep the rumi file already there if it is valid.
+
+A task runs anywhere (a local process, a Dask worker) from pickled arguments
+and returns a :class:`FileResult`; it never raises for a bad source, so one
+file cannot stop the others.  Outputs appear whole or not at all (the
+writer's staging), so a task killed mid-file leaves nothing, and the rerun
+redoes that file.  See docs/stac.md, "Migrating a STAC collection".
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+from dataclasses import dataclass, field
+
+from ..format.blob import Header
+from ..io.source import ByteSource
+from ..reading.open import header_from_file, open_image, read_blob_file
+from ..writing.convert import convert
+from .items import image_fields
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """One raster asset to convert: where it is, where it goes, and ``convert``'s options."""
+
+    item_id: str
+    asset: str
+    source: str
+    target: str
+    options: dict = field(default_factory=dict)
+    storage_options: dict | None = None
+
+
+@dataclass(frozen=True)
+class SourceBands:
+    """What the GeoTIFF says of its bands that the rumi file cannot hold (one entry per band)."""
+
+    nodata: float | None
+    scales: tuple
+    offsets: tuple
+    units: tuple
+    descriptions: tuple
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What a task did: ``"converted"``, ``"kept"`` (a valid output was there) or ``"failed"`` (``reason``)."""
+
+    job: FileJob
+    status: str
+    reason: str | None = None
+    source_bytes: int | None = None
+    target_bytes: int | None = None
+    #: The rumi asset's STAC fields (:func:`~.items.image_fields`), and the source's band metadata.
+    fields: dict | None = None
+    bands: SourceBands | None = None
+
+
+def convert_file(job: FileJob) -> FileResult:
+    """Convert ``job.source`` to ``job.target`` unless a valid output is there; any refusal is the result's reason.
+
+    >>> import numpy as np, rasterio, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with rasterio.open(os.path.join(d, "in.tif"), "w", driver="GTiff", width=32, height=32, count=1,
+    ...                    dtype="uint8", crs="EPSG:4326", transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as f:
+    ...     f.write(np.ones((1, 32, 32), "uint8"))
+    >>> job = FileJob("a", "data", os.path.join(d, "in.tif"), os.path.join(d, "out.rumi"))
+    >>> convert_file(job).status, convert_file(job).status
+    ('converted', 'kept')
+    """
+    try:
+        bands, source_shape = _source_bands(job.source)
+        blob = kept_output(job.target, source_shape, job.storage_options)
+        status = "kept"
+        if blob is None:
+            # Run outside any Dask worker's context: the file is one task, converted on this process's threads,
+            # where on a worker the writer would otherwise send each frame back to the cluster as a task of its own.
+            contextvars.Context().run(convert, job.source, job.target, storage_options=job.storage_options,
+                                      **job.options)
+            status = "converted"
+            blob = read_blob_file(f"{job.target}.header", job.storage_options)
+        image = open_image(job.target, blob, storage_options=job.storage_options)
+        fields = image_fields(image)
+    except (ValueError, OSError) as exc:  # a refusal or a read error, whose message says what is wrong
+        return FileResult(job, "failed", reason=str(exc))
+    except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
+        return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
+    return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
+
+
+def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes | None:
+    """The blob of ``target`` if it holds a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``.
+
+    Checked against its blob (``<target>.header``): the file's IFD gives the
+    same blob, its size is where the blob says its frames end, and its grid
+    and sample type are the source's.  Anything missing or different is not
+    kept (``None``): the file is converted again.
+    """
+    try:
+        blob = read_blob_file(f"{target}.header", storage_options)
+        header = Header.from_bytes(blob)
+        if header_from_file(target, storage_options=storage_options) != blob:
+            return None
+        if ByteSource.of(target, storage_options).size() != header.file_size:
+            return None
+    except (OSError, ValueError):  # absent, unreadable, or not a rumi file (RumiFormatError is a ValueError)
+        return None
+    grid = header.grid
+    shape = (grid.samples_per_pixel, grid.image_length, grid.image_width, header.sample_type.dtype.name)
+    return blob if shape == source_shape else None
+
+
+def _source_bands(source: str) -> tuple[SourceBands, tuple]:
+    import rasterio
+
+    with rasterio.open(source) as src:
+        if src.gcps[0]:
+            # rumi convert writes such a file without georeferencing; an Item's asset must stay where it was
+            raise ValueError(f"{source} is georeferenced by {len(src.gcps[0])} ground control points (GCPs), "
+                             "which rumi cannot store (only an affine transform): warp it onto a grid first "
+                             "(gdalwarp), then convert")
+        bands = SourceBands(src.nodata, tuple(src.scales), tuple(src.offsets), tuple(src.units),
+                            tuple(src.descriptions))
+        dtype = {"complex_int16": "complex64", "complex_int32": "complex128"}.get(src.dtypes[0], src.dtypes[0])
+        return bands, (src.count, src.height, src.width, dtype)
+
+
+def _size(source: str) -> int | None:
+    try:
+        return ByteSource.of(source).size()
+    except (OSError, ValueError):  # a URL rasterio reads but fsspec cannot size
+        return None
+
+
+def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:
+    """:func:`convert_file` of every job, in order: on ``scheduler`` or, without one, on local processes.
+
+    ``scheduler``: a ``distributed.Client`` (one task per file, results
+    as they finish), any other Dask scheduler (``"threads"``, a ``get``
+    function), or ``None``: the active ``distributed`` client if there
+    is one, else ``processes`` spawned processes (default: one per core).
+    ``progress(result)`` is called as each file finishes.
+    """
+    if not jobs:
+        return []
+    if scheduler is None:
+        scheduler = _active_client()
+    if scheduler is None:
+        from ..runtime.threads import in_processes
+
+        results = in_processes(convert_file, jobs, min(len(jobs), processes or os.cpu_count() or 1))
+        return [_reported(result, progress) for result in results]
+    if hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
+        return _on_client(scheduler, jobs, progress)
+    import dask
+
+    tasks = [dask.delayed(convert_file, pure=False)(job) for job in jobs]
+    return [_reported(result, progress) for result in dask.compute(*tasks, scheduler=scheduler)]
+
+
+def _on_client(client, jobs: list[FileJob], progress) -> list[FileResult]:
+    from distributed import as_completed
+
+    # pure=False: a rerun is new tasks, never the cached results of a run whose outputs may since have gone
+    futures = client.map(convert_file, jobs, pure=False)
+    order = {future.key: index for index, future in enumerate(futures)}
+    results: list = [None] * len(jobs)
+    for future in as_completed(futures):
+        index = order[future.key]
+        try:
+            result = future.result()
+        except Exception as exc:  # noqa: BLE001 - a task the cluster gave up on (its workers died): this file's
+            result = FileResult(jobs[index], "failed", reason=f"{type(exc).__name__}: {exc}")
+        results[index] = _reported(result, progress)
+    return results
+
+
+def _reported(result: FileResult, progress) -> FileResult:
+    if progress is not None:
+        progress(result)
+    return result
+
+
+def _active_client():
+    """The active ``distributed`` client, or ``None``; ``distributed`` is asked only when it is imported."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        return distributed.default_client()
+    except ValueError:  # no client
+        return None
+
+
+__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_output", "run_jobs"]

@@ -1,0 +1,230 @@
+"""Migrating STAC Items of GeoTIFFs to rumi: each raster asset converted, new Items carrying what the files cannot.
+
+Each GeoTIFF asset becomes one rumi file and its blob, at
+``<destination>/<item id>/<asset key>.rumi``, and keeps its key in the new
+Item, so loaders name its bands as they named the GeoTIFF's (docs/stac.md,
+"Migrating a STAC collection").  The files are converted by
+:mod:`.convert_files`, one task per file, on a Dask cluster or local
+processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import math
+import os
+import posixpath
+
+from ..format.blob import Header
+from ..io.urls import is_url
+from .convert_files import FileJob, FileResult, SourceBands, run_jobs
+from .items import FILE, PROJECTION, RASTER, stac_nodata
+from .read import STAC_CRS_FIELDS, STAC_HEADER, STAC_MEDIA_TYPE, read_stac_geoparquet, stac_item_dicts
+
+EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
+#: Media types of a GeoTIFF (COGs add parameters after ``;``); an asset with no type is one when its href says so.
+GEOTIFF_TYPES = ("image/tiff", "image/geotiff", "image/x.geotiff")
+#: The field of an asset left as it was because its conversion failed: the reason.
+REFUSED = "rumi:refused"
+
+
+def convert_items(items, destination, *, assets=None, tile_size=512, frame_unit="tile", compression="auto",
+                  scheduler=None, processes=None, storage_options=None, progress=None) -> list:
+    """Convert the GeoTIFF assets of STAC Items to rumi files under ``destination``; the new ``pystac.Item`` s.
+
+    ``items``: pystac Items, an ItemCollection, their dicts, or the path of
+    an ItemCollection (GeoJSON) or stac-geoparquet file.  ``assets``: the
+    keys to convert (default: every GeoTIFF asset).  Files run on
+    ``scheduler`` (a ``distributed.Client`` or any Dask scheduler; default:
+    the active client, else ``processes`` local processes).  An output
+    already there and valid is kept, not rewritten; an asset that fails
+    stays as it was, its reason in ``rumi:refused``.  ``progress(result)``
+    is called as each file finishes.
+
+    >>> import numpy as np, pystac, rasterio, tempfile, os, datetime
+    >>> d = tempfile.mkdtemp()
+    >>> with rasterio.open(os.path.join(d, "b1.tif"), "w", driver="GTiff", width=32, height=32, count=1,
+    ...                    dtype="uint16", nodata=0, crs="EPSG:32633",
+    ...                    transform=rasterio.Affine(10, 0, 5e5, 0, -10, 5e6)) as f:
+    ...     f.write(np.ones((1, 32, 32), "uint16"))
+    >>> scene = pystac.Item("scene", None, None, datetime.datetime(2024, 5, 1), {})
+    >>> scene.add_asset("B01", pystac.Asset(os.path.join(d, "b1.tif"), media_type="image/tiff"))
+    >>> [new] = convert_items([scene], os.path.join(d, "rumi"), processes=1)
+    >>> new.assets["B01"].href.endswith("scene/B01.rumi"), new.assets["B01"].extra_fields["raster:bands"]
+    (True, [{'data_type': 'uint16', 'nodata': 0}])
+    """
+    dicts = source_item_dicts(items)
+    jobs = plan_jobs(dicts, destination, assets=assets, storage_options=storage_options,
+                     options=dict(tile_size=tile_size, frame_unit=frame_unit, compression=compression))
+    return converted_items(dicts, run_jobs(jobs, scheduler, processes, progress))
+
+
+def source_item_dicts(items) -> list[dict]:
+    """Item dicts, asset hrefs absolute, from what :func:`convert_items` takes (a file's relative hrefs resolved)."""
+    if isinstance(items, (str, os.PathLike)):
+        path = os.fspath(items)
+        if path.endswith((".parquet", ".geoparquet")):
+            return read_stac_geoparquet(path)
+        with open(path) as f:
+            dicts = stac_item_dicts(json.load(f))
+        base = os.path.dirname(os.path.abspath(path))
+        for item in dicts:
+            for asset in item.get("assets", {}).values():
+                if not is_url(asset["href"]) and not os.path.isabs(asset["href"]):
+                    asset["href"] = os.path.normpath(os.path.join(base, asset["href"]))
+        return dicts
+    return stac_item_dicts(items)
+
+
+def is_geotiff_asset(asset: dict) -> bool:
+    """Whether an asset dict is a GeoTIFF to convert: its media type says so, or, without one, its href does.
+
+    >>> is_geotiff_asset({"href": "b.tif", "type": "image/tiff; application=geotiff; profile=cloud-optimized"})
+    True
+    >>> is_geotiff_asset({"href": "thumb.png", "type": "image/png"}), is_geotiff_asset({"href": "s3://b/x.TIF"})
+    (False, True)
+    """
+    if STAC_HEADER in asset:
+        return False
+    media = asset.get("type")
+    if media:
+        return media.split(";")[0].strip().lower() in GEOTIFF_TYPES
+    return asset["href"].split("?")[0].lower().endswith((".tif", ".tiff"))
+
+
+def plan_jobs(dicts: list[dict], destination, *, assets=None, options=None, storage_options=None) -> list[FileJob]:
+    """One :class:`FileJob` per asset to convert, in Item and asset order; local folders are made here."""
+    destination = os.fspath(destination)
+    jobs = []
+    for item in dicts:
+        item_id = _segment(item.get("id"), "Item id")
+        for key, asset in item.get("assets", {}).items():
+            if (assets is None and is_geotiff_asset(asset)) or (assets is not None and key in assets):
+                target = _join(destination, item_id, f"{_segment(key, 'asset key')}.rumi")
+                jobs.append(FileJob(item_id, key, asset["href"], target, dict(options or {}), storage_options))
+    if len({job.target for job in jobs}) != len(jobs):
+        raise ValueError("two Items share an id: their files would replace each other under the destination")
+    for folder in {_join(destination, job.item_id) for job in jobs}:
+        _make_folder(folder, storage_options)
+    return jobs
+
+
+def converted_items(dicts: list[dict], results: list[FileResult]) -> list:
+    """The new ``pystac.Item`` of each Item dict: its converted assets replaced by rumi assets, the rest kept."""
+    import pystac
+
+    by_item: dict[str, dict[str, FileResult]] = {}
+    for result in results:
+        by_item.setdefault(result.job.item_id, {})[result.job.asset] = result
+    return [pystac.Item.from_dict(_converted(item, by_item.get(item.get("id"), {}))) for item in dicts]
+
+
+def _converted(item: dict, results: dict[str, FileResult]) -> dict:
+    new = copy.deepcopy(item)
+    new["links"] = [link for link in new.get("links", []) if link.get("rel") != "self"]
+    extensions = list(new.get("stac_extensions", []))
+    for key, result in results.items():
+        if result.status == "failed":
+            new["assets"][key][REFUSED] = result.reason
+            continue
+        new["assets"][key] = rumi_asset(new["assets"][key], result, new.get("properties", {}))
+        extensions += [PROJECTION, RASTER, FILE] + ([EO] if "eo:bands" in new["assets"][key] else [])
+    new["stac_extensions"] = list(dict.fromkeys(extensions))
+    return new
+
+
+def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
+    """The asset dict of a converted file: the source asset's fields, the rumi file's, and the band metadata."""
+    fields = dict(result.fields)
+    header = Header.from_bytes(base64.b64decode(fields[STAC_HEADER]))
+    asset = {name: value for name, value in source.items()
+             if not name.startswith("file:") and name not in ("alternate", "raster:bands", *STAC_CRS_FIELDS)}
+    # the asset's CRS is the rumi file's: a CRS field the Item gives is overridden here by a null
+    asset.update({name: None for name in STAC_CRS_FIELDS if name in properties})
+    asset.update(fields)
+    asset.update(href=_absolute(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
+    asset["raster:bands"] = band_fields(_source_bands(source), fields["raster:bands"], result.bands,
+                                        header.sample_type)
+    if "bands" in source:
+        asset["bands"] = [{**band, **({"data_type": rumi["data_type"]} if "data_type" in band else {})}
+                          for band, rumi in zip(source["bands"], asset["raster:bands"])]
+    elif "eo:bands" not in source and any(result.bands.descriptions):
+        asset["eo:bands"] = [{"name": name or f"b{index}"} for index, name in enumerate(result.bands.descriptions, 1)]
+    return asset
+
+
+def band_fields(described: list[dict], rumi: list[dict], geotiff: SourceBands, sample_type) -> list[dict]:
+    """``raster:bands``: the Item's own entries, the rumi file's ``data_type``, and what the GeoTIFF says besides.
+
+    The GeoTIFF's nodata, scale, offset and unit fill what the Item leaves
+    out; what the Item says wins (it is what loaders read already).
+
+    >>> from xarray_rumi.format.dtypes import sample_type_from_name
+    >>> geotiff = SourceBands(0.0, (0.01,), (-1.0,), ("m",), (None,))
+    >>> band_fields([{"nodata": 1}], [{"data_type": "uint16"}], geotiff, sample_type_from_name("uint16"))
+    [{'nodata': 1, 'data_type': 'uint16', 'scale': 0.01, 'offset': -1.0, 'unit': 'm'}]
+    """
+    bands = []
+    for index, own in enumerate(rumi):
+        band = {**(described[index] if index < len(described) else {}), **own}
+        if "nodata" not in band and geotiff.nodata is not None:
+            band["nodata"] = stac_nodata(geotiff.nodata, sample_type)
+        if "scale" not in band and geotiff.scales[index] != 1:
+            band["scale"] = geotiff.scales[index]
+        if "offset" not in band and geotiff.offsets[index] != 0:
+            band["offset"] = geotiff.offsets[index]
+        if "unit" not in band and geotiff.units[index]:
+            band["unit"] = geotiff.units[index]
+        bands.append(band)
+    return bands
+
+
+def _source_bands(asset: dict) -> list[dict]:
+    """The Item's band entries of an asset: ``raster:bands``, else STAC 1.1 ``bands``' raster fields."""
+    if "raster:bands" in asset:
+        return [dict(band) for band in asset["raster:bands"]]
+    renamed = {"nodata": "nodata", "unit": "unit", "scale": "scale", "offset": "offset",
+               "raster:scale": "scale", "raster:offset": "offset"}
+    return [{renamed[k]: v for k, v in band.items() if k in renamed} for band in asset.get("bands", [])]
+
+
+def summary(results: list[FileResult]) -> dict:
+    """Counts and sizes of a migration: files converted, kept and failed, bytes in and out, their ratio."""
+    done = [r for r in results if r.status != "failed"]
+    source_bytes = sum(r.source_bytes or 0 for r in done)
+    target_bytes = sum(r.target_bytes or 0 for r in done)
+    return {"converted": sum(r.status == "converted" for r in results), "kept": sum(r.status == "kept" for r in results),
+            "failed": sum(r.status == "failed" for r in results), "bytes_in": source_bytes, "bytes_out": target_bytes,
+            "ratio": source_bytes / target_bytes if target_bytes else math.nan}
+
+
+def _segment(name, what: str) -> str:
+    """``name`` as one path segment of the destination, or a ``ValueError`` naming it."""
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or os.sep in name:
+        raise ValueError(f"{what} {name!r} cannot name a folder or file under the destination "
+                         "(it must be non-empty, not '.' or '..', and hold no '/')")
+    return name
+
+
+def _join(root: str, *parts: str) -> str:
+    return posixpath.join(root, *parts) if is_url(root) else os.path.join(root, *parts)
+
+
+def _absolute(target: str) -> str:
+    return target if is_url(target) else os.path.abspath(target)
+
+
+def _make_folder(folder: str, storage_options) -> None:
+    if not is_url(folder):
+        os.makedirs(folder, exist_ok=True)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(folder, **(storage_options or {}))
+    fs.makedirs(path, exist_ok=True)
+
+
+__all__ = ["EO", "GEOTIFF_TYPES", "REFUSED", "band_fields", "convert_items", "converted_items", "is_geotiff_asset",
+           "plan_jobs", "rumi_asset", "source_item_dicts", "summary"]
