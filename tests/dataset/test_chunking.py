@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import dask
 import numpy as np
@@ -26,26 +27,36 @@ def _images(root, count, shape=(2, 100, 70), tile=32, dtype="uint16"):
 
 def test_frame_chunks_by_dimension(tmp_path):
     layout = image_layout(_images(tmp_path, 1)[0])
-    assert frame_chunks(layout, None) == frame_chunks(layout, {}) == ((1, 1), (32, 32, 32, 4), (32, 32, 6))
+    assert frame_chunks(layout, {}) == ((1, 1), (32, 32, 32, 4), (32, 32, 6))
     assert frame_chunks(layout, {"x": 64}) == ((1, 1), (32, 32, 32, 4), (64, 6))  # left out: one frame
-    assert frame_chunks(layout, {"band": -1, "y": None, "x": 32}) == ((2,), (100,), (32, 32, 6))
+    assert frame_chunks(layout, {"band": -1, "y": None, "x": 32}) == ((2,), (32, 32, 32, 4), (32, 32, 6))
+    assert frame_chunks(layout, 64) == ((2,), (64, 36), (64, 6))  # an int: every dimension
+
+
+def test_chunks_that_are_not_chunks_are_refused_naming_what_is_taken(tmp_path):
+    layout = image_layout(_images(tmp_path, 1)[0])
     with pytest.raises(ValueError, match=r"dimensions the array does not have: \['time'\]"):
         frame_chunks(layout, {"time": 1})
-    with pytest.raises(ValueError, match="'whole'"):
+    with pytest.raises(ValueError, match="None \\(no Dask\\), \\{\\}, 'auto', an int or a dict .*'whole'"):
         frame_chunks(layout, "whole")
-    with pytest.raises(TypeError, match="int"):
-        frame_chunks(layout, 64)
+    for not_chunks in (False, True, None, [64]):  # chunks=False was never published: no other meaning
+        with pytest.raises(TypeError, match=f"an int or a dict of sizes by dimension, not {type(not_chunks).__name__}"):
+            frame_chunks(layout, not_chunks)
 
 
-def test_auto_for_an_image_is_what_xr_open_dataset_gives(tmp_path):
+@pytest.mark.parametrize("chunks", [
+    {}, "auto", 128, -1, {"x": 128}, {"band": -1, "y": None, "x": 32}, {"y": "auto"}, {"y": 100, "x": 0},
+], ids=repr)
+def test_chunks_mean_for_an_image_what_xr_open_dataset_makes_of_them(tmp_path, chunks):
     path = tmp_path / "big.rumi"
     blob = xarray_rumi.write(path, np.zeros((3, 700, 900), "uint16"), tile_size=64)
     image = xarray_rumi.open_image(path, header=blob)
-    with dask.config.set({"array.chunk-size": "1MiB"}):
-        ours = frame_chunks(image_layout(image), "auto")
-        theirs = xr.open_dataset(path, engine="rumi", header=blob, chunks="auto").band_data.chunks
+    with dask.config.set({"array.chunk-size": "1MiB"}), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sizes that cut frames: the warning has a test of its own
+        ours = frame_chunks(image_layout(image), chunks)
+        theirs = xr.open_dataset(path, engine="rumi", header=blob, chunks=chunks).band_data.chunks
     assert ours == theirs
-    assert len(ours[1]) > 1  # the limit made it cut the image
+    assert ours != frame_chunks(image_layout(image), {}) or chunks == {}  # each case asks for chunks of its own
 
 
 def test_sizes_that_cut_frames_warn_as_xarray_does(tmp_path):
@@ -122,7 +133,7 @@ def test_the_graph_is_not_materialised_while_it_is_built(tmp_path, monkeypatch):
     path = tmp_path / "one.rumi"
     blob = xarray_rumi.write(path, np.zeros((1, 64, 64), "uint8"), tile_size=16)
     # 300 images of 16 x 16 frames, 4,800 chunks, from one file: opening reads nothing.
-    cube = xarray_rumi.open_cube([path] * 300, [blob] * 300, georeferencing=False)
+    cube = xarray_rumi.open_cube([path] * 300, [blob] * 300, georeferencing=False, chunks={})
     layer = cube.band_data.data.__dask_graph__().layers[cube.band_data.data.name]
     assert not layer.is_materialized()
     mean = cube.band_data.mean("time")

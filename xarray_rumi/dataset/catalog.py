@@ -240,19 +240,12 @@ def table_and_images(catalog, storage_options=None) -> tuple:
 
 
 def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatasets:
-    """Open every image of a catalog with zero reads of the files.
+    """Open every image of a catalog with zero reads of the files: one Dataset per row, in order.
 
-    ``catalog`` is a Parquet path or a DataFrame from :func:`build`.  Returns
-    a sequence of one Dataset per row, in order (``len``, indexing, slicing,
-    iteration; ``list(...)`` for a list), each as ``xr.open_dataset(...,
-    engine="rumi", chunks=chunks)`` gives it.  Every row's blob is checked,
-    and its image opened, here (a damaged blob is refused naming its row's
-    file); each Dataset is built the first time it is asked for, then kept,
-    since building 100,000 of them costs xarray far more than opening the
-    images (docs/benchmarks.md, scenario 8).  With ``chunks`` ``None`` (lazy)
-    or ``{}`` (one Dask chunk per frame) they are built directly, and images
-    on one grid share their coordinate indexes: well under a millisecond an
-    image.
+    ``catalog`` is a Parquet path, a DataFrame from :func:`build` or STAC
+    Items.  Every row's blob is checked and its image opened here; each
+    Dataset, what ``xr.open_dataset(..., engine="rumi", chunks=chunks)``
+    gives, is built when first asked for, then kept (docs/backend.md, Catalogs).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -267,8 +260,8 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatase
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
 
-    datasets = CatalogDatasets(images_of(catalog, storage_options), chunks, storage_options)
-    if chunks not in (None, {}) and len(datasets):
+    datasets = CatalogDatasets(images_of(catalog, storage_options), chunks)
+    if chunks is not None and len(datasets):
         datasets[0]  # chunks the images cannot take are refused here, not at the first use
     return datasets
 
@@ -286,8 +279,8 @@ class CatalogDatasets(Sequence):
     (3, 2, [0, 1])
     """
 
-    def __init__(self, images: list[RumiImage], chunks, storage_options):
-        self._images, self._chunks, self._storage_options = images, chunks, storage_options
+    def __init__(self, images: list[RumiImage], chunks):
+        self._images, self._chunks = images, chunks
         self._built: list = [None] * len(images)
         self._coordinates: dict[tuple, object] = {}  # by grid and georeferencing: built once, shared
 
@@ -311,12 +304,7 @@ class CatalogDatasets(Sequence):
         from ..datamodel.variable import VARIABLE
         from .engine import image_coordinates, image_variable
 
-        if self._chunks not in (None, {}):
-            return xr.open_dataset(image.source.url, engine="rumi", header=image.header,
-                                   georeferencing=image.georeferencing, chunks=self._chunks,
-                                   storage_options=self._storage_options)
         key = (image.grid.shape, image.georeferencing)
         if key not in self._coordinates:
             self._coordinates[key] = image_coordinates(image)
-        return xr.Dataset({VARIABLE: image_variable(image, chunked=self._chunks == {})},
-                          coords=self._coordinates[key])
+        return xr.Dataset({VARIABLE: image_variable(image, chunks=self._chunks)}, coords=self._coordinates[key])

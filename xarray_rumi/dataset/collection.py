@@ -1,11 +1,8 @@
-"""Collections in the rumi data model: images grouped by grid into Cubes.
+"""CubeCollections: images grouped by grid, one Cube per grid, in an ``xr.DataTree``.
 
-Images that share a grid (shape, bands, tiles, frame unit, sample type, CRS
-and transform: :mod:`~xarray_rumi.datamodel.alignment`, the rule
-:func:`~xarray_rumi.open_cube` checks) stack into a Cube ``(n, band, y,
-x)``; images on different grids cannot, so a CubeCollection is an
-``xr.DataTree`` with one Cube per grid.  Everything opens from catalog rows:
-no file is read.
+Images that share a grid (:mod:`~xarray_rumi.datamodel.alignment`, the rule
+:func:`~xarray_rumi.open_cube` checks) stack into a Cube; images on
+different grids cannot, so each grid is a node of its own.
 """
 
 from __future__ import annotations
@@ -15,22 +12,17 @@ import xarray as xr
 from ..datamodel.alignment import aligned_groups
 from ..stac.read import is_stac
 from . import catalog as catalog_module
-from .cube import cube_dataset
+from .cube import DEFAULT_DIM, cube_dataset
 
 
-def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_options=None) -> xr.DataTree:
-    """Open images as a CubeCollection: one DataTree node (a Cube) per grid.
+def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, storage_options=None) -> xr.DataTree:
+    """Open images as a CubeCollection: one DataTree node (a Cube) per grid, numbered in order of first appearance.
 
-    ``paths_or_catalog`` is a list of paths/URLs (their IFDs are read once),
-    a catalog Parquet path, a catalog DataFrame, or STAC Items of rumi files
-    (``pystac`` Items, an ItemCollection or their dicts; nothing is read).
-    From Items, each node also has a ``datetime`` coordinate along ``dim``.
-    ``chunks`` are :func:`~xarray_rumi.open_cube`'s: ``{}`` (the default,
-    one Dask chunk per frame), ``"auto"``, sizes by dimension, or ``False``
-    (no Dask).  Each
+    ``paths_or_catalog``: paths/URLs (their IFDs are read once), a catalog
+    (Parquet path or DataFrame) or STAC Items of rumi files (nothing is
+    read; each node then has a ``datetime`` coordinate along ``dim``).  Each
     node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
-    ``url`` coordinate along ``dim``; nodes are numbered in order of first
-    appearance.
+    ``url`` coordinate; ``dim`` and ``chunks`` are :func:`~xarray_rumi.open_cube`'s.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -38,7 +30,7 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     ...     _ = xarray_rumi.write(os.path.join(d, f"{i}.rumi"), np.full((1, size, size), i, "uint8"), tile_size=8)
     >>> tree = open_collection([os.path.join(d, f"{i}.rumi") for i in range(3)])
     >>> {name: dict(node.dataset.sizes) for name, node in tree.children.items()}
-    {'grid_0': {'n': 2, 'band': 1, 'y': 16, 'x': 16}, 'grid_1': {'n': 1, 'band': 1, 'y': 24, 'x': 24}}
+    {'grid_0': {'time': 2, 'band': 1, 'y': 16, 'x': 16}, 'grid_1': {'time': 1, 'band': 1, 'y': 24, 'x': 24}}
     """
     import pandas as pd
 

@@ -1,4 +1,4 @@
-"""The ``rumi`` engine for ``xarray.open_dataset``: lazy, one Dask chunk per frame.
+"""The ``rumi`` engine for ``xarray.open_dataset``: lazy, or one Dask chunk per frame with ``chunks={}``.
 
 The dataset is the image's :class:`~xarray_rumi.datamodel.variable.Layout` as
 xarray objects, so ``.rio`` works on it as on rioxarray's own engine.  What
@@ -153,17 +153,18 @@ def _index_array(k, size: int) -> np.ndarray:
 # -- the layout as xarray objects ---------------------------------------------
 
 
-def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
-    """``band_data`` of an opened image: lazy, or with ``chunked`` one Dask chunk per frame.
+def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
+    """``band_data`` of an opened image, ``chunks`` as ``xr.open_dataset`` takes them (``None``: lazy, no Dask).
 
-    The chunked form is what ``xr.open_dataset(..., chunks={})`` gives, built
-    directly: catalogs open thousands of images this way, so what one costs
-    counts (docs/benchmarks.md, scenario 3).
+    Built directly, not through ``xr.open_dataset``: catalogs open thousands
+    of images, so what one costs counts (docs/benchmarks.md, scenario 3).
     """
     layout = image_layout(image)
     array = RumiBackendArray(image)
-    # Chunked, it is the Dask array a Cube's is: named by the blob and the address (a stable name).
-    data = dask_array(array, layout, {}, verify=image.verify) if chunked else indexing.LazilyIndexedArray(array)
+    if chunks is None:
+        data = indexing.LazilyIndexedArray(array)
+    else:  # the Dask array a Cube's is: named by the blob and the address (a stable name)
+        data = dask_array(array, layout, chunks, verify=image.verify)
     return xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
 
 
@@ -193,12 +194,12 @@ def image_coordinates(image: RumiImage) -> xr.Coordinates:
     return layout_coordinates(image_layout(image))
 
 
-def image_dataset(image: RumiImage, *, chunked: bool = False, index=None) -> xr.Dataset:
+def image_dataset(image: RumiImage, *, index=None) -> xr.Dataset:
     """The dataset of an opened image: ``band_data`` on ``(band, y, x)`` plus coordinates.
 
     ``index`` is the engine's: ``None``/``"default"`` or ``"raster"`` (see :func:`spatially_indexed`).
     """
-    dataset = xr.Dataset({VARIABLE: image_variable(image, chunked=chunked)}, coords=image_coordinates(image))
+    dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=image_coordinates(image))
     return spatially_indexed(dataset, index, image.georeferencing, repr(image.source.url))
 
 
@@ -280,7 +281,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
     indexes ``x``/``y`` with a ``rasterix.RasterIndex`` (:func:`spatially_indexed`).
     """
 
-    description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily, one Dask chunk per frame"
+    description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily; chunks={}: one Dask chunk a frame"
     url = "https://pypi.org/project/xarray-rumi/"  # the distribution name in pyproject.toml; docs/backend.md
     open_dataset_parameters = (
         "filename_or_obj", "drop_variables", "header", "storage_options",
