@@ -1,16 +1,8 @@
-"""Dask chunks of rumi arrays: whole frames, one task a chunk, a graph that stays small.
+"""Dask chunks of rumi arrays: ``chunks`` as ``xr.open_dataset`` means them, the frame being the preferred chunk.
 
-``chunks`` means what it means to ``xr.open_dataset``, the frame being the
-backend's preferred chunk: ``{}`` one chunk per frame, ``"auto"`` Dask's
-``array.chunk-size`` in multiples of frames, an int or a dict of sizes by
-dimension (a dimension left out, or given ``None``, gets one frame's extent;
-``-1`` the whole dimension).  ``None`` (no Dask) is the openers' to handle.
-A Cube's ``"auto"`` is its own rule, :func:`cube_auto_chunks`.
-
-Whatever the chunks, the array is one ``dask.array.from_array`` over the
-backend array: the backend array is one value in the graph (so a worker
-receives the blobs once, not once per task) and the chunk tasks are a
-Blockwise layer that Dask materialises only when it schedules them.
+The array is one ``dask.array.from_array`` over the backend array: one value
+in the graph (a worker receives the blobs once) and a Blockwise layer of
+tasks that Dask materialises only when it schedules them.
 """
 
 from __future__ import annotations
@@ -44,12 +36,12 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
     frame = layout.chunks
     if isinstance(chunks, dict) and not chunks:
         return normalize_chunks(frame, layout.shape, dtype=layout.dtype)  # the frame grid cuts no frame
-    if isinstance(chunks, str) and chunks == "auto" and layout.stack_dim is not None:
+    if chunks == "auto" and layout.stack_dim is not None:
         return cube_auto_chunks(layout)
-    if isinstance(chunks, str) and chunks != "auto":
-        raise ValueError(f"chunks must be {_ACCEPTED}, not {chunks!r}")
-    if isinstance(chunks, str) or (isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool)):
+    if chunks == "auto" or (isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool)):
         chunks = dict.fromkeys(layout.dims, chunks)
+    if isinstance(chunks, str):
+        raise ValueError(f"chunks must be {_ACCEPTED}, not {chunks!r}")
     if not isinstance(chunks, dict):
         raise TypeError(f"chunks must be {_ACCEPTED}, not {type(chunks).__name__}")
     unknown = sorted(set(chunks) - set(layout.dims), key=str)
@@ -65,28 +57,8 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
 def cube_auto_chunks(layout: Layout) -> tuple[tuple[int, ...], ...]:
     """``"auto"`` for a Cube: columns of whole frames through the stack, sized by Dask's ``array.chunk-size``.
 
-    A chunk holds the same frames of as many images as fit in
-    ``array.chunk-size`` (all of them, for most Cubes), so a reduction over
-    the stacking dimension finishes inside each task, with no step that
-    combines partial results.  When the whole stack fits, the chunk grows by
-    whole frames up to a quarter of ``array.chunk-size`` (32 MiB by default):
-    chunks that stay in the processor's cache make the reduction's own pass
-    over them cheaper, and more chunks keep every thread busy to the end,
-    while each still costs far more to decode than Dask's per-task overhead.
-    docs/backend.md has the measurements behind this.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.datamodel.variable import cube_layout
-    >>> root = tempfile.mkdtemp()
-    >>> paths = [os.path.join(root, f"{i}.rumi") for i in range(4)]
-    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 1024, 1024), "uint16")))
-    ...           for p in paths]
-    >>> cube_auto_chunks(cube_layout(images, "time"))
-    ((4,), (1,), (1024,), (1024,))
-    >>> import dask
-    >>> with dask.config.set({"array.chunk-size": "1MiB"}):   # two frames' worth: two images deep
-    ...     cube_auto_chunks(cube_layout(images, "time"))
-    ((2, 2), (1,), (512, 512), (512, 512))
+    As many images deep as fit; when all fit, widened by whole frames up to a
+    quarter of ``array.chunk-size`` (docs/backend.md, Decisions).
     """
     import dask
     from dask.array.core import normalize_chunks
@@ -120,10 +92,9 @@ def _warn_cut_frames(layout: Layout, chunks: tuple[tuple[int, ...], ...]) -> Non
 def dask_array(backend_array, layout: Layout, chunks, *, verify: bool):
     """The Dask array reading ``backend_array`` (shape ``layout.shape``) in :func:`frame_chunks`.
 
-    Its name is derived from what the data is (each file's address and blob,
-    and whether frames are verified), so the same images opened twice give
-    the same Dask keys, and an unverified read never stands in for a
-    verified one.
+    Named by what is read (addresses, blobs, verification, chunks), so the
+    same images opened twice share Dask keys and an unverified read never
+    stands in for a verified one.
     """
     import dask.array
 

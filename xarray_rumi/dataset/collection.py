@@ -1,9 +1,4 @@
-"""CubeCollections: images grouped by grid, one Cube per grid, in an ``xr.DataTree``.
-
-Images that share a grid (:mod:`~xarray_rumi.datamodel.alignment`, the rule
-:func:`~xarray_rumi.open_cube` checks) stack into a Cube; images on
-different grids cannot, so each grid is a node of its own.
-"""
+"""CubeCollections: images grouped by grid (the rule ``open_cube`` checks), one Cube per grid, in an ``xr.DataTree``."""
 
 from __future__ import annotations
 
