@@ -53,3 +53,21 @@ def test_each_node_names_its_own_files_and_is_lazy_without_dask_unless_chunked(t
         chunked = open_collection(given, chunks={})["grid_1"].dataset.band_data
         assert chunked.chunks == ((1, 1), (1, 1), (8, 8), (8, 8))  # one chunk per frame
         xr.testing.assert_identical(chunked.compute(), band_data.compute())
+
+
+def test_from_items_the_stacking_coordinate_is_their_datetimes_as_open_cube_makes_it(tmp_path, write_images):
+    pytest.importorskip("pystac")
+    from xarray_rumi.dataset.catalog import read
+    from xarray_rumi.stac import item
+
+    (tmp_path / "other").mkdir()
+    paths = write_images(range(2), (1, 32, 32)) + write_images([9], (1, 48, 48), directory=tmp_path / "other")
+    items = [item(p, datetime=f"2024-05-0{i + 1}T10:00:00Z") for i, p in enumerate(paths)]
+    tree = open_collection(items)
+    assert tree["grid_0"].dataset.indexes["time"].equals(xarray_rumi.open_cube(items[:2]).indexes["time"])
+    assert tree["grid_1"].dataset.indexes["time"].day.tolist() == [3]
+    assert "datetime" not in tree["grid_0"].dataset.coords  # the index says it
+    table = read(items)
+    table.loc[1, "datetime"] = None  # a row without a datetime: no index, the datetimes kept as a coordinate
+    cube = open_collection(table)["grid_0"].dataset
+    assert "time" not in cube.indexes and cube.datetime.isnull().values.tolist() == [False, True]

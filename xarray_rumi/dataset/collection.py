@@ -15,7 +15,8 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
 
     ``paths_or_catalog``: paths/URLs (their IFDs are read once), a catalog
     (Parquet path or DataFrame) or STAC Items of rumi files (nothing is
-    read; each node then has a ``datetime`` coordinate along ``dim``).  Each
+    read; as :func:`~xarray_rumi.open_cube`, ``dim``'s coordinate is then the
+    Items' datetimes, or, where one has none, a ``datetime`` coordinate).  Each
     node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
     ``url`` coordinate; ``dim`` and ``chunks`` are :func:`~xarray_rumi.open_cube`'s.
 
@@ -35,12 +36,17 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
         paths_or_catalog = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
     table, images = catalog_module.table_and_images(paths_or_catalog, storage_options)
     all_urls = table["url"].to_numpy()  # one array: a pandas lookup a row costs seconds at 100,000 rows
+    all_datetimes = table["datetime"].to_numpy() if "datetime" in table else None
     nodes = {}
     for number, members in enumerate(aligned_groups(images)):
         urls = all_urls[members].tolist()
-        cube = cube_dataset([images[i] for i in members], dim, chunks, urls)
+        datetimes = None if all_datetimes is None else all_datetimes[members]
+        stack = dim
+        if datetimes is not None and not pd.isna(datetimes).any():
+            stack = pd.DatetimeIndex(datetimes, name=dim)  # as open_cube gives a Cube of Items
+        cube = cube_dataset([images[i] for i in members], stack, chunks, urls)
         cube = cube.assign_coords(url=(dim, urls))
-        if "datetime" in table:
-            cube = cube.assign_coords(datetime=(dim, table.datetime.iloc[members].to_numpy()))
+        if datetimes is not None and stack is dim:  # some Items without a datetime: kept, NaT where missing
+            cube = cube.assign_coords(datetime=(dim, datetimes))
         nodes[f"grid_{number}"] = cube
     return xr.DataTree.from_dict(nodes)
