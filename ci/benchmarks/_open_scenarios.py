@@ -132,7 +132,7 @@ def cube(root: str, count: int, repeats: int) -> list[Row]:
         return [xr.open_dataset(p, engine="rumi", header=b, chunks={}) for p, b in zip(paths, blobs)]
 
     opened = each_open()
-    stacked = open_cube(paths, blobs)
+    stacked = open_cube(paths, blobs, chunks={})
     image = open_image(first, blob, georeferencing=False)
     grid, sample = image.grid, image.sample_type
 
@@ -155,7 +155,7 @@ def cube(root: str, count: int, repeats: int) -> list[Row]:
     reduce = lambda: stacked.band_data.mean("time").compute(scheduler="threads", num_workers=2)  # noqa: E731
     np.testing.assert_allclose(reduce().values, values)
     cases = {
-        "open_cube (blobs given)": lambda: open_cube(paths, blobs),
+        "open_cube (blobs given)": lambda: open_cube(paths, blobs, chunks={}),
         f"{count} x open_dataset (blobs given)": each_open,
         "xr.concat of the opened images": lambda: xr.concat(opened, dim="time", data_vars="all", coords="minimal",
                                                             compat="override", join="override",

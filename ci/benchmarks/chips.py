@@ -20,7 +20,7 @@ noise and warm caches favour none.  Two tables:
    decodes each into a buffer its thread reuses.
 2. **Chips per second**, locally and over a loopback HTTP server (the tests'
    ``RangeServer`` in a process of its own): the engine's window (no Dask), a
-   Cube's window (Dask, and ``open_cube(..., chunks=False)``), the cookbook's
+   Cube's window (Dask, and ``open_cube(...)`` without Dask), the cookbook's
    ``RumiChips`` Dataset on two worker processes, xbatcher batches of a Cube;
    and the same chips from the COG twins through rasterio windows, in one
    process (``GDAL_NUM_THREADS=ALL_CPUS``) and on two worker processes
@@ -206,7 +206,7 @@ class Readers:
         self.datasets = [xr.open_dataset(href, engine="rumi", header=blob, georeferencing=False)
                          for href, blob in recorded]
         self.backend_arrays = [_backend_array(image) for image in self.images]
-        self.cubes = {str(chunks): xarray_rumi.open_cube(self.items, chunks=chunks) for chunks in ({}, "auto", False)}
+        self.cubes = {str(chunks): xarray_rumi.open_cube(self.items, chunks=chunks) for chunks in ({}, "auto", None)}
         self.cog_paths = [f"{location}/{cog}" for _, cog in names]
         self.gdal_uncached = {**GDAL_UNCACHED, **({"CPL_VSIL_CURL_NON_CACHED": f"/vsicurl/{location}"}
                                                   if location.startswith("http") else {})}
@@ -229,7 +229,7 @@ class Readers:
             "lazy window through xarray": lambda i, y, x: band_data[i][:, y:y + CHIP, x:x + CHIP].values,
             "the same, cut frames into fresh memory (before ae3280f)": lambda i, y, x: _into_fresh_memory(
                 lambda: band_data[i][:, y:y + CHIP, x:x + CHIP].values),
-            "Cube array without Dask": lambda i, y, x: self.cubes["False"].band_data[
+            "Cube array without Dask": lambda i, y, x: self.cubes["None"].band_data[
                 i, :, y:y + CHIP, x:x + CHIP].values,
             "Cube window, Dask chunks={}": lambda i, y, x: self.cubes["{}"].band_data[
                 i, :, y:y + CHIP, x:x + CHIP].values,

@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import xarray_rumi
 from xarray_rumi import RumiFormatError
-from xarray_rumi.dataset.catalog import build, images_of, read
+from xarray_rumi.dataset.catalog import build, read, table_and_images
 from xarray_rumi.io.source import ByteSource
 
 pytest.importorskip("pyarrow")
 
 
 @pytest.fixture
-def table(tmp_path):
+def table(tmp_path, write_images):
     """A catalog of four images of one grid, two of them with the same blob."""
-    paths = []
-    for i, fill in enumerate([0, 1, 1, 2]):
-        paths.append(tmp_path / f"img{i}.rumi")
-        xarray_rumi.write(paths[-1], np.full((1, 40, 40), fill, "uint16"), tile_size=16, crs=32633,
-                          transform=(10, 0, 500000, 0, -10, 4000000), compression="portable")
+    paths = write_images([0, 1, 1, 2], (1, 40, 40), compression="portable")
     return read(build(paths, tmp_path / "c.parquet"))
 
 
 def test_rows_alike_share_what_they_record(table):
-    images = images_of(table)
+    images = table_and_images(table)[1]
     assert bytes(table.header[1]) == bytes(table.header[2])
     assert images[1].header is images[2].header  # one blob, parsed once
     assert len({id(image.georeferencing) for image in images}) == 1

@@ -13,17 +13,10 @@ from xarray_rumi.stac import item
 
 pytest.importorskip("pyarrow")
 
-TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
-
-
 @pytest.fixture
-def catalog(tmp_path):
+def catalog(tmp_path, write_images):
     """``(DataFrame, paths)`` of two 32 x 32 images in EPSG:32633."""
-    paths = []
-    for i in range(2):
-        path = tmp_path / f"img{i}.rumi"
-        xarray_rumi.write(path, np.full((1, 32, 32), i, "uint16"), tile_size=16, crs=32633, transform=TRANSFORM)
-        paths.append(path)
+    paths = write_images(range(2), (1, 32, 32))
     return read(build(paths, tmp_path / "c.parquet")), paths
 
 

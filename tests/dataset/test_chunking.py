@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import dask
 import numpy as np
@@ -15,48 +16,60 @@ from xarray_rumi.dataset.engine import RumiCubeArray
 from xarray_rumi.datamodel.variable import cube_layout, image_layout
 
 
-def _images(root, count, shape=(2, 100, 70), tile=32, dtype="uint16"):
-    images = []
-    for i in range(count):
-        path = root / f"i{i}.rumi"
-        blob = xarray_rumi.write(path, np.full(shape, i, dtype), tile_size=tile)
-        images.append(xarray_rumi.open_image(path, header=blob, georeferencing=False))
-    return images
+@pytest.fixture
+def open_images(write_images):
+    """``open_images(count, shape=(2, 100, 70), tile=32, directory=None)``: opened images without georeferencing."""
+
+    def opened(count, shape=(2, 100, 70), tile=32, directory=None):
+        paths = write_images(range(count), shape, directory=directory, tile_size=tile, crs=None, transform=None)
+        return [xarray_rumi.open_image(path, georeferencing=False) for path in paths]
+
+    return opened
 
 
-def test_frame_chunks_by_dimension(tmp_path):
-    layout = image_layout(_images(tmp_path, 1)[0])
-    assert frame_chunks(layout, None) == frame_chunks(layout, {}) == ((1, 1), (32, 32, 32, 4), (32, 32, 6))
+def test_frame_chunks_by_dimension(open_images):
+    layout = image_layout(open_images(1)[0])
+    assert frame_chunks(layout, {}) == ((1, 1), (32, 32, 32, 4), (32, 32, 6))
     assert frame_chunks(layout, {"x": 64}) == ((1, 1), (32, 32, 32, 4), (64, 6))  # left out: one frame
-    assert frame_chunks(layout, {"band": -1, "y": None, "x": 32}) == ((2,), (100,), (32, 32, 6))
+    assert frame_chunks(layout, {"band": -1, "y": None, "x": 32}) == ((2,), (32, 32, 32, 4), (32, 32, 6))
+    assert frame_chunks(layout, 64) == ((2,), (64, 36), (64, 6))  # an int: every dimension
+
+
+def test_chunks_that_are_not_chunks_are_refused_naming_what_is_taken(open_images):
+    layout = image_layout(open_images(1)[0])
     with pytest.raises(ValueError, match=r"dimensions the array does not have: \['time'\]"):
         frame_chunks(layout, {"time": 1})
-    with pytest.raises(ValueError, match="'whole'"):
+    with pytest.raises(ValueError, match="None \\(no Dask\\), \\{\\}, 'auto', an int or a dict .*'whole'"):
         frame_chunks(layout, "whole")
-    with pytest.raises(TypeError, match="int"):
-        frame_chunks(layout, 64)
+    for not_chunks in (False, True, None, [64]):  # chunks=False was never published: no other meaning
+        with pytest.raises(TypeError, match=f"an int or a dict of sizes by dimension, not {type(not_chunks).__name__}"):
+            frame_chunks(layout, not_chunks)
 
 
-def test_auto_for_an_image_is_what_xr_open_dataset_gives(tmp_path):
+@pytest.mark.parametrize("chunks", [
+    {}, "auto", 128, -1, {"x": 128}, {"band": -1, "y": None, "x": 32}, {"y": "auto"}, {"y": 100, "x": 0},
+], ids=repr)
+def test_chunks_mean_for_an_image_what_xr_open_dataset_makes_of_them(tmp_path, chunks):
     path = tmp_path / "big.rumi"
     blob = xarray_rumi.write(path, np.zeros((3, 700, 900), "uint16"), tile_size=64)
     image = xarray_rumi.open_image(path, header=blob)
-    with dask.config.set({"array.chunk-size": "1MiB"}):
-        ours = frame_chunks(image_layout(image), "auto")
-        theirs = xr.open_dataset(path, engine="rumi", header=blob, chunks="auto").band_data.chunks
+    with dask.config.set({"array.chunk-size": "1MiB"}), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sizes that cut frames: the warning has a test of its own
+        ours = frame_chunks(image_layout(image), chunks)
+        theirs = xr.open_dataset(path, engine="rumi", header=blob, chunks=chunks).band_data.chunks
     assert ours == theirs
-    assert len(ours[1]) > 1  # the limit made it cut the image
+    assert ours != frame_chunks(image_layout(image), {}) or chunks == {}  # each case asks for chunks of its own
 
 
-def test_sizes_that_cut_frames_warn_as_xarray_does(tmp_path):
-    layout = image_layout(_images(tmp_path, 1)[0])
+def test_sizes_that_cut_frames_warn_as_xarray_does(open_images):
+    layout = image_layout(open_images(1)[0])
     with pytest.warns(UserWarning, match="separate the stored chunks along dimension 'x' starting at index 48"):
         frame_chunks(layout, {"x": 48})
 
 
 @pytest.mark.parametrize("chunk_size", ["64KiB", "300KiB", "1MiB", "128MiB"])
-def test_cube_auto_is_columns_of_whole_frames_through_the_stack(tmp_path, chunk_size):
-    images = _images(tmp_path, 5, shape=(2, 300, 260), tile=64)
+def test_cube_auto_is_columns_of_whole_frames_through_the_stack(open_images, chunk_size):
+    images = open_images(5, shape=(2, 300, 260), tile=64)
     layout = cube_layout(images, "time")
     frame_bytes = 64 * 64 * 2
     with dask.config.set({"array.chunk-size": chunk_size}):
@@ -76,8 +89,8 @@ def layout_frames(layout):
     return frame_chunks(layout, {})[1:]
 
 
-def test_open_cube_auto_takes_those_chunks(tmp_path):
-    images = _images(tmp_path, 4, shape=(1, 128, 128), tile=64)
+def test_open_cube_auto_takes_those_chunks(open_images):
+    images = open_images(4, shape=(1, 128, 128), tile=64)
     paths = [i.source.url for i in images]
     blobs = [i.header.to_bytes() for i in images]
     with dask.config.set({"array.chunk-size": "16KiB"}):  # two frames: two images deep
@@ -85,8 +98,8 @@ def test_open_cube_auto_takes_those_chunks(tmp_path):
     assert cube.band_data.chunks == ((2, 2), (1,), (64, 64), (64, 64))
 
 
-def test_dask_names_say_what_is_read(tmp_path):
-    images = _images(tmp_path, 2)
+def test_dask_names_say_what_is_read(open_images):
+    images = open_images(2)
     layout = cube_layout(images, "time")
     array = RumiCubeArray(images)
     same = dask_array(array, layout, {}, verify=True).name
@@ -105,11 +118,11 @@ def _chunk_task_bytes(data) -> int:
     return len(pickle.dumps(task))
 
 
-def test_tasks_refer_to_the_images_and_do_not_carry_their_blobs(tmp_path):
+def test_tasks_refer_to_the_images_and_do_not_carry_their_blobs(tmp_path, open_images):
     sizes = []
     for count in (2, 40):
         (tmp_path / str(count)).mkdir()
-        images = _images(tmp_path / str(count), count)
+        images = open_images(count, directory=tmp_path / str(count))
         cube = xarray_rumi.open_cube([i.source.url for i in images], [i.header.to_bytes() for i in images],
                                      georeferencing=False, chunks={"time": -1})
         sizes.append(_chunk_task_bytes(cube.band_data.data))
@@ -122,7 +135,7 @@ def test_the_graph_is_not_materialised_while_it_is_built(tmp_path, monkeypatch):
     path = tmp_path / "one.rumi"
     blob = xarray_rumi.write(path, np.zeros((1, 64, 64), "uint8"), tile_size=16)
     # 300 images of 16 x 16 frames, 4,800 chunks, from one file: opening reads nothing.
-    cube = xarray_rumi.open_cube([path] * 300, [blob] * 300, georeferencing=False)
+    cube = xarray_rumi.open_cube([path] * 300, [blob] * 300, georeferencing=False, chunks={})
     layer = cube.band_data.data.__dask_graph__().layers[cube.band_data.data.name]
     assert not layer.is_materialized()
     mean = cube.band_data.mean("time")

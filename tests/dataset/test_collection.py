@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.dataset.catalog import build
@@ -36,16 +37,37 @@ def test_with_a_crs_the_raster_type_splits_them(tmp_path):
     with pytest.raises(ValueError, match="has transform"):
         xarray_rumi.open_cube(paths)
     tree = open_collection(paths)
-    assert {name: node.dataset.sizes["n"] for name, node in tree.children.items()} == {"grid_0": 1, "grid_1": 1}
+    assert {name: node.dataset.sizes["time"] for name, node in tree.children.items()} == {"grid_0": 1, "grid_1": 1}
 
 
-def test_each_node_names_its_own_files_and_opens_without_dask_when_asked(tmp_path):
+def test_each_node_names_its_own_files_and_is_lazy_without_dask_unless_chunked(tmp_path):
     # images of two grids, interleaved: each Cube's url coordinate lists its own members in order
     paths = [_write(tmp_path / f"{i}.rumi", i, crs=32633, transform=UTM) if i % 2 else
              _write(tmp_path / f"{i}.rumi", i) for i in range(5)]
     for given in (paths, build(paths, tmp_path / "c.parquet")):
-        tree = open_collection(given, chunks=False)
+        tree = open_collection(given)
         assert tree["grid_0"].dataset.url.values.tolist() == [str(p) for p in paths[0::2]]
         assert tree["grid_1"].dataset.url.values.tolist() == [str(p) for p in paths[1::2]]
         band_data = tree["grid_1"].dataset.band_data
         assert band_data.chunks is None and band_data[:, 0, 0, 0].values.tolist() == [1, 3]
+        chunked = open_collection(given, chunks={})["grid_1"].dataset.band_data
+        assert chunked.chunks == ((1, 1), (1, 1), (8, 8), (8, 8))  # one chunk per frame
+        xr.testing.assert_identical(chunked.compute(), band_data.compute())
+
+
+def test_from_items_the_stacking_coordinate_is_their_datetimes_as_open_cube_makes_it(tmp_path, write_images):
+    pytest.importorskip("pystac")
+    from xarray_rumi.dataset.catalog import read
+    from xarray_rumi.stac import item
+
+    (tmp_path / "other").mkdir()
+    paths = write_images(range(2), (1, 32, 32)) + write_images([9], (1, 48, 48), directory=tmp_path / "other")
+    items = [item(p, datetime=f"2024-05-0{i + 1}T10:00:00Z") for i, p in enumerate(paths)]
+    tree = open_collection(items)
+    assert tree["grid_0"].dataset.indexes["time"].equals(xarray_rumi.open_cube(items[:2]).indexes["time"])
+    assert tree["grid_1"].dataset.indexes["time"].day.tolist() == [3]
+    assert "datetime" not in tree["grid_0"].dataset.coords  # the index says it
+    table = read(items)
+    table.loc[1, "datetime"] = None  # a row without a datetime: no index, the datetimes kept as a coordinate
+    cube = open_collection(table)["grid_0"].dataset
+    assert "time" not in cube.indexes and cube.datetime.isnull().values.tolist() == [False, True]

@@ -34,7 +34,7 @@ FRAME_CHUNKS = ((2,), (32, 13), (32, 32, 6))  # cell frames: all bands, cut edge
 def test_open_cube_stacks_with_frame_chunks(scenes):
     paths, blobs, values = scenes
     for headers in (None, blobs, "sidecar"):
-        cube = open_cube(paths, headers)
+        cube = open_cube(paths, headers, chunks={})
         assert cube.band_data.dims == ("time", "band", "y", "x")
         assert cube.band_data.chunks == ((1, 1, 1), *FRAME_CHUNKS)
         np.testing.assert_array_equal(cube.band_data.values, values)
@@ -64,7 +64,7 @@ def test_open_cube_is_what_xr_concat_of_the_opened_images_gives(scenes, dim):
     datasets = [xr.open_dataset(p, engine="rumi", header=b, chunks={}) for p, b in zip(paths, blobs)]
     expected = xr.concat(datasets, dim=dim, data_vars="all", coords="minimal", compat="override",
                          join="override", combine_attrs="override")
-    cube = open_cube(paths, blobs, dim=dim)
+    cube = open_cube(paths, blobs, dim=dim, chunks={})
     xr.testing.assert_identical(cube, expected)
     assert cube.band_data.chunks == expected.band_data.chunks
     assert list(cube.xindexes) == list(expected.xindexes)
@@ -176,14 +176,14 @@ def test_open_cube_argument_errors(scenes):
         open_cube(paths, blobs[0])
 
 
-def test_a_cube_without_dask_reads_only_what_is_selected(scenes, monkeypatch):
-    """chunks=False: no Dask; a window reads once, decoding only the frames it touches, and equals numpy's."""
+def test_a_cube_is_lazy_without_dask_by_default_and_reads_only_what_is_selected(scenes, monkeypatch):
+    """chunks=None, as xr.open_dataset: a window reads once, decoding only the frames it touches, and equals numpy's."""
     import xarray_rumi.reading.image as reader
 
     paths, blobs, values = scenes
-    cube = open_cube(paths, blobs, chunks=False)
+    cube = open_cube(paths, blobs)
     assert cube.band_data.chunks is None and not cube.band_data.variable._in_memory
-    xr.testing.assert_identical(cube.coords.to_dataset(), open_cube(paths, blobs).coords.to_dataset())
+    xr.testing.assert_identical(cube.coords.to_dataset(), open_cube(paths, blobs, chunks={}).coords.to_dataset())
     decoded = []
     decode = reader.decode_frame
     monkeypatch.setattr(reader, "decode_frame", lambda payload, *a, **k: decoded.append(a) or decode(payload, *a, **k))
@@ -196,12 +196,18 @@ def test_a_cube_without_dask_reads_only_what_is_selected(scenes, monkeypatch):
     np.testing.assert_array_equal(cube.band_data[1:, :, 10:40, 20:60].values, values[1:, :, 10:40, 20:60])
 
 
-def test_a_cube_without_dask_pickles_for_worker_processes(scenes):
+def test_a_lazy_cube_pickles_for_worker_processes(scenes):
     import pickle
 
     paths, blobs, values = scenes
-    cube = pickle.loads(pickle.dumps(open_cube(paths, blobs, chunks=False)))
+    cube = pickle.loads(pickle.dumps(open_cube(paths, blobs)))
     np.testing.assert_array_equal(cube.band_data[0, :, :5, :5].values, values[0, :, :5, :5])
+
+
+def test_chunks_false_is_no_idiom(scenes):
+    paths, blobs, _ = scenes
+    with pytest.raises(TypeError, match=r"chunks must be None \(no Dask\), .*not bool"):
+        open_cube(paths, blobs, chunks=False)
 
 
 @pytest.mark.parametrize("as_given", [str, lambda p: p])

@@ -54,8 +54,8 @@ def test_open_catalog_and_collection_from_stac_geoparquet_read_no_file(tmp_path,
     assert cube.x.values.tolist() == direct.x.values.tolist()  # point rasters: the file's own transform
     for ds, data in zip(datasets, arrays):
         np.testing.assert_array_equal(ds.band_data.values, data)
-    assert {name: node.dataset.sizes["n"] for name, node in tree.children.items()} == {"grid_0": 2, "grid_1": 1}
-    assert tree["grid_0"].dataset.datetime.dt.day.values.tolist() == [1, 2]
+    assert {name: node.dataset.sizes["time"] for name, node in tree.children.items()} == {"grid_0": 2, "grid_1": 1}
+    assert tree["grid_0"].dataset.time.dt.day.values.tolist() == [1, 2]
     np.testing.assert_array_equal(cube.band_data.values, np.stack(arrays[:2]))
 
 

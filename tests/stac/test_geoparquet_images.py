@@ -100,5 +100,5 @@ def test_blobs_from_stac_are_checked_once(tmp_path, monkeypatch, opening, source
                         or real(blobs, names, *a, **kw))
     opened = getattr(xarray_rumi, opening)(dicts if source == "items" else out)
     assert checked == [3]
-    datasets = opened if opening == "open_catalog" else [opened["grid_0"].dataset.isel(n=i) for i in range(3)]
+    datasets = opened if opening == "open_catalog" else [opened["grid_0"].dataset.isel(time=i) for i in range(3)]
     assert [int(ds.band_data.max()) for ds in datasets] == [0, 1, 2]

@@ -167,7 +167,7 @@ def test_items_on_different_grids_go_to_a_collection(tmp_path):
     with pytest.raises(ValueError):
         xarray_rumi.open_cube(items)
     tree = xarray_rumi.open_collection(items)
-    assert {name: node.dataset.sizes["n"] for name, node in tree.children.items()} == {"grid_0": 2, "grid_1": 1}
+    assert {name: node.dataset.sizes["time"] for name, node in tree.children.items()} == {"grid_0": 2, "grid_1": 1}
     assert tree["grid_1"].dataset.band_data.values.min() == 1
 
 

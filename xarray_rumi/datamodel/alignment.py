@@ -1,11 +1,7 @@
-"""When rumi Images form a Cube: what must agree, and the error that names what does not.
+"""When rumi Images form a Cube: what must agree (from headers and georeferencing), and the error naming what does not.
 
-The spec's data model stacks Images that share a grid into a Cube; the
-others stay an ImageCollection.  :func:`check_aligned` decides it for one
-Cube (``open_cube``, Cube references, the VirtualiZarr parser), and
-:func:`aligned_groups` splits a collection into Cubes by the same key, so a
-collection's Cube is always one ``open_cube`` would make.  From headers and
-georeferencing alone: nothing is read.
+:func:`check_aligned` decides it for one Cube, :func:`aligned_groups` splits
+a collection by the same key, so a collection's Cube is one ``open_cube`` makes.
 """
 
 from __future__ import annotations
@@ -33,31 +29,12 @@ def alignment_key(image) -> dict:
 
 
 def _aligns_by(image) -> tuple:
-    """What :func:`alignment_key` is a function of: images equal here have equal keys.
-
-    Images of one grid usually share these objects (a catalog's rows, a
-    Cube's blobs of one grid), so comparing them is an identity check where
-    building the key is a dict of six properties: at 100,000 images, the
-    difference is a few tenths of a second.
-    """
+    """What :func:`alignment_key` is a function of: often shared objects, so comparing them is cheap."""
     return image.grid, image.sample_type, image.georeferencing
 
 
 def check_aligned(images: Sequence, names: Sequence[str] | None = None) -> None:
-    """Raise ``ValueError`` naming the first property in which an image differs from the first one.
-
-    Misaligned images are each valid rumi files, so this is not a
-    ``RumiFormatError``: they simply form an ImageCollection, not a Cube.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> d = tempfile.mkdtemp()
-    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 8, n), "uint8")))
-    ...           for p, n in ((os.path.join(d, "a.rumi"), 8), (os.path.join(d, "b.rumi"), 9))]
-    >>> check_aligned(images, ["a", "b"])
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot stack into a Cube: image 1 ('b') has shape (1, 8, 9), but image 0 ('a') has (1, 8, 8)
-    """
+    """Raise ``ValueError`` naming the first property in which an image differs from the first one."""
     names = list(names) if names is not None else [image.source.url for image in images]
     reference, reference_by = alignment_key(images[0]), _aligns_by(images[0])
     for position, image in enumerate(images[1:], start=1):
@@ -77,17 +54,7 @@ def _describe(value) -> str:
 
 
 def aligned_groups(images: Sequence) -> list[list[int]]:
-    """The positions of ``images`` grouped into Cubes: those whose :func:`alignment_key` agree.
-
-    Groups come in order of their first image, positions in the order given.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> d = tempfile.mkdtemp()
-    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 8, n), "uint8")))
-    ...           for p, n in ((os.path.join(d, f"{i}.rumi"), n) for i, n in enumerate([8, 9, 8]))]
-    >>> aligned_groups(images)
-    [[0, 2], [1]]
-    """
+    """The positions of ``images`` grouped into Cubes, groups in order of their first image."""
     groups: dict[tuple, list[int]] = {}
     group_by: dict[tuple, list[int]] = {}  # _aligns_by -> its group: the key is built once per distinct value
     for position, image in enumerate(images):

@@ -1,14 +1,7 @@
-"""Spatial coordinates and the CF grid mapping, exactly as rioxarray's engine builds them.
+"""Spatial coordinates and the CF grid mapping, exactly as rioxarray's engine builds them (numpy and pyproj only).
 
-A rumi file and the same raster as a GeoTIFF must open to the same ``x``/``y``
-coordinates, ``spatial_ref`` attributes and ``.rio.transform()``.  rioxarray
-follows GDAL, whose geotransform always refers to pixel *corners*; a rumi
-PixelIsPoint matrix maps pixel indices to pixel *centres* (GeoTIFF's
-convention), so it is shifted back by half a pixel here, as GDAL does
-(:func:`xarray_rumi.format.geo.centre_to_corner`).
-
-Only numpy and pyproj are used: rioxarray is optional, and what it reads back
-(``spatial_ref`` / ``crs_wkt`` / ``GeoTransform``) is plain attributes.
+rioxarray follows GDAL, whose geotransform refers to pixel corners; a rumi
+PixelIsPoint matrix refers to centres, so it is shifted back half a pixel.
 """
 
 from __future__ import annotations
@@ -23,10 +16,7 @@ GRID_MAPPING = "spatial_ref"
 
 
 def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
-    """The GDAL-style affine ``(a, b, c, d, e, f)``: pixel (0, 0) is the outer corner.
-
-    Undefined georeferencing gives the identity, as GDAL reports for a file
-    without georeferencing.
+    """The GDAL-style affine ``(a, b, c, d, e, f)``, pixel (0, 0) the outer corner; without georeferencing the identity.
 
     >>> g = Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985))
     >>> corner_transform(g)
@@ -40,10 +30,7 @@ def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
 
 
 def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dict:
-    """Pixel-centre coordinates, as ``rioxarray.rioxarray.affine_to_coords`` gives them.
-
-    North-up (no rotation terms): 1-D ``x`` and ``y``.  Rotated: 2-D ``xc`` and
-    ``yc`` on ``(y, x)``, and no ``x``/``y`` coordinates at all.
+    """Pixel-centre coordinates as rioxarray's ``affine_to_coords``: 1-D ``x``/``y``, or 2-D ``xc``/``yc`` if rotated.
 
     >>> c = spatial_coords((30.0, 0.0, 100.0, 0.0, -30.0, 900.0), width=3, height=2)
     >>> c["x"][1].tolist(), c["y"][1].tolist()
@@ -88,13 +75,8 @@ def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
 
 
 def grid_mapping_attrs(georef: Georeferencing | None) -> dict:
-    """Attributes of the ``spatial_ref`` coordinate: CF grid mapping, WKT, GeoTransform.
+    """Attributes of ``spatial_ref``: CF grid mapping, WKT, GeoTransform (only that without a CRS, as rioxarray).
 
-    With no CRS only ``GeoTransform`` is written, like rioxarray does for a
-    file without georeferencing: there is no CRS, and no made-up one.
-
-    >>> grid_mapping_attrs(None)
-    {'GeoTransform': '0.0 1.0 0.0 0.0 0.0 1.0'}
     >>> g = Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90))
     >>> grid_mapping_attrs(g)["grid_mapping_name"]
     'latitude_longitude'

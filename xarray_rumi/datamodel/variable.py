@@ -1,13 +1,8 @@
-"""What an opened image or a Cube shows, in xarray and in Zarr: one pure description.
+"""What an opened image or a Cube shows, in xarray and in Zarr: one pure description (numpy and pyproj, no I/O).
 
-The engine (``xr.open_dataset(..., engine="rumi")``), Cubes, catalogs,
-Kerchunk references and the VirtualiZarr parser all present a rumi image as
-rioxarray's engine presents a GeoTIFF: ``band_data`` on ``(band, y, x)``, a
-1-based ``band``, pixel-centre ``x``/``y`` (or 2-D ``xc``/``yc`` when the
-grid is rotated), a ``spatial_ref`` grid-mapping coordinate and
-``AREA_OR_POINT``.  Each of them adapts the :class:`Layout` built here, so
-their dims, coordinates and attributes cannot drift apart.  Numpy and pyproj
-only: no xarray, no Zarr, no I/O.
+The engine, Cubes, catalogs, Kerchunk references and the VirtualiZarr parser
+all adapt the :class:`Layout` built here, as rioxarray's engine presents a
+GeoTIFF, so their dims, coordinates and attributes cannot drift apart.
 """
 
 from __future__ import annotations
@@ -112,11 +107,7 @@ class Layout:
 
     @property
     def coordinates_attribute(self) -> str:
-        """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates.
-
-        Dimension coordinates need no mention; xarray makes the others
-        coordinates only when a variable lists them.
-        """
+        """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates."""
         extra = [name for name, c in self.coords.items() if len(c.dims) > 1]
         return " ".join([GRID_MAPPING, *extra])
 
@@ -151,12 +142,7 @@ def image_layout(image) -> Layout:
 
 
 def cube_layout(images: Sequence, dim: str, names: Sequence[str] | None = None) -> Layout:
-    """The :class:`Layout` of aligned images stacked along a new dimension ``dim``.
-
-    Raises ``ValueError`` naming the first of
-    :data:`~xarray_rumi.datamodel.alignment.ALIGNMENT` in which an image
-    differs from the first (see :func:`~xarray_rumi.datamodel.alignment.check_aligned`).
-    """
+    """The :class:`Layout` of aligned images stacked along ``dim``; ``ValueError`` naming how one differs."""
     if not images:
         raise ValueError("a Cube needs at least one image")
     check_aligned(images, names)

@@ -1,12 +1,7 @@
-"""Catalogs: one row per image with its blob, so thousands open with no read.
+"""Catalogs: a Parquet table of one row per image with its blob, so thousands of images open with no read.
 
-A catalog is a Parquet table: URL, header blob, shape, grid, sample type,
-CRS, transform and bounds of each image.  With geopandas installed it is a
-GeoParquet file whose geometry is each image's footprint (in its own CRS, as
-``bounds``; images in different CRSs share a table, so the ``geo`` metadata
-names no single CRS).  ``open_catalog`` opens every image from its row:
-frames are located by the blob, georeferencing comes from the row, and the
-files are not touched until pixels are read.
+With geopandas installed it is GeoParquet, each geometry the image's
+footprint in its own CRS (``geo`` names no CRS: rows may differ).
 """
 
 from __future__ import annotations
@@ -57,9 +52,7 @@ def _bounds(georef: Georeferencing, width: int, height: int) -> tuple[float, flo
 
 
 def build(paths_or_urls, out, *, storage_options=None):
-    """Write a catalog of rumi images to ``out`` (Parquet) and return it as a DataFrame.
-
-    Each image's IFD is read once, here; nothing needs reading again to open it.
+    """Write a catalog of rumi images to ``out`` (Parquet), reading each IFD once, and return it as a DataFrame.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -91,12 +84,7 @@ def read(catalog):
 
 
 def _read_checked(catalog):
-    """The catalog's DataFrame, and the checked ``Header`` of each row where reading it checked the blobs (else None).
-
-    Rows made from STAC are checked as they are made (their blobs come from
-    the Items); a Parquet file or a DataFrame is the caller's, so its blobs
-    are checked when its images are opened.
-    """
+    """The catalog's DataFrame, and each row's checked ``Header`` where making the rows checked them (from STAC)."""
     if hasattr(catalog, "itertuples"):
         return catalog, None
     if is_stac(catalog):
@@ -112,27 +100,8 @@ def _read_checked(catalog):
     return pd.read_parquet(catalog), None
 
 
-def rows_from_items(items):
-    """A catalog DataFrame (with ``id`` and ``datetime`` columns) from STAC Items: nothing is read.
-
-    What each Item records comes from :func:`xarray_rumi.stac.read.item_images`.
-    """
-    return rows_of_images(item_images(items))
-
-
-def rows_of_images(images):
-    """The catalog DataFrame (with ``id`` and ``datetime`` columns) of :class:`~xarray_rumi.stac.read.ItemImage` s.
-
-    Their blobs are checked together (:func:`~xarray_rumi.reading.open.load_headers`:
-    a damaged one is refused naming its file), and what images of one grid
-    and georeferencing share (every column but the URL, the blob, the id and
-    the date) is worked out once.
-    """
-    return _rows_and_headers(images)[0]
-
-
 def _rows_and_headers(images):
-    """:func:`rows_of_images`, and the checked ``Header`` of each row."""
+    """The catalog DataFrame of :class:`~xarray_rumi.stac.read.ItemImage` s, and each row's checked ``Header``."""
     import pandas as pd
 
     images = list(images)
@@ -150,11 +119,6 @@ def _rows_and_headers(images):
     table = pd.DataFrame(columns, columns=[*COLUMNS, "id", "datetime"])
     table["epsg"] = table["epsg"].astype("Int64")
     return table, headers
-
-
-def georeferencing_of(row, record: str = "catalog row") -> Georeferencing:
-    """The georeferencing a catalog row records; ``record`` names the row in the error of a malformed one."""
-    return _georeferencing(row.epsg, row.raster_type, row.transform, record)
 
 
 def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
@@ -196,21 +160,8 @@ def _row_blob(blob, name: str) -> bytes:
     return bytes(blob)
 
 
-def images_of(catalog, storage_options=None) -> list[RumiImage]:
-    """The opened image of every row of a catalog (a Parquet path or a DataFrame): nothing is read.
-
-    Each opens through :func:`~xarray_rumi.open_image` with the row's blob
-    and georeferencing, so the blob is held to the opener's limits, remote
-    reads are retried and the blob is checked against the file on its
-    first read, as for any image.  The blobs are checked together, before
-    any image is opened (:func:`~xarray_rumi.reading.open.load_headers`),
-    and rows that record the same georeferencing share one.
-    """
-    return table_and_images(catalog, storage_options)[1]
-
-
 def table_and_images(catalog, storage_options=None) -> tuple:
-    """``(DataFrame, images)``: :func:`read` and :func:`images_of` of one catalog, its blobs checked once.
+    """``(DataFrame, opened images)`` of a catalog, its blobs checked together, nothing read.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -240,19 +191,12 @@ def table_and_images(catalog, storage_options=None) -> tuple:
 
 
 def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatasets:
-    """Open every image of a catalog with zero reads of the files.
+    """Open every image of a catalog with zero reads of the files: one Dataset per row, in order.
 
-    ``catalog`` is a Parquet path or a DataFrame from :func:`build`.  Returns
-    a sequence of one Dataset per row, in order (``len``, indexing, slicing,
-    iteration; ``list(...)`` for a list), each as ``xr.open_dataset(...,
-    engine="rumi", chunks=chunks)`` gives it.  Every row's blob is checked,
-    and its image opened, here (a damaged blob is refused naming its row's
-    file); each Dataset is built the first time it is asked for, then kept,
-    since building 100,000 of them costs xarray far more than opening the
-    images (docs/benchmarks.md, scenario 8).  With ``chunks`` ``None`` (lazy)
-    or ``{}`` (one Dask chunk per frame) they are built directly, and images
-    on one grid share their coordinate indexes: well under a millisecond an
-    image.
+    ``catalog`` is a Parquet path, a DataFrame from :func:`build` or STAC
+    Items.  Every row's blob is checked and its image opened here; each
+    Dataset, what ``xr.open_dataset(..., engine="rumi", chunks=chunks)``
+    gives, is built when first asked for, then kept (docs/backend.md, Cubes).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -267,27 +211,17 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatase
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
 
-    datasets = CatalogDatasets(images_of(catalog, storage_options), chunks, storage_options)
-    if chunks not in (None, {}) and len(datasets):
+    datasets = CatalogDatasets(table_and_images(catalog, storage_options)[1], chunks)
+    if chunks is not None and len(datasets):
         datasets[0]  # chunks the images cannot take are refused here, not at the first use
     return datasets
 
 
 class CatalogDatasets(Sequence):
-    """The Datasets of a catalog's opened images, each built when first asked for, then kept.
+    """The Datasets of a catalog's opened images (``len``, indexing, slicing), each built when first asked for."""
 
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> d = tempfile.mkdtemp()
-    >>> paths = [os.path.join(d, f"{i}.rumi") for i in range(3)]
-    >>> for i, path in enumerate(paths):
-    ...     _ = xarray_rumi.write(path, np.full((4, 4), i, "uint8"))
-    >>> datasets = open_catalog(build(paths, os.path.join(d, "c.parquet")))
-    >>> len(datasets), int(datasets[-1].band_data.max()), [int(ds.band_data.max()) for ds in datasets[:2]]
-    (3, 2, [0, 1])
-    """
-
-    def __init__(self, images: list[RumiImage], chunks, storage_options):
-        self._images, self._chunks, self._storage_options = images, chunks, storage_options
+    def __init__(self, images: list[RumiImage], chunks):
+        self._images, self._chunks = images, chunks
         self._built: list = [None] * len(images)
         self._coordinates: dict[tuple, object] = {}  # by grid and georeferencing: built once, shared
 
@@ -311,12 +245,7 @@ class CatalogDatasets(Sequence):
         from ..datamodel.variable import VARIABLE
         from .engine import image_coordinates, image_variable
 
-        if self._chunks not in (None, {}):
-            return xr.open_dataset(image.source.url, engine="rumi", header=image.header,
-                                   georeferencing=image.georeferencing, chunks=self._chunks,
-                                   storage_options=self._storage_options)
         key = (image.grid.shape, image.georeferencing)
         if key not in self._coordinates:
             self._coordinates[key] = image_coordinates(image)
-        return xr.Dataset({VARIABLE: image_variable(image, chunked=self._chunks == {})},
-                          coords=self._coordinates[key])
+        return xr.Dataset({VARIABLE: image_variable(image, chunks=self._chunks)}, coords=self._coordinates[key])

@@ -1,38 +1,25 @@
-"""Dask chunks of rumi arrays: whole frames, one task a chunk, a graph that stays small.
+"""Dask chunks of rumi arrays: ``chunks`` as ``xr.open_dataset`` means them, the frame being the preferred chunk.
 
-A rumi frame is the smallest thing that can be read, so a chunk is a block
-of whole frames: ``{}`` (or ``None``) is one chunk per frame, the engine's
-contract; ``"auto"`` is Dask's ``array.chunk-size`` in multiples of frames
-(for an image what ``xr.open_dataset(..., chunks="auto")`` gives, xarray's
-``preferred_chunks`` rule; for a Cube, columns of frames through the stack,
-see :func:`cube_auto_chunks`); a dict names sizes per dimension.  A size that
-cuts frames still reads correctly, each frame once per chunk it touches,
-with xarray's warning.
-
-Whatever the chunks, the array is one ``dask.array.from_array`` over the
-backend array: the backend array is one value in the graph (so a worker
-receives the blobs once, not once per task) and the chunk tasks are a
-Blockwise layer that Dask materialises only when it schedules them.
+The array is one ``dask.array.from_array`` over the backend array: one value
+in the graph (a worker receives the blobs once) and a Blockwise layer of
+tasks that Dask materialises only when it schedules them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import numbers
 import warnings
 
 import numpy as np
 
 from ..datamodel.variable import Layout
 
+_ACCEPTED = "None (no Dask), {}, 'auto', an int or a dict of sizes by dimension"
+
 
 def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
-    """Dask's chunks for ``layout`` from what the caller asked for, in whole frames where possible.
-
-    ``chunks`` is ``None`` or ``{}`` (one chunk per frame), ``"auto"`` (the
-    whole array in chunks of about Dask's ``array.chunk-size``, multiples of
-    frames), or a dict from dimension name to a size, ``-1``/``None`` (the
-    whole dimension) or ``"auto"``; a dimension it leaves out gets one
-    frame's extent (one image along a Cube's stacking dimension).
+    """Dask's chunks for ``layout`` from ``chunks`` as ``xr.open_dataset`` takes it, in whole frames where possible.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> from xarray_rumi.datamodel.variable import image_layout
@@ -42,30 +29,26 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
     >>> frame_chunks(layout, {})
     ((1, 1), (32, 32, 32, 4), (32, 32, 6))
     >>> frame_chunks(layout, {"y": 64, "x": -1, "band": None})
-    ((2,), (64, 36), (70,))
-    >>> frame_chunks(layout, {"time": 2})
-    Traceback (most recent call last):
-    ...
-    ValueError: chunks name dimensions the array does not have: ['time'] (it has ('band', 'y', 'x'))
+    ((1, 1), (64, 36), (70,))
     """
     from dask.array.core import normalize_chunks
 
     frame = layout.chunks
-    if chunks is None or (isinstance(chunks, dict) and not chunks):
+    if isinstance(chunks, dict) and not chunks:
         return normalize_chunks(frame, layout.shape, dtype=layout.dtype)  # the frame grid cuts no frame
+    if chunks == "auto" and layout.stack_dim is not None:
+        return cube_auto_chunks(layout)
+    if chunks == "auto" or (isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool)):
+        chunks = dict.fromkeys(layout.dims, chunks)
     if isinstance(chunks, str):
-        if chunks != "auto":
-            raise ValueError(f"chunks must be {{}}, None, 'auto' or a dict of sizes by dimension, not {chunks!r}")
-        if layout.stack_dim is not None:
-            return cube_auto_chunks(layout)
-        asked = ("auto",) * len(frame)
-    elif isinstance(chunks, dict):
-        unknown = sorted(set(chunks) - set(layout.dims), key=str)
-        if unknown:
-            raise ValueError(f"chunks name dimensions the array does not have: {unknown} (it has {layout.dims})")
-        asked = tuple(-1 if chunks.get(d, f) is None else chunks.get(d, f) for d, f in zip(layout.dims, frame))
-    else:
-        raise TypeError(f"chunks must be {{}}, None, 'auto' or a dict of sizes by dimension, not {type(chunks).__name__}")
+        raise ValueError(f"chunks must be {_ACCEPTED}, not {chunks!r}")
+    if not isinstance(chunks, dict):
+        raise TypeError(f"chunks must be {_ACCEPTED}, not {type(chunks).__name__}")
+    unknown = sorted(set(chunks) - set(layout.dims), key=str)
+    if unknown:
+        raise ValueError(f"chunks name dimensions the array does not have: {unknown} (it has {layout.dims})")
+    # xarray's rule: a size left out, None or 0 is the preferred chunk, here one frame.
+    asked = tuple(chunks.get(dim) or size for dim, size in zip(layout.dims, frame))
     normalized = normalize_chunks(asked, layout.shape, dtype=layout.dtype, previous_chunks=frame)
     _warn_cut_frames(layout, normalized)
     return normalized
@@ -74,28 +57,8 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
 def cube_auto_chunks(layout: Layout) -> tuple[tuple[int, ...], ...]:
     """``"auto"`` for a Cube: columns of whole frames through the stack, sized by Dask's ``array.chunk-size``.
 
-    A chunk holds the same frames of as many images as fit in
-    ``array.chunk-size`` (all of them, for most Cubes), so a reduction over
-    the stacking dimension finishes inside each task, with no step that
-    combines partial results.  When the whole stack fits, the chunk grows by
-    whole frames up to a quarter of ``array.chunk-size`` (32 MiB by default):
-    chunks that stay in the processor's cache make the reduction's own pass
-    over them cheaper, and more chunks keep every thread busy to the end,
-    while each still costs far more to decode than Dask's per-task overhead.
-    docs/backend.md has the measurements behind this.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.datamodel.variable import cube_layout
-    >>> root = tempfile.mkdtemp()
-    >>> paths = [os.path.join(root, f"{i}.rumi") for i in range(4)]
-    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.zeros((1, 1024, 1024), "uint16")))
-    ...           for p in paths]
-    >>> cube_auto_chunks(cube_layout(images, "time"))
-    ((4,), (1,), (1024,), (1024,))
-    >>> import dask
-    >>> with dask.config.set({"array.chunk-size": "1MiB"}):   # two frames' worth: two images deep
-    ...     cube_auto_chunks(cube_layout(images, "time"))
-    ((2, 2), (1,), (512, 512), (512, 512))
+    As many images deep as fit; when all fit, widened by whole frames up to a
+    quarter of ``array.chunk-size`` (docs/backend.md, Decisions).
     """
     import dask
     from dask.array.core import normalize_chunks
@@ -129,10 +92,9 @@ def _warn_cut_frames(layout: Layout, chunks: tuple[tuple[int, ...], ...]) -> Non
 def dask_array(backend_array, layout: Layout, chunks, *, verify: bool):
     """The Dask array reading ``backend_array`` (shape ``layout.shape``) in :func:`frame_chunks`.
 
-    Its name is derived from what the data is (each file's address and blob,
-    and whether frames are verified), so the same images opened twice give
-    the same Dask keys, and an unverified read never stands in for a
-    verified one.
+    Named by what is read (addresses, blobs, verification, chunks), so the
+    same images opened twice share Dask keys and an unverified read never
+    stands in for a verified one.
     """
     import dask.array
 

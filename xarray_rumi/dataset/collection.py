@@ -1,12 +1,4 @@
-"""Collections in the rumi data model: images grouped by grid into Cubes.
-
-Images that share a grid (shape, bands, tiles, frame unit, sample type, CRS
-and transform: :mod:`~xarray_rumi.datamodel.alignment`, the rule
-:func:`~xarray_rumi.open_cube` checks) stack into a Cube ``(n, band, y,
-x)``; images on different grids cannot, so a CubeCollection is an
-``xr.DataTree`` with one Cube per grid.  Everything opens from catalog rows:
-no file is read.
-"""
+"""CubeCollections: images grouped by grid (the rule ``open_cube`` checks), one Cube per grid, in an ``xr.DataTree``."""
 
 from __future__ import annotations
 
@@ -15,22 +7,18 @@ import xarray as xr
 from ..datamodel.alignment import aligned_groups
 from ..stac.read import is_stac
 from . import catalog as catalog_module
-from .cube import cube_dataset
+from .cube import DEFAULT_DIM, cube_dataset
 
 
-def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_options=None) -> xr.DataTree:
-    """Open images as a CubeCollection: one DataTree node (a Cube) per grid.
+def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, storage_options=None) -> xr.DataTree:
+    """Open images as a CubeCollection: one DataTree node (a Cube) per grid, numbered in order of first appearance.
 
-    ``paths_or_catalog`` is a list of paths/URLs (their IFDs are read once),
-    a catalog Parquet path, a catalog DataFrame, or STAC Items of rumi files
-    (``pystac`` Items, an ItemCollection or their dicts; nothing is read).
-    From Items, each node also has a ``datetime`` coordinate along ``dim``.
-    ``chunks`` are :func:`~xarray_rumi.open_cube`'s: ``{}`` (the default,
-    one Dask chunk per frame), ``"auto"``, sizes by dimension, or ``False``
-    (no Dask).  Each
+    ``paths_or_catalog``: paths/URLs (their IFDs are read once), a catalog
+    (Parquet path or DataFrame) or STAC Items of rumi files (nothing is
+    read; as :func:`~xarray_rumi.open_cube`, ``dim``'s coordinate is then the
+    Items' datetimes, or, where one has none, a ``datetime`` coordinate).  Each
     node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
-    ``url`` coordinate along ``dim``; nodes are numbered in order of first
-    appearance.
+    ``url`` coordinate; ``dim`` and ``chunks`` are :func:`~xarray_rumi.open_cube`'s.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -38,7 +26,7 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
     ...     _ = xarray_rumi.write(os.path.join(d, f"{i}.rumi"), np.full((1, size, size), i, "uint8"), tile_size=8)
     >>> tree = open_collection([os.path.join(d, f"{i}.rumi") for i in range(3)])
     >>> {name: dict(node.dataset.sizes) for name, node in tree.children.items()}
-    {'grid_0': {'n': 2, 'band': 1, 'y': 16, 'x': 16}, 'grid_1': {'n': 1, 'band': 1, 'y': 24, 'x': 24}}
+    {'grid_0': {'time': 2, 'band': 1, 'y': 16, 'x': 16}, 'grid_1': {'time': 1, 'band': 1, 'y': 24, 'x': 24}}
     """
     import pandas as pd
 
@@ -48,12 +36,17 @@ def open_collection(paths_or_catalog, *, dim: str = "n", chunks=None, storage_op
         paths_or_catalog = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
     table, images = catalog_module.table_and_images(paths_or_catalog, storage_options)
     all_urls = table["url"].to_numpy()  # one array: a pandas lookup a row costs seconds at 100,000 rows
+    all_datetimes = table["datetime"].to_numpy() if "datetime" in table else None
     nodes = {}
     for number, members in enumerate(aligned_groups(images)):
         urls = all_urls[members].tolist()
-        cube = cube_dataset([images[i] for i in members], dim, chunks, urls)
+        datetimes = None if all_datetimes is None else all_datetimes[members]
+        stack = dim
+        if datetimes is not None and not pd.isna(datetimes).any():
+            stack = pd.DatetimeIndex(datetimes, name=dim)  # as open_cube gives a Cube of Items
+        cube = cube_dataset([images[i] for i in members], stack, chunks, urls)
         cube = cube.assign_coords(url=(dim, urls))
-        if "datetime" in table:
-            cube = cube.assign_coords(datetime=(dim, table.datetime.iloc[members].to_numpy()))
+        if datetimes is not None and stack is dim:  # some Items without a datetime: kept, NaT where missing
+            cube = cube.assign_coords(datetime=(dim, datetimes))
         nodes[f"grid_{number}"] = cube
     return xr.DataTree.from_dict(nodes)

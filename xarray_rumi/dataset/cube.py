@@ -2,12 +2,10 @@
 
 The spec's data model stacks Images that share a grid into a Cube; Images
 that do not share one stay an ImageCollection.  :func:`open_cube` checks
-that, from the headers and georeferencing alone (no frame is read), and then
-makes one Dask array over all of them (:mod:`xarray_rumi.dataset.chunking`):
-a chunk is a block of whole frames, which may span several images, read by
-one task.  With ``chunks=False`` the same array is lazily indexed instead,
-for many small reads where a Dask computation each would cost more than
-the read.
+that from the headers and georeferencing alone (no frame is read), then
+presents all of them as one array: lazily indexed (``chunks=None``) or one
+Dask array whose chunks are blocks of whole frames, possibly spanning
+several images, each read by one task (:mod:`xarray_rumi.dataset.chunking`).
 """
 
 from __future__ import annotations
@@ -25,51 +23,34 @@ from ..stac.read import is_stac, item_images
 from .chunking import dask_array
 from .engine import RumiCubeArray, index_kind, layout_coordinates, spatially_indexed
 
+#: The stacking dimension of every opener that stacks images (open_cube, open_collection).
+DEFAULT_DIM = "time"
 
-def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None, chunks=None, index=None,
+
+def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=None, chunks=None, index=None,
               **open_kwargs) -> xr.Dataset:
-    """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset, lazily, on Dask.
+    """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset; opening reads no frame.
 
-    ``paths_or_items`` is a list of paths/URLs, or STAC Items of rumi files
-    (``pystac`` Items, an ItemCollection, or their dicts, as
-    :func:`xarray_rumi.stac.item` makes them).  From Items, the blobs and the
-    georeferencing come from the Items, so opening reads nothing, and when
-    ``dim`` is a name its coordinate is the Items' datetimes (UTC).
-
-    ``headers`` is ``None`` (rebuild each blob from its IFD), ``"sidecar"``
-    (``<path>.header`` beside each file), or one entry per path (blob bytes, a
-    blob path/URL, or ``None``).  ``dim`` is the new dimension's name, or a
-    ``pandas.Index`` / ``DataArray`` that also gives its coordinate, as in
-    ``xr.concat``.  ``open_kwargs`` (``crs=``, ``transform=``,
-    ``georeferencing=False``, ...) go to the engine for every image.
-    ``chunks`` is ``{}`` (the default: one chunk per frame of each image),
-    ``"auto"`` (chunks of about Dask's ``array.chunk-size`` in whole frames,
-    several images deep), or a dict such as ``{"time": 8, "y": 1024, "x":
-    1024}``; each chunk is read by one task, its frames decoded in parallel.
-    ``chunks=False`` gives no Dask at all: the Cube is lazily indexed, as
-    ``xr.open_dataset`` without ``chunks`` gives an image, and each selection
-    reads only the frames it touches when its values are asked for.  It is
-    the form for many small reads one at a time, such as training chips,
-    where going through Dask costs more than the read (docs/backend.md,
-    "Choosing chunks").
-    ``index`` is the engine's: ``None``/``"default"`` (pandas indexes over
-    ``x``/``y``) or ``"raster"`` (a ``rasterix.RasterIndex`` from the shared
-    georeferencing, the CRS assigned with xproj; the ``rasterix`` extra).
-
-    Raises ``ValueError`` naming the first of shape, transform, CRS, tile
-    size, frame unit and sample type in which an image differs.
+    ``paths_or_items``: paths/URLs, or STAC Items of rumi files (their blobs,
+    georeferencing and, when ``dim`` is a name, datetimes are used; nothing
+    is read).  ``headers``: ``None`` (rebuild each blob from its IFD),
+    ``"sidecar"`` (``<path>.header``) or one entry per path.  ``dim``: a name,
+    or a ``pandas.Index`` / ``DataArray`` giving the coordinate, as in
+    ``xr.concat``.  ``chunks`` as ``xr.open_dataset`` takes it: ``None`` lazy
+    without Dask (a selection reads only the frames it touches), ``{}`` one
+    chunk per frame, ``"auto"`` or sizes by dimension in whole frames, the
+    stacking dimension included.  ``index`` and ``open_kwargs`` are the
+    engine's.  Raises ``ValueError`` naming how a misaligned image differs.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> root = tempfile.mkdtemp()
     >>> paths = [os.path.join(root, f"t{i}.rumi") for i in range(3)]
     >>> blobs = [xarray_rumi.write(p, np.full((2, 40, 30), i, "uint8"), tile_size=16) for i, p in enumerate(paths)]
     >>> cube = open_cube(paths, blobs)
-    >>> cube.band_data.dims, cube.band_data.chunks[:2]
-    (('time', 'band', 'y', 'x'), ((1, 1, 1), (1, 1)))
-    >>> cube.band_data.mean(("band", "y", "x")).values.tolist()
-    [0.0, 1.0, 2.0]
-    >>> open_cube(paths, blobs, chunks=False).band_data[2, :, 5:8, 0].values.tolist()
-    [[2, 2, 2], [2, 2, 2]]
+    >>> cube.band_data.dims, cube.band_data[2, :, 5:8, 0].values.tolist()
+    (('time', 'band', 'y', 'x'), [[2, 2, 2], [2, 2, 2]])
+    >>> open_cube(paths, blobs, chunks={}).band_data.chunks[:2]
+    ((1, 1, 1), (1, 1))
     """
     index = index_kind(index)  # before anything is opened
     if is_stac(paths_or_items):
@@ -103,16 +84,11 @@ def open_cube(paths_or_items, headers=None, dim="time", *, storage_options=None,
     return cube_dataset(images, dim, chunks, paths, index=index)
 
 
-def cube_dataset(images, dim="time", chunks=None, names=None, *, index=None) -> xr.Dataset:
-    """The Cube of opened, aligned images: one Dask array over all of them, chunked by ``chunks``.
-
-    ``dim``, ``chunks`` and ``index`` are :func:`open_cube`'s (``chunks=False``:
-    lazily indexed, no Dask); ``names`` name the images in the error that a
-    misaligned one raises.
-    """
+def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None) -> xr.Dataset:
+    """The Cube of opened, aligned images, ``chunks`` as :func:`open_cube` takes them; ``names`` name them in errors."""
     layout = cube_layout(images, _dimension_name(dim), names)
     array = RumiCubeArray(images)
-    if chunks is False:
+    if chunks is None:
         data = indexing.LazilyIndexedArray(array)
     else:
         data = dask_array(array, layout, chunks, verify=images[0].verify)
@@ -165,4 +141,4 @@ def _headers_for(paths: list[str], headers) -> list:
     return headers
 
 
-__all__ = ["cube_dataset", "open_cube"]
+__all__ = ["DEFAULT_DIM", "cube_dataset", "open_cube"]

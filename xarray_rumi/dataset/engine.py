@@ -1,11 +1,7 @@
-"""The ``rumi`` engine for ``xarray.open_dataset``: lazy, one Dask chunk per frame.
+"""The ``rumi`` engine for ``xarray.open_dataset``: an image's Layout as xarray objects, read lazily.
 
-The dataset is the image's :class:`~xarray_rumi.datamodel.variable.Layout` as
-xarray objects, so ``.rio`` works on it as on rioxarray's own engine.  What
-differs is the cost of opening: with a header blob the frames are located
-without reading the file, and each Dask task fetches the exact byte range of
-one frame and decodes it.  The array in the graph holds only a URL, storage
-options and the blob, so tasks run on worker processes.
+With a blob, opening reads nothing; the backend array holds only a URL,
+storage options and the blob, so Dask tasks run on worker processes.
 
 >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
 >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -71,16 +67,7 @@ class _WindowsAndPoints(BackendArray):
 
 
 class RumiBackendArray(_WindowsAndPoints):
-    """A lazily read ``(band, y, x)`` rumi image: translates xarray's keys for the image's one reader.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.arange(64, dtype="int16").reshape(1, 8, 8), tile_size=4)
-    >>> array = RumiBackendArray(xarray_rumi.open_image(path, header=blob, georeferencing=False))
-    >>> array[indexing.OuterIndexer((0, np.array([1, 6]), slice(2, 4)))]
-    array([[10, 11],
-           [50, 51]], dtype=int16)
-    """
+    """A lazily read ``(band, y, x)`` rumi image: translates xarray's keys for the image's reader."""
 
     def __init__(self, image: RumiImage):
         self.image = image
@@ -95,21 +82,7 @@ class RumiBackendArray(_WindowsAndPoints):
 
 
 class RumiCubeArray(_WindowsAndPoints):
-    """Aligned rumi images stacked into ``(image, band, y, x)``: translates keys for the reader.
-
-    A window of several images is one read, their frames decoded together
-    (:func:`~xarray_rumi.reading.image.read_windows`): a Cube's Dask chunk
-    that spans images is one task.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> root = tempfile.mkdtemp()
-    >>> paths = [os.path.join(root, f"{i}.rumi") for i in range(3)]
-    >>> images = [xarray_rumi.open_image(p, header=xarray_rumi.write(p, np.full((1, 8, 8), i, "int16"), tile_size=4),
-    ...                                  georeferencing=False) for i, p in enumerate(paths)]
-    >>> array = RumiCubeArray(images)
-    >>> array.shape, array[indexing.BasicIndexer((slice(1, 3), 0, 7, slice(None)))].tolist()
-    ((3, 1, 8, 8), [[1, 1, 1, 1, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2, 2, 2]])
-    """
+    """Aligned rumi images stacked into ``(image, band, y, x)``: a window of several images is one read."""
 
     def __init__(self, images):
         self.images = tuple(images)
@@ -153,26 +126,23 @@ def _index_array(k, size: int) -> np.ndarray:
 # -- the layout as xarray objects ---------------------------------------------
 
 
-def image_variable(image: RumiImage, *, chunked: bool = False) -> xr.Variable:
-    """``band_data`` of an opened image: lazy, or with ``chunked`` one Dask chunk per frame.
+def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
+    """``band_data`` of an opened image, ``chunks`` as ``xr.open_dataset`` takes them (``None``: lazy, no Dask).
 
-    The chunked form is what ``xr.open_dataset(..., chunks={})`` gives, built
-    directly: catalogs open thousands of images this way, so what one costs
-    counts (docs/benchmarks.md, scenario 3).
+    Built directly, not through ``xr.open_dataset``: catalogs open thousands
+    of images, so what one costs counts (docs/benchmarks.md, scenario 3).
     """
     layout = image_layout(image)
     array = RumiBackendArray(image)
-    # Chunked, it is the Dask array a Cube's is: named by the blob and the address (a stable name).
-    data = dask_array(array, layout, {}, verify=image.verify) if chunked else indexing.LazilyIndexedArray(array)
+    if chunks is None:
+        data = indexing.LazilyIndexedArray(array)
+    else:  # the Dask array a Cube's is: named by the blob and the address (a stable name)
+        data = dask_array(array, layout, chunks, verify=image.verify)
     return xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
 
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
-    """The layout's coordinates with their indexes.
-
-    The indexes are the ones xarray would infer (a ``PandasIndex`` for each
-    dimension coordinate), built directly, because inferring them is a large
-    part of building an image's dataset (docs/benchmarks.md, scenario 3).
+    """The layout's coordinates with the indexes xarray would infer, built directly (inferring them costs more).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> from xarray_rumi.datamodel.variable import image_layout
@@ -193,12 +163,9 @@ def image_coordinates(image: RumiImage) -> xr.Coordinates:
     return layout_coordinates(image_layout(image))
 
 
-def image_dataset(image: RumiImage, *, chunked: bool = False, index=None) -> xr.Dataset:
-    """The dataset of an opened image: ``band_data`` on ``(band, y, x)`` plus coordinates.
-
-    ``index`` is the engine's: ``None``/``"default"`` or ``"raster"`` (see :func:`spatially_indexed`).
-    """
-    dataset = xr.Dataset({VARIABLE: image_variable(image, chunked=chunked)}, coords=image_coordinates(image))
+def image_dataset(image: RumiImage, *, index=None) -> xr.Dataset:
+    """The dataset of an opened image: ``band_data`` on ``(band, y, x)`` plus coordinates; ``index`` the engine's."""
+    dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=image_coordinates(image))
     return spatially_indexed(dataset, index, image.georeferencing, repr(image.source.url))
 
 
@@ -209,10 +176,7 @@ INDEXES = ("default", "raster")
 
 
 def index_kind(index) -> str:
-    """``index=`` checked before anything is opened: ``"default"`` or ``"raster"``.
-
-    ``"raster"`` needs rasterix and xproj (the ``rasterix`` extra); without
-    them it raises ``ImportError`` saying how to install them.
+    """``index=`` checked before anything is opened: ``"default"`` or ``"raster"`` (ImportError without rasterix).
 
     >>> index_kind(None)
     'default'
@@ -246,14 +210,9 @@ def _raster_index():
 
 
 def spatially_indexed(dataset: xr.Dataset, index, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
-    """``dataset`` (an image's or a Cube's) with ``x``/``y`` indexed as ``index`` says.
+    """``dataset`` with ``x``/``y`` indexed as ``index`` says: pandas indexes, or a ``rasterix.RasterIndex``.
 
-    ``None``/``"default"``: unchanged, pandas indexes over the coordinate
-    arrays, as rioxarray's engine gives them.  ``"raster"``: a
-    ``rasterix.RasterIndex`` built from ``georeferencing``, the CRS assigned
-    with xproj (:func:`xarray_rumi.dataset.raster_index.raster_indexed`);
-    ``what`` names the image(s) in the ``ValueError`` raised when there is no
-    georeferencing.
+    ``what`` names the image(s) in the ``ValueError`` raised for ``"raster"`` without georeferencing.
 
     >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -268,20 +227,14 @@ def spatially_indexed(dataset: xr.Dataset, index, georeferencing: Georeferencing
 
 
 class RumiBackendEntrypoint(BackendEntrypoint):
-    """``xr.open_dataset(path_or_url, engine="rumi", header=None, storage_options=None)``.
+    """``xr.open_dataset(path_or_url, engine="rumi", header=None, ...)``: :func:`xarray_rumi.open_image`'s parameters.
 
-    The parameters are :func:`xarray_rumi.open_image`'s: ``header`` is the
-    blob as bytes, the path/URL of a blob file, or ``None`` to rebuild it
-    from the IFD; ``crs=``/``transform=``/``raster_type=`` supply
-    georeferencing (with a blob, opening then reads nothing at all);
-    ``georeferencing=False`` opens without a CRS and without reading one;
-    ``verify=False`` trusts the file and the blob; ``retry=`` is a
-    :class:`~xarray_rumi.RetryPolicy` for remote reads.  ``index="raster"``
-    indexes ``x``/``y`` with a ``rasterix.RasterIndex`` (:func:`spatially_indexed`).
+    ``header``: the blob's bytes, a blob path/URL, or ``None`` (rebuilt from
+    the IFD); ``index="raster"``: a ``rasterix.RasterIndex`` on ``x``/``y``.
     """
 
-    description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily, one Dask chunk per frame"
-    url = "https://pypi.org/project/xarray-rumi/"  # the distribution name in pyproject.toml; docs/backend.md
+    description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily; chunks={}: one Dask chunk a frame"
+    url = "https://pypi.org/project/xarray-rumi/"
     open_dataset_parameters = (
         "filename_or_obj", "drop_variables", "header", "storage_options",
         "crs", "transform", "raster_type", "georeferencing", "limits", "verify", "retry", "index",

@@ -1,14 +1,6 @@
-"""``index="raster"``: ``x`` and ``y`` indexed by a ``rasterix.RasterIndex``, the CRS assigned with xproj.
+"""``index="raster"``: ``x`` and ``y`` indexed by a ``rasterix.RasterIndex`` built from the file's georeferencing.
 
-The index is built from the file's georeferencing (the GDAL-style corner
-transform rioxarray reports, PixelIsPoint shifted back by half a pixel as
-:func:`~xarray_rumi.datamodel.coords.corner_transform` does), never from
-coordinate values, so slicing and alignment carry the exact affine.  Its
-coordinates equal the default ones value for value: both add the half pixel
-back with the same arithmetic.
-
-This module imports rasterix and xproj, the ``rasterix`` extra; the engine
-and :func:`~xarray_rumi.open_cube` import it only for ``index="raster"``.
+Imports rasterix and xproj (the ``rasterix`` extra); docs/backend.md says what the index gives.
 """
 
 from __future__ import annotations
@@ -27,19 +19,8 @@ from ..format.geo import Georeferencing
 class InMemoryRasterIndex(rasterix.RasterIndex):
     """A ``rasterix.RasterIndex`` whose coordinate variables hold their values in memory.
 
-    rasterix's own are lazy, and xarray chunks a lazy coordinate along with
-    the data (``xr.open_dataset(..., chunks={})``, ``ds.chunk()``): ``x``
-    then becomes a Dask array over the transform, whose ``x[0]`` has shape
-    ``(1,)`` instead of ``()``, and ``.rio.transform()`` fails.  Held in
-    memory (a 1-D coordinate as an ``IndexVariable``, which nothing chunks),
-    they stay numpy through every copy xarray makes, and a slice's index is
-    one of these too.  The values are computed once per index, by rasterix
-    itself.
-
-    >>> index = InMemoryRasterIndex.from_transform(Affine(10, 0, 0, 0, -10, 50), width=3, height=2)
-    >>> variables = index.create_variables()
-    >>> type(variables["x"]).__name__, variables["x"].values.tolist(), variables["y"].values.tolist()
-    ('IndexVariable', [5.0, 15.0, 25.0], [45.0, 35.0])
+    rasterix's are lazy, and xarray chunks a lazy coordinate with the data,
+    which breaks ``.rio.transform()``; in memory they stay numpy.
     """
 
     def create_variables(self, variables=None) -> dict:
@@ -65,24 +46,9 @@ class InMemoryRasterIndex(rasterix.RasterIndex):
 
 
 def raster_indexed(dataset: xr.Dataset, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
-    """``dataset`` (an image's or a Cube's) with its spatial coordinates indexed by an :class:`InMemoryRasterIndex`.
+    """``dataset`` with its spatial coordinates indexed by an :class:`InMemoryRasterIndex`, its CRS assigned with xproj.
 
-    The CRS is assigned first, with xproj (a ``CRSIndex`` on ``spatial_ref``,
-    so that ``.proj.crs`` works), and the index carries the same CRS.  ``x``
-    and ``y`` (``xc`` and ``yc`` on ``(y, x)`` for a rotated grid) replace the
-    default ones; ``spatial_ref`` keeps every attribute, ``GeoTransform``
-    included, so ``.rio`` reads the CRS and the transform as before.  Nothing
-    of ``dataset`` is changed in place.  ``what`` names the image(s) in the
-    ``ValueError`` raised when there is no georeferencing to build from: an
-    index from the identity would make up coordinates a file does not have.
-
-    >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 3, 4), "uint8"), crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
-    >>> ds = raster_indexed(xr.open_dataset(path, engine="rumi", header=blob),
-    ...                     xarray_rumi.open_image(path, header=blob).georeferencing, repr(path))
-    >>> type(ds.xindexes["x"]).__name__, ds.proj.crs.to_epsg(), ds.x.values.tolist()
-    ('InMemoryRasterIndex', 32633, [500005.0, 500015.0, 500025.0, 500035.0])
+    ``what`` names the image(s) in the ``ValueError`` raised without georeferencing.
     """
     if georeferencing is None or not georeferencing.is_defined:
         raise ValueError(
