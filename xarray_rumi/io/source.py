@@ -38,7 +38,8 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
-from .engine import MAX_GAP, fetch_ranges
+from .engine import MAX_GAP, MAX_IN_FLIGHT, fetch_ranges, plan_requests, split_answers
+from .ranged import get_ranges, reports_versions
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
@@ -321,6 +322,9 @@ class ByteSource:
         fs, path = self._read_fs_path
 
         def attempt() -> bytes:
+            if self._pin.identity is None and reports_versions(fs):
+                (answer,), (found,) = self._fetch(fs, path, [start], [stop], max_gap=0)
+                return self._checked_answer(start, stop, answer, sizes=[], exact=exact, found=found)
             try:
                 answer = fs.cat_file(path, start=start, end=stop, **self._request_kwargs(fs))
             except Exception as exc:  # noqa: BLE001 - a 416 is an answer; anything else is re-raised
@@ -350,12 +354,12 @@ class ByteSource:
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
-            got = fetch_ranges(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
-                               max_gap=max_gap, request_options=self._request_kwargs(fs))
+            got, found = self._fetch(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
+                                     max_gap=max_gap)
             failure, sizes = None, []
-            for i, answer in zip(missing, got):
+            for i, answer, identity in zip(missing, got, found):
                 try:
-                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes)
+                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, found=identity)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
                     # A range past the end of the file, or a file that changed, is final: it is
                     # the one raised, so the batch is not tried again for a transient failure beside it.
@@ -371,21 +375,54 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=lambda: (
             first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
-    def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True) -> bytes:
+    def _fetch(self, fs, path: str, starts, stops, *, max_gap: int) -> tuple[list, list]:
+        """Each range's answer (bytes, or the error its request raised) and the file's version its response stated.
+
+        A source not pinned yet reads through :mod:`~xarray_rumi.io.ranged` where
+        the file system reports versions, so its first read pins it at no cost;
+        otherwise the read engine's requests state none (``None``).
+        """
+        if self._pin.identity is not None or not reports_versions(fs):
+            answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs))
+            return answers, [None] * len(starts)
+        requests = plan_requests(starts, stops, max_gap=max_gap)
+        got = get_ranges(fs, path, [r.start for r in requests], [r.stop for r in requests], max_in_flight=MAX_IN_FLIGHT)
+        found: list = [None] * len(starts)
+        for request, answer in zip(requests, got):
+            for i in request.ranges:
+                found[i] = None if isinstance(answer, BaseException) else answer[1]
+        answers = [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
+        return split_answers(starts, stops, requests, answers), found
+
+    def _take_version(self, found: FileIdentity) -> None:
+        """Pin the version a response stated, if none is yet; a response of another version is a changed file."""
+        with self._pin.lock:
+            if self._pin.identity is None:
+                self._pin.identity = found
+            pinned = self._pin.identity
+        if (pinned.size, pinned.etag) != (found.size, found.etag):
+            raise FileChangedError(self.url, pinned, found)
+
+    def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True,
+                        found: FileIdentity | None = None) -> bytes:
         """A remote answer (bytes, or the error the read raised) if it is exactly the range; else why not.
 
-        A short answer or a 416 asks the file's size, once an attempt (``sizes``
-        keeps it): a file shorter than ``stop`` is a :class:`FileEndedError`,
-        anything else a body cut off in transit, which another try may get whole.
+        ``found`` is the file's version the response stated, if any: it pins
+        the source.  A short answer or a 416 needs the file's size: ``found``'s,
+        else asked once an attempt (``sizes`` keeps it); a file shorter than
+        ``stop`` is a :class:`FileEndedError`, anything else a body cut off in
+        transit, which another try may get whole.
         """
+        if found is not None:
+            self._take_version(found)
         if isinstance(answer, BaseException):
             if not is_past_the_end(answer):
                 raise self._changed(answer)
             answer = b""  # the range starts at or after the end of the file
         if len(answer) < stop - start and exact:
-            if not sizes:
+            if found is None and not sizes:
                 sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
-            now, pinned = sizes[0], self._pin.identity
+            now, pinned = found or sizes[0], self._pin.identity
             if pinned is not None and pinned.etag is not None and now.etag != pinned.etag:
                 # a file replaced since it was opened, not one cut short
                 raise FileChangedError(self.url, pinned, now)

@@ -1,0 +1,112 @@
+"""Ranged GETs that also say which version of the file answered: its size and ETag, from the response itself.
+
+A ranged GET's answer carries what a HEAD would tell: ``Content-Range:
+bytes a-b/size`` and the ``ETag`` (S3's ``get_object`` gives ``ContentRange``,
+``ETag`` and ``VersionId``).  Taking a file's version from the first read's
+answers, not from a size request sent before it, saves an open one round trip.
+fsspec's ``cat_file`` keeps response headers to itself, so the request is made
+here as fsspec and s3fs make it (same session, options and errors), on the
+file system's event loop.  File systems not known here report nothing
+(:func:`reports_versions` is false) and are read as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+
+from fsspec.asyn import sync
+
+from .versions import FileIdentity
+
+#: ``Content-Range: bytes 0-99/1234`` or, answering a range past the end, ``bytes */1234``.
+_CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
+
+
+def reports_versions(fs) -> bool:
+    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3).
+
+    >>> import fsspec
+    >>> reports_versions(fsspec.filesystem("http")), reports_versions(fsspec.filesystem("memory"))
+    (True, False)
+    """
+    return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
+
+
+def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_options: dict | None = None) -> list:
+    """``(bytes, FileIdentity | None)`` of each range ``[starts[i], stops[i])``, or the exception its request raised.
+
+    The requests run concurrently, at most ``max_in_flight`` at a time;
+    ``request_options`` go with each (``If-Match``).  A range that starts
+    past the end of the file answers ``b""`` with the file's size, where
+    the store says it (an HTTP 416's ``Content-Range: bytes */size``).
+    """
+    get = _get_http if _http_class(fs) else _get_s3
+
+    async def every():
+        gate = asyncio.Semaphore(max_in_flight)
+
+        async def one(start: int, stop: int):
+            async with gate:
+                return await get(fs, path, int(start), int(stop), dict(request_options or {}))
+
+        return await asyncio.gather(*(one(a, b) for a, b in zip(starts, stops)), return_exceptions=True)
+
+    return list(sync(fs.loop, every))
+
+
+def identity_of_headers(headers) -> FileIdentity | None:
+    """The file's version as an HTTP response's headers state it; ``None`` when they state no size.
+
+    >>> identity_of_headers({"Content-Range": "bytes 0-9/1234", "ETag": '"abc"'})
+    FileIdentity(size=1234, device=None, inode=None, mtime_ns=None, etag='"abc"', version_id=None)
+    >>> identity_of_headers({"Content-Length": "10"}) is None
+    True
+    """
+    found = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
+    if found is None:
+        return None  # a 200 (the Range ignored) or a size the server does not know
+    return FileIdentity(int(found.group(1)), etag=headers.get("ETag"))
+
+
+def _http_class(fs) -> bool:
+    http = sys.modules.get("fsspec.implementations.http")
+    return http is not None and isinstance(fs, http.HTTPFileSystem)
+
+
+async def _get_http(fs, url: str, start: int, stop: int, options: dict):
+    # fsspec's HTTPFileSystem._cat_file, keeping the response's headers.
+    kw = {**fs.kwargs, **options}
+    kw["headers"] = {**kw.get("headers", {}), "Range": f"bytes={start}-{stop - 1}"}
+    session = await fs.set_session()
+    async with session.get(fs.encode_url(url), **kw) as response:
+        body = await response.read()
+        identity = identity_of_headers(response.headers)
+        if response.status == 416 and identity is not None:
+            return b"", identity
+        fs._raise_not_found_for_status(response, url)
+    return body, identity
+
+
+async def _get_s3(fs, path: str, start: int, stop: int, options: dict):
+    # s3fs's S3FileSystem._cat_file for one range (its own retries are off), keeping the response's fields.
+    from s3fs.core import version_id_kw
+
+    bucket, key, version = fs.split_path(path)
+    params = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{stop - 1}", **version_id_kw(version)}
+    if options.get("if_match"):
+        params["IfMatch"] = options["if_match"]
+    response = await fs._call_s3("get_object", **params)
+    try:
+        body = await response["Body"].read()
+    finally:
+        response["Body"].close()
+    found = _CONTENT_RANGE.fullmatch(response.get("ContentRange") or "")
+    version_id = response.get("VersionId")
+    identity = None if found is None else FileIdentity(
+        int(found.group(1)), etag=response.get("ETag"), version_id=version_id if version_id != "null" else None)
+    return body, identity
+
+
+__all__ = ["get_ranges", "identity_of_headers", "reports_versions"]
