@@ -56,6 +56,34 @@ def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_opti
     return list(sync(fs.loop, every))
 
 
+class ReportingFileSystem:
+    """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`: what each answer stated is kept.
+
+    :meth:`stated` gives the file's version a range's answer stated, so a
+    read through the engine's merged requests still learns it.
+    """
+
+    async_impl = True
+
+    def __init__(self, fs) -> None:
+        self.fs = fs
+        self._answered: list[tuple[int, int, FileIdentity | None]] = []  # (start, stop, stated) of each request
+
+    def cat_ranges(self, paths, starts, stops, *, on_error: str = "return", batch_size: int = 32, **options) -> list:
+        got = get_ranges(self.fs, paths[0], starts, stops, max_in_flight=batch_size, request_options=options)
+        for start, stop, answer in zip(starts, stops, got):
+            if not isinstance(answer, BaseException):
+                self._answered.append((int(start), int(stop), answer[1]))
+        return [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
+
+    def stated(self, start: int, stop: int) -> FileIdentity | None:
+        """The version stated by the answer of the request that held ``[start, stop)``; ``None`` if none did."""
+        for a, b, identity in self._answered:
+            if a <= start and stop <= b and stop > start:
+                return identity
+        return None
+
+
 def identity_of_headers(headers) -> FileIdentity | None:
     """The file's version as an HTTP response's headers state it; ``None`` when they state no size.
 
@@ -109,4 +137,4 @@ async def _get_s3(fs, path: str, start: int, stop: int, options: dict):
     return body, identity
 
 
-__all__ = ["get_ranges", "identity_of_headers", "reports_versions"]
+__all__ = ["ReportingFileSystem", "get_ranges", "identity_of_headers", "reports_versions"]

@@ -38,8 +38,8 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
-from .engine import MAX_GAP, MAX_IN_FLIGHT, fetch_ranges, plan_requests, split_answers
-from .ranged import get_ranges, reports_versions
+from .engine import MAX_GAP, fetch_ranges
+from .ranged import ReportingFileSystem, reports_versions
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
@@ -261,6 +261,12 @@ class ByteSource:
     def is_local(self) -> bool:
         return is_local(self.url)
 
+    @property
+    def pins_on_read(self) -> bool:
+        """Whether a read pins the source from its own answer (a descriptor's ``fstat``, a response's
+        ``Content-Range`` and ``ETag``), so that no request need ask the file's version before it."""
+        return self.is_local or reports_versions(self._read_fs_path[0])
+
     @cached_property
     def local_path(self) -> str:
         return local_path(self.url)
@@ -385,14 +391,9 @@ class ByteSource:
         if self._pin.identity is not None or not reports_versions(fs):
             answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs))
             return answers, [None] * len(starts)
-        requests = plan_requests(starts, stops, max_gap=max_gap)
-        got = get_ranges(fs, path, [r.start for r in requests], [r.stop for r in requests], max_in_flight=MAX_IN_FLIGHT)
-        found: list = [None] * len(starts)
-        for request, answer in zip(requests, got):
-            for i in request.ranges:
-                found[i] = None if isinstance(answer, BaseException) else answer[1]
-        answers = [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
-        return split_answers(starts, stops, requests, answers), found
+        reporting = ReportingFileSystem(fs)
+        answers = fetch_ranges(reporting, path, starts, stops, max_gap=max_gap)
+        return answers, [reporting.stated(a, b) for a, b in zip(starts, stops)]
 
     def _take_version(self, found: FileIdentity) -> None:
         """Pin the version a response stated, if none is yet; a response of another version is a changed file."""

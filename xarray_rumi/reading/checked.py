@@ -13,10 +13,14 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from ..format.blob import Header
 from ..io.source import ByteSource
+
+
+#: Bytes of a pair's digest (:func:`pair_digest`), the first of its keys.
+PAIR_SIZE = 16
 
 
 class CheckedBlobs:
@@ -39,6 +43,7 @@ class CheckedBlobs:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._checked: OrderedDict[bytes, None] = OrderedDict()
+        self._pairs: Counter[bytes] = Counter()  # keys held per pair digest (a key's first PAIR_SIZE bytes)
         self._checking: dict[bytes, threading.Lock] = {}
 
     def __contains__(self, key: bytes) -> bool:
@@ -48,17 +53,36 @@ class CheckedBlobs:
     def __len__(self) -> int:
         return len(self._checked)
 
+    def has_pair(self, digest: bytes) -> bool:
+        """Whether pair ``digest`` was checked in any version of its file (see :func:`version_key`).
+
+        >>> checked = CheckedBlobs()
+        >>> checked.add(version_key(b"p" * PAIR_SIZE, None))
+        >>> checked.has_pair(b"p" * PAIR_SIZE), checked.has_pair(b"q" * PAIR_SIZE)
+        (True, False)
+        """
+        with self._lock:
+            return self._pairs[digest] > 0
+
     def add(self, key: bytes) -> None:
         with self._lock:
+            if key not in self._checked:
+                self._pairs[key[:PAIR_SIZE]] += 1
             self._checked[key] = None
             self._checked.move_to_end(key)
             while len(self._checked) > self.max_entries:
-                self._checked.popitem(last=False)
+                self._forget(self._checked.popitem(last=False)[0])
+
+    def _forget(self, key: bytes) -> None:
+        self._pairs[key[:PAIR_SIZE]] -= 1
+        if not self._pairs[key[:PAIR_SIZE]]:
+            del self._pairs[key[:PAIR_SIZE]]
 
     def clear(self) -> None:
         """Forget every pair: each is checked again on its next read (as in a new process)."""
         with self._lock:
             self._checked.clear()
+            self._pairs.clear()
 
     def lock_for(self, key: bytes) -> threading.Lock:
         """The lock a thread holds while it checks ``key``."""
@@ -100,7 +124,8 @@ def version_key(digest: bytes, source: ByteSource) -> bytes:
     its blob was checked is checked again.
     """
     identity = getattr(source, "identity", None)
-    return hashlib.blake2b(digest + (identity.key() if identity is not None else b"unknown"), digest_size=16).digest()
+    # The pair's digest first: CheckedBlobs.has_pair finds the pair whatever its version.
+    return digest + hashlib.blake2b(identity.key() if identity is not None else b"unknown", digest_size=16).digest()
 
 
 def blob_key(source: ByteSource, header: Header) -> bytes:

@@ -42,7 +42,7 @@ from ..format.layout import (
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..io.source import ByteSource, FileEndedError, read_bytes
-from ..runtime.threads import cancel_or_wait, in_background
+from ..runtime.threads import in_background
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
 
@@ -103,24 +103,25 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
         if claimed_by is not None and verify:
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
-    # The size is asked anyway (below); asked first, it fixes the version every read keeps to.  With the blob
-    # in another object, it is asked while the blob is fetched: one round trip for both, not two in a row.
-    pinning = in_background(pin_file, source) if supplied is None and verify and _fetched(header, source) else None
+    # The file's head comes while the blob is fetched: one round trip for both, the file's version and
+    # size stated by the head's own answer where the source's transport says them (pins_on_read).
+    heading = in_background(read_head, source) if supplied is None and _fetched(header, source) else None
     try:
         blob = load_header(header, storage_options, limits, retry)
     except BaseException:
-        if pinning is not None:
-            cancel_or_wait(pinning)
+        if heading is not None:
+            heading.cancel() or heading.exception()  # the blob's error is the one to raise
         raise
     if supplied is not None:
         # nothing read, so nothing checked yet: the first frame read checks the blob and the claim
         return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
-    if verify:
-        if pinning is not None:
-            pinning.result()
-        else:
-            pin_file(source)
-    supplied = read_georeferencing(source, blob, check_blob=verify)
+    if heading is not None:
+        head = heading.result()
+    else:
+        head = b""
+        if verify and not getattr(source, "pins_on_read", False):
+            pin_file(source)  # before the read, so the read keeps to the version the blob is checked in
+    supplied = read_georeferencing(source, blob, check_blob=verify, head=head)
     return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
 
@@ -148,6 +149,24 @@ def pin_file(source):
     """
     pin = getattr(source, "pin", None)
     return pin() if pin is not None else None
+
+
+def read_head(source) -> bytes:
+    """The file's first :data:`FIRST_READ` bytes (all of a smaller file), in the version ``source`` keeps to.
+
+    A source that pins itself on a read (``pins_on_read``: local files,
+    HTTP, S3) takes the version from this read's answer; any other is
+    pinned first, with a request of its own.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abc")
+    >>> source = ByteSource.of(p)
+    >>> read_head(source), source.identity.size
+    (b'abc', 3)
+    """
+    if not getattr(source, "pins_on_read", False):
+        pin_file(source)
+    return source.read(0, FIRST_READ, exact=False)
 
 
 def _size(source) -> int:
@@ -316,9 +335,7 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
 
 def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
     """:func:`read_ifd`, and the file's size: ``(ParsedIFD, Header, size)``."""
-    # The size is asked anyway; asked first, it fixes the version every read keeps to.
-    pin_file(source)
-    head = source.read(0, FIRST_READ, exact=False)
+    head = read_head(source)
     needed = prefix_size(head, limits)
     if needed > len(head):
         # A short first read means the file ended; otherwise make sure the file
@@ -356,14 +373,15 @@ def checked_size(source, header: Header) -> int:
     return size
 
 
-def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> Georeferencing:
-    """The georeferencing of a file whose blob is known: one 160-byte read.
+def read_georeferencing(source, header: Header, *, check_blob: bool = False, head: bytes = b"") -> Georeferencing:
+    """The georeferencing of a file whose blob is known: one 160-byte read, none if ``head`` holds it.
 
     Both tags' values always end where the frames begin, so the blob alone
     says where they are.  With ``check_blob`` the file's IFD head comes in the
     same batched read (two ranges, which the SampleFormat values of five or
     more bands, stored just before the georeferencing, join) and the blob is
     checked against it, unless this process has checked it already.
+    ``head`` is the file's first bytes where they were read already.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -375,13 +393,23 @@ def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> 
     start = georeferencing_offset(header.grid)
     image = RumiImage(source, header)
     try:
-        if not check_blob or image.blob_key in checked_blobs:
-            data = source.read(start, start + GEOREFERENCING_SIZE)
+        # A source not pinned yet learns its version from this read: a blob checked in some version of the
+        # file is most likely checked in this one, so its head is read only if the answer says otherwise.
+        unpinned = getattr(source, "identity", True) is None
+        check = check_blob and not (checked_blobs.has_pair(image._pair_digest) if unpinned
+                                    else image.blob_key in checked_blobs)
+        ranges = ifd_head_ranges(header.grid, georeferencing=True) if check else [(start, start + GEOREFERENCING_SIZE)]
+        if all(b <= len(head) for _, b in ranges):
+            payloads = [head[a:b] for a, b in ranges]
         else:
-            ranges = ifd_head_ranges(header.grid, georeferencing=True)
             payloads = source.read_many([a for a, _ in ranges], [b for _, b in ranges])
-            head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
-            image._check_head(head, sample_formats)
+        if check:
+            ifd_head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
+            image._check_head(ifd_head, sample_formats)
+        else:
+            data = payloads[-1]
+            if check_blob and image.blob_key not in checked_blobs:
+                image.check_blob()  # another version of the file than the one checked
     except FileEndedError as ended:  # the file ends inside its IFD
         raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
@@ -401,4 +429,4 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 __all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_ifd"]
+           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_head", "read_ifd"]
