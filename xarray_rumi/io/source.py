@@ -16,8 +16,9 @@ by length: a short or over-long answer is never returned.
 A range that runs past the end of the file is a :class:`FileEndedError`, never
 retried: the file is shorter than whatever located the range (a blob made
 before the file was cut, say).  Locally the descriptor's size says so at no
-cost; remotely a short answer or a 416 is followed by one size request, which
-tells a file that really ends there from a body cut off in transit (retried).
+cost; remotely the answer's ``Content-Range`` says it where the first read kept
+it (:mod:`~xarray_rumi.io.ranged`), else one size request tells a file that
+really ends there from a body cut off in transit (retried).
 
 A source keeps to one version of its file (:meth:`ByteSource.pin`): locally
 each read's descriptor is checked against it (``fstat``, no extra call),
@@ -202,10 +203,8 @@ class ByteSource:
         """Keep to the file as it is now (or to ``identity``): later reads refuse any other version.
 
         Returns the version kept to.  A source already pinned stays so;
-        otherwise the file is asked, a stat locally, one size request remotely
-        (the request :meth:`size` makes, with the ETag it carries).  A local
-        source also pins itself on its first read, from that read's own
-        descriptor, at no cost.
+        otherwise the file is asked (a stat, or a HEAD).  A source also pins
+        itself on its first read, at no cost, where :attr:`pins_on_read`.
 
         >>> import tempfile, pathlib, os
         >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")

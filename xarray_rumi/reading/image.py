@@ -143,8 +143,8 @@ class RumiImage:
 
         The open learned it when it read the IFD or checked the blob, and
         refused a file too short for its frames; otherwise (a blob with
-        georeferencing, ``verify=False``) it is asked here, once: a stat
-        locally, one size request remotely.
+        georeferencing, ``verify=False``) it is the one the first read's answer
+        stated, or else asked here, once.
         """
         if self.opened_size is not None:
             return self.opened_size

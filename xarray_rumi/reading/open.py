@@ -13,10 +13,12 @@ allow:
   file's IFD head on the process's first frame read, and the caller's
   georeferencing against the file's tags, fetched in that same batch.
 - a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
-  head in one batched read, and the blob is checked against the head.
+  head in one batched read (with ``header=`` a URL, the file's first
+  :data:`FIRST_READ` bytes, fetched while the blob is), and the blob is
+  checked against the head.
 
 An open that reads the IFD or checks the blob also learns the file's size (a
-stat locally, one size request remotely) and refuses a file that does not
+stat locally, remotely its read's answer) and refuses a file that does not
 hold every frame whole (``frames.truncated``); the image keeps that size as
 :attr:`~xarray_rumi.reading.image.RumiImage.file_size`.  An open that reads
 nothing checks nothing: a frame past the end of the file is then
@@ -317,8 +319,8 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
     """Parse the IFD and check the frame layout and the file's size; returns ``(ParsedIFD, Header)``.
 
     One read of :data:`FIRST_READ` bytes, and a second only when the IFD's
-    values need more; then the file's size (a stat locally, one size request
-    remotely), which must hold every frame (``frames.truncated``).  The
+    values need more; the file's size (a stat, or the read's answer) must
+    hold every frame (``frames.truncated``).  The
     header is the file's own, so the pair is recorded as checked: reading
     through it later checks nothing.
 
@@ -355,7 +357,7 @@ def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registr
 
 
 def checked_size(source, header: Header) -> int:
-    """The file's size (a stat locally, one size request remotely), once it holds every frame ``header`` locates.
+    """The file's size (as the source's version states it, else asked), once it holds every frame ``header`` locates.
 
     A blob's frames lie back to back, so only a file shorter than where the
     last one ends can miss any; the offsets are searched then, to name the
