@@ -42,7 +42,7 @@ def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_opti
     past the end of the file answers ``b""`` with the file's size, where
     the store says it (an HTTP 416's ``Content-Range: bytes */size``).
     """
-    get = _get_http if _http_class(fs) else _get_s3
+    get = _get_http if _http_class(fs) else get_s3
 
     async def every():
         gate = asyncio.Semaphore(max_in_flight)
@@ -117,12 +117,13 @@ async def _get_http(fs, url: str, start: int, stop: int, options: dict):
     return body, identity
 
 
-async def _get_s3(fs, path: str, start: int, stop: int, options: dict):
-    # s3fs's S3FileSystem._cat_file for one range (its own retries are off), keeping the response's fields.
+async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version_id: str | None = None):
+    """One ranged ``get_object`` as s3fs makes it, with ``If-Match`` if ``options`` say: ``(bytes, FileIdentity)``."""
     from s3fs.core import version_id_kw
 
     bucket, key, version = fs.split_path(path)
-    params = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{stop - 1}", **version_id_kw(version)}
+    params = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{stop - 1}",
+              **version_id_kw(version_id or version)}
     if options.get("if_match"):
         params["IfMatch"] = options["if_match"]
     response = await fs._call_s3("get_object", **params)

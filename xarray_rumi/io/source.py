@@ -1,29 +1,10 @@
-"""Exact byte ranges from a local path or any fsspec URL.
+"""Exact byte ranges from a local path or any fsspec URL, retried, checked by length, kept to one file version.
 
-A :class:`ByteSource` is a small picklable value (a URL and its storage
-options): Dask tasks carry it to worker processes, where the file system is
-looked up again (fsspec caches instances, so it is reused across tasks), and
-so does a forked child, which inherits the parent's sources as they are.
-Local files are read with ``os.pread``; nothing is read ahead.
-
-Remote reads are retried on transient errors (5xx, dropped connections,
-timeouts, bodies cut short) under a bounded :class:`~xarray_rumi.io.retry.RetryPolicy`,
-through a file system whose own retries are off (:func:`single_try_file_system`),
-so the policy's ``attempts`` is what one failing read costs; whatever cannot be
-read raises an ``OSError`` naming the URL and byte range.  Every read is checked
-by length: a short or over-long answer is never returned.
-
-A range that runs past the end of the file is a :class:`FileEndedError`, never
-retried: the file is shorter than whatever located the range (a blob made
-before the file was cut, say).  Locally the descriptor's size says so at no
-cost; remotely the answer's ``Content-Range`` says it where the first read kept
-it (:mod:`~xarray_rumi.io.ranged`), else one size request tells a file that
-really ends there from a body cut off in transit (retried).
-
-A source keeps to one version of its file (:meth:`ByteSource.pin`): locally
-each read's descriptor is checked against it (``fstat``, no extra call),
-remotely each request carries its ETag (``If-Match``), and a file replaced or
-rewritten since is a :class:`FileChangedError`, never bytes of two files.
+A :class:`ByteSource` is a small picklable value that Dask workers and forked
+children use as it is; docs/reliability.md says how reads are retried, how a
+range past the end of the file is told from a body cut in transit
+(:class:`FileEndedError`), and how a replaced file is refused
+(:class:`FileChangedError`).
 """
 
 from __future__ import annotations
@@ -40,7 +21,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from .engine import MAX_GAP, fetch_ranges
-from .ranged import ReportingFileSystem, reports_versions
+from .ranged import ReportingFileSystem, get_s3, reports_versions
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
@@ -48,9 +29,6 @@ from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
 class FileEndedError(OSError):
     """A range that runs past the end of the file, which is ``size`` bytes: asking again gets the same.
-
-    Readers turn it into a :class:`~xarray_rumi.RumiFormatError` naming the
-    frame (``frames.truncated``).
 
     >>> error = FileEndedError("x.rumi", 100, 300, 250)
     >>> str(error), error.missing
@@ -72,28 +50,11 @@ class FileEndedError(OSError):
 
 
 def single_try_file_system(url: str, storage_options: dict | None = None):
-    """The fsspec file system and path of ``url``, its own retries turned off for reads.
-
-    Reads retry under a :class:`~xarray_rumi.io.retry.RetryPolicy` alone (the
-    module docstring of :mod:`xarray_rumi.io.retry` says why).  Of the file
-    systems we read through, only s3fs retries by itself: it gets s3fs's
-    retry loops cut to one try and botocore's retries off, unless
-    ``storage_options`` set botocore's (``config_kwargs={"retries": ...}``).
-    fsspec's HTTP file system does not retry; aiohttp under it sends an
-    idempotent request once more when the connection drops before an answer
-    (RFC 9112, section 9.3.1), which no public option turns off.  Chained
-    URLs (``simplecache::s3://...``) and other file systems are used as
-    fsspec makes them.
-
-    The file system is fsspec's cached instance for these options, separate
-    from the one ``fsspec.filesystem("s3", **storage_options)`` gives, which
-    keeps its retries.
+    """The fsspec file system and path of ``url``; s3fs's and botocore's retries off, unless the options set them.
 
     >>> fs, path = single_try_file_system("s3://bucket/scene.rumi", {"anon": True})
     >>> path, fs.retries, fs.config_kwargs["retries"]
     ('bucket/scene.rumi', 1, {'total_max_attempts': 1, 'mode': 'standard'})
-    >>> fs is single_try_file_system("s3://bucket/other.rumi", {"anon": True})[0]
-    True
     """
     fs, path = url_to_fs(url, **(storage_options or {}))
     s3fs = sys.modules.get("s3fs")  # an S3FileSystem means fsspec has imported s3fs
@@ -130,21 +91,11 @@ def _single_try_s3_class():
             return _single_try_s3, (self.storage_args, self.storage_options)
 
         async def _cat_file(self, path, version_id=None, start=None, end=None, if_match=None, **kwargs):
-            # s3fs has no option for GetObject's IfMatch: with one, the request is made here,
-            # as s3fs makes it, so a replaced object is a 412, never its bytes.
-            if if_match is None:
+            # s3fs has no option for GetObject's IfMatch: a replaced object must be a 412, never its bytes.
+            if if_match is None or start is None or end is None:
                 return await super()._cat_file(path, version_id=version_id, start=start, end=end, **kwargs)
-            from s3fs.core import version_id_kw
-
-            bucket, key, in_path = self.split_path(path)
-            params = {"Bucket": bucket, "Key": key, "IfMatch": if_match, **version_id_kw(version_id or in_path)}
-            if start is not None or end is not None:
-                params["Range"] = await self._process_limits(path, start, end)
-            response = await self._call_s3("get_object", **params)
-            try:
-                return await response["Body"].read()
-            finally:
-                response["Body"].close()
+            body, _ = await get_s3(self, path, start, end, {"if_match": if_match}, version_id=version_id)
+            return body
 
     return SingleTryS3FileSystem
 
@@ -202,9 +153,7 @@ class ByteSource:
     def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
         """Keep to the file as it is now (or to ``identity``): later reads refuse any other version.
 
-        Returns the version kept to.  A source already pinned stays so;
-        otherwise the file is asked (a stat, or a HEAD).  A source also pins
-        itself on its first read, at no cost, where :attr:`pins_on_read`.
+        A source also pins itself on its first read, at no cost, where :attr:`pins_on_read`.
 
         >>> import tempfile, pathlib, os
         >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
@@ -280,15 +229,7 @@ class ByteSource:
         return self._in_this_process("reads", lambda: single_try_file_system(self.url, self.storage_options))
 
     def _in_this_process(self, use: str, look_up):
-        """The file system and path for ``use``, looked up once in each process that uses them.
-
-        fsspec's HTTP and S3 file systems run on an event loop of the process
-        that made them, and refuse to work in a forked child ("This class is
-        not fork-safe"), where a source opened before the fork (a training
-        chips Dataset in PyTorch's forked workers) arrives as it was.  fsspec
-        empties its instance cache in a forked child, so looking up again
-        there gives the child file systems of its own.
-        """
+        """The file system and path for ``use``, looked up once in each process (fsspec's are not fork-safe)."""
         pid = os.getpid()
         found = self._file_systems.get(use)
         if found is None or found[0] != pid:
@@ -314,12 +255,7 @@ class ByteSource:
         object.__setattr__(self, "_pin", pin_for(token, identity))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
-        """Bytes ``[start, stop)``; with ``exact``, a short read raises ``OSError``.
-
-        Without ``exact`` the answer may be shorter (the file ended), never
-        longer.  With it, a range past the end of the file raises
-        :class:`FileEndedError`.
-        """
+        """Bytes ``[start, stop)``: a range past the end is :class:`FileEndedError`, or without ``exact`` cut there."""
         if self.is_local:
             (data,), size = _pread_many(self.local_path, [start], [stop], self._keep_to)
             _check_local(self.url, start, stop, data, size, exact=exact)
@@ -339,13 +275,9 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
     def read_many(self, starts, stops, *, max_gap: int = MAX_GAP) -> list[bytes]:
-        """Several exact ranges; remote ones through the read engine (:mod:`xarray_rumi.io.engine`).
+        """Several exact ranges; remotely the read engine's merged requests (``max_gap``: bytes read through at most).
 
-        Remotely, neighbouring ranges share merged requests, sent together
-        (ranges at most ``max_gap`` bytes apart too: ``0`` reads no byte not asked for);
-        only the ranges of requests that failed are asked for again, under one
-        :class:`RetryPolicy` for the batch; a range past the end of the file
-        (:class:`FileEndedError`) fails the batch at once.
+        Only the ranges of failed requests are asked again; a range past the end fails the batch at once.
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
@@ -381,11 +313,9 @@ class ByteSource:
             first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
     def _fetch(self, fs, path: str, starts, stops, *, max_gap: int) -> tuple[list, list]:
-        """Each range's answer (bytes, or the error its request raised) and the file's version its response stated.
+        """Each range's answer (bytes, or its request's error) and the version its response stated (``None``: unsaid).
 
-        A source not pinned yet reads through :mod:`~xarray_rumi.io.ranged` where
-        the file system reports versions, so its first read pins it at no cost;
-        otherwise the read engine's requests state none (``None``).
+        Until the source is pinned, requests go through :mod:`~xarray_rumi.io.ranged`, which keeps what they state.
         """
         if self._pin.identity is not None or not reports_versions(fs):
             answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs))
@@ -407,13 +337,10 @@ class ByteSource:
 
     def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True,
                         found: FileIdentity | None = None) -> bytes:
-        """A remote answer (bytes, or the error the read raised) if it is exactly the range; else why not.
+        """A remote answer (bytes, or its error) if it is exactly the range; else why not.
 
-        ``found`` is the file's version the response stated, if any: it pins
-        the source.  A short answer or a 416 needs the file's size: ``found``'s,
-        else asked once an attempt (``sizes`` keeps it); a file shorter than
-        ``stop`` is a :class:`FileEndedError`, anything else a body cut off in
-        transit, which another try may get whole.
+        ``found`` (the version the response stated) pins the source and sizes a short answer; else the
+        size is asked once an attempt (``sizes`` keeps it).
         """
         if found is not None:
             self._take_version(found)
@@ -478,20 +405,15 @@ def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], in
 
 def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
                max_size: int | None = None, claimed_size=None) -> bytes:
-    """A whole (small) file, such as a header blob beside its image; remotely, under ``retry``.
+    """A whole (small) file, such as a header blob, at most ``max_size + 1`` bytes; remotely under ``retry``.
 
-    With ``max_size``, at most ``max_size + 1`` bytes are read, so a caller
-    refuses a larger file (``/dev/zero``, an image given by mistake) without
-    reading it whole.  ``claimed_size(first_bytes)`` says how long the content
-    itself claims to be (``None``: it cannot tell): a local file is then read
-    no further than that, and a remote answer shorter than that is a body cut
-    off in transit, tried again under ``retry``; when the tries run out, the
-    last answer is returned for the caller to judge.
+    ``claimed_size(first_bytes)`` is how long the content claims to be: a local
+    file is read no further, a shorter remote answer is tried again.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.rumi.header"; _ = p.write_bytes(b"blob")
-    >>> read_bytes(p), read_bytes(p, max_size=2)
-    (b'blob', b'blo')
+    >>> read_bytes(p, max_size=2)
+    b'blo'
     """
     url = os.fspath(path_or_url)
     limit = None if max_size is None else max_size + 1
