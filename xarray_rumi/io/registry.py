@@ -1,26 +1,9 @@
 """Exact byte ranges through an obstore registry: how VirtualiZarr hands a parser its file.
 
-VirtualiZarr gives a parser a URL and an ``ObjectStoreRegistry``
-(``obspec_utils``) holding the caller's stores and credentials.
-:class:`RegistrySource` reads through it as
-:class:`~xarray_rumi.io.source.ByteSource` reads through fsspec: every answer
-checked by length, transient failures retried under a
-:class:`~xarray_rumi.io.retry.RetryPolicy`, and a range past the end of the
-file a :class:`~xarray_rumi.io.source.FileEndedError`, never retried, which
-readers name (``frames.truncated``, ``file-profile.truncated``).
-
-obstore reports failures as its own exception types, with the HTTP status
-only in the message; :func:`as_os_error` turns them into the errors
-:func:`~xarray_rumi.io.retry.retried` classifies.  A range past the end shows
-in three ways: a short answer, an error (a 416, or a local store's "range
-was invalid"), or, from ``obstore.get_ranges`` (obstore 0.12), a Rust panic
-when the answer to the ranges it merged into one request is shorter than
-they are (the file ended, or the body was cut in transit).  Each asks the
-file's size once, which tells a file that ends there from a failure in
-transit, which is retried.
-
-The stores keep their own retries (object_store's ``RetryConfig``) as their
-owner configured them; the policy here comes on top of them.
+Read as :class:`~xarray_rumi.io.source.ByteSource` reads through fsspec:
+checked by length, retried under a :class:`~xarray_rumi.io.retry.RetryPolicy`
+(on top of the stores' own retries), a range past the end a
+:class:`~xarray_rumi.io.source.FileEndedError`.
 """
 
 from __future__ import annotations
@@ -76,7 +59,7 @@ def as_os_error(exc: BaseException) -> BaseException:
 
 def _past_the_end(exc: BaseException) -> bool:
     """Whether ``exc`` may mean that a range starts past the end of the file (the size then says)."""
-    if type(exc).__name__ == "PanicException":   # get_ranges' panic, see the module's description
+    if type(exc).__name__ == "PanicException":   # obstore 0.12's get_ranges, for a merged answer cut short
         return True
     status = getattr(exc, "status", None)
     return status == 416 or any(words in str(exc) for words in _INVALID_RANGE)
@@ -94,10 +77,6 @@ class RegistrySource:
     >>> source = RegistrySource(f"file://{path}", ObjectStoreRegistry({"file://": obstore.store.LocalStore()}))
     >>> source.read(1, 4), source.read_many([0, 4], [2, 6]), source.size()
     (b'bcd', [b'ab', b'ef'], 6)
-    >>> source.read(4, 9)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.io.source.FileEndedError: short read from file://...x.bin: bytes 4-9 run past its end at byte 6 (3 bytes missing)
     """
 
     url: str

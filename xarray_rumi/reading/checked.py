@@ -1,11 +1,6 @@
 """The (file, blob) pairs a process has checked against their files, each in the version of the file checked.
 
-Checking a blob costs one small read of the file's IFD head; remembering the
-pairs checked makes every later read of them in this process free.  A pair
-is named with the version of the file it was checked in (its size and
-modification time, device and inode locally; its ETag remotely), so a file
-rewritten in place since is checked again.  Bounded and thread-safe; reset
-in a forked child, whose inherited locks may be held.
+Remembered, later reads of a pair check nothing; a file rewritten since is checked again.
 """
 
 from __future__ import annotations
@@ -24,19 +19,13 @@ PAIR_SIZE = 16
 
 
 class CheckedBlobs:
-    """The (file, blob) pairs this process has checked against the file: bounded, thread-safe.
-
-    Oldest entries go first once ``max_entries`` are held; a pair forgotten is
-    only checked again.  :meth:`lock_for` gives the threads reading one pair
-    one lock, so one of them checks while the others wait for its verdict.
+    """The (file, blob) pairs this process has checked, oldest forgotten past ``max_entries``; thread-safe.
 
     >>> checked = CheckedBlobs(max_entries=2)
     >>> for key in (b"a", b"b", b"c"):
     ...     checked.add(key)
     >>> b"a" in checked, b"c" in checked, len(checked)
     (False, True, 2)
-    >>> checked.clear(); len(checked)
-    0
     """
 
     def __init__(self, max_entries: int = 4096):
@@ -117,12 +106,7 @@ def pair_digest(source: ByteSource, header: Header) -> bytes:
 
 
 def version_key(digest: bytes, source: ByteSource) -> bytes:
-    """The key of pair ``digest`` in the version of the file ``source`` keeps to.
-
-    The version (size and modification time, device and inode locally; the
-    ETag remotely) is part of the key, so a file rewritten or replaced since
-    its blob was checked is checked again.
-    """
+    """The key of pair ``digest`` in the version of the file ``source`` keeps to: another version, another key."""
     identity = getattr(source, "identity", None)
     # The pair's digest first: CheckedBlobs.has_pair finds the pair whatever its version.
     return digest + hashlib.blake2b(identity.key() if identity is not None else b"unknown", digest_size=16).digest()
