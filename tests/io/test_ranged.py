@@ -42,8 +42,8 @@ def s3(tmp_path):
         fs.put(str(tmp_path / "scene.rumi"), "bucket/scene.rumi")
         fs.put(str(tmp_path / "scene.rumi.header"), "bucket/scene.rumi.header")
         with FlakyProxy(options["endpoint_url"]) as proxy:
-            yield ("s3://bucket/scene.rumi", "s3://bucket/scene.rumi.header", proxy, dict(options, endpoint_url=proxy.url),
-                   blob)
+            through = dict(options, endpoint_url=proxy.url)
+            yield "s3://bucket/scene.rumi", "s3://bucket/scene.rumi.header", proxy, through, blob
 
 
 @pytest.fixture(params=["http", "s3"])

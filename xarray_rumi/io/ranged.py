@@ -1,13 +1,7 @@
-"""Ranged GETs that also say which version of the file answered: its size and ETag, from the response itself.
+"""Ranged GETs that also say which version of the file answered (``Content-Range`` total, ``ETag``): no HEAD first.
 
-A ranged GET's answer carries what a HEAD would tell: ``Content-Range:
-bytes a-b/size`` and the ``ETag`` (S3's ``get_object`` gives ``ContentRange``,
-``ETag`` and ``VersionId``).  Taking a file's version from the first read's
-answers, not from a size request sent before it, saves an open one round trip.
 fsspec's ``cat_file`` keeps response headers to itself, so the request is made
-here as fsspec and s3fs make it (same session, options and errors), on the
-file system's event loop.  File systems not known here report nothing
-(:func:`reports_versions` is false) and are read as before.
+here as fsspec's HTTP file system and s3fs make it; docs/backend.md ("Over HTTP") says why.
 """
 
 from __future__ import annotations
@@ -35,12 +29,9 @@ def reports_versions(fs) -> bool:
 
 
 def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_options: dict | None = None) -> list:
-    """``(bytes, FileIdentity | None)`` of each range ``[starts[i], stops[i])``, or the exception its request raised.
+    """``(bytes, FileIdentity | None)`` of each range, or its request's exception; ``max_in_flight`` at a time.
 
-    The requests run concurrently, at most ``max_in_flight`` at a time;
-    ``request_options`` go with each (``If-Match``).  A range that starts
-    past the end of the file answers ``b""`` with the file's size, where
-    the store says it (an HTTP 416's ``Content-Range: bytes */size``).
+    A range past the end answers ``b""`` with the size an HTTP 416 states.
     """
     get = _get_http if _http_class(fs) else get_s3
 
@@ -57,11 +48,7 @@ def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_opti
 
 
 class ReportingFileSystem:
-    """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`: what each answer stated is kept.
-
-    :meth:`stated` gives the file's version a range's answer stated, so a
-    read through the engine's merged requests still learns it.
-    """
+    """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`, keeping what answers stated."""
 
     async_impl = True
 
@@ -87,10 +74,8 @@ class ReportingFileSystem:
 def identity_of_headers(headers) -> FileIdentity | None:
     """The file's version as an HTTP response's headers state it; ``None`` when they state no size.
 
-    >>> identity_of_headers({"Content-Range": "bytes 0-9/1234", "ETag": '"abc"'})
-    FileIdentity(size=1234, device=None, inode=None, mtime_ns=None, etag='"abc"', version_id=None)
-    >>> identity_of_headers({"Content-Length": "10"}) is None
-    True
+    >>> identity_of_headers({"Content-Range": "bytes 0-9/1234", "ETag": '"abc"'}).describe()
+    '1234 bytes, ETag "abc"'
     """
     found = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
     if found is None:
@@ -132,9 +117,9 @@ async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version
     finally:
         response["Body"].close()
     found = _CONTENT_RANGE.fullmatch(response.get("ContentRange") or "")
-    version_id = response.get("VersionId")
+    stated = response.get("VersionId")
     identity = None if found is None else FileIdentity(
-        int(found.group(1)), etag=response.get("ETag"), version_id=version_id if version_id != "null" else None)
+        int(found.group(1)), etag=response.get("ETag"), version_id=stated if stated != "null" else None)
     return body, identity
 
 

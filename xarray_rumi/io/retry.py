@@ -17,9 +17,7 @@ logger = logging.getLogger(__name__)
 #: HTTP statuses worth another try: timeouts, throttling and server-side errors.
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
-#: S3 error codes worth another try whatever their status (S3's ``RequestTimeout`` is a 400):
-#: those botocore's standard retry mode treats as transient or throttling, which it
-#: retried for us before its retries were turned off.
+#: S3 error codes worth another try whatever their status (``RequestTimeout`` is a 400): botocore's standard mode's.
 TRANSIENT_ERROR_CODES = frozenset({
     "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",

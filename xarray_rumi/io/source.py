@@ -73,16 +73,12 @@ def _single_try_s3_class():
     from s3fs import S3FileSystem
 
     class SingleTryS3FileSystem(S3FileSystem):
-        # s3fs wraps every ranged GET in two nested loops of ``retries`` tries; a
-        # class attribute, not an option, so a subclass sets it.  fsspec caches
-        # instances per class, so those of plain S3FileSystem keep their 5.
+        # s3fs's two nested retry loops around each GET: a class attribute, so plain S3FileSystems keep theirs.
         retries = 1
 
         def __init__(self, *args, config_kwargs=None, **kwargs):
             config_kwargs = copy.deepcopy(config_kwargs or {})
-            # With both keys given, botocore uses the setting as it is; otherwise it
-            # writes into the dict, which (not copied) would change the caller's
-            # storage options and with them fsspec's cache key.
+            # copied: botocore writes into a dict lacking either key, which would change fsspec's cache key
             config_kwargs.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
             super().__init__(*args, config_kwargs=config_kwargs, **kwargs)
 
@@ -107,10 +103,8 @@ _inherited: list = []
 
 
 def _keep_the_parents_file_systems() -> None:
-    # Collected in a forked child, an HTTP or S3 file system of the parent would close its
-    # session on the parent's event loop, which looks running there but has no thread, and
-    # wait a second for it (fsspec 2026.9): the child's own reads wait too when that happens
-    # on their loop.  The parent closes them; the child leaves them alone.
+    # Collected in a forked child, a parent's file system would wait a second (fsspec 2026.9) to close its
+    # session on the parent's loop, which has no thread there, stalling the child's reads: the parent closes them.
     _inherited.extend(_in_use.values())
     _in_use.clear()
 
@@ -136,9 +130,7 @@ class ByteSource:
     retry: RetryPolicy = field(default=DEFAULT_POLICY, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        # The version of the file this source keeps to: unknown until pinned (by an open
-        # that asks the file, or locally by the first read), then shared by every copy of
-        # the source in this process, and carried by pickling once known.
+        # The version kept to, unknown until pinned; shared by the source's copies in this process, and pickled.
         object.__setattr__(self, "_pin", pin_for(secrets.token_hex(8), None))
 
     @classmethod
@@ -298,8 +290,7 @@ class ByteSource:
                 try:
                     out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, found=identity)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
-                    # A range past the end of the file, or a file that changed, is final: it is
-                    # the one raised, so the batch is not tried again for a transient failure beside it.
+                    # A final failure (past the end, a changed file) is raised before a transient one beside it.
                     final = (FileEndedError, FileChangedError)
                     if failure is None or (isinstance(exc, final) and not isinstance(failure[1], final)):
                         failure = (i, exc)
@@ -386,17 +377,14 @@ def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exa
 
 def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
     """The ranges, and the file's size as the descriptor saw it; ``keep_to(identity)`` first refuses another file."""
-    # A bare descriptor, not a buffered file object: a frame read is then one
-    # open, one pread per range and one close, with no read-ahead.
+    # A bare descriptor, not a buffered file object: one open, a pread per range, one close, no read-ahead.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         stat = os.fstat(fd)
         if keep_to is not None:
             # the path is opened again for each read: this descriptor's file must be the one opened
             keep_to(FileIdentity.of_stat(stat))
-        # Ask for no more than the file holds: pread allocates what it is asked for
-        # first, and a damaged blob may claim frames of gigabytes.  The caller's
-        # length check then reports the short read, with this size.
+        # pread allocates what it is asked for, and a damaged blob may claim frames of gigabytes.
         size = stat.st_size
         return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
     finally:

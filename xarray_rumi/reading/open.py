@@ -61,8 +61,7 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
         if claimed_by is not None and verify:
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
-    # The file's head comes while the blob is fetched: one round trip for both, the file's version and
-    # size stated by the head's own answer where the source's transport says them (pins_on_read).
+    # The file's head comes while the blob is fetched, its answer stating the file's size and version: one round trip.
     heading = in_background(read_head, source) if supplied is None and _fetched(header, source) else None
     try:
         blob = load_header(header, storage_options, limits, retry)
@@ -249,8 +248,7 @@ def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registr
     head = read_head(source)
     needed = prefix_size(head, limits)
     if needed > len(head):
-        # A short first read means the file ended; otherwise make sure the file
-        # holds what the IFD claims before asking for that much.
+        # A short first read means the file ended; a local file must hold what the IFD claims before it is read.
         if len(head) < FIRST_READ or (source.is_local and _size(source) < needed):
             raise RumiFormatError(
                 "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
@@ -266,7 +264,7 @@ def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registr
 
 
 def checked_size(source, header: Header) -> int:
-    """The file's size (as the source's version states it, else asked), once it holds every frame (``frames.truncated``).
+    """The file's size (as its pinned version states, else asked), once it holds every frame (``frames.truncated``).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -295,8 +293,7 @@ def read_georeferencing(source, header: Header, *, check_blob: bool = False, hea
     start = georeferencing_offset(header.grid)
     image = RumiImage(source, header)
     try:
-        # A source not pinned yet learns its version from this read: a blob checked in some version of the
-        # file is most likely checked in this one, so its head is read only if the answer says otherwise.
+        # Unpinned, the version comes with this read: a pair checked in some version most likely is in this one.
         unpinned = getattr(source, "identity", True) is None
         check = check_blob and not (checked_blobs.has_pair(image._pair_digest) if unpinned
                                     else image.blob_key in checked_blobs)
