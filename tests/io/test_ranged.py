@@ -13,6 +13,7 @@ from s3_server import s3_server
 from servers import RangeServer
 
 import xarray_rumi
+from xarray_rumi.format.blob import Header
 from xarray_rumi.io import ranged
 from xarray_rumi.io.retry import RetryPolicy
 from xarray_rumi.io.source import ByteSource
@@ -118,3 +119,23 @@ def test_a_file_system_that_states_no_version_is_asked_it_first():
     image = xarray_rumi.open_image("memory://ranged/scene.rumi", header=path)
     assert not image.source.pins_on_read and image.source.identity.size == fs.size("/ranged/scene.rumi")
     np.testing.assert_array_equal(image.read(), VALUES)
+
+
+def test_a_blob_checked_in_another_version_is_checked_again_when_the_first_answer_says_so(http, tmp_path):
+    """A pair checked once reads no head beside its frames; an answer of another version brings the check back."""
+    url, _, proxy, options, blob = http
+    frames = Header.from_bytes(blob)
+    window = {"rows": slice(0, 16), "cols": slice(0, 16)}   # frames 0 and 1: the first position's two bands
+
+    def open_it():
+        return xarray_rumi.open_image(url, header=blob, crs=CRS, transform=TRANSFORM, storage_options=options)
+
+    open_it().read(**window)   # checks the blob, its head and tags riding with the frames
+    proxy.requests.clear()
+    np.testing.assert_array_equal(open_it().read(**window), VALUES[:, :16, :16])
+    assert [r.range for r in proxy.requests] == [f"bytes={frames.offset(0)}-{frames.offset(2) - 1}"]   # frames only
+    xarray_rumi.write(tmp_path / "scene.rumi", VALUES.astype("int16"), tile_size=16, crs=CRS, transform=TRANSFORM)
+    proxy.requests.clear()
+    with pytest.raises(xarray_rumi.RumiFormatError, match="blob.matches-file: blob says uint16"):
+        open_it().read(**window)
+    assert [r.method for r in proxy.requests] == ["GET", "GET"]   # the frames, then the head their answer called for
