@@ -113,3 +113,15 @@ def test_obstore_errors_become_the_os_errors_retries_classify():
     assert type(as_os_error(GenericError("something else"))) is OSError and not is_transient(
         as_os_error(GenericError("something else")))
     assert obstore  # the real store's types are what the names above stand for
+
+
+def test_a_first_read_that_may_run_past_the_end_is_one_get_and_no_head(tmp_path):
+    """The store cuts the range at the end of the file and its answer states the size: no HEAD before it."""
+    (tmp_path / "a.bin").write_bytes(DATA)
+    with RangeServer(str(tmp_path)) as origin, FlakyProxy(origin.url, ["truncated"]) as proxy:
+        source = _http(origin.url, proxy.url)
+        assert source.read(10000, 20000, exact=False) == DATA[10000:]   # cut in transit once, then whole
+        assert [(r.method, r.fault) for r in proxy.requests] == [("GET", "truncated"), ("GET", None)]
+        proxy.requests.clear()
+        assert source.read(10240, 20000, exact=False) == b""   # starts at the end: the store's 416
+        assert [r.method for r in proxy.requests] == ["GET"]

@@ -2,8 +2,9 @@
 
 With a blob and caller-supplied georeferencing, opening sends nothing; with a
 blob alone, the 160 bytes of georeferencing and the 252-byte IFD head the blob
-is checked against, in one batch; without one, one read of the IFD.  Both of
-those also ask the file's size (one HEAD), to refuse a file cut short.  Loading
+is checked against, in one batch; without one, one read of the IFD.  Both
+take the file's size from their answer (``Content-Range``), to refuse a file
+cut short, and its version (``ETag``), which later reads send as ``If-Match``.  Loading
 asks for each frame's exact byte range, and a window (or ``.rio.clip_box``)
 only for the frames inside it; the ranges one read asks for together go out as
 the read engine's merged requests (:mod:`xarray_rumi.io.engine`: neighbours
@@ -107,42 +108,45 @@ def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served
     assert ds.rio.crs.to_epsg() == CRS
 
 
-def test_an_open_that_reads_asks_the_size_once_with_one_head(served):
+def test_an_open_that_reads_takes_the_size_from_its_answer_with_no_head(served):
+    """The ranged GET's ``Content-Range`` states the size the truncation check needs, its ``ETag`` the version."""
     server, url, header, _ = served
     image = xarray_rumi.open_image(url, header=header.to_bytes())
-    assert [r.method for r in server.requests].count("HEAD") == 1 and len(server.get_requests()) == 1
+    assert [r.method for r in server.requests] == ["GET"]
     assert image.file_size == header.file_size and image.opened_size == header.file_size
+    assert image.source.identity.etag is not None   # sent as If-Match by every later read
     server.requests.clear()
     image = xarray_rumi.open_image(url)
-    assert sorted(r.method for r in server.requests) == ["GET", "HEAD"]
-    assert image.file_size == header.file_size
-    assert [r.method for r in server.requests].count("HEAD") == 1   # known from the open: not asked again
+    assert [r.method for r in server.requests] == ["GET"] and image.file_size == header.file_size
 
 
-def test_with_the_blobs_url_the_blob_and_the_files_version_are_asked_together(served):
-    """Two round trips in all: the blob and the file's HEAD at once, then the head and the tags with If-Match."""
+def test_with_the_blobs_url_the_blob_and_the_files_head_are_asked_together(served):
+    """One round trip: the blob and the file's first bytes (IFD head, tags, size, version) at once, no HEAD."""
     server, url, header, _ = served
     server.latency = 0.2   # long enough that a second request sent after the first answer would not overlap it
     image = xarray_rumi.open_image(url, header=f"{url}.header")
+    assert [r.method for r in server.requests] == ["GET", "GET"]
     stats = server.take_stats()
-    assert stats["requests"] == 3 and stats["peak_in_flight"] == 2
-    assert image.georeferencing.epsg == CRS
+    assert stats["requests"] == 2 and stats["peak_in_flight"] == 2
+    assert image.georeferencing.epsg == CRS and image.opened_size == header.file_size
 
 
-def test_an_open_that_read_nothing_asks_the_files_version_once_before_its_first_read(served):
-    """The version its reads keep to (the ETag, sent as If-Match): one HEAD per open and process, then none."""
+def test_an_open_that_read_nothing_takes_the_files_version_from_its_first_read(served):
+    """The version its reads keep to (the ETag, sent as If-Match after): stated by the first read's answer, no HEAD."""
     import pickle
 
     server, url, header, values = served
     image = xarray_rumi.open_image(url, header=header.to_bytes(), crs=CRS, transform=TRANSFORM)
     image.read(rows=slice(0, 32), cols=slice(0, 32))
+    assert image.source.identity is not None and image.source.identity.size == header.file_size
     image.read()
-    assert [r.method for r in server.requests][0] == "HEAD"
-    assert [r.method for r in server.requests].count("HEAD") == 1
+    assert "HEAD" not in [r.method for r in server.requests]
     shipped = pickle.loads(pickle.dumps(image))   # as Dask ships it: the version travels with it
     server.requests.clear()
     np.testing.assert_array_equal(shipped.read(), values)
-    assert "HEAD" not in [r.method for r in server.requests] and image.file_size == header.file_size
+    assert "HEAD" not in [r.method for r in server.requests]
+    server.requests.clear()
+    assert image.file_size == header.file_size and server.requests == []   # stated by the first read's answer
 
 
 def test_file_size_after_an_open_that_read_nothing_is_one_head_on_first_use(served):

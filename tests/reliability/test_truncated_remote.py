@@ -1,7 +1,8 @@
 """A rumi file cut short, read over HTTP (``RangeServer``) and S3 (moto), each behind a counting ``FlakyProxy``.
 
-An open that reads the IFD or checks a blob asks the file's size once (a
-HEAD) and refuses the file (``frames.truncated``).  A file cut after its blob
+An open that reads the IFD or checks a blob takes the file's size from that
+read's answer (``Content-Range``, no request of its own) and refuses the
+file (``frames.truncated``).  A file cut after its blob
 was made, opened from the blob and georeferencing (zero requests), is refused
 by the read that meets the missing frame, naming it: the short answer, or the
 416 for a frame wholly past the end, is asked for once, never retried, and
@@ -105,16 +106,16 @@ def test_lazy_reads_and_cubes_are_refused_alike(remote):
         cube.band_data.values
 
 
-def test_an_open_that_reads_the_ifd_or_checks_the_blob_refuses_the_file_with_one_size_request(remote):
+def test_an_open_that_reads_the_ifd_or_checks_the_blob_refuses_the_file_its_answer_says_is_cut(remote):
     url, proxy, options, blob, header, keep = remote
     refusal = rf"frames\.truncated: (the file|{re.escape(url)}) " + re.escape(
         f"is {keep} bytes, but its frames end at byte {header.file_size}")
     missing = re.escape(f" ({header.file_size - keep} bytes missing): frame 5 of 18 is the first cut short")
     with pytest.raises(RumiFormatError, match=refusal + missing):
         xarray_rumi.open_image(url, storage_options=options)
-    assert [method for method, _ in _requests(proxy)] == ["HEAD", "GET"]   # the size (and version), then the IFD
+    assert [method for method, _ in _requests(proxy)] == ["GET"]   # the IFD; its answer states the size
     proxy.requests.clear()
     with pytest.raises(RumiFormatError, match=refusal):
         xarray_rumi.open_image(url, blob, storage_options=options)
-    # georeferencing and IFD head in one GET (xarray_rumi.io.engine), then the size
-    assert sorted(method for method, _ in _requests(proxy)) == ["GET", "HEAD"]
+    # georeferencing and IFD head in one GET (xarray_rumi.io.engine), whose answer states the size
+    assert [method for method, _ in _requests(proxy)] == ["GET"]

@@ -1,26 +1,9 @@
 """Exact byte ranges through an obstore registry: how VirtualiZarr hands a parser its file.
 
-VirtualiZarr gives a parser a URL and an ``ObjectStoreRegistry``
-(``obspec_utils``) holding the caller's stores and credentials.
-:class:`RegistrySource` reads through it as
-:class:`~xarray_rumi.io.source.ByteSource` reads through fsspec: every answer
-checked by length, transient failures retried under a
-:class:`~xarray_rumi.io.retry.RetryPolicy`, and a range past the end of the
-file a :class:`~xarray_rumi.io.source.FileEndedError`, never retried, which
-readers name (``frames.truncated``, ``file-profile.truncated``).
-
-obstore reports failures as its own exception types, with the HTTP status
-only in the message; :func:`as_os_error` turns them into the errors
-:func:`~xarray_rumi.io.retry.retried` classifies.  A range past the end shows
-in three ways: a short answer, an error (a 416, or a local store's "range
-was invalid"), or, from ``obstore.get_ranges`` (obstore 0.12), a Rust panic
-when the answer to the ranges it merged into one request is shorter than
-they are (the file ended, or the body was cut in transit).  Each asks the
-file's size once, which tells a file that ends there from a failure in
-transit, which is retried.
-
-The stores keep their own retries (object_store's ``RetryConfig``) as their
-owner configured them; the policy here comes on top of them.
+Read as :class:`~xarray_rumi.io.source.ByteSource` reads through fsspec:
+checked by length, retried under a :class:`~xarray_rumi.io.retry.RetryPolicy`
+(on top of the stores' own retries), a range past the end a
+:class:`~xarray_rumi.io.source.FileEndedError`.
 """
 
 from __future__ import annotations
@@ -76,7 +59,7 @@ def as_os_error(exc: BaseException) -> BaseException:
 
 def _past_the_end(exc: BaseException) -> bool:
     """Whether ``exc`` may mean that a range starts past the end of the file (the size then says)."""
-    if type(exc).__name__ == "PanicException":   # get_ranges' panic, see the module's description
+    if type(exc).__name__ == "PanicException":   # obstore 0.12's get_ranges, for a merged answer cut short
         return True
     status = getattr(exc, "status", None)
     return status == 416 or any(words in str(exc) for words in _INVALID_RANGE)
@@ -94,10 +77,6 @@ class RegistrySource:
     >>> source = RegistrySource(f"file://{path}", ObjectStoreRegistry({"file://": obstore.store.LocalStore()}))
     >>> source.read(1, 4), source.read_many([0, 4], [2, 6]), source.size()
     (b'bcd', [b'ab', b'ef'], 6)
-    >>> source.read(4, 9)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.io.source.FileEndedError: short read from file://...x.bin: bytes 4-9 run past its end at byte 6 (3 bytes missing)
     """
 
     url: str
@@ -128,11 +107,32 @@ class RegistrySource:
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``; without ``exact`` the answer stops at the end of the file, never past it."""
-        if not exact:  # a first read that may run past the end of a small file
-            stop = min(stop, self.size())
         if stop <= start:
             return b""
+        if not exact:  # a first read that may run past the end of a small file
+            return retried(lambda: self._get_to_the_end(start, stop), policy=self.retry,
+                           describe=f"bytes {start}-{stop} of {self.url}")
         return self.read_many([start], [stop])[0]
+
+    def _get_to_the_end(self, start: int, stop: int) -> bytes:
+        """One GET of ``[start, stop)`` that the store cuts at the end of the file, its answer stating the size."""
+        import obstore
+
+        store, path = self._store_path
+        try:
+            result = obstore.get(store, path, options={"range": (start, stop)})
+            data = bytes(result.bytes())
+        except Exception as exc:  # noqa: BLE001 - translated for retried()
+            error = as_os_error(exc)
+            if _past_the_end(error):
+                return b""  # the range starts at or past the end of the file
+            raise error from exc
+        expected = max(0, min(stop, result.meta["size"]) - start)
+        if len(data) > expected:
+            raise OSError(f"the store ignored the byte range: {self.url} bytes {start}-{stop} gave {len(data)} bytes")
+        if len(data) < expected:
+            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
+        return data
 
     def read_many(self, starts, stops) -> list[bytes]:
         """Several exact ranges, in one ``obstore.get_ranges`` call (one for one range); only failed ones again."""

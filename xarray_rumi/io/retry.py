@@ -1,37 +1,8 @@
 """Retrying reads from remote storage: which errors pass, how long to wait, when to stop.
 
-Object stores and HTTP servers fail transiently (a 503, a dropped connection,
-a body cut short, a timeout).  A read is retried a bounded number of times
-with exponential backoff and jitter; an error that retrying cannot fix (404,
-403, a malformed request) is raised at once.  What is returned is always the
-exact byte range asked for: a retry never changes what a read means, only
-whether it succeeds.
-
-Where retries live
-------------------
-:class:`RetryPolicy` is the one retry mechanism of a read.  File systems that
-retry by themselves have theirs turned off for our reads
-(:func:`xarray_rumi.io.source.single_try_file_system`), rather than the
-reverse, because only this layer
-
-- sees every store: fsspec's HTTP file system does not retry at all;
-- checks lengths, so a body cut short with an agreeing ``Content-Length`` is
-  retried like any other transient failure, while a range that runs past the
-  end of a file that really is shorter is not retried at all
-  (:class:`~xarray_rumi.io.source.FileEndedError`: asking again gets the same);
-- can keep a bound the caller chose: s3fs wraps each read in two nested
-  loops of 5 tries around botocore's own 5 (one persistently failing S3 read
-  was 25 requests for a ``503 SlowDown`` and 250 for a dropped connection,
-  and our 5 attempts multiplied that again);
-- logs each retry, under ``xarray_rumi.io`` like the rest of the subpackage.
-
-A caller who wants botocore's retries back sets them in ``storage_options``
-(``config_kwargs={"retries": ...}``); they then multiply with ``attempts``.
-
-Each retry is logged at INFO with what was read (URL and byte range), the
-attempt that failed and why.  Giving up is not logged: it raises an
-``OSError`` that says the same, and a caller who handles that error should
-not also see a warning.
+The one retry mechanism of a read: file systems that retry by themselves have
+theirs turned off (:func:`xarray_rumi.io.source.single_try_file_system`).
+docs/reliability.md ("Failing storage") says why and what is retried.
 """
 
 from __future__ import annotations
@@ -46,9 +17,7 @@ logger = logging.getLogger(__name__)
 #: HTTP statuses worth another try: timeouts, throttling and server-side errors.
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
-#: S3 error codes worth another try whatever their status (S3's ``RequestTimeout`` is a 400):
-#: those botocore's standard retry mode treats as transient or throttling, which it
-#: retried for us before its retries were turned off.
+#: S3 error codes worth another try whatever their status (``RequestTimeout`` is a 400): botocore's standard mode's.
 TRANSIENT_ERROR_CODES = frozenset({
     "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
@@ -60,18 +29,11 @@ TRANSIENT_ERROR_CODES = frozenset({
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently a failed remote read is tried again.
-
-    ``attempts`` counts the first try: 5 means up to 4 retries.  The wait
-    before retry ``i`` (from 0) is ``min(backoff * factor**i, max_backoff)``,
-    scaled by a random factor in ``[1 - jitter, 1]`` so that many tasks
-    failing together do not come back together.
+    """How often and how patiently a failed remote read is tried again; ``attempts`` counts the first try.
 
     >>> policy = RetryPolicy(attempts=4, backoff=0.1, factor=2.0, jitter=0.0)
     >>> [round(w, 3) for w in policy.waits()]
     [0.1, 0.2, 0.4]
-    >>> RetryPolicy(attempts=1).waits()
-    []
     """
 
     attempts: int = 5
@@ -87,7 +49,7 @@ class RetryPolicy:
             raise ValueError("RetryPolicy needs backoff, max_backoff >= 0, factor >= 1 and 0 <= jitter <= 1")
 
     def waits(self) -> list[float]:
-        """The waits between attempts, in seconds (one fewer than ``attempts``)."""
+        """The waits between attempts, in seconds: ``min(backoff * factor**i, max_backoff)``, less up to ``jitter``."""
         out = []
         for i in range(self.attempts - 1):
             wait = min(self.backoff * self.factor**i, self.max_backoff)
@@ -105,8 +67,6 @@ class TransientReadError(OSError):
 def is_past_the_end(exc: BaseException) -> bool:
     """Whether ``exc`` is the store's 416 (Range Not Satisfiable): the range starts at or past the file's end.
 
-    Such a read is not retried; the caller asks the file's size to say so.
-
     >>> class RangeError(Exception):
     ...     status = 416
     >>> is_past_the_end(RangeError()), is_past_the_end(FileNotFoundError())
@@ -116,10 +76,7 @@ def is_past_the_end(exc: BaseException) -> bool:
 
 
 def is_changed(exc: BaseException) -> bool:
-    """Whether ``exc`` is the store's 412 (Precondition Failed): the object is no longer the version asked for.
-
-    Reads that keep to one version of a file send its ETag (``If-Match``);
-    the caller turns this answer into a ``FileChangedError``, never retried.
+    """Whether ``exc`` is the store's 412 (Precondition Failed) to ``If-Match``: another version of the object.
 
     >>> class Refused(Exception):
     ...     response = {"Error": {"Code": "PreconditionFailed"}, "ResponseMetadata": {"HTTPStatusCode": 412}}
@@ -130,13 +87,7 @@ def is_changed(exc: BaseException) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether retrying the read that raised ``exc`` may succeed.
-
-    Timeouts, dropped or refused connections, bodies cut short, the HTTP
-    statuses in :data:`TRANSIENT_STATUSES` and the S3 error codes in
-    :data:`TRANSIENT_ERROR_CODES` are transient; a missing object, a
-    permission error or any other status is not.  Recognised by attributes
-    and class names, so neither aiohttp nor botocore needs to be installed.
+    """Whether retrying the read that raised ``exc`` may succeed (told by attributes and class names).
 
     >>> is_transient(TimeoutError()), is_transient(ConnectionResetError()), is_transient(FileNotFoundError())
     (True, True, False)
@@ -151,11 +102,8 @@ def is_transient(exc: BaseException) -> bool:
     if status is not None:
         return status in TRANSIENT_STATUSES
     names = {cls.__name__ for cls in type(exc).__mro__}
-    # aiohttp: a connection that broke or a payload cut short; botocore/urllib3:
-    # the same seen through their own types (HTTPClientError is botocore's base of
-    # them all).  ResponseParserError: throttled S3 answers can carry broken XML,
-    # which s3fs retried for that reason.  FlexibleChecksumError: a body whose S3
-    # checksum does not match, i.e. cut or damaged on its way.
+    # Broken connections and cut bodies as aiohttp, botocore and urllib3 name them; throttled S3
+    # answers may carry broken XML (ResponseParserError), a cut body fails its checksum (FlexibleChecksumError).
     return bool(names & {
         "ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
         "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "ProtocolError",
@@ -197,11 +145,7 @@ def _status(exc: BaseException | None) -> int | None:
 
 
 def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
-    """``read()``, tried again on transient errors; a clear ``OSError`` when it cannot be done.
-
-    ``describe`` names what is read (the URL and byte range) for the log and
-    the error; it may be a function, called only when one is written.  Each
-    retry is logged at INFO on ``xarray_rumi.io.retry``; giving up raises.
+    """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it.
 
     >>> calls = []
     >>> def flaky():
@@ -211,10 +155,6 @@ def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
     ...     return b"ok"
     >>> retried(flaky, policy=RetryPolicy(backoff=0.0), describe="bytes 0-2 of x"), len(calls)
     (b'ok', 3)
-    >>> retried(lambda: 1 / 0, describe="x")
-    Traceback (most recent call last):
-    ...
-    ZeroDivisionError: division by zero
     """
     waits = policy.waits()
     for attempt in range(1, policy.attempts + 1):

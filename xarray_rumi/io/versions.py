@@ -1,13 +1,6 @@
-"""Which version of a file a read keeps to, and how a store is held to it.
+"""Which version of a file a read keeps to, and how a store is held to it (``If-Match``).
 
-A file can change between two reads of one open image: ``write`` replaces it
-atomically, an object store replaces objects whole.  A :class:`FileIdentity`
-names one version (size, device, inode and modification time locally; ETag
-and version id remotely); a source pins one (:meth:`ByteSource.pin
-<xarray_rumi.io.source.ByteSource.pin>`) and every later read refuses
-another with :class:`FileChangedError`: locally by the read descriptor's
-``fstat``, remotely by sending the ETag as ``If-Match`` (:func:`if_match`),
-which the store answers with a 412 for any other version.
+docs/backend.md ("Files that change under a reader") says how and why.
 """
 
 from __future__ import annotations
@@ -22,14 +15,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """Which version of a file: its size, and what a rewrite or a replacement changes.
+    """Which version of a file: its size and, locally, device, inode and mtime; remotely ETag and version id.
 
-    Locally the device, inode and modification time (``os.stat``); remotely the
-    ETag and, where the store keeps versions, the version id (``fs.info``).
-
-    >>> a = FileIdentity(10, device=1, inode=2, mtime_ns=3)
-    >>> a == FileIdentity(10, device=1, inode=2, mtime_ns=3), a == FileIdentity(11, device=1, inode=2, mtime_ns=3)
-    (True, False)
     >>> FileIdentity(10, etag='"abc"').describe()
     '10 bytes, ETag "abc"'
     """
@@ -71,10 +58,7 @@ class FileIdentity:
 
 
 class FileChangedError(OSError):
-    """The file is no longer the version a source opened: rewritten in place, or replaced.
-
-    Not retried: asking again gets the new file.  ``now`` is ``None`` where the
-    store only said the version differs (a 412 to ``If-Match``).
+    """The file is no longer the version a source opened (``now``: ``None`` after a 412); never retried.
 
     >>> was = FileIdentity(10, etag='"a"')
     >>> str(FileChangedError("s3://b/x.rumi", was, FileIdentity(12, etag='"b"')))  # doctest: +NORMALIZE_WHITESPACE
@@ -131,15 +115,12 @@ def info(fs, path: str) -> dict:
 def if_match(fs, etag: str | None) -> dict:
     """The keyword arguments that make ``fs.cat_file``/``cat_ranges`` refuse any version but ``etag``.
 
-    A weak ETag (``W/"..."``) names content only loosely, and ``If-Match``
-    compares strongly, so it would refuse every read: none is sent for it.
-
     >>> import fsspec
     >>> http = fsspec.filesystem("http")
     >>> if_match(http, '"abc"'), if_match(http, 'W/"abc"'), if_match(fsspec.filesystem("memory"), '"abc"')
     ({'headers': {'If-Match': '"abc"'}}, {}, {})
     """
-    if etag is None or etag.startswith("W/"):
+    if etag is None or etag.startswith("W/"):  # If-Match compares strongly: a weak ETag would refuse every read
         return {}
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     if "http" in protocols or "https" in protocols:

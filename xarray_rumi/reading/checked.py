@@ -1,11 +1,6 @@
 """The (file, blob) pairs a process has checked against their files, each in the version of the file checked.
 
-Checking a blob costs one small read of the file's IFD head; remembering the
-pairs checked makes every later read of them in this process free.  A pair
-is named with the version of the file it was checked in (its size and
-modification time, device and inode locally; its ETag remotely), so a file
-rewritten in place since is checked again.  Bounded and thread-safe; reset
-in a forked child, whose inherited locks may be held.
+Remembered, later reads of a pair check nothing; a file rewritten since is checked again.
 """
 
 from __future__ import annotations
@@ -13,32 +8,31 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from ..format.blob import Header
 from ..io.source import ByteSource
 
 
-class CheckedBlobs:
-    """The (file, blob) pairs this process has checked against the file: bounded, thread-safe.
+#: Bytes of a pair's digest (:func:`pair_digest`), the first of its keys.
+PAIR_SIZE = 16
 
-    Oldest entries go first once ``max_entries`` are held; a pair forgotten is
-    only checked again.  :meth:`lock_for` gives the threads reading one pair
-    one lock, so one of them checks while the others wait for its verdict.
+
+class CheckedBlobs:
+    """The (file, blob) pairs this process has checked, oldest forgotten past ``max_entries``; thread-safe.
 
     >>> checked = CheckedBlobs(max_entries=2)
     >>> for key in (b"a", b"b", b"c"):
     ...     checked.add(key)
     >>> b"a" in checked, b"c" in checked, len(checked)
     (False, True, 2)
-    >>> checked.clear(); len(checked)
-    0
     """
 
     def __init__(self, max_entries: int = 4096):
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._checked: OrderedDict[bytes, None] = OrderedDict()
+        self._pairs: Counter[bytes] = Counter()  # keys held per pair digest (a key's first PAIR_SIZE bytes)
         self._checking: dict[bytes, threading.Lock] = {}
 
     def __contains__(self, key: bytes) -> bool:
@@ -48,17 +42,36 @@ class CheckedBlobs:
     def __len__(self) -> int:
         return len(self._checked)
 
+    def has_pair(self, digest: bytes) -> bool:
+        """Whether pair ``digest`` was checked in any version of its file (see :func:`version_key`).
+
+        >>> checked = CheckedBlobs()
+        >>> checked.add(version_key(b"p" * PAIR_SIZE, None))
+        >>> checked.has_pair(b"p" * PAIR_SIZE), checked.has_pair(b"q" * PAIR_SIZE)
+        (True, False)
+        """
+        with self._lock:
+            return self._pairs[digest] > 0
+
     def add(self, key: bytes) -> None:
         with self._lock:
+            if key not in self._checked:
+                self._pairs[key[:PAIR_SIZE]] += 1
             self._checked[key] = None
             self._checked.move_to_end(key)
             while len(self._checked) > self.max_entries:
-                self._checked.popitem(last=False)
+                self._forget(self._checked.popitem(last=False)[0])
+
+    def _forget(self, key: bytes) -> None:
+        self._pairs[key[:PAIR_SIZE]] -= 1
+        if not self._pairs[key[:PAIR_SIZE]]:
+            del self._pairs[key[:PAIR_SIZE]]
 
     def clear(self) -> None:
         """Forget every pair: each is checked again on its next read (as in a new process)."""
         with self._lock:
             self._checked.clear()
+            self._pairs.clear()
 
     def lock_for(self, key: bytes) -> threading.Lock:
         """The lock a thread holds while it checks ``key``."""
@@ -93,14 +106,10 @@ def pair_digest(source: ByteSource, header: Header) -> bytes:
 
 
 def version_key(digest: bytes, source: ByteSource) -> bytes:
-    """The key of pair ``digest`` in the version of the file ``source`` keeps to.
-
-    The version (size and modification time, device and inode locally; the
-    ETag remotely) is part of the key, so a file rewritten or replaced since
-    its blob was checked is checked again.
-    """
+    """The key of pair ``digest`` in the version of the file ``source`` keeps to: another version, another key."""
     identity = getattr(source, "identity", None)
-    return hashlib.blake2b(digest + (identity.key() if identity is not None else b"unknown"), digest_size=16).digest()
+    # The pair's digest first: CheckedBlobs.has_pair finds the pair whatever its version.
+    return digest + hashlib.blake2b(identity.key() if identity is not None else b"unknown", digest_size=16).digest()
 
 
 def blob_key(source: ByteSource, header: Header) -> bytes:

@@ -143,8 +143,8 @@ class RumiImage:
 
         The open learned it when it read the IFD or checked the blob, and
         refused a file too short for its frames; otherwise (a blob with
-        georeferencing, ``verify=False``) it is asked here, once: a stat
-        locally, one size request remotely.
+        georeferencing, ``verify=False``) it is the one the first read's answer
+        stated, or else asked here, once.
         """
         if self.opened_size is not None:
             return self.opened_size
@@ -220,28 +220,36 @@ class RumiImage:
     def _fetch(self, starts, stops, gap: dict) -> list[bytes]:
         if not self.verify:
             return self._read_ranges(starts, stops, gap)
-        self._pin_file()
-        if self.blob_key in checked_blobs:
-            return self._read_ranges(starts, stops, gap)
-        key = self.blob_key
-        lock = checked_blobs.lock_for(key)
+        # A source whose reads pin it learns the file's version from this read's answers: no request asks it first.
+        unpinned = getattr(self.source, "identity", True) is None and getattr(self.source, "pins_on_read", False)
+        if not unpinned:
+            self._pin_file()
+        if checked_blobs.has_pair(self._pair_digest) if unpinned else self.blob_key in checked_blobs:
+            # checked (unpinned: in some version of the file, most likely the one the answers will state)
+            payloads = self._read_ranges(starts, stops, gap)
+            if self.blob_key not in checked_blobs:
+                self.check_blob()  # another version: its head, a round trip more
+            return payloads
+        pair = self._pair_digest
+        lock = checked_blobs.lock_for(pair)
         if not lock.acquire(blocking=False):
             payloads = self._read_ranges(starts, stops, gap)
             with lock:
-                if key not in checked_blobs:  # the checking thread failed: check here, to raise its error
+                if self.blob_key not in checked_blobs:  # the checking thread failed: check here, to raise its error
                     self.check_blob()
             return payloads
         try:
-            if key in checked_blobs:
+            if not unpinned and self.blob_key in checked_blobs:
                 return self._read_ranges(starts, stops, gap)
             checks = self._head_ranges()
             # The head goes last, so a failing read names a frame's range first.
             payloads = self.source.read_many([*starts, *(a for a, _ in checks)], [*stops, *(b for _, b in checks)],
                                              **gap)
-            self._check_head(*payloads[len(payloads) - len(checks):])
+            if self.blob_key not in checked_blobs:
+                self._check_head(*payloads[len(payloads) - len(checks):])
             return payloads[:len(payloads) - len(checks)]
         finally:
-            checked_blobs.release(key, lock)
+            checked_blobs.release(pair, lock)
 
     def check_blob(self) -> None:
         """Check the blob (and claimed georeferencing) against the file's IFD head now, reading only that."""

@@ -1,26 +1,8 @@
 """The one opener: a rumi image from a path, URL or byte source and (optionally) its blob.
 
-Every way of opening an image goes through here (the engine, Cubes,
-catalogs, Kerchunk references, the VirtualiZarr parser, the CLI), with the
-same parameters and the same defaults, reading as little as the arguments
-allow:
-
-- no ``header``: the IFD (usually one read) gives the frames and the
-  georeferencing; caller-supplied georeferencing is compared with the
-  file's (a file without a CRS takes it as given).
-- a ``header`` and caller-supplied georeferencing (or
-  ``georeferencing=False``): nothing is read; the blob is checked against the
-  file's IFD head on the process's first frame read, and the caller's
-  georeferencing against the file's tags, fetched in that same batch.
-- a ``header`` alone: the 160 bytes of georeferencing and the 252-byte IFD
-  head in one batched read, and the blob is checked against the head.
-
-An open that reads the IFD or checks the blob also learns the file's size (a
-stat locally, one size request remotely) and refuses a file that does not
-hold every frame whole (``frames.truncated``); the image keeps that size as
-:attr:`~xarray_rumi.reading.image.RumiImage.file_size`.  An open that reads
-nothing checks nothing: a frame past the end of the file is then
-``frames.truncated`` when it is read.
+Every way of opening goes through here, reading as little as the arguments
+allow; docs/backend.md ("Georeferencing with a blob" and "Over HTTP") says what each combination
+reads, and how the file's size and version come with it.
 """
 
 from __future__ import annotations
@@ -42,7 +24,7 @@ from ..format.layout import (
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..io.source import ByteSource, FileEndedError, read_bytes
-from ..runtime.threads import cancel_or_wait, in_background
+from ..runtime.threads import in_background
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
 
@@ -53,42 +35,18 @@ FIRST_READ = 64 * 1024
 def open_image(path, header=None, *, storage_options=None, crs=None, transform=None, raster_type=None,
                georeferencing=None, limits: Limits = DEFAULT_LIMITS, verify: bool = True,
                retry: RetryPolicy = DEFAULT_POLICY, claimed_by: str | None = None) -> RumiImage:
-    """Open a rumi image, reading as little as the arguments allow (see the module's description).
+    """Open a rumi image from a path, URL or byte source, and its blob (bytes, a path/URL, a ``Header`` or ``None``).
 
-    ``path`` is a local path, an fsspec URL, or a byte source (an object
-    with ``url``, ``read``, ``read_many``, ``is_local`` and ``size``, such as
-    :class:`~xarray_rumi.io.source.ByteSource`).  ``header`` is blob bytes, a
-    path/URL of a blob file, a :class:`~xarray_rumi.format.blob.Header`, or
-    ``None`` to rebuild it from the IFD.  ``crs``/``transform``/``raster_type``
-    or a :class:`~xarray_rumi.Georeferencing` say the file's georeferencing,
-    so that nothing is read for it: where the open or the first frame read
-    fetches the file's head, its georeferencing tags come too and a
-    contradiction is a ``RumiFormatError`` (``georeferencing.matches-file``)
-    naming ``claimed_by`` (who says it: ``"STAC Item 'a'"``; by default the
-    argument) and the file; a file without a CRS takes the caller's.
-    ``georeferencing=False`` means no CRS, and reads nothing for it.
-    ``verify=False`` trusts the file, the blob and the georeferencing (no
-    check of the blob against the file, no frame checksums).  ``retry`` is
-    how remote reads are retried; ``limits`` bound what an untrusted blob or
-    IFD may claim.
+    ``crs``/``transform``/``raster_type`` or ``georeferencing`` claim the
+    file's georeferencing (checked against its tags where they are read,
+    naming ``claimed_by``); ``verify=False`` trusts file, blob and claim.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> blob = xarray_rumi.write(path, np.arange(24, dtype="int16").reshape(2, 3, 4), tile_size=2,
     ...                          frame_unit="cell", compression="portable")
-    >>> image = open_image(path, header=blob)
-    >>> image.grid.frame_count, image.read(slice(1, 2), slice(0, 1)).tolist()
-    (4, [[[12, 13, 14, 15]]])
-    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # float16, as wide as int16
-    >>> open_image(path, header=lying)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says int16 (sample format 2, 16 bits)
-    >>> os.truncate(path, os.path.getsize(path) - 1)   # the last frame loses its last byte
-    >>> open_image(path)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: frames.truncated: the file is 619 bytes, but its frames end at byte 620 (1 byte missing): frame 3 of 4 is the first cut short or absent, 1 in all
+    >>> open_image(path, header=blob).read(slice(1, 2), slice(0, 1)).tolist()
+    [[[12, 13, 14, 15]]]
     """
     if not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be an xarray_rumi.RetryPolicy, got {type(retry).__name__}")
@@ -103,24 +61,24 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
         if claimed_by is not None and verify:
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
-    # The size is asked anyway (below); asked first, it fixes the version every read keeps to.  With the blob
-    # in another object, it is asked while the blob is fetched: one round trip for both, not two in a row.
-    pinning = in_background(pin_file, source) if supplied is None and verify and _fetched(header, source) else None
+    # The file's head comes while the blob is fetched, its answer stating the file's size and version: one round trip.
+    heading = in_background(read_head, source) if supplied is None and _fetched(header, source) else None
     try:
         blob = load_header(header, storage_options, limits, retry)
     except BaseException:
-        if pinning is not None:
-            cancel_or_wait(pinning)
+        if heading is not None:
+            heading.cancel() or heading.exception()  # the blob's error is the one to raise
         raise
     if supplied is not None:
         # nothing read, so nothing checked yet: the first frame read checks the blob and the claim
         return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
-    if verify:
-        if pinning is not None:
-            pinning.result()
-        else:
-            pin_file(source)
-    supplied = read_georeferencing(source, blob, check_blob=verify)
+    if heading is not None:
+        head = heading.result()
+    else:
+        head = b""
+        if verify and not getattr(source, "pins_on_read", False):
+            pin_file(source)  # before the read, so the read keeps to the version the blob is checked in
+    supplied = read_georeferencing(source, blob, check_blob=verify, head=head)
     return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
 
 
@@ -134,20 +92,28 @@ def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY)
 
 
 def _fetched(header, source) -> bool:
-    """Whether opening fetches both the blob (a path or URL) and the remote file's version: two requests."""
+    """Whether opening fetches both the blob (a path or URL) and the remote file's head: two requests at once."""
     return isinstance(header, (str, os.PathLike)) and not getattr(source, "is_local", True)
 
 
 def pin_file(source):
-    """Fix the version of the file ``source`` reads (see :meth:`ByteSource.pin`); ``None`` for a source that keeps none.
+    """Fix the version of the file ``source`` reads (:meth:`ByteSource.pin`); ``None`` for a source that keeps none."""
+    pin = getattr(source, "pin", None)
+    return pin() if pin is not None else None
+
+
+def read_head(source) -> bytes:
+    """The file's first :data:`FIRST_READ` bytes (all of a smaller file), the source pinned by their answer or before.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abc")
-    >>> pin_file(ByteSource.of(p)).size
-    3
+    >>> source = ByteSource.of(p)
+    >>> read_head(source), source.identity.size
+    (b'abc', 3)
     """
-    pin = getattr(source, "pin", None)
-    return pin() if pin is not None else None
+    if not getattr(source, "pins_on_read", False):
+        pin_file(source)
+    return source.read(0, FIRST_READ, exact=False)
 
 
 def _size(source) -> int:
@@ -157,20 +123,8 @@ def _size(source) -> int:
 
 
 def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferencing=None) -> Georeferencing | None:
-    """The georeferencing the caller supplies, or ``None`` to take the file's.
+    """The georeferencing the caller supplies (``georeferencing=False``: no CRS), or ``None`` to take the file's.
 
-    ``georeferencing=False`` means "no CRS, read nothing for it"; a
-    :class:`Georeferencing` is used as given, once its transform is known to
-    place every pixel apart (a singular one is refused, as ``write`` refuses
-    it); ``crs`` + ``transform`` (and
-    optionally ``raster_type``, default ``"area"``) build one, checked as a
-    writer checks them.  ``raster_type`` alone is refused: it would silently
-    do nothing, since the file's own georeferencing says its raster type.
-
-    >>> caller_georeferencing() is None
-    True
-    >>> caller_georeferencing(georeferencing=False).is_defined
-    False
     >>> caller_georeferencing(crs=4326, transform=(1, 0, 0, 0, -1, 0)).epsg
     4326
     """
@@ -214,19 +168,11 @@ def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
 
 def read_blob_file(path, storage_options=None, limits: Limits = DEFAULT_LIMITS,
                    retry: RetryPolicy = DEFAULT_POLICY) -> bytes:
-    """The bytes of a blob file, read no further than the blob its fields claim, and never past the largest one.
-
-    A file larger than that (``/dev/zero``, an image given for its blob) is
-    refused naming it, after at most one byte more than the claim was read.
-    Remotely, an answer shorter than its own fields claim is a body cut off
-    in transit and is fetched again under ``retry``; only when the tries run
-    out is it refused (``blob.size``).
+    """The bytes of a blob file, read no further than its fields claim; a larger file is refused (``blob.size``).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> blob = xarray_rumi.write(path, np.zeros((8, 8), "uint8"), tile_size=4)
-    >>> read_blob_file(path + ".header") == blob
-    True
     >>> len(read_blob_file(path))   # the image itself: its first bytes say it is no blob, and no more is read
     64
     """
@@ -251,14 +197,7 @@ def _claimed_size(first: bytes, limits: Limits) -> int | None:
 
 def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_LIMITS,
                  retry: RetryPolicy = DEFAULT_POLICY) -> list:
-    """:func:`load_header` of many entries at once (``None`` stays ``None``): how Cubes and catalogs take their blobs.
-
-    Blobs are checked as :func:`~xarray_rumi.format.blob.headers_from_bytes`
-    checks them: each distinct blob once (byte-identical blobs share one
-    ``Header``), blobs of one grid together, vectorised, so 100,000 blobs
-    cost a fraction of a second, not one parse each.  A blob that breaks a
-    rule is refused before anything is opened, naming its image by its
-    position and ``names`` (the paths).
+    """:func:`load_header` of many entries (``None`` stays ``None``), parsed together; a bad blob is named by ``names``.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -266,10 +205,6 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
     >>> a, b, c = load_headers([blob, None, blob], ["a", "b", "c"])
     >>> a is c, b
     (True, None)
-    >>> load_headers([blob, b"EVOL" + blob[4:]], ["a.rumi", "b.rumi"])
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.magic: image 1 ('b.rumi'): expected 0x45564F4C (bytes 4C 4F 56 45), got 0x4C4F5645
     """
     names = list(names)
     headers = list(headers)
@@ -295,13 +230,7 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
 
 
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """Parse the IFD and check the frame layout and the file's size; returns ``(ParsedIFD, Header)``.
-
-    One read of :data:`FIRST_READ` bytes, and a second only when the IFD's
-    values need more; then the file's size (a stat locally, one size request
-    remotely), which must hold every frame (``frames.truncated``).  The
-    header is the file's own, so the pair is recorded as checked: reading
-    through it later checks nothing.
+    """``(ParsedIFD, Header)`` of the file's IFD, its frame layout checked and its size holding every frame.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -316,13 +245,10 @@ def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = 
 
 def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
     """:func:`read_ifd`, and the file's size: ``(ParsedIFD, Header, size)``."""
-    # The size is asked anyway; asked first, it fixes the version every read keeps to.
-    pin_file(source)
-    head = source.read(0, FIRST_READ, exact=False)
+    head = read_head(source)
     needed = prefix_size(head, limits)
     if needed > len(head):
-        # A short first read means the file ended; otherwise make sure the file
-        # holds what the IFD claims before asking for that much.
+        # A short first read means the file ended; a local file must hold what the IFD claims before it is read.
         if len(head) < FIRST_READ or (source.is_local and _size(source) < needed):
             raise RumiFormatError(
                 "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
@@ -338,11 +264,7 @@ def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registr
 
 
 def checked_size(source, header: Header) -> int:
-    """The file's size (a stat locally, one size request remotely), once it holds every frame ``header`` locates.
-
-    A blob's frames lie back to back, so only a file shorter than where the
-    last one ends can miss any; the offsets are searched then, to name the
-    first frame cut short (``frames.truncated``).
+    """The file's size (as its pinned version states, else asked), once it holds every frame (``frames.truncated``).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -356,14 +278,10 @@ def checked_size(source, header: Header) -> int:
     return size
 
 
-def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> Georeferencing:
-    """The georeferencing of a file whose blob is known: one 160-byte read.
+def read_georeferencing(source, header: Header, *, check_blob: bool = False, head: bytes = b"") -> Georeferencing:
+    """The georeferencing of a file whose blob locates it: one read, none if ``head`` (the file's first bytes) holds it.
 
-    Both tags' values always end where the frames begin, so the blob alone
-    says where they are.  With ``check_blob`` the file's IFD head comes in the
-    same batched read (two ranges, which the SampleFormat values of five or
-    more bands, stored just before the georeferencing, join) and the blob is
-    checked against it, unless this process has checked it already.
+    With ``check_blob`` the IFD head comes in the same read, and the blob is checked against it.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -375,13 +293,22 @@ def read_georeferencing(source, header: Header, *, check_blob: bool = False) -> 
     start = georeferencing_offset(header.grid)
     image = RumiImage(source, header)
     try:
-        if not check_blob or image.blob_key in checked_blobs:
-            data = source.read(start, start + GEOREFERENCING_SIZE)
+        # Unpinned, the version comes with this read: a pair checked in some version most likely is in this one.
+        unpinned = getattr(source, "identity", True) is None
+        check = check_blob and not (checked_blobs.has_pair(image._pair_digest) if unpinned
+                                    else image.blob_key in checked_blobs)
+        ranges = ifd_head_ranges(header.grid, georeferencing=True) if check else [(start, start + GEOREFERENCING_SIZE)]
+        if all(b <= len(head) for _, b in ranges):
+            payloads = [head[a:b] for a, b in ranges]
         else:
-            ranges = ifd_head_ranges(header.grid, georeferencing=True)
             payloads = source.read_many([a for a, _ in ranges], [b for _, b in ranges])
-            head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
-            image._check_head(head, sample_formats)
+        if check:
+            ifd_head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
+            image._check_head(ifd_head, sample_formats)
+        else:
+            data = payloads[-1]
+            if check_blob and image.blob_key not in checked_blobs:
+                image.check_blob()  # another version of the file than the one checked
     except FileEndedError as ended:  # the file ends inside its IFD
         raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
@@ -401,4 +328,4 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 __all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_ifd"]
+           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_head", "read_ifd"]

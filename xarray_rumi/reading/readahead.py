@@ -102,6 +102,11 @@ class ReadAhead:
             self._cached.clear()
             self._bytes = 0
 
+    def note(self, key: bytes, frame: int) -> None:
+        """Record that ``frame`` was read without the cache, as a sweep's first frame may be."""
+        with self._lock:
+            self._note(key, frame)
+
     def take(self, key: bytes, frame: int, grid, byte_count, fetch) -> bytes:
         ahead, refill = None, None  # what this call fetches, if it fetches
         with self._lock:
@@ -314,7 +319,11 @@ def read_frame(image, frame: int) -> bytes:
     """
     key = _key(image)
     if key is None:
-        return image.fetch(*([v] for v in image.frame_range(frame)))[0]
+        payload = image.fetch(*([v] for v in image.frame_range(frame)))[0]
+        key = _key(image)  # a first read that pinned its source names its frames now: a sweep may start here
+        if key is not None:
+            shared.note(key, frame)
+        return payload
     header = image.header
 
     def fetch(frames: list[int]) -> list[bytes]:
@@ -334,8 +343,8 @@ def _key(image) -> bytes | None:
     source = image.source
     if getattr(source, "is_local", True):
         return None
-    if image.verify:
-        image._pin_file()  # the version its reads keep to, as its fetch fixes it anyway
+    if image.verify and not getattr(source, "pins_on_read", False):
+        image._pin_file()  # the version its reads keep to, as its fetch fixes it anyway (else its answers do)
     if getattr(source, "identity", None) is None:
         return None  # nothing would tell a replaced file's frames from the old ones
     return image.blob_key

@@ -1,0 +1,126 @@
+"""Ranged GETs that also say which version of the file answered (``Content-Range`` total, ``ETag``): no HEAD first.
+
+fsspec's ``cat_file`` keeps response headers to itself, so the request is made
+here as fsspec's HTTP file system and s3fs make it; docs/backend.md ("Over HTTP") says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+
+from fsspec.asyn import sync
+
+from .versions import FileIdentity
+
+#: ``Content-Range: bytes 0-99/1234`` or, answering a range past the end, ``bytes */1234``.
+_CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
+
+
+def reports_versions(fs) -> bool:
+    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3).
+
+    >>> import fsspec
+    >>> reports_versions(fsspec.filesystem("http")), reports_versions(fsspec.filesystem("memory"))
+    (True, False)
+    """
+    return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
+
+
+def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_options: dict | None = None) -> list:
+    """``(bytes, FileIdentity | None)`` of each range, or its request's exception; ``max_in_flight`` at a time.
+
+    A range past the end answers ``b""`` with the size an HTTP 416 states.
+    """
+    get = _get_http if _http_class(fs) else get_s3
+
+    async def every():
+        gate = asyncio.Semaphore(max_in_flight)
+
+        async def one(start: int, stop: int):
+            async with gate:
+                return await get(fs, path, int(start), int(stop), dict(request_options or {}))
+
+        return await asyncio.gather(*(one(a, b) for a, b in zip(starts, stops)), return_exceptions=True)
+
+    return list(sync(fs.loop, every))
+
+
+class ReportingFileSystem:
+    """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`, keeping what answers stated."""
+
+    async_impl = True
+
+    def __init__(self, fs) -> None:
+        self.fs = fs
+        self._answered: list[tuple[int, int, FileIdentity | None]] = []  # (start, stop, stated) of each request
+
+    def cat_ranges(self, paths, starts, stops, *, on_error: str = "return", batch_size: int = 32, **options) -> list:
+        got = get_ranges(self.fs, paths[0], starts, stops, max_in_flight=batch_size, request_options=options)
+        for start, stop, answer in zip(starts, stops, got):
+            if not isinstance(answer, BaseException):
+                self._answered.append((int(start), int(stop), answer[1]))
+        return [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
+
+    def stated(self, start: int, stop: int) -> FileIdentity | None:
+        """The version stated by the answer of the request that held ``[start, stop)``; ``None`` if none did."""
+        for a, b, identity in self._answered:
+            if a <= start and stop <= b and stop > start:
+                return identity
+        return None
+
+
+def identity_of_headers(headers) -> FileIdentity | None:
+    """The file's version as an HTTP response's headers state it; ``None`` when they state no size.
+
+    >>> identity_of_headers({"Content-Range": "bytes 0-9/1234", "ETag": '"abc"'}).describe()
+    '1234 bytes, ETag "abc"'
+    """
+    found = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
+    if found is None:
+        return None  # a 200 (the Range ignored) or a size the server does not know
+    return FileIdentity(int(found.group(1)), etag=headers.get("ETag"))
+
+
+def _http_class(fs) -> bool:
+    http = sys.modules.get("fsspec.implementations.http")
+    return http is not None and isinstance(fs, http.HTTPFileSystem)
+
+
+async def _get_http(fs, url: str, start: int, stop: int, options: dict):
+    # fsspec's HTTPFileSystem._cat_file, keeping the response's headers.
+    kw = {**fs.kwargs, **options}
+    kw["headers"] = {**kw.get("headers", {}), "Range": f"bytes={start}-{stop - 1}"}
+    session = await fs.set_session()
+    async with session.get(fs.encode_url(url), **kw) as response:
+        body = await response.read()
+        identity = identity_of_headers(response.headers)
+        if response.status == 416 and identity is not None:
+            return b"", identity
+        fs._raise_not_found_for_status(response, url)
+    return body, identity
+
+
+async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version_id: str | None = None):
+    """One ranged ``get_object`` as s3fs makes it, with ``If-Match`` if ``options`` say: ``(bytes, FileIdentity)``."""
+    from s3fs.core import version_id_kw
+
+    bucket, key, version = fs.split_path(path)
+    params = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{stop - 1}",
+              **version_id_kw(version_id or version)}
+    if options.get("if_match"):
+        params["IfMatch"] = options["if_match"]
+    response = await fs._call_s3("get_object", **params)
+    try:
+        body = await response["Body"].read()
+    finally:
+        response["Body"].close()
+    found = _CONTENT_RANGE.fullmatch(response.get("ContentRange") or "")
+    stated = response.get("VersionId")
+    identity = None if found is None else FileIdentity(
+        int(found.group(1)), etag=response.get("ETag"), version_id=stated if stated != "null" else None)
+    return body, identity
+
+
+__all__ = ["ReportingFileSystem", "get_ranges", "identity_of_headers", "reports_versions"]
