@@ -163,19 +163,15 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     recipe: str = DEFAULT_RECIPE
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
-    right_edge_lengths: tuple[int, ...] = ()
-    bottom_edge_lengths: tuple[int, ...] = ()
-    moved_lengths: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         chunks = self.chunks  # validates and normalises
-        for name in ("chunk_shape", "image_shape", "right_edge_lengths", "bottom_edge_lengths", "moved_lengths"):
+        for name in ("chunk_shape", "image_shape"):
             object.__setattr__(self, name, getattr(chunks, name))
 
     @cached_property
     def chunks(self) -> OpenZLChunks:
-        return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape,
-                            self.right_edge_lengths, self.bottom_edge_lengths, self.moved_lengths)
+        return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape)
 
     @classmethod
     def from_dict(cls, data: dict) -> OpenZLZarrCodec:
