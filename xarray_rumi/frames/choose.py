@@ -36,8 +36,6 @@ from .recipes import FALLBACK, INTERBAND, Recipes, _encode, _split_at_level
 
 logger = logging.getLogger(__name__)
 
-#: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
-FINALISTS = 1
 SAMPLE_FRAMES = 3
 #: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
 QUICK_WINDOW = 40
@@ -167,7 +165,7 @@ def _fixed(compression) -> Recipes | None:
     """The recipes of a ``compression`` that needs no measuring, else ``None`` (it is chosen)."""
     if isinstance(compression, openzl.ext.Compressor):
         # Compressors hold native state; their serialised form travels to Dask workers.
-        return Recipes((), compressor=compression.serialize())
+        return Recipes(None, compressor=compression.serialize())
     if compression in ("auto", "portable") or lossy_error(compression) is not None:
         return None
     if not isinstance(compression, str) or ">" not in compression:
@@ -180,7 +178,7 @@ def _fixed(compression) -> Recipes | None:
         _split_at_level(recipe)
         if not level.isdigit() or not 1 <= int(level) <= 22:
             raise ValueError(f"a zstd level is 1 to 22, got {level!r} in {compression!r}")
-    return Recipes((compression,))
+    return Recipes(compression)
 
 
 def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
@@ -197,7 +195,7 @@ def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, sma
 
     >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
-    >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
+    >>> choose([ramp], "portable").recipe in PORTABLE_RECIPES
     True
     """
     chosen = _choose_each([samples], compression, workers)
@@ -242,7 +240,7 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
         totals = {c: sum(ls) for c, ls in lengths.items() if None not in ls}
         ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
         size = totals[ranked[0]] if ranked else math.inf
-        chosen.append(_Choice(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error), size, lengths))
+        chosen.append(_Choice(Recipes(ranked[0] if ranked else FALLBACK, error), size, lengths))
     return chosen
 
 
@@ -256,18 +254,18 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     real raster's size: a second encode of every frame for nothing.)
     """
     middle = [len(samples) // 2 for samples in sample_sets]
-    slow = [_at_slow_level(c.recipes.candidates[0], samples[0].dtype.itemsize)
+    slow = [_at_slow_level(c.recipes.recipe, samples[0].dtype.itemsize)
             for c, samples in zip(chosen, sample_sets)]
     jobs = [(_central_window(samples[m]), candidate) for samples, m, candidate in zip(sample_sets, middle, slow)]
     sizes = Measurer(workers, _encode).sizes(jobs)
     faster = []
     for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
-        winner = choice.recipes.candidates[0]
+        winner = choice.recipes.recipe
         before = choice.lengths.get(winner, [None] * (m + 1))[m]
         if size is None or before is None or size > SLOW_LEVEL_GAIN * before:
             faster.append(choice)
             continue
-        faster.append(_Choice(Recipes((candidate,), choice.recipes.error), choice.size * size / before, choice.lengths))
+        faster.append(_Choice(Recipes(candidate, choice.recipes.error), choice.size * size / before, choice.lengths))
     return faster
 
 
@@ -388,8 +386,8 @@ def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes
     >>> from xarray_rumi.format.grid import FrameGrid
     >>> grid = FrameGrid(64, 64, 32, 32, 2)  # two bands of 2 x 2 tile frames
     >>> image = np.zeros((2, 64, 64), np.uint16)
-    >>> [r.candidates for r in plan(grid, lambda k: image[grid.frame_window(k)], "id>zstd")]
-    [('id>zstd',), ('id>zstd',)]
+    >>> [r.recipe for r in plan(grid, lambda k: image[grid.frame_window(k)], "id>zstd")]
+    ['id>zstd', 'id>zstd']
     """
     return plan_frames(grid, frame_at, compression, workers=workers)[1]
 
@@ -460,4 +458,4 @@ def _describe_recipes(recipes: Recipes) -> str:
     if recipes.compressor is not None:
         return "the caller's OpenZL graph"
     lossy = f", error bound {recipes.error!r}" if recipes.error is not None else ""
-    return f"recipes {', '.join(recipes.candidates)}{lossy}"
+    return f"recipe {recipes.recipe}{lossy}"

@@ -29,34 +29,29 @@ GEOZL_ZSTD_LEVEL = 6
 
 @dataclass(frozen=True)
 class Recipes:
-    """The recipes a frame may be encoded with, best first.
+    """What the frames of one band slot are encoded with: a recipe, or a caller's OpenZL graph.
 
-    Each candidate is a GeoZL recipe, optionally ending in ``"@interband"``:
-    a cell frame then predicts each band from the previous one.
+    ``recipe`` is a GeoZL recipe, optionally ending in ``"@interband"`` (a
+    cell frame then predicts each band from the previous one); a frame it does
+    not apply to is encoded with :data:`FALLBACK`.
 
     >>> import numpy as np
-    >>> r = Recipes(("id>zstd",))
-    >>> len(r.encode(np.zeros((1, 8, 8), np.uint8))) > 0
+    >>> len(Recipes("id>zstd").encode(np.zeros((1, 8, 8), np.uint8))) > 0
     True
     """
 
-    candidates: tuple[str, ...]
+    recipe: str | None
     error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
-    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of candidates
+    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of the recipe
 
     def encode(self, stored: np.ndarray, cache: ThreadCache | None = None) -> bytes:
-        """The smallest frame among the candidates (the first on a tie); graphs are kept in ``cache``."""
+        """One frame of ``stored``; graphs are kept in ``cache``."""
         if self.compressor is not None:
             return _encode_with_compressor(stored, self.compressor, cache or PROCESS_CACHE)
-        best = None
-        for candidate in self.candidates:
-            try:
-                frame = _encode(stored, candidate, self.error, cache)
-            except RuntimeError:  # the recipe does not apply to this frame
-                continue
-            if best is None or len(frame) < len(best):
-                best = frame
-        return best if best is not None else encode_frame(stored, FALLBACK, cache=cache)
+        try:
+            return _encode(stored, self.recipe, self.error, cache)
+        except RuntimeError:  # the recipe does not apply to this frame
+            return encode_frame(stored, FALLBACK, cache=cache)
 
 
 INTERBAND = "@interband"
