@@ -24,7 +24,7 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.format.blob import Header
-from xarray_rumi.format.layout import base_frame_offset, georeferencing_offset
+from xarray_rumi.format.placement import base_frame_offset, georeferencing_offset
 from xarray_rumi.io.engine import plan_requests
 
 CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
@@ -111,11 +111,11 @@ def test_an_open_that_reads_asks_the_size_once_with_one_head(served):
     server, url, header, _ = served
     image = xarray_rumi.open_image(url, header=header.to_bytes())
     assert [r.method for r in server.requests].count("HEAD") == 1 and len(server.get_requests()) == 1
-    assert image.file_size == header.file_size and image.opened_size == header.file_size
+    assert image.file_size == header.frames_end and image.opened_size == header.frames_end
     server.requests.clear()
     image = xarray_rumi.open_image(url)
     assert sorted(r.method for r in server.requests) == ["GET", "HEAD"]
-    assert image.file_size == header.file_size
+    assert image.file_size == header.frames_end
     assert [r.method for r in server.requests].count("HEAD") == 1   # known from the open: not asked again
 
 
@@ -142,14 +142,14 @@ def test_an_open_that_read_nothing_asks_the_files_version_once_before_its_first_
     shipped = pickle.loads(pickle.dumps(image))   # as Dask ships it: the version travels with it
     server.requests.clear()
     np.testing.assert_array_equal(shipped.read(), values)
-    assert "HEAD" not in [r.method for r in server.requests] and image.file_size == header.file_size
+    assert "HEAD" not in [r.method for r in server.requests] and image.file_size == header.frames_end
 
 
 def test_file_size_after_an_open_that_read_nothing_is_one_head_on_first_use(served):
     server, url, header, _ = served
     image = xarray_rumi.open_image(url, header=header.to_bytes(), crs=CRS, transform=TRANSFORM)
     assert server.requests == []
-    assert image.file_size == header.file_size and image.file_size == header.file_size
+    assert image.file_size == header.frames_end and image.file_size == header.frames_end
     assert [(r.method, r.range) for r in server.requests] == [("HEAD", None)]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from xarray_rumi.virtual.codec import OpenZLBytesCodec, OpenZLChunks, OpenZLCodec, OpenZLZarrCodec
+from xarray_rumi.virtual.codec import OpenZLBytesCodec, OpenZLConfig, OpenZLCodec, OpenZLZarrCodec
 
 GRID = {"sample_type": "uint16", "chunk_shape": [1, 4, 4], "image_shape": [6, 6]}
 
@@ -71,7 +71,7 @@ def test_the_zarr_v3_array_to_bytes_codec_takes_no_byte_order():
 
 
 def test_good_configurations_are_normalised():
-    chunks = OpenZLChunks(sample_type="uint16", chunk_shape=np.array([1, 4, 4]), image_shape=[np.int64(6), 6])
+    chunks = OpenZLConfig(sample_type="uint16", chunk_shape=np.array([1, 4, 4]), image_shape=[np.int64(6), 6])
     assert chunks.chunk_shape == (1, 4, 4) and chunks.image_shape == (6, 6)
     assert chunks.to_config() == {"recipe": "id>zstd", "sample_type": "uint16", "chunk_shape": [1, 4, 4],
                                   "image_shape": [6, 6]}

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from .dtypes import SAMPLE_TYPES, SampleType, sample_type
 from .grid import FrameGrid, FrameUnit
-from .layout import base_frame_offset
+from .placement import base_frame_offset
 from .limits import DEFAULT_LIMITS, Limits
 
 MAGIC = 0x45564F4C
@@ -248,8 +248,8 @@ class Header:
         return self.base_frame_offset + indices * self.count_min + prefix
 
     @property
-    def file_size(self) -> int:
-        """Where the last frame ends, which is the size of the file."""
+    def frames_end(self) -> int:
+        """Where the last frame ends: the size the blob claims for its file (``RumiImage.file_size`` is the real one)."""
         return self.offset(self.frame_count)
 
     def ranges(self, indices) -> tuple[np.ndarray, np.ndarray]:
@@ -268,7 +268,7 @@ class Header:
         search over :meth:`offset`: nothing is allocated per frame for it.
 
         >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
-        >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.file_size)
+        >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.frames_end)
         ([0, 1, 2], 0, 3)
         """
         if byte < self.base_frame_offset:

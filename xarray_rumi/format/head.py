@@ -30,10 +30,10 @@ from .ifd import (
     TILE_WIDTH,
     parse_head,
 )
-from .layout import BIGTIFF_HEADER_SIZE, GEOREFERENCING_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
+from .placement import PREAMBLE_SIZE, GEOREFERENCING_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
 
-#: The fixed head of every rumi file: the BigTIFF header and the IFD (spec: *Placement*).
-IFD_HEAD_SIZE = BIGTIFF_HEADER_SIZE + IFD_SIZE
+#: The fixed head of every rumi file: the BigTIFF preamble and the IFD (spec: *Placement*).
+IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE
 
 
 def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:

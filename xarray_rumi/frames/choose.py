@@ -335,10 +335,10 @@ def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]
     return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
 
 
-def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
+def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
     """Frames spread evenly over the image, first and last included.
 
-    >>> sample_indices(10), sample_indices(2)
+    >>> spread_indices(10), spread_indices(2)
     ([0, 4, 9], [0, 1])
     """
     return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
@@ -355,7 +355,7 @@ def sample_frames(grid, compression) -> list[int]:
     if _fixed(compression) is not None:
         return []
     slots = grid.frames_per_position
-    return [p * slots + slot for slot in range(slots) for p in sample_indices(grid.positions)]
+    return [p * slots + slot for slot in range(slots) for p in spread_indices(grid.positions)]
 
 
 def profile_window(frame_window: tuple[slice, slice, slice]) -> tuple[slice, slice, slice]:
@@ -416,7 +416,7 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
     if fixed is not None:
         return grid, (fixed,) * slots
     frames = iter(sample_frames(grid, compression))
-    positions = sample_indices(grid.positions)
+    positions = spread_indices(grid.positions)
     sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
     cells = (may_use_cells and compression == "auto" and grid.frame_unit is FrameUnit.TILE
              and 1 < grid.samples_per_pixel <= CELL_MAX_BANDS)

@@ -45,7 +45,7 @@ from ..format.blob import Header
 from ..format.geo import Georeferencing, check_claimed_georeferencing
 from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges, split_head
-from ..format.layout import MODEL_TRANSFORMATION_SIZE
+from ..format.placement import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
@@ -203,7 +203,7 @@ class RumiImage:
         return RumiFormatError(
             "frames.truncated",
             f"frame {frame} (bytes {ended.start}-{ended.stop}) runs past the end of {url}, which is {ended.size} "
-            f"bytes; its frames end at byte {header.file_size} ({header.file_size - ended.size} bytes missing): "
+            f"bytes; its frames end at byte {header.frames_end} ({header.frames_end - ended.size} bytes missing): "
             "the file was cut after its blob was made, or the blob is not this file's")
 
     def _pin_file(self):

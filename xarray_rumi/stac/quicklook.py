@@ -52,10 +52,10 @@ def sample_step(length: int, width: int, size: int) -> int:
     return max(1, math.ceil(max(length, width) / size))
 
 
-def sample_indices(length: int, step: int) -> np.ndarray:
+def strided_indices(length: int, step: int) -> np.ndarray:
     """Every ``step``-th index of ``range(length)``, each centred in the span of pixels it stands for.
 
-    >>> sample_indices(10, 3).tolist(), sample_indices(3, 1).tolist()
+    >>> strided_indices(10, 3).tolist(), strided_indices(3, 1).tolist()
     ([1, 4, 7], [0, 1, 2])
     """
     return np.arange(step // 2, length, step)
@@ -84,7 +84,7 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
     count, length, width = image.grid.shape
     chosen = _check_bands(bands, count)
     step = sample_step(length, width, size)
-    rows, cols = sample_indices(length, step), sample_indices(width, step)
+    rows, cols = strided_indices(length, step), strided_indices(width, step)
     samples = image.read_points(np.asarray(chosen) - 1, rows, cols)
     return stretch(samples, percentiles)
 

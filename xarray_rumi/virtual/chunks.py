@@ -1,6 +1,6 @@
 """One OpenZL frame as one Zarr chunk: the configuration and the work every registration shares.
 
-:class:`OpenZLChunks` is one frozen value holding the whole configuration:
+:class:`OpenZLConfig` is one frozen value holding the whole configuration:
 
 * decoding goes through ``geozl.decompress``, which knows GeoZL's decoders as
   well as OpenZL's built-in ones, releases the GIL and refuses to allocate
@@ -70,7 +70,7 @@ def zarr_dtype(sample: SampleType) -> np.dtype:
 
 
 @dataclass(frozen=True)
-class OpenZLChunks:
+class OpenZLConfig:
     """The codec's configuration and its work, shared by both registrations.
 
     ``sample_type`` names the rumi sample type of the frame bytes (``None``:
@@ -84,8 +84,8 @@ class OpenZLChunks:
     frames (2, 4) both hold 8 samples, so a right-edge frame's reference
     starts one byte before it (see :mod:`xarray_rumi.virtual.edges`).
 
-    >>> right_edge = OpenZLChunks().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
-    >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
+    >>> right_edge = OpenZLConfig().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
+    >>> codec = OpenZLConfig(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
     >>> codec.decode(bytes(1) + right_edge)[0]   # a reference one byte before its frame
     array([[0, 1, 0, 0],
            [2, 3, 0, 0],
@@ -242,7 +242,7 @@ def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, i
 
     Refused beyond ``limit`` bytes (default: one frame's limit).
 
-    >>> raw, width = decompress_chunk(memoryview(OpenZLChunks().encode(np.zeros((1, 2, 2), "int32"))), None)
+    >>> raw, width = decompress_chunk(memoryview(OpenZLConfig().encode(np.zeros((1, 2, 2), "int32"))), None)
     >>> raw.size, width
     (16, 4)
     """
@@ -254,7 +254,7 @@ def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, i
 def decompress_frame(data: memoryview, limit: int | None) -> np.ndarray:
     """The raw bytes of a frame whose header has been checked, through geozl (no element width).
 
-    >>> chunks = OpenZLChunks()
+    >>> chunks = OpenZLConfig()
     >>> decompress_frame(memoryview(chunks.encode(np.zeros((1, 2, 2), "int32"))), None).size
     16
     """
@@ -302,4 +302,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLChunks", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]

@@ -1,6 +1,6 @@
 """OpenZL as a Zarr codec: numcodecs ``"openzl"``, zarr v3 ``"openzl"`` and ``"numcodecs.openzl"``.
 
-Each registration adapts one :class:`~xarray_rumi.virtual.chunks.OpenZLChunks`
+Each registration adapts one :class:`~xarray_rumi.virtual.chunks.OpenZLConfig`
 (the configuration and the chunk-level work, :mod:`xarray_rumi.virtual.chunks`)
 to its framework's interface, and nothing more:
 
@@ -30,7 +30,7 @@ from ..format.dtypes import sample_type_from_name
 from ..frames.codec import frame_version
 from .chunks import (
     DEFAULT_RECIPE,
-    OpenZLChunks,
+    OpenZLConfig,
     decompress_chunk,
     decompress_frame,
     same_planes,
@@ -62,10 +62,10 @@ class OpenZLCodec(Codec):
     codec_id = "openzl"
 
     def __init__(self, **config):
-        self.chunks = OpenZLChunks(**config)
+        self.config = OpenZLConfig(**config)
 
     def get_config(self) -> dict:
-        return {"id": self.codec_id, **self.chunks.to_config()}
+        return {"id": self.codec_id, **self.config.to_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> OpenZLCodec:
@@ -75,25 +75,25 @@ class OpenZLCodec(Codec):
 
     def encode(self, buf) -> bytes:
         chunk = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_ndarray(buf)
-        if self.chunks.sample_type is not None:
-            dtype = zarr_dtype(sample_type_from_name(self.chunks.sample_type))
+        if self.config.sample_type is not None:
+            dtype = zarr_dtype(sample_type_from_name(self.config.sample_type))
             if chunk.dtype.newbyteorder("=") != dtype.newbyteorder("="):
                 # Behind zarr's ``bytes`` serializer the chunk arrives as raw bytes in
                 # the configured byte order: view them so (and as the chunk shape).
-                chunk = ensure_contiguous_ndarray(chunk).view(dtype.newbyteorder(_BYTE_ORDER[self.chunks.endian]))
-                if self.chunks.chunk_shape and chunk.size == math.prod(self.chunks.chunk_shape):
-                    chunk = chunk.reshape(self.chunks.chunk_shape)
-        _check_byte_order(chunk.dtype, self.chunks.endian)
-        return self.chunks.encode(chunk)
+                chunk = ensure_contiguous_ndarray(chunk).view(dtype.newbyteorder(_BYTE_ORDER[self.config.endian]))
+                if self.config.chunk_shape and chunk.size == math.prod(self.config.chunk_shape):
+                    chunk = chunk.reshape(self.config.chunk_shape)
+        _check_byte_order(chunk.dtype, self.config.endian)
+        return self.config.encode(chunk)
 
     def decode(self, buf, out=None):
         # numcodecs hands over bytes only.  With a sample type the configured
         # chunk shape says what to build; without one the frame's bytes go back
         # raw (zarr views them as the array's dtype), bounded by ``out`` if given.
         data = memoryview(ensure_contiguous_ndarray(buf)).cast("B")
-        order = _BYTE_ORDER[self.chunks.endian]
-        if self.chunks.sample_type is not None:
-            array = self.chunks.decode(data)
+        order = _BYTE_ORDER[self.config.endian]
+        if self.config.sample_type is not None:
+            array = self.config.decode(data)
             raw = np.ascontiguousarray(array, array.dtype.newbyteorder(order)).reshape(-1).view(np.uint8)
         else:
             limit = np.asarray(out).nbytes if out is not None else None
@@ -107,7 +107,7 @@ class OpenZLCodec(Codec):
         return ndarray_copy(raw, out)
 
     def __repr__(self) -> str:
-        return f"OpenZLCodec({', '.join(f'{k}={v!r}' for k, v in self.chunks.to_config().items())})"
+        return f"OpenZLCodec({', '.join(f'{k}={v!r}' for k, v in self.config.to_config().items())})"
 
 
 _BYTE_ORDER = {"little": "<", "big": ">"}
@@ -165,13 +165,13 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     image_shape: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        chunks = self.chunks  # validates and normalises
+        config = self.config  # validates and normalises
         for name in ("chunk_shape", "image_shape"):
-            object.__setattr__(self, name, getattr(chunks, name))
+            object.__setattr__(self, name, getattr(config, name))
 
     @cached_property
-    def chunks(self) -> OpenZLChunks:
-        return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape)
+    def config(self) -> OpenZLConfig:
+        return OpenZLConfig(self.sample_type, self.recipe, self.chunk_shape, self.image_shape)
 
     @classmethod
     def from_dict(cls, data: dict) -> OpenZLZarrCodec:
@@ -179,24 +179,24 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
         return cls(**(configuration or {}))
 
     def to_dict(self) -> dict:
-        return {"name": "openzl", "configuration": self.chunks.to_config()}
+        return {"name": "openzl", "configuration": self.config.to_config()}
 
     def evolve_from_array_spec(self, array_spec) -> OpenZLZarrCodec:
         return self
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
-        _check_array(self.chunks, dtype, chunk_grid)
+        _check_array(self.config, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
         native = chunk_spec.dtype.to_native_dtype()
-        array = self.chunks.decode(chunk_bytes.as_numpy_array(), tuple(chunk_spec.shape), native)
+        array = self.config.decode(chunk_bytes.as_numpy_array(), tuple(chunk_spec.shape), native)
         return get_ndbuffer_class().from_ndarray_like(array)
 
     def _encode_sync(self, chunk_array, chunk_spec):
-        return chunk_spec.prototype.buffer.from_bytes(self.chunks.encode(chunk_array.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(self.config.encode(chunk_array.as_numpy_array()))
 
 
-def _check_array(chunks: OpenZLChunks, dtype, chunk_grid) -> None:
+def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
     """Refuse a configuration whose chunk shape or sample type is not the array's (zarr calls this on creation)."""
     grid_chunks = getattr(chunk_grid, "chunk_shape", None)
     if chunks.chunk_shape is not None and grid_chunks is not None and not same_planes(tuple(grid_chunks),
@@ -240,7 +240,7 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     def __init__(self, **config):
         if config.pop("id", OpenZLCodec.codec_id) != OpenZLCodec.codec_id:
             raise ValueError(f"numcodecs.openzl takes the configuration of codec id 'openzl', got {config}")
-        object.__setattr__(self, "codec_config", {"id": OpenZLCodec.codec_id, **OpenZLChunks(**config).to_config()})
+        object.__setattr__(self, "codec_config", {"id": OpenZLCodec.codec_id, **OpenZLConfig(**config).to_config()})
 
     @cached_property
     def _codec(self) -> OpenZLCodec:
@@ -257,7 +257,7 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         # the bytes this codec gets are the array's, so its sample type must be the array's dtype
-        _check_array(self._codec.chunks, dtype, chunk_grid)
+        _check_array(self._codec.config, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
         return chunk_spec.prototype.buffer.from_bytes(self._codec.decode(chunk_bytes.as_numpy_array()))
@@ -274,4 +274,4 @@ def _register_bytes_codec() -> None:
 
 _register_bytes_codec()
 
-__all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLChunks", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLConfig", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]

@@ -32,7 +32,7 @@ from ..io.retry import DEFAULT_POLICY
 from ..io.urls import as_url
 from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
-from .chunks import OpenZLChunks, zarr_dtype
+from .chunks import OpenZLConfig, zarr_dtype
 from .codec import OpenZLBytesCodec, OpenZLZarrCodec
 from .edges import chunk_references
 
@@ -101,7 +101,7 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
-        bytes_codec = OpenZLBytesCodec(**OpenZLChunks(**config).to_config())
+        bytes_codec = OpenZLBytesCodec(**OpenZLConfig(**config).to_config())
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
     attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
              **layout.attrs}

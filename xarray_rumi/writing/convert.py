@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from ..format.ifd import parse_head, prefix_size
-from ..format.layout import BIGTIFF_HEADER_SIZE, IFD_SIZE
+from ..format.placement import PREAMBLE_SIZE, IFD_SIZE
 from ..frames.codec import frame_version
 from ..io.retry import RetryPolicy
 from ..io.source import ByteSource
@@ -155,7 +155,7 @@ def is_rumi_file(source) -> bool:
     """
     reader = ByteSource.of(source, retry=RetryPolicy(attempts=1))
     try:
-        head = reader.read(0, BIGTIFF_HEADER_SIZE + IFD_SIZE, exact=False)
+        head = reader.read(0, PREAMBLE_SIZE + IFD_SIZE, exact=False)
         parse_head(head)                      # a BigTIFF whose IFD is rumi's fixed one, tag for tag
         first_frame = prefix_size(head)
         frame_version(reader.read(first_frame, first_frame + 4, exact=False))

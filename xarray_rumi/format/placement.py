@@ -17,7 +17,8 @@ IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 2
 TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
 SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
 
-BIGTIFF_HEADER_SIZE = 16
+# What TIFF calls its header (byte order, version 43, offset size, IFD offset): "header" means the blob here.
+PREAMBLE_SIZE = 16
 IFD_OFFSET = 16
 TAG_COUNT = 11
 IFD_SIZE = 8 + 20 * TAG_COUNT + 8  # entry count, 11 entries, next-IFD offset
@@ -52,7 +53,7 @@ def base_frame_offset(grid: FrameGrid) -> int:
     412
     """
     external = sum(external_sizes(grid.samples_per_pixel, grid.frame_count).values())
-    return BIGTIFF_HEADER_SIZE + IFD_SIZE + external
+    return PREAMBLE_SIZE + IFD_SIZE + external
 
 
 def georeferencing_offset(grid: FrameGrid) -> int:
