@@ -27,7 +27,7 @@ ALLOWED = {
     "reading": {"errors", "format", "io", "runtime", "frames"},
     "datamodel": UP_TO_READING,
     "virtual": UP_TO_READING | {"datamodel"},
-    "stac": {"errors", "format", "io", "reading", "datamodel"},
+    "stac": {"errors", "format", "io", "reading", "datamodel", "writing"},
     "dataset": UP_TO_READING | {"datamodel", "stac"},
     "writing": {"errors", "format", "io", "runtime", "frames"},
     "accessor": {"writing", "stac"},

@@ -23,13 +23,14 @@ writing them takes fewer lines than declaring an imaging dependency
 from __future__ import annotations
 
 import math
-import os
 import struct
 import zlib
 
 import numpy as np
 
+from ..io.source import ByteSource
 from ..reading.open import open_image
+from ..writing.staging import write_small
 
 #: The quicklook's longest side, in pixels, by default.
 SIZE = 1024
@@ -184,7 +185,7 @@ def encode_png(pixels: np.ndarray) -> bytes:
 
 
 def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
-    """Write ``pixels`` as a PNG to a path or fsspec URL; a missing local folder is an error, not made.
+    """Write ``pixels`` as a PNG to a path or fsspec URL, whole or not at all; a missing local folder is an error.
 
     >>> import tempfile, os
     >>> write_quicklook(os.path.join(tempfile.mkdtemp(), "no", "such", "look.png"), np.zeros((2, 2), np.uint8))
@@ -192,12 +193,7 @@ def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
     ...
     FileNotFoundError: ...
     """
-    import fsspec
-
-    png = encode_png(pixels)  # before the file is opened: refused pixels leave no empty file
-    # fsspec.open makes missing folders by default; a mistyped one would be made where it was not meant to be
-    with fsspec.open(os.fspath(out), "wb", auto_mkdir=False, **(storage_options or {})) as f:
-        f.write(png)
+    write_small(ByteSource.of(out, storage_options), encode_png(pixels))
 
 
 def _check_bands(bands, count: int) -> list[int]:
