@@ -21,7 +21,7 @@ UP_TO_READING = {"errors", "format", "io", "runtime", "frames", "reading"}
 ALLOWED = {
     "errors": set(),
     "format": {"errors"},
-    "io": {"errors"},
+    "io": {"errors", "runtime"},
     "runtime": {"errors"},
     "frames": {"errors", "format", "io", "runtime"},
     "reading": {"errors", "format", "io", "runtime", "frames"},

@@ -11,12 +11,12 @@ in a forked child, whose inherited locks may be held.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 
 from ..format.blob import Header
 from ..io.source import ByteSource
+from ..runtime.fork import in_forked_child
 
 
 class CheckedBlobs:
@@ -80,8 +80,7 @@ class CheckedBlobs:
 
 #: The (file, blob) pairs this process has checked: what makes later reads of them free.
 checked_blobs = CheckedBlobs()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=checked_blobs._after_fork)
+in_forked_child(checked_blobs._after_fork)
 
 
 def pair_digest(source: ByteSource, header: Header) -> bytes:

@@ -34,6 +34,8 @@ import logging
 import os
 import threading
 
+from .fork import in_forked_child
+
 logger = logging.getLogger(__name__)
 
 #: Allocations below this come from the heap, not a mapping of their own (glibc's dynamic ceiling).
@@ -63,9 +65,8 @@ def keep_heap_top() -> bool:
 
 _decided: list[bool] = []
 _deciding = threading.Lock()
-if hasattr(os, "register_at_fork"):
-    # A lock held by another thread at fork time would never be released in the child.
-    os.register_at_fork(after_in_child=lambda: globals().update(_deciding=threading.Lock()))
+# A lock held by another thread at fork time would never be released in the child.
+in_forked_child(lambda: globals().update(_deciding=threading.Lock()))
 
 
 def _tune() -> bool:

@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from .fork import in_forked_child
+
 
 def computing_threads() -> int:
     """Threads that may compute at once in this process: its cores, or its Dask worker's threads.
@@ -98,8 +100,7 @@ class _ProcessThreads:
         self._name = name
         self._lock = threading.Lock()
         self._pool: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._forget)
+        in_forked_child(self._forget)
 
     def get(self, size: int) -> ThreadPoolExecutor:
         """The pool, with at least ``size`` threads."""
@@ -222,9 +223,8 @@ class _Computing:
 
 
 _computing = _Computing()
-if hasattr(os, "register_at_fork"):
-    # A forked child has none of the parent's threads, and a lock they held would never be released.
-    os.register_at_fork(after_in_child=_computing.__init__)
+# A forked child has none of the parent's threads, and a lock they held would never be released.
+in_forked_child(_computing.__init__)
 
 
 def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], None]]], *,
