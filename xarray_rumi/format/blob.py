@@ -107,8 +107,6 @@ class Header:
             raise RumiFormatError("blob.frame-unit", f"frame_unit must be 0 (tile) or 1 (cell), got {unit}")
         if count_bits > 32:
             raise RumiFormatError("blob.count-bits", f"count_bits must be between 0 and 32, got {count_bits}")
-        if count_min < 1:
-            raise RumiFormatError("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero")
         grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit))
         grid.check(limits, rule="blob", bytes_per_sample=sample.bytes_per_sample)
         return cls(grid, sample, count_min, count_bits, b"")
@@ -140,9 +138,6 @@ class Header:
         return header
 
     def _check_canonical(self, limits: Limits) -> None:
-        used_bits = self.grid.frame_count * self.count_bits
-        if used_bits % 8 and self.packed[-1] >> (used_bits % 8):
-            raise RumiFormatError("blob.padding", "unused bits in the final byte must be zero")
         smallest, largest = 0, 0
         if self.count_bits:
             # In slices, so checking a blob costs a bounded amount of memory.
@@ -150,20 +145,11 @@ class Header:
             for start in range(0, self.frame_count, _CHECK_SLICE):
                 part = self.residuals(start, min(start + _CHECK_SLICE, self.frame_count))
                 smallest, largest = min(smallest, int(part.min())), max(largest, int(part.max()))
-            if smallest != 0:
-                raise RumiFormatError(
-                    "blob.canonical", f"count_min {self.count_min} is not the smallest frame byte count "
-                    f"(every residual is at least {smallest})")
-            if largest.bit_length() != self.count_bits:
-                raise RumiFormatError(
-                    "blob.canonical", f"count_bits is {self.count_bits}, but the largest residual ({largest}) "
-                    f"needs {largest.bit_length()}")
-        if self.count_min + largest > 0xFFFFFFFF:
-            raise RumiFormatError("blob.byte-counts", "a frame byte count does not fit TileByteCounts (LONG)")
-        if self.count_min + largest > limits.max_frame_byte_count:
-            raise RumiFormatError(
-                "blob.limits", f"a frame of {self.count_min + largest} bytes exceeds Limits.max_frame_byte_count "
-                f"({limits.max_frame_byte_count})")
+        last_byte = self.packed[-1] if len(self.packed) else 0
+        fault = int(_count_faults(np.array([self.count_min]), np.array([smallest]), np.array([largest]),
+                                  np.array([last_byte], np.uint8), self.count_bits, self.frame_count, limits)[0])
+        if fault >= 0:
+            raise _count_fault(fault, self.count_min, smallest, largest, self.count_bits, limits)
 
     def to_bytes(self) -> bytes:
         """The blob as stored beside the file or in a catalog: the one parsed, or built once."""
@@ -388,16 +374,50 @@ def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict
                               memoryview(blob)[HEADER_SIZE:], blob)
 
 
+def _count_faults(count_min, smallest, largest, last_byte, count_bits: int, frames: int, limits: Limits) -> np.ndarray:
+    """The first rule on its counts each blob breaks (an index of :func:`_count_fault`'s rules), ``-1`` for none.
+
+    Vectorised over blobs of one grid: ``count_min``, their ``smallest`` and
+    ``largest`` residuals and ``last_byte`` (the last of the packed residuals)
+    are arrays, one value a blob.
+    """
+    unused_bits = (last_byte >> (frames * count_bits % 8)) if frames * count_bits % 8 else np.zeros_like(last_byte)
+    largest_count = count_min + largest.astype(np.int64)
+    faults = np.stack([
+        count_min < 1,
+        unused_bits != 0,
+        (smallest != 0) & bool(count_bits),
+        (largest < 1 << max(count_bits - 1, 0)) & bool(count_bits),   # canonical: the least width
+        largest_count > 0xFFFFFFFF,
+        largest_count > limits.max_frame_byte_count,
+    ])
+    return np.where(faults.any(axis=0), faults.argmax(axis=0), -1)
+
+
+def _count_fault(fault: int, count_min: int, smallest: int, largest: int, count_bits: int,
+                 limits: Limits) -> RumiFormatError:
+    """The error of rule ``fault`` of :func:`_count_faults`, for one blob."""
+    rule, detail = [
+        ("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero"),
+        ("blob.padding", "unused bits in the final byte must be zero"),
+        ("blob.canonical", f"count_min {count_min} is not the smallest frame byte count "
+                           f"(every residual is at least {smallest})"),
+        ("blob.canonical", f"count_bits is {count_bits}, but the largest residual ({largest}) "
+                           f"needs {largest.bit_length()}"),
+        ("blob.byte-counts", "a frame byte count does not fit TileByteCounts (LONG)"),
+        ("blob.limits", f"a frame of {count_min + largest} bytes exceeds Limits.max_frame_byte_count "
+                        f"({limits.max_frame_byte_count})"),
+    ][fault]
+    return RumiFormatError(rule, detail)
+
+
 def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
     """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others.
 
-    What ``_with_residuals`` and ``_check_canonical`` check of one blob,
-    vectorised over rows of blobs of the right size, as many at a time as
-    fit in ``_CHECK_BATCH`` frames: ``count_min`` at least 1, the padding bits
-    zero, the smallest residual 0, the largest ``count_bits`` wide, and the
-    largest frame within the limits.  ``None`` for all where a single frame
-    claims residuals (refused alone) or one blob alone is more than a batch
-    (checked alone, in slices).
+    :func:`_count_faults` over rows of blobs of the right size, as many at a
+    time as fit in ``_CHECK_BATCH`` frames.  ``None`` for all where a single
+    frame claims residuals (refused alone) or one blob alone is more than a
+    batch (checked alone, in slices).
     """
     frames, bits = fields.frame_count, fields.count_bits
     passed: list[int | None] = [None] * len(blobs)
@@ -405,24 +425,16 @@ def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int
         return passed
     size = fields.blob_size
     sized = [i for i, blob in enumerate(blobs) if len(blob) == size]
-    largest_allowed = min(0xFFFFFFFF, limits.max_frame_byte_count)
-    used_in_last = (frames * bits) % 8  # bits of the final byte that hold residuals; the rest must be 0
     per_batch = max(1, _CHECK_BATCH // frames)
     for start in range(0, len(sized), per_batch):
         rows = sized[start:start + per_batch]
         joined = np.frombuffer(b"".join([blobs[i] for i in rows]), np.uint8).reshape(len(rows), size)
         count_min = joined[:, _COUNT_MIN].copy().view("<u4").ravel().astype(np.int64)
-        good = count_min >= 1
+        smallest = largest = last_byte = np.zeros(len(rows), np.int64)
         if bits:
-            packed = joined[:, HEADER_SIZE:]
-            residuals = unpack_rows(packed, bits, frames)
-            largest = residuals.max(axis=1)
-            good &= (residuals.min(axis=1) == 0) & (largest >= 1 << (bits - 1))  # canonical: true min, least width
-            good &= count_min + largest <= largest_allowed
-            if used_in_last:
-                good &= (packed[:, -1] >> used_in_last) == 0
-        else:
-            good &= count_min <= largest_allowed
+            residuals = unpack_rows(joined[:, HEADER_SIZE:], bits, frames)
+            smallest, largest, last_byte = residuals.min(axis=1), residuals.max(axis=1), joined[:, -1]
+        good = _count_faults(count_min, smallest, largest, last_byte, bits, frames, limits) < 0
         for i, value, ok in zip(rows, count_min.tolist(), good.tolist()):
             if ok:
                 passed[i] = value
