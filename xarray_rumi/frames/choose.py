@@ -32,7 +32,7 @@ import openzl.ext
 from ..format.grid import FrameGrid, FrameUnit
 from .codec import PORTABLE_RECIPES, applicable
 from .measure import Measurer
-from .recipes import FALLBACK, INTERBAND, Recipes, _encode, _split_at_level
+from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, parse_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +86,8 @@ def _at_slow_level(candidate: str, itemsize: int) -> str:
     'planar>zigzag>transpose>zstd:16@interband'
     """
     backend = "transpose>zstd" if itemsize > 1 else "zstd"
-    return f"{_predictor(candidate).partition('@')[0]}>{backend}:{SLOW_ZSTD_LEVEL}{_geometry(candidate)}"
-
-
-def _geometry(candidate: str) -> str:
-    return "@" + candidate.partition("@")[2] if "@" in candidate else ""
+    recipe = parse_recipe(candidate)
+    return f"{recipe.predictor}>{backend}:{SLOW_ZSTD_LEVEL}{INTERBAND if recipe.interband else ''}"
 
 
 def lossy_error(compression: str):
@@ -173,11 +170,9 @@ def _fixed(compression) -> Recipes | None:
             "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
             f"'planar>zigzag>zstd', got {compression!r}"
         )
-    recipe, _, level = compression.partition("@")[0].partition(":")
-    if level:  # refused now, not when the first frame is encoded
-        _split_at_level(recipe)
-        if not level.isdigit() or not 1 <= int(level) <= 22:
-            raise ValueError(f"a zstd level is 1 to 22, got {level!r} in {compression!r}")
+    recipe = parse_recipe(compression)  # a bad level or graph refused now, not when the first frame is encoded
+    if recipe.level is not None:
+        check_at_level(recipe)
     return Recipes(compression)
 
 
@@ -269,17 +264,10 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     return faster
 
 
-def _predictor(candidate: str) -> str:
-    """The part of a GeoZL graph before its backend: ``"med>zigzag"`` of ``"med>zigzag>transpose>zstd"``."""
-    recipe, at, geometry = candidate.partition("@")
-    stages = recipe.split(">")
-    head = stages[:2] if len(stages) > 2 and stages[1] == "zigzag" else stages[:1]
-    return ">".join(head) + at + geometry
-
-
-def _backend(candidate: str) -> str:
-    recipe = candidate.partition("@")[0]
-    return recipe[len(_predictor(recipe)) + 1:]
+def _predictor(candidate: str) -> tuple[str, bool]:
+    """What a candidate predicts with: its predictor, within bands or across them."""
+    recipe = parse_recipe(candidate)
+    return recipe.predictor, recipe.interband
 
 
 def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer,
@@ -323,7 +311,7 @@ def _references(candidates: list[str]) -> list[str]:
     """Each predictor with its reference backend (the first of ``REFERENCE_BACKENDS`` it has)."""
     backends: dict[str, dict[str, str]] = {}
     for c in candidates:
-        backends.setdefault(_predictor(c), {})[_backend(c)] = c
+        backends.setdefault(_predictor(c), {})[parse_recipe(c).backend] = c
     return [next(found[b] for b in REFERENCE_BACKENDS if b in found)
             for found in backends.values() if any(b in found for b in REFERENCE_BACKENDS)]
 
