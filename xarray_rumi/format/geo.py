@@ -76,6 +76,15 @@ class Georeferencing:
     def is_defined(self) -> bool:
         return self.model_type is not ModelType.UNDEFINED
 
+    @property
+    def crs_code(self) -> str | None:
+        """The CRS as ``"EPSG:<code>"`` (what pyproj, rioxarray and STAC's ``proj:code`` take), ``None`` without one.
+
+        >>> Georeferencing(4326, ModelType.GEOGRAPHIC).crs_code, Georeferencing().crs_code
+        ('EPSG:4326', None)
+        """
+        return f"EPSG:{self.epsg}" if self.is_defined else None
+
     def model_transformation(self) -> bytes:
         """The 16 doubles of ModelTransformationTag, row-major."""
         a, b, c, d, e, f = self.transform
@@ -447,4 +456,4 @@ def describe(georef: Georeferencing) -> str:
     kind = f"PixelIs{georef.raster_type.name.title()}"
     if not georef.is_defined:
         return f"no CRS, {kind}"
-    return f"EPSG:{georef.epsg}, {kind}, transform ({', '.join(f'{v:.15g}' for v in georef.transform)})"
+    return f"{georef.crs_code}, {kind}, transform ({', '.join(f'{v:.15g}' for v in georef.transform)})"

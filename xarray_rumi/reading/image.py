@@ -109,7 +109,7 @@ class RumiImage:
         grid, sample = self.grid, self.sample_type
         dtype = sample.name if sample.name == str(sample.dtype) else f"{sample.name} (read as {sample.dtype})"
         geo = self.georeferencing
-        crs = "CRS not read" if geo is None else f"EPSG:{geo.epsg}" if geo.is_defined else "no CRS"
+        crs = "CRS not read" if geo is None else geo.crs_code or "no CRS"
         bands = f"{grid.samples_per_pixel} band{'s' if grid.samples_per_pixel > 1 else ''}"
         return (f"<RumiImage {self.source.url}: {bands} x {grid.image_length} rows x "
                 f"{grid.image_width} columns, {dtype}, {grid.frame_count} frames ({grid.frame_unit.name.lower()}, "

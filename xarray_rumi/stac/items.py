@@ -71,7 +71,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
     properties.pop("datetime", None)
     geometry, bbox = footprint(georef, grid.image_width, grid.image_length)
     properties.update({
-        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
+        "proj:code": georef.crs_code,
         "proj:shape": [grid.image_length, grid.image_width],
         "proj:transform": list(corner_transform(georef)),
     })
