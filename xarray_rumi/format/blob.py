@@ -1,12 +1,4 @@
-"""The header blob: 28 bytes of fields, then bit-packed frame byte counts.
-
-Decoding checks every claim against the bytes given and :class:`Limits`
-before allocating; counts and offsets come out of vectorised numpy, never a
-Python loop over frames, and a blob whose counts are all equal
-(``count_bits == 0``) allocates nothing per frame at all.  Many blobs at
-once (a Cube's, a catalog's) go through :func:`headers_from_bytes`: each
-distinct blob is checked once, and the blobs of one grid together.
-"""
+"""The header blob: 28 bytes of fields, then bit-packed frame byte counts."""
 
 from __future__ import annotations
 
@@ -65,11 +57,6 @@ class Header:
     def from_byte_counts(cls, grid: FrameGrid, sample: SampleType, byte_counts) -> Header:
         """Encode counts canonically: the true minimum, the minimum width.
 
-        A single-band grid is recorded with frame unit tile (0) whichever unit
-        it was given: the two layouts are then the same file, and one blob
-        per file keeps ``header_from_file(path)`` equal to what the writer
-        returned.
-
         >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), _UINT8, [9]).grid.frame_unit
         <FrameUnit.TILE: 0>
         """
@@ -117,11 +104,7 @@ class Header:
         return HEADER_SIZE + -(-self.frame_count * self.count_bits // 8)
 
     def _with_residuals(self, blob: bytes) -> Header:
-        """This header (fields checked) with the residuals of ``blob``, a blob of these fields, whose size is checked.
-
-        The blob is kept, not copied: ``packed`` is a view of it, and
-        :meth:`to_bytes` gives it back.
-        """
+        """This header (fields checked) with the residuals of ``blob``, a blob of these fields, whose size is checked."""
         if len(blob) != self.blob_size:
             raise RumiFormatError(
                 "blob.size", f"{self.frame_count} frames at {self.count_bits} bits need exactly {self.blob_size} "
@@ -217,10 +200,7 @@ class Header:
         return prefix
 
     def offset(self, index: int) -> int:
-        """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end).
-
-        O(1) once the residual prefix sum exists (built on first use, vectorised).
-        """
+        """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end)."""
         index = self._checked_index(index, allow_end=True)
         prefix = self._residual_prefix[index] if self.count_bits else 0
         return self.base_frame_offset + index * self.count_min + int(prefix)
@@ -250,9 +230,6 @@ class Header:
     def frame_at(self, byte: int) -> int:
         """The frame whose range holds file position ``byte`` (``-1`` before the first frame, ``N`` past the last).
 
-        Equal counts (``count_bits`` 0) need one division; others a binary
-        search over :meth:`offset`: nothing is allocated per frame for it.
-
         >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
         >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.frames_end)
         ([0, 1, 2], 0, 3)
@@ -280,8 +257,6 @@ class Header:
 def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
     """The size of the largest blob ``limits`` admit: ``Limits.max_frames`` counts of 32 bits after the fields.
 
-    A blob file larger than this is not a blob, and is refused without reading it whole.
-
     >>> max_blob_size(Limits(max_frames=10))
     68
     """
@@ -290,9 +265,6 @@ def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
 
 def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | None:
     """The size the fixed part of ``blob`` says the whole blob has, or ``None`` if its 28 bytes say nothing sound.
-
-    What tells a blob cut off in transit from one that is damaged: a body
-    shorter than its own fields claim may be whole when fetched again.
 
     >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
     >>> claimed_blob_size(h.to_bytes()[:28]), claimed_blob_size(b"not a blob"), claimed_blob_size(bytes(28))
@@ -307,16 +279,7 @@ def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | Non
 def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) -> list[Header]:
     """:meth:`Header.from_bytes` of many blobs: each distinct blob checked once, blobs of one grid together.
 
-    Byte-identical blobs are parsed once and share one :class:`Header`.
-    Distinct blobs whose fields agree but for ``count_min`` (the images of
-    one grid, as in an archive of one satellite tile) have their fields
-    checked once and the rest checked together, vectorised over rows of
-    blobs, ``_CHECK_BATCH`` frames at a time; a blob that may break
-    a rule is then checked alone by ``from_bytes``.  Every blob is held to
-    every rule ``from_bytes`` checks, and none is copied: each ``Header``
-    keeps its blob as :meth:`Header.to_bytes` gives it.  The first blob, in
-    the order given, that breaks a rule is refused with that rule, naming
-    the blob: ``names[position]`` (say, its image), or its position.
+    The first blob that breaks a rule is refused with it, named ``names[position]`` (default: its position).
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
     >>> a, b = (Header.from_byte_counts(grid, _UINT8, c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
@@ -375,12 +338,7 @@ def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict
 
 
 def _count_faults(count_min, smallest, largest, last_byte, count_bits: int, frames: int, limits: Limits) -> np.ndarray:
-    """The first rule on its counts each blob breaks (an index of :func:`_count_fault`'s rules), ``-1`` for none.
-
-    Vectorised over blobs of one grid: ``count_min``, their ``smallest`` and
-    ``largest`` residuals and ``last_byte`` (the last of the packed residuals)
-    are arrays, one value a blob.
-    """
+    """The first rule on its counts each blob breaks (an index of :func:`_count_fault`'s rules), ``-1`` for none."""
     unused_bits = (last_byte >> (frames * count_bits % 8)) if frames * count_bits % 8 else np.zeros_like(last_byte)
     largest_count = count_min + largest.astype(np.int64)
     faults = np.stack([
@@ -412,13 +370,7 @@ def _count_fault(fault: int, count_min: int, smallest: int, largest: int, count_
 
 
 def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
-    """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others.
-
-    :func:`_count_faults` over rows of blobs of the right size, as many at a
-    time as fit in ``_CHECK_BATCH`` frames.  ``None`` for all where a single
-    frame claims residuals (refused alone) or one blob alone is more than a
-    batch (checked alone, in slices).
-    """
+    """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others."""
     frames, bits = fields.frame_count, fields.count_bits
     passed: list[int | None] = [None] * len(blobs)
     if (frames == 1 and bits) or frames > _CHECK_BATCH:
@@ -443,10 +395,6 @@ def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int
 
 def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
     """Pack residuals LSB-first at ``count_bits`` bits each, no padding.
-
-    Eight residuals fill exactly ``count_bits`` bytes, so the residuals are
-    packed as rows of eight: each of the eight columns is shifted into place
-    and OR-ed into the at most five bytes it touches, vectorised over rows.
 
     >>> pack_residuals(np.array([1, 2, 3]), 2).hex()   # 0b11_10_01
     '39'
@@ -485,13 +433,6 @@ def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> n
 
 def unpack_rows(packed: np.ndarray, count_bits: int, count: int) -> np.ndarray:
     """The first ``count`` residuals of each row of ``packed`` (uint8, a blob's residual bytes a row), as uint32.
-
-    The inverse of :func:`pack_residuals`: eight residuals fill exactly
-    ``count_bits`` bytes, so each row is cut into groups of ``count_bits``
-    bytes, and residual ``j`` of every group lies at the same bits of it.
-    One shift-and-mask of whole columns per ``j`` unpacks every group of
-    every row at once, with no per-residual gather, in about 6 bytes of
-    temporaries a residual.
 
     >>> unpack_rows(np.array([[0b11100100], [0b00011011]], np.uint8), 2, 4).tolist()
     [[0, 1, 2, 3], [3, 2, 1, 0]]

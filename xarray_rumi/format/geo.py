@@ -1,10 +1,4 @@
-"""Georeferencing: the 4 x 4 ModelTransformation matrix and the 16-short GeoKeys.
-
-rumi stores a CRS only as an EPSG code between 1024 and 32766.  Whether it
-is geographic or projected comes from the EPSG registry (through pyproj),
-never from the number.  Files without georeferencing carry the spec's fixed
-"undefined" values, which still record PixelIsArea or PixelIsPoint.
-"""
+"""Georeferencing: the 4 x 4 ModelTransformation matrix and the 16-short GeoKeys."""
 
 from __future__ import annotations
 
@@ -50,11 +44,7 @@ _KEYS = struct.Struct("<16H")
 
 @dataclass(frozen=True)
 class Georeferencing:
-    """What the two georeferencing tags say.
-
-    ``transform`` is the affine ``(x_res, row_rot, x_origin, col_rot, y_res,
-    y_origin)``, i.e. ``affine.Affine(a, b, c, d, e, f)``.  ``epsg`` is ``None``
-    when the file has no CRS.
+    """What the two georeferencing tags say: ``transform`` is ``affine.Affine``'s ``(a, b, c, d, e, f)``.
 
     >>> g = Georeferencing(epsg=32618, model_type=ModelType.PROJECTED,
     ...                    transform=(30.0, 0.0, 101985.0, 0.0, -30.0, 2826915.0))
@@ -184,10 +174,6 @@ class Georeferencing:
 def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
     """``(kind, model type)`` of an EPSG code, from the EPSG registry (through pyproj).
 
-    ``kind`` is the registry's name for what the code is (``None`` when it
-    defines no CRS); the model type is ``None`` unless it is a 2D geographic
-    or projected CRS, the only kinds rumi stores.
-
     >>> registry_entry(4087)
     ('Projected CRS', <ModelType.PROJECTED: 1>)
     >>> registry_entry(7405)   # British National Grid + ODN height
@@ -221,8 +207,6 @@ def epsg_model_type(code: int) -> ModelType | None:
 
 def resolve_crs(crs) -> tuple[int, ModelType]:
     """``(epsg, model_type)`` for anything pyproj understands that has an EPSG code.
-
-    Refuses, with the reason, a CRS rumi cannot store.
 
     >>> resolve_crs("EPSG:4326")
     (4326, <ModelType.GEOGRAPHIC: 2>)
@@ -277,9 +261,6 @@ def _resolve_crs(crs) -> tuple[int, ModelType]:
 def corner_to_centre(transform) -> tuple[float, ...]:
     """A GDAL-style (pixel-corner) affine as a PixelIsPoint matrix's (pixel-centre) one.
 
-    ``transform`` is ``(a, b, c, d, e, f)``, or anything whose first six
-    values are (an ``affine.Affine``).
-
     >>> corner_to_centre((30, 0, 100000, 0, -30, 200000))
     (30.0, 0.0, 100015.0, 0.0, -30.0, 199985.0)
     """
@@ -298,13 +279,7 @@ def centre_to_corner(transform) -> tuple[float, ...]:
 
 
 def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferencing:
-    """Build the georeferencing a writer stores.
-
-    ``crs=None`` writes undefined georeferencing (a transform is then refused,
-    since a reader must ignore it).  ``transform`` is an ``affine.Affine`` or
-    the six numbers ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``
-    (nine, ending in ``0, 0, 1``, are taken as the affine matrix); a singular
-    one (``a*e - b*d == 0``, a zero resolution) is refused with ``ValueError``.
+    """Build the georeferencing a writer stores: ``crs=None`` stores none (and refuses a transform).
 
     >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
     <ModelType.GEOGRAPHIC: 2>
@@ -323,13 +298,6 @@ def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferenci
 
 def affine_coefficients(transform) -> tuple[float, ...]:
     """``(a, b, c, d, e, f)`` of a transform to store, refusing one that would not place every pixel apart.
-
-    Nine numbers (an ``affine.Affine``, a 3 x 3 matrix row by row) must end
-    in the affine row ``0, 0, 1``: anything else is not an affine transform,
-    and keeping its first six numbers would store a different one.  The spec
-    writes no rule on the matrix, but a singular one (``a*e - b*d == 0``, as
-    a zero resolution gives) maps whole rows or columns of pixels onto one
-    line, which is no georeferencing a reader can use.
 
     >>> affine_coefficients((10, 0, 500000, 0, -10, 4000000, 0, 0, 1))
     (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
@@ -370,14 +338,8 @@ def affine_coefficients(transform) -> tuple[float, ...]:
 def recorded_georeferencing(crs, transform, raster_type, *, record: str) -> Georeferencing:
     """The georeferencing a record (a STAC Item, a catalog row) says its file has, checked as ``write`` checks it.
 
-    Each of ``crs``, ``transform`` and ``raster_type`` is ``(field, value)``:
-    the field's name in the record, for the error, and its value.  ``crs`` is
-    ``None`` (no CRS) or anything pyproj resolves to an EPSG code (an EPSG
-    integer, ``"EPSG:n"``, WKT2, PROJJSON as a dict or text); ``transform``
-    is six numbers (ignored without a CRS, as a reader ignores the matrix of
-    a file without one); ``raster_type`` is ``"area"``/``"point"`` or
-    ``None`` (area).  Anything else is a ``ValueError`` naming ``record`` and
-    the field.
+    Each argument is ``(field name, value)``; an error names ``record`` and the field.  Without a CRS the
+    transform is ignored, as a reader ignores a file's.
 
     >>> recorded_georeferencing(("proj:code", "EPSG:32633"), ("proj:transform", [10, 0, 5e5, 0, -10, 5e6]),
     ...                         ("rumi:raster_type", "area"), record="STAC Item 'a'").epsg
@@ -414,13 +376,7 @@ _ROUNDING = 1e-12
 def check_claimed_georeferencing(claimed: Georeferencing, tags: Georeferencing, *, claimed_by: str, file: str) -> None:
     """Refuse georeferencing claimed for a file (by an Item, a catalog row, ``crs=``) that its own tags contradict.
 
-    ``tags`` is what the file's two georeferencing tags say.  A file without
-    a CRS contradicts nothing: a claimed CRS and transform then place a
-    raster that carries no place of its own, which is what ``crs=`` and
-    ``transform=`` are for.  Otherwise the CRS, the raster type and the
-    transform must agree (the transform to within a billionth of a pixel),
-    or a ``RumiFormatError`` (``georeferencing.matches-file``) names the
-    claimant, the file and what each says.
+    A file without a CRS contradicts nothing; transforms agree to a billionth of a pixel.
 
     >>> file = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5, 0, -10, 5e6))
     >>> check_claimed_georeferencing(file, file, claimed_by="STAC Item 'a'", file="a.rumi")

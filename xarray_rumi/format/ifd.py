@@ -1,9 +1,4 @@
-"""The BigTIFF preamble and the single fixed IFD, written and parsed strictly.
-
-Exactly 11 tags in rising order, each with the type and count the spec fixes;
-values of up to 8 bytes inline, larger ones immediately after the IFD in
-rising tag order, and the frame data immediately after them.
-"""
+"""The BigTIFF preamble and the single fixed IFD, written and parsed strictly."""
 
 from __future__ import annotations
 
@@ -91,8 +86,6 @@ def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
 def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, byte_counts) -> bytes:
     """Everything before the first frame: BigTIFF preamble, IFD and external values.
 
-    The result is exactly ``base_frame_offset(grid)`` bytes long.
-
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> prefix = build_prefix(FrameGrid(1, 1, 1, 1, 1), sample_type_from_name("uint8"), Georeferencing(), [30])
     >>> len(prefix), prefix[:4].hex()
@@ -151,15 +144,7 @@ class ParsedIFD:
 
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
-    """How many bytes of the file :func:`parse_prefix` needs, from its first 252.
-
-    Reads only the entry table, so a reader can fetch the whole prefix in a
-    second request when its first guess was short.  The size is derived from
-    ``B`` and ``N`` as the spec's layout fixes it, never from a claimed count
-    of some other tag, and ``N`` beyond ``limits.max_frames`` is refused
-    before anything is fetched.  An IFD that is not shaped like the fixed
-    one needs no more bytes: :func:`parse_prefix` names what is wrong.
-    """
+    """How many bytes of the file :func:`parse_prefix` needs, from its first 252."""
     _check_preamble(head)
     entries = _entries(head)
     fixed = PREAMBLE_SIZE + IFD_SIZE
@@ -177,10 +162,6 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
 
 def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
     """Parse and check the BigTIFF preamble, the IFD and its external values.
-
-    ``data`` is the start of the file; it must reach at least
-    :func:`prefix_size` bytes.  ``check_registry=False`` skips the EPSG
-    registry lookup (pyproj) for the CRS code.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
@@ -245,11 +226,6 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
 def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     """Each tag's count and, when stored inline, its values, from a file's first 252 bytes.
 
-    The BigTIFF preamble and the tag table are checked as :func:`parse_prefix`
-    checks them (the fixed tags, once each, in rising order, with their
-    types); counts and values are the caller's to compare, with a header blob
-    for instance.  Values stored after the IFD are ``None``.
-
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2)
     >>> head = parse_head(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 12)[:252])
@@ -290,9 +266,6 @@ def _check_preamble(data: bytes) -> None:
 
 def _check_file_kind(head: bytes) -> None:
     """Refuse, from its first bytes, a file that is not little-endian BigTIFF, saying what it is instead.
-
-    What the first bytes say comes first, so a short PNG or classic TIFF is
-    named as such rather than as a truncated rumi file.
 
     >>> _check_file_kind(b"\\x89PNG\\r\\n\\x1a\\n")
     Traceback (most recent call last):
@@ -386,11 +359,6 @@ def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
 
 def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> None:
     """Check TileOffsets and TileByteCounts against the spec's frame layout.
-
-    Offsets are compared in frame-index order, never sorted: a band-interleaved
-    file is contiguous once sorted, and must still be rejected.  Sorting is
-    used only to name the rule broken (``frames.order`` rather than
-    ``frames.contiguous``).
 
     >>> import dataclasses
     >>> from xarray_rumi.format.dtypes import sample_type_from_name

@@ -1,9 +1,4 @@
-"""Where things sit in a rumi file, derived from the shape alone.
-
-The IFD is fixed at byte 16 and 236 bytes long; only values larger than 8
-bytes go out of line, so the start of the frame data follows from ``B`` and
-``N`` (spec: *Deriving base_frame_offset*).
-"""
+"""Where things sit in a rumi file, derived from the shape alone."""
 
 from __future__ import annotations
 
@@ -57,22 +52,13 @@ def base_frame_offset(grid: FrameGrid) -> int:
 
 
 def georeferencing_offset(grid: FrameGrid) -> int:
-    """Byte offset of the ModelTransformation values; GeoKeys follow them.
-
-    Both are always the last external values, so they end at the first frame.
-    """
+    """Byte offset of the ModelTransformation values; GeoKeys follow them."""
     return base_frame_offset(grid) - GEOREFERENCING_SIZE
 
 
 def check_frames_inside(offsets, byte_counts, file_size: int, *, from_blob: bool = False,
                         name: str = "the file") -> None:
     """Refuse (``frames.truncated``) a file of ``file_size`` bytes that does not hold every frame whole.
-
-    Vectorised over the frames, which may number millions: one pass of numpy.
-    The message names the first frame cut short and how many bytes are missing;
-    ``from_blob`` (frames located by a blob, not by the file's IFD) adds that
-    the blob may be another file's, as likely as a cut file when it is;
-    ``name`` is what the message calls the file (its path or URL).
 
     >>> offsets, counts = np.array([412, 512, 612]), np.array([100, 100, 50])
     >>> check_frames_inside(offsets, counts, 662)

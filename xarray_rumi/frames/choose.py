@@ -1,21 +1,4 @@
-"""Choosing how to compress frames: lossless recipes, chosen by measuring.
-
-Every rumi frame is self-contained, so the writer may pick a recipe per frame.
-``"auto"`` measures every GeoZL/OpenZL graph on small windows of a few sample
-frames, lets the few best compete on larger windows of the same samples, and
-encodes the frames with the winner; ``"portable"`` lets the graphs that use
-only OpenZL's built-in codecs compete the same way.  Small images, whose whole
-write costs little, also try the winner with zstd at a slower level; and where
-the writer may choose the frame unit, cell frames compete with tile frames.
-Ties go to the simpler (faster) recipe, deterministically, so the same data
-always gives the same bytes.  ``"lossy:<error>"`` is the only way to lose
-information: it chooses as ``auto`` does among GeoZL's quantising graphs,
-and the error bound lives in each frame, the one place the spec allows.
-
-What is chosen, a :class:`~xarray_rumi.frames.recipes.Recipes`, and how a
-recipe becomes a frame (at another zstd level too) are in
-:mod:`~xarray_rumi.frames.recipes`.
-"""
+"""Choosing how to compress frames: lossless recipes, chosen by measuring."""
 
 from __future__ import annotations
 
@@ -140,13 +123,7 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
 
 
 def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
-    """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``).
-
-    Graphs that encode the quick windows to exactly the same length are, as a
-    rule, the same encoding under two names (for one-byte samples GeoZL's
-    ``field_lz`` and ``zstd`` backends coincide): keeping both would waste
-    a place on the shortlist.
-    """
+    """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``)."""
     kept, seen = [], set()
     for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
         key = by(graph) if by else sizes[graph]
@@ -179,15 +156,6 @@ def _fixed(compression) -> Recipes | None:
 def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
-    ``compression`` is ``"auto"``, ``"portable"``, ``"lossy:<error>"``, a
-    GeoZL recipe string such as ``"planar>zigzag>zstd"`` (used for every frame
-    as given; one ending in zstd may name zstd's level, as in
-    ``"planar>zigzag>transpose>zstd:16"``), or an ``openzl.ext.Compressor``
-    with its starting graph selected (every frame goes through that graph,
-    as one numeric stream).  ``workers`` threads measure.  ``small`` says
-    the samples come from a small image (:data:`SMALL_IMAGE_BYTES`): ``auto``
-    then tries the winner at zstd's slow level too.
-
     >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
     >>> choose([ramp], "portable").recipe in PORTABLE_RECIPES
@@ -207,11 +175,7 @@ class _Choice:
 
 
 def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, across_only=()) -> list[_Choice]:
-    """One :class:`_Choice` per list of sample frames, all measured together on one pool.
-
-    The lists of cell samples whose index is in ``across_only`` try only
-    graphs that predict each band from the one before.
-    """
+    """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
     fixed = _fixed(compression)
     if fixed is not None:
         return [_Choice(fixed, math.inf)] * len(sample_sets)
@@ -240,14 +204,7 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
 
 
 def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
-    """The choices with each winner's predictor at zstd's slow level where that pays, for a small image.
-
-    The slow graph is measured on the middle sample's profile window only,
-    against the winner's size there: it costs 8 to 13 times as much to encode.
-    Where it is :data:`SLOW_LEVEL_GAIN` of that size or less, it replaces the
-    winner.  (Letting each frame keep the smaller of the two changed no
-    real raster's size: a second encode of every frame for nothing.)
-    """
+    """The choices with each winner's predictor at zstd's slow level where that pays, for a small image."""
     middle = [len(samples) // 2 for samples in sample_sets]
     slow = [_at_slow_level(c.recipes.recipe, samples[0].dtype.itemsize)
             for c, samples in zip(chosen, sample_sets)]
@@ -272,15 +229,7 @@ def _predictor(candidate: str) -> tuple[str, bool]:
 
 def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer,
                 across_only=()) -> list[list[str]]:
-    """Per sample list, the graphs worth trying on the trial window.
-
-    The quick raster (the samples' quick windows stacked as planes, a few
-    thousand pixels) ranks every predictor with its reference backend, then
-    the best predictors with every backend.  Where it is nearly empty, every
-    graph is ranked on the trial window instead.  Cell samples try each graph
-    within bands and across them, or across them only where ``across_only``
-    says so for their list.
-    """
+    """Per sample list, the graphs worth trying on the trial window."""
     try:
         names = [_graph_names(samples[0].dtype.str, error) for samples in sample_sets]
     except ValueError as exc:  # an error bound GeoZL does not understand
@@ -364,13 +313,6 @@ def _centred(extent: slice, size: int) -> slice:
 def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes, ...]:
     """Recipes per band slot: one per band for tile frames, one for cell frames.
 
-    Bands differ (an alpha band is not a red band), and a tile frame holds a
-    single band, so each band gets recipes measured on its own frames.
-    ``frame_at(k)`` returns the storage elements of frame ``k``, or just of
-    its :func:`profile_window` (all that is measured, every smaller window
-    being centred in it); ``workers`` threads measure, all band slots at once.
-    The choice is logged at DEBUG, one line per band slot.
-
     >>> from xarray_rumi.format.grid import FrameGrid
     >>> grid = FrameGrid(64, 64, 32, 32, 2)  # two bands of 2 x 2 tile frames
     >>> image = np.zeros((2, 64, 64), np.uint16)
@@ -383,14 +325,6 @@ def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes
 def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
                 may_use_cells: bool = False) -> tuple[FrameGrid, tuple[Recipes, ...]]:
     """:func:`plan`, and with ``may_use_cells`` the frame unit too: ``(grid, recipes)``.
-
-    ``grid`` and ``frame_at`` are those of tile frames.  With ``may_use_cells``,
-    ``compression="auto"`` and 2 to :data:`CELL_MAX_BANDS` bands, cell frames
-    (each sample position's bands stacked, so that a band may be predicted
-    from the one before) compete with the bands' tile frames on the same
-    profile windows, and win when they are :data:`CELL_GAIN` of the size or
-    less, unless the tile frames are nearly empty (under
-    :data:`QUICK_MIN_BYTES` each); the grid returned is then the cell grid.
 
     >>> grid = FrameGrid(128, 128, 64, 64, 3)
     >>> texture = np.random.default_rng(0).integers(0, 200, (128, 128), dtype=np.uint8)

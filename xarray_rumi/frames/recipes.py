@@ -1,13 +1,4 @@
-"""What a frame is encoded with: :class:`Recipes`, and a recipe string turned into a frame.
-
-A recipe is a GeoZL graph name (``"planar>zigzag>transpose>zstd"``),
-optionally at another zstd level (``":16"``, the same graph rebuilt from
-OpenZL's nodes, since GeoZL's graphs fix the level) and optionally
-``"@interband"`` (a cell frame predicting each band from the one before).
-:mod:`~xarray_rumi.frames.choose` decides which recipes an image's frames
-get; this module only encodes them, always at the pinned OpenZL format
-version and with checksums, so every reader decodes what it writes.
-"""
+"""What a frame is encoded with: :class:`Recipes`, and a recipe string turned into a frame."""
 
 from __future__ import annotations
 
@@ -31,10 +22,6 @@ GEOZL_ZSTD_LEVEL = 6
 @dataclass(frozen=True)
 class Recipes:
     """What the frames of one band slot are encoded with: a recipe, or a caller's OpenZL graph.
-
-    ``recipe`` is a GeoZL recipe, optionally ending in ``"@interband"`` (a
-    cell frame then predicts each band from the previous one); a frame it does
-    not apply to is encoded with :data:`FALLBACK`.
 
     >>> import numpy as np
     >>> len(Recipes("id>zstd").encode(np.zeros((1, 8, 8), np.uint8))) > 0
@@ -125,13 +112,7 @@ _ZSTD_BACKENDS = ("zstd", "transpose>zstd")
 
 
 def _encode_at_level(stored: np.ndarray, recipe: ParsedRecipe, cache: ThreadCache) -> bytes:
-    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``.
-
-    GeoZL's graphs fix zstd's level; at :data:`GEOZL_ZSTD_LEVEL` this graph
-    writes their bytes exactly.  Its predictors are GeoZL's codecs, run from
-    Python: OpenZL holds the GIL while it encodes, so these frames do not
-    encode in parallel.
-    """
+    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``."""
     keep_heap_top()  # as encode_frame does
     bands, h = stored.shape[:2]
     raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)

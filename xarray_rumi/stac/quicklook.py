@@ -1,24 +1,4 @@
-"""Quicklooks: a small PNG of a rumi image, read from as few frames and samples as it can.
-
-The image is sampled on a regular grid of at most ``size`` points along its
-longest side (``RumiImage.read_points``: only the frames holding a sampled
-point, and in cell-frame files only the chosen bands' frames, are fetched and
-decoded), stretched per band between two percentiles, and written as an
-8-bit grey or RGB PNG.
-
-What has no place on a stretch gets one: NaN and infinities are no data,
-shown transparent through an alpha channel the PNG gains only then (an
-infinity painted as the minimum or maximum would pass for a real value);
-a band of one value (a constant image, a single sample) has no spread to
-stretch and is mid grey (128), which says "one value" where black would
-say "the lowest"; and the stretch is computed so that no difference of
-samples overflows, whatever their range (float64 near its limits included).
-
-The PNG is written here, with ``zlib`` and ``struct`` from the standard
-library: an 8-bit grey or RGB PNG is a signature and three chunks, and
-writing them takes fewer lines than declaring an imaging dependency
-(Pillow, imageio), none of which the core dependencies bring.
-"""
+"""Quicklooks: a small PNG of a rumi image, read from as few frames and samples as it can."""
 
 from __future__ import annotations
 
@@ -71,9 +51,7 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
               storage_options=None) -> np.ndarray:
     """The quicklook of a rumi file as ``uint8`` ``(rows, cols)`` (grey) or ``(rows, cols, 3)`` (RGB).
 
-    ``bands`` are 1-based band numbers: one (grey) or three (red, green,
-    blue); default :func:`default_bands`.  Where a sample is no data (NaN,
-    infinite), an alpha channel is added (:func:`stretch`).
+    ``bands``: 1-based, one or three (default :func:`default_bands`); no data (NaN, infinities) adds alpha.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -92,12 +70,6 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
 
 def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
     """``(bands, rows, cols)`` samples as ``uint8`` grey ``(rows, cols)`` or RGB ``(rows, cols, 3)``.
-
-    Each band is scaled linearly so its low percentile is 0 and its high
-    one 255; complex samples show their magnitude.  A band of one value is
-    mid grey (128).  NaN and infinities are no data: where a pixel has any,
-    an alpha channel is added (``(rows, cols, 2)`` grey and alpha,
-    ``(rows, cols, 4)`` RGBA), 0 there and 255 elsewhere.
 
     >>> stretch(np.array([[[0, 5, 10]]]), (0, 100)).tolist()
     [[0, 128, 255]]
@@ -161,8 +133,6 @@ def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarr
 
 def encode_png(pixels: np.ndarray) -> bytes:
     """An 8-bit PNG of ``uint8`` grey ``(rows, cols)`` or ``(rows, cols, channels)`` pixels.
-
-    Channels: 1 grey, 2 grey and alpha, 3 RGB, 4 RGB and alpha.
 
     >>> encode_png(np.zeros((2, 3), np.uint8))[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'

@@ -1,29 +1,4 @@
-"""One OpenZL frame as one Zarr chunk: the configuration and the work every registration shares.
-
-:class:`OpenZLConfig` is one frozen value holding the whole configuration:
-
-* decoding goes through ``geozl.decompress``, which knows GeoZL's decoders as
-  well as OpenZL's built-in ones, releases the GIL and refuses to allocate
-  more than one chunk; the first frame a codec decodes for a sample type goes
-  through OpenZL's own decoder instead
-  (:func:`xarray_rumi.frames.codec.decode_elements`), which reports the
-  element width the frame records, so a configuration of another width than
-  the frames' is refused (every frame of one array shares its sample type);
-* encoding (ordinary Zarr arrays) compresses a chunk with a GeoZL recipe at the
-  pinned OpenZL frame format version (:data:`xarray_rumi.frames.codec.FORMAT_VERSION`).
-
-Chunks behind virtual references are rumi frames, and rumi cuts edge frames to
-the image while Zarr's regular grid pads edge chunks.  With ``image_shape``
-set, the codec works out each frame's ``(h, w)`` from the number of samples it
-decodes to and places the frame top-left in a zero-filled chunk (Zarr crops
-the padding away, so its value is never seen).  The one ambiguity,
-a right-edge frame ``(T_l, e_w)`` against a bottom-edge frame ``(e_l, T_w)``
-when ``T_l * e_w == e_l * T_w``, is settled by the reference itself: a
-right-edge frame's reference starts one byte (or three) before the frame,
-which the codec sees from where OpenZL's frame magic begins (see
-:mod:`xarray_rumi.virtual.edges`).  The configuration is the grid's alone,
-so grid-aligned files share it.
-"""
+"""One OpenZL frame as one Zarr chunk: the configuration and the work every registration shares."""
 
 from __future__ import annotations
 
@@ -72,17 +47,6 @@ def zarr_dtype(sample: SampleType) -> np.dtype:
 @dataclass(frozen=True)
 class OpenZLConfig:
     """The codec's configuration and its work, shared by both registrations.
-
-    ``sample_type`` names the rumi sample type of the frame bytes (``None``:
-    the array's own dtype).  ``chunk_shape`` bounds decoding when the caller
-    does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
-    on edge-frame placement.  ``endian``
-    (``"little"`` or ``"big"``) is the byte order of the bytes the numcodecs
-    codec exchanges with its caller; frames are little-endian either way.
-
-    A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
-    frames (2, 4) both hold 8 samples, so a right-edge frame's reference
-    starts one byte before it (see :mod:`xarray_rumi.virtual.edges`).
 
     >>> right_edge = OpenZLConfig().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
     >>> codec = OpenZLConfig(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
@@ -154,12 +118,7 @@ class OpenZLConfig:
     # -- decoding --------------------------------------------------------------
 
     def decode(self, data, chunk_shape: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
-        """Decode one chunk to ``chunk_shape`` (default: the configured one).
-
-        ``dtype`` is the array's dtype when no ``sample_type`` is configured.
-        A chunk that does not decode, or decodes to a size no frame of this
-        array has, raises :class:`~xarray_rumi.RumiFormatError`.
-        """
+        """Decode one chunk to ``chunk_shape`` (default: the configured one)."""
         data = memoryview(data).cast("B")
         shape = tuple(chunk_shape if chunk_shape is not None else self.chunk_shape or ())
         if not shape:
@@ -179,12 +138,7 @@ class OpenZLConfig:
         return out
 
     def _decompress(self, frame: memoryview, limit: int, sample: SampleType) -> np.ndarray:
-        """The frame's raw bytes, its element width checked on the first frame of each sample type.
-
-        Only OpenZL's decoder reports the width, and it holds the GIL, where
-        geozl's releases it: checking every frame made concurrent chunk decodes
-        two to four times slower on two threads.
-        """
+        """The frame's raw bytes, its element width checked on the first frame of each sample type."""
         checked = self.__dict__.setdefault("_widths_checked", set())   # not a field: equality and config ignore it
         if sample.name in checked:
             return decompress_frame(frame, limit)
@@ -215,20 +169,13 @@ class OpenZLConfig:
 
 @lru_cache(maxsize=64)
 def _frame_sizes(image_shape: tuple[int, int], tile_shape: tuple[int, int]) -> frozenset[tuple[int, int]]:
-    """The ``(h, w)`` a chunk's frame may have: the grid's frame sizes, and a full chunk.
-
-    A full chunk is always accepted (a copy written by zarr pads edges); no
-    cut frame holds as many samples, so it adds no ambiguity.
-    """
+    """The ``(h, w)`` a chunk's frame may have: the grid's frame sizes, and a full chunk."""
     (image_length, image_width), (tile_length, tile_width) = image_shape, tile_shape
     return FrameGrid(image_width, image_length, tile_width, tile_length, 1).frame_sizes | {tile_shape}
 
 
 def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether two chunk shapes hold the same planes of the same rows and columns.
-
-    A stack of images adds leading length-1 axes: (1, B, T_l, T_w) frames are (B, T_l, T_w) ones.
-    """
+    """Whether two chunk shapes hold the same planes of the same rows and columns."""
     return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
 
 
@@ -239,8 +186,6 @@ def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
     """The raw bytes of one chunk's frame and the element width it records.
-
-    Refused beyond ``limit`` bytes (default: one frame's limit).
 
     >>> raw, width = decompress_chunk(memoryview(OpenZLConfig().encode(np.zeros((1, 2, 2), "int32"))), None)
     >>> raw.size, width

@@ -1,15 +1,4 @@
-"""OpenZL as a Zarr codec: numcodecs ``"openzl"``, zarr v3 ``"openzl"`` and ``"numcodecs.openzl"``.
-
-Each registration adapts one :class:`~xarray_rumi.virtual.chunks.OpenZLConfig`
-(the configuration and the chunk-level work, :mod:`xarray_rumi.virtual.chunks`)
-to its framework's interface, and nothing more:
-
-* :class:`OpenZLCodec`, numcodecs ``"openzl"`` (Zarr v2, Kerchunk);
-* :class:`OpenZLZarrCodec`, zarr v3 array-to-bytes ``"openzl"``;
-* :class:`OpenZLBytesCodec`, zarr v3 bytes-to-bytes ``"numcodecs.openzl"``,
-  the numcodecs codec behind zarr's ``bytes`` serializer, which
-  VirtualiZarr's Kerchunk writer keeps.
-"""
+"""OpenZL as a Zarr codec: numcodecs ``"openzl"``, zarr v3 ``"openzl"`` and ``"numcodecs.openzl"``."""
 
 from __future__ import annotations
 
@@ -42,12 +31,6 @@ from .chunks import (
 
 class OpenZLCodec(Codec):
     """numcodecs codec ``"openzl"``: one OpenZL frame per chunk.
-
-    Like every numcodecs codec it hands back the bytes it was given.  Frames
-    hold little-endian samples, so ``endian`` (``"little"``, the default, or
-    ``"big"``) says which byte order those bytes are in: a big-endian array
-    (``>f8``, as netCDF3 and FITS give) needs ``endian="big"``, and a chunk of
-    the other byte order is refused rather than handed back swapped.
 
     >>> import numcodecs
     >>> codec = numcodecs.get_codec({"id": "openzl", "sample_type": "int32", "chunk_shape": [2, 3]})
@@ -128,13 +111,7 @@ def _check_byte_order(dtype: np.dtype, endian: str) -> None:
 
 
 class _SyncInThread:
-    """The async half of zarr's codec interface, for a codec that defines the synchronous one.
-
-    The synchronous pair (``_decode_sync``, ``_encode_sync``) is zarr's
-    SupportsSyncCodec (zarr >= 3.4), which its fused pipeline runs without an
-    event loop; the async pair runs it in a thread, as zarr's own compressors
-    do, so decoding stays off the event loop.
-    """
+    """The async half of zarr's codec interface, for a codec that defines the synchronous one."""
 
     async def _decode_single(self, chunk_data, chunk_spec):
         return await asyncio.to_thread(self._decode_sync, chunk_data, chunk_spec)
@@ -216,15 +193,6 @@ def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
 @dataclass(frozen=True)
 class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     """zarr v3 ``"numcodecs.openzl"``: the numcodecs codec behind zarr's ``bytes`` serializer.
-
-    Chunks decode to the bytes of the full chunk, in the configuration's
-    ``endian`` (that of the ``bytes`` codec before it), so this form needs
-    ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
-    because VirtualiZarr's Kerchunk writer keeps bytes-to-bytes codecs but
-    drops array-to-bytes ones (see :mod:`xarray_rumi.virtual.parser`).  Its
-    metadata is what zarr writes for a numcodecs codec (``{"name":
-    "numcodecs.openzl", "configuration": {...}}``), and ``codec_config`` is
-    the numcodecs form, which VirtualiZarr's writers read.
 
     >>> import zarr
     >>> a = zarr.create_array({}, shape=(3, 3), dtype="complex64", compressors=[
