@@ -196,15 +196,6 @@ def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
     return crs.type_name, None
 
 
-def epsg_model_type(code: int) -> ModelType | None:
-    """Geographic or projected, as the EPSG registry says; ``None`` if rumi cannot store it.
-
-    >>> epsg_model_type(4087)   # a projected CRS, whatever its number suggests
-    <ModelType.PROJECTED: 1>
-    """
-    return registry_entry(code)[1]
-
-
 def resolve_crs(crs) -> tuple[int, ModelType]:
     """``(epsg, model_type)`` for anything pyproj understands that has an EPSG code.
 
