@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import RumiFormatError
-from .dtypes import SAMPLE_TYPES, SampleType, sample_type
+from .dtypes import SampleType, sample_type
 from .grid import FrameGrid, FrameUnit
 from .placement import base_frame_offset
 from .limits import DEFAULT_LIMITS, Limits
@@ -34,7 +34,7 @@ class Header:
     """A decoded header blob: the grid, the sample type and the frame sizes.
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
-    >>> h = Header.from_byte_counts(grid, SAMPLE_TYPES[1, 8], [900, 300, 310, 100])
+    >>> h = Header.from_byte_counts(grid, sample_type(1, 8), [900, 300, 310, 100])
     >>> (h.count_min, h.count_bits, len(h.to_bytes()))
     (100, 10, 33)
     >>> Header.from_bytes(h.to_bytes()).offset(2), h.byte_count(3)
@@ -56,7 +56,7 @@ class Header:
     def from_byte_counts(cls, grid: FrameGrid, sample: SampleType, byte_counts) -> Header:
         """Encode counts canonically: the true minimum, the minimum width.
 
-        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), SAMPLE_TYPES[1, 8], [9]).grid.frame_unit
+        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), sample_type(1, 8), [9]).grid.frame_unit
         <FrameUnit.TILE: 0>
         """
         if grid.samples_per_pixel == 1 and grid.frame_unit is not FrameUnit.TILE:
@@ -178,7 +178,7 @@ class Header:
     def byte_count(self, index: int) -> int:
         """Byte count of one frame, O(1): at most five bytes of the blob are read.
 
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), SAMPLE_TYPES[1, 8], [7, 9, 8])
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
         >>> [h.byte_count(k) for k in range(3)]
         [7, 9, 8]
         """
@@ -229,7 +229,7 @@ class Header:
     def frame_at(self, byte: int) -> int:
         """The frame whose range holds file position ``byte`` (``-1`` before the first frame, ``N`` past the last).
 
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), SAMPLE_TYPES[1, 8], [7, 9, 8])
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
         >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.frames_end)
         ([0, 1, 2], 0, 3)
         """
@@ -265,7 +265,7 @@ def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
 def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | None:
     """The size the fixed part of ``blob`` says the whole blob has, or ``None`` if its 28 bytes say nothing sound.
 
-    >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), SAMPLE_TYPES[1, 8], [7, 9, 8])
+    >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
     >>> claimed_blob_size(h.to_bytes()[:28]), claimed_blob_size(b"not a blob"), claimed_blob_size(bytes(28))
     (29, None, None)
     """
@@ -281,7 +281,7 @@ def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) ->
     The first blob that breaks a rule is refused with it, named ``names[position]`` (default: its position).
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
-    >>> a, b = (Header.from_byte_counts(grid, SAMPLE_TYPES[1, 8], c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
+    >>> a, b = (Header.from_byte_counts(grid, sample_type(1, 8), c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
     >>> headers = headers_from_bytes([a, b, a])
     >>> [h.byte_count(0) for h in headers], headers[0] is headers[2]
     ([9, 5, 9], True)
