@@ -1,4 +1,7 @@
-"""Keep frame and chunk buffers in the heap in processes that trim it eagerly (Dask workers)."""
+"""Keep frame and chunk buffers in the heap in processes that trim it eagerly (Dask workers).
+
+Kept because ``ci/benchmarks/runtime.py`` shows it matters (docs/benchmarks.md, *Measurements the code relies on*).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The package's threads: the one module that starts them and hands them work."""
+"""The package's threads: the one module that starts them and hands them work.
+
+Sharing the cores (``share_work``) is kept because ``ci/benchmarks/runtime.py`` shows it matters
+(docs/benchmarks.md, *Measurements the code relies on*).
+"""
 
 from __future__ import annotations
 
