@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..format.blob import Header
-from ..format.geo import Georeferencing, RasterType, centre_to_corner, recorded_georeferencing
+from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
 from ..reading.image import RumiImage
 from ..reading.open import load_headers, open_image
 from ..stac.read import is_stac, is_stac_geoparquet, item_images, stac_geoparquet_images
@@ -112,14 +112,6 @@ def _read_checked(catalog):
     return pd.read_parquet(catalog), None
 
 
-def rows_from_items(items):
-    """A catalog DataFrame (with ``id`` and ``datetime`` columns) from STAC Items: nothing is read.
-
-    What each Item records comes from :func:`xarray_rumi.stac.read.item_images`.
-    """
-    return rows_of_images(item_images(items))
-
-
 def rows_of_images(images):
     """The catalog DataFrame (with ``id`` and ``datetime`` columns) of :class:`~xarray_rumi.stac.read.ItemImage` s.
 
@@ -152,15 +144,10 @@ def _rows_and_headers(images):
     return table, headers
 
 
-def georeferencing_of(row, record: str = "catalog row") -> Georeferencing:
-    """The georeferencing a catalog row records; ``record`` names the row in the error of a malformed one."""
-    return _georeferencing(row.epsg, row.raster_type, row.transform, record)
-
-
 def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
     """What a row's ``epsg``, ``raster_type`` and ``transform`` say, checked as an Item's are (one function)."""
-    return recorded_georeferencing(("epsg", _epsg(epsg)), ("transform", transform), ("raster_type", raster_type),
-                                   record=record)
+    return georeferencing(_epsg(epsg), transform, raster_type, record=record,
+                          fields=("epsg", "transform", "raster_type"))
 
 
 def _epsg(value):

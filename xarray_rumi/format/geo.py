@@ -269,24 +269,6 @@ def centre_to_corner(transform) -> tuple[float, ...]:
     return (a, b, c - (a * 0.5 + b * 0.5), d, e, f - (d * 0.5 + e * 0.5))
 
 
-def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferencing:
-    """Build the georeferencing a writer stores: ``crs=None`` stores none (and refuses a transform).
-
-    >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
-    <ModelType.GEOGRAPHIC: 2>
-    """
-    raster = RasterType.parse(raster_type)
-    if crs is None:
-        if transform is not None and tuple(transform)[:6] != IDENTITY:
-            raise ValueError("a transform without a CRS cannot be stored: rumi files with no CRS carry no transform")
-        return Georeferencing(None, ModelType.UNDEFINED, raster, IDENTITY)
-    code, model = resolve_crs(crs)
-    if transform is None:
-        raise ValueError("a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
-    coefficients = affine_coefficients(transform)
-    return Georeferencing(code, model, raster, coefficients)
-
-
 def affine_coefficients(transform) -> tuple[float, ...]:
     """``(a, b, c, d, e, f)`` of a transform to store, refusing one that would not place every pixel apart.
 
@@ -318,43 +300,40 @@ def affine_coefficients(transform) -> tuple[float, ...]:
     return numbers
 
 
-# -- georeferencing a record claims for its file ------------------------------------
-#
-# A STAC Item or a catalog row records its file's georeferencing so that opening
-# reads nothing.  Both are turned into a Georeferencing by one function, checked as
-# a writer checks what it stores, and both are compared with the file's own tags
-# by one function wherever a read fetches them anyway.
+def georeferencing(crs=None, transform=None, raster_type="area", *, record: str | None = None,
+                   fields=("crs", "transform", "raster_type")) -> Georeferencing:
+    """The georeferencing a writer stores, or that a ``record`` (a STAC Item, a catalog row) says its file has.
 
+    ``crs=None`` is no georeferencing: a writer's transform is then refused, a record's ignored (as a reader
+    ignores the matrix of a file without a CRS).  A record's errors name it and the field (``fields``).
 
-def recorded_georeferencing(crs, transform, raster_type, *, record: str) -> Georeferencing:
-    """The georeferencing a record (a STAC Item, a catalog row) says its file has, checked as ``write`` checks it.
-
-    Each argument is ``(field name, value)``; an error names ``record`` and the field.  Without a CRS the
-    transform is ignored, as a reader ignores a file's.
-
-    >>> recorded_georeferencing(("proj:code", "EPSG:32633"), ("proj:transform", [10, 0, 5e5, 0, -10, 5e6]),
-    ...                         ("rumi:raster_type", "area"), record="STAC Item 'a'").epsg
-    32633
-    >>> recorded_georeferencing(("epsg", 32633), ("transform", [10, 0, 5e5, 0, -10]), ("raster_type", "area"),
-    ...                         record="catalog row 0 ('a.rumi')")
+    >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
+    <ModelType.GEOGRAPHIC: 2>
+    >>> georeferencing(32633, [10, 0, 5e5, 0, -10], record="catalog row 0 ('a.rumi')",
+    ...                fields=("epsg", "transform", "raster_type"))
     Traceback (most recent call last):
     ...
     ValueError: catalog row 0 ('a.rumi'): transform: transform must be six finite numbers, got [10, 0, 500000.0, 0, -10]
     """
-    (crs_field, crs_value), (transform_field, transform_value), (raster_field, raster_value) = crs, transform, raster_type
-    raster = _field(record, raster_field, RasterType.parse, "area" if raster_value is None else raster_value)
-    if crs_value is None:
+    crs_field, transform_field, raster_field = fields
+    raster = _field(record, raster_field, RasterType.parse, "area" if raster_type is None else raster_type)
+    if crs is None:
+        if record is None and transform is not None and tuple(transform)[:6] != IDENTITY:
+            raise ValueError("a transform without a CRS cannot be stored: rumi files with no CRS carry no transform")
         return Georeferencing(None, ModelType.UNDEFINED, raster, IDENTITY)
-    code, model = _field(record, crs_field, resolve_crs, crs_value)
-    if transform_value is None:
-        raise ValueError(f"{record}: {transform_field}: a CRS needs a transform, and there is none")
-    return Georeferencing(code, model, raster, _field(record, transform_field, affine_coefficients, transform_value))
+    code, model = _field(record, crs_field, resolve_crs, crs)
+    if transform is None:
+        raise ValueError(f"{record}: {transform_field}: a CRS needs a transform, and there is none" if record else
+                         "a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
+    return Georeferencing(code, model, raster, _field(record, transform_field, affine_coefficients, transform))
 
 
-def _field(record: str, name: str, parse, value):
+def _field(record: str | None, name: str, parse, value):
     try:
         return parse(value)
     except (TypeError, ValueError) as exc:
+        if record is None:
+            raise
         raise ValueError(f"{record}: {name}: {exc}") from None
 
 
