@@ -21,7 +21,7 @@ from .ifd import (
     TILE_WIDTH,
     parse_head,
 )
-from .placement import PREAMBLE_SIZE, GEOREFERENCING_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
+from .placement import GEOREFERENCING_SIZE, IFD_SIZE, PREAMBLE_SIZE, external_sizes, georeferencing_offset
 
 #: The fixed head of every rumi file: the BigTIFF preamble and the IFD (spec: *Placement*).
 IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE

@@ -12,7 +12,6 @@ from .dtypes import SampleType, sample_type
 from .geo import Georeferencing
 from .grid import FrameGrid, FrameUnit
 from .placement import (
-    PREAMBLE_SIZE,
     BITS_PER_SAMPLE,
     GEO_KEY_DIRECTORY,
     IFD_OFFSET,
@@ -20,8 +19,9 @@ from .placement import (
     IMAGE_LENGTH,
     IMAGE_WIDTH,
     MODEL_TRANSFORMATION,
-    SAMPLE_FORMAT,
+    PREAMBLE_SIZE,
     SAMPLES_PER_PIXEL,
+    SAMPLE_FORMAT,
     TAG_COUNT,
     TILE_BYTE_COUNTS,
     TILE_LENGTH,

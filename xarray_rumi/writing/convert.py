@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from ..format.ifd import parse_head, prefix_size
-from ..format.placement import PREAMBLE_SIZE, IFD_SIZE
+from ..format.placement import IFD_SIZE, PREAMBLE_SIZE
 from ..frames.codec import frame_version
 from ..io.retry import RetryPolicy
 from ..io.source import ByteSource
