@@ -38,7 +38,7 @@ from ..io.retry import RetryPolicy
 from ..io.source import ByteSource
 from .data_array import GDAL_SAMPLE_TYPES, scaling_attributes
 from .parameters import check_storage_options, parse_frame_unit, tile_shape
-from .staging import refuse_overwriting_source
+from .staging import refuse_overwriting
 from .write import write
 
 #: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
@@ -110,7 +110,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     check_storage_options(storage_options)
     if crs is not None and drop_georeferencing:
         raise ValueError("crs= assigns a CRS and drop_georeferencing drops it: pass one of them")
-    refuse_overwriting_source(source, target)
+    refuse_overwriting([source], [target, target + ".header"], "the raster being converted")
     refuse_rumi_source(source)   # before GDAL opens it: GDAL reads a rumi file as a broken TIFF, noisily
     with rasterio.open(source) as src:
         code, transform, how = _georeferencing(src, source, drop_georeferencing, crs)

@@ -96,23 +96,6 @@ def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
                                  f"the second would replace the first")
 
 
-def refuse_overwriting_source(source: str, target: str) -> None:
-    """Raise ``ValueError`` when writing ``target`` (or its ``.header``) would replace ``source``.
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.tif")
-    >>> open(path, "wb").close()
-    >>> refuse_overwriting_source(path, "./" + os.path.relpath(path))
-    Traceback (most recent call last):
-    ...
-    ValueError: the output is the input: writing ... would replace the raster being converted; choose another output
-    """
-    for written in (target, target + ".header"):
-        if same_place(source, written):
-            raise ValueError(f"the output is the input: writing {written} would replace the raster being "
-                             f"converted; choose another output")
-
-
 def write_small(target: ByteSource, data: bytes) -> None:
     """Write ``data`` at ``target`` whole or not at all.
 
