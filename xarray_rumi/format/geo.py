@@ -239,14 +239,8 @@ def _resolve_crs(crs) -> tuple[int, ModelType]:
     return code, model
 
 
-# -- PixelIsPoint's half pixel ----------------------------------------------------
-#
-# GDAL (and rioxarray, rasterio, STAC's proj:transform) give every transform for
-# pixel *corners*: index (0, 0) is the outer corner of the first pixel.  A rumi
-# PixelIsPoint matrix maps index (0, 0) to the first pixel's *centre* (GeoTIFF's
-# convention), half a pixel further along both axes.  These two functions are
-# the one place that moves between them, with GDAL's arithmetic
-# (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
+# GDAL's transforms place pixel corners, a PixelIsPoint matrix pixel centres: these two move between them,
+# with GDAL's arithmetic (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
 
 
 def corner_to_centre(transform) -> tuple[float, ...]:
