@@ -25,12 +25,12 @@ import os
 import sys
 
 from ..datamodel.variable import cube_layout, image_layout
-from ..io.urls import is_local, is_url, local_path
+from ..io.urls import absolute, is_local, is_url, local_path
 from .shared import (STDOUT, CannotWrite, check_folder, check_outputs, read_by, storage_error,
                      write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
-from ..virtual.kerchunk import consolidated, layout_references, reference_url
+from ..virtual.kerchunk import consolidated, layout_references
 
 #: The formats ``write_references`` writes.
 FORMATS = ("json", "parquet")
@@ -194,7 +194,7 @@ def _opened(path: str, options: dict | None):
 
     options = None if is_local(path) else options  # object-store options mean nothing to a local file
     try:
-        return open_image(reference_url(path), _beside_header(path, options), storage_options=options)
+        return open_image(absolute(path), _beside_header(path, options), storage_options=options)
     except RumiFormatError as exc:
         print(f"rumi refs: {path}: {exc}", file=sys.stderr)
     except OSError as exc:

@@ -33,7 +33,7 @@ def references(path, header=None, **open_kwargs) -> dict:
     >>> bool((ds.band_data.values == data).all()), float(ds.x[0])
     (True, 500005.0)
     """
-    return layout_references(image_layout(open_image(reference_url(path), header, **open_kwargs)))
+    return layout_references(image_layout(open_image(absolute(path), header, **open_kwargs)))
 
 
 def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
@@ -51,7 +51,7 @@ def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
     if not paths:
         raise ValueError("no files to reference")
-    images = [open_image(reference_url(p), h, **open_kwargs) for p, h in zip(paths, headers)]
+    images = [open_image(absolute(p), h, **open_kwargs) for p, h in zip(paths, headers)]
     return layout_references(cube_layout(images, dim))
 
 
@@ -137,12 +137,3 @@ def compact_json(value) -> str:
     '{"zarr_format":2,"chunks":[1,2]}'
     """
     return json.dumps(value, separators=(",", ":"))
-
-
-def reference_url(path) -> str:
-    """Where references point for ``path``: a URL as it is, a local path (or ``file://`` URL) made absolute.
-
-    >>> reference_url("https://example.com/a.rumi"), reference_url("file:///data/a.rumi")
-    ('https://example.com/a.rumi', '/data/a.rumi')
-    """
-    return absolute(path)
