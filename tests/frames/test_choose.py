@@ -12,7 +12,7 @@ from xarray_rumi.frames.choose import (
     INTERBAND,
     QUICK_MIN_BYTES,
     choose,
-    plan,
+    plan_frames,
     profile_window,
     sample_frames,
 )
@@ -58,12 +58,12 @@ def test_plan_asks_for_the_frames_sample_frames_names():
         bands, rows, cols = grid.frame_window(k)
         return data[bands, rows, cols]
 
-    recipes = plan(grid, frame_at, "auto", workers=2)
+    recipes = plan_frames(grid, frame_at, "auto", workers=2)[1]
     assert asked == sample_frames(grid, "auto") and len(recipes) == 2
     # the centre of each frame is all that is measured
-    assert plan(grid, lambda k: data[profile_window(grid.frame_window(k))], "auto") == recipes
+    assert plan_frames(grid, lambda k: data[profile_window(grid.frame_window(k))], "auto")[1] == recipes
     assert sample_frames(grid, "planar>zigzag>zstd") == []
-    assert plan(grid, lambda k: pytest.fail("a given recipe needs no samples"), "planar>zigzag>zstd")[0].recipe \
+    assert plan_frames(grid, lambda k: pytest.fail("no samples needed"), "planar>zigzag>zstd")[1][0].recipe \
         == "planar>zigzag>zstd"
 
 
@@ -127,7 +127,7 @@ def test_the_chosen_recipes_are_logged_once_per_band_slot(caplog):
     image = np.stack([_terrain((1, 256, 256))[0], np.full((256, 256), 255, "uint16")])
     grid = FrameGrid(256, 256, 128, 128, 2)
     with caplog.at_level("DEBUG", logger="xarray_rumi.frames.choose"):
-        chosen = plan(grid, lambda k: image[grid.frame_window(k)], "auto")
+        chosen = plan_frames(grid, lambda k: image[grid.frame_window(k)], "auto")[1]
     lines = [r.getMessage() for r in caplog.records if r.name == "xarray_rumi.frames.choose"]
     assert len(lines) == 2
     for slot, (line, chosen_recipes) in enumerate(zip(lines, chosen)):

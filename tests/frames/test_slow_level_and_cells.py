@@ -13,7 +13,6 @@ from xarray_rumi.frames.recipes import GEOZL_ZSTD_LEVEL, INTERBAND
 from xarray_rumi.frames.choose import (
     SLOW_ZSTD_LEVEL,
     choose,
-    plan,
     plan_frames,
 )
 
@@ -75,9 +74,9 @@ def test_plan_knows_a_small_image_from_its_grid(monkeypatch):
     image = _smooth((1, 600, 600))
     grid = FrameGrid(600, 600, 256, 256, 1)
     frame_at = lambda k: image[grid.frame_window(k)]  # noqa: E731
-    assert plan(grid, frame_at, "auto")[0].recipe.endswith(f":{SLOW_ZSTD_LEVEL}")
+    assert plan_frames(grid, frame_at, "auto")[1][0].recipe.endswith(f":{SLOW_ZSTD_LEVEL}")
     monkeypatch.setattr(compression, "SMALL_IMAGE_BYTES", image.nbytes - 1)
-    assert ":" not in plan(grid, frame_at, "auto")[0].recipe
+    assert ":" not in plan_frames(grid, frame_at, "auto")[1][0].recipe
 
 
 def test_a_recipe_may_name_a_zstd_level_and_a_bad_one_is_refused_before_any_frame():

@@ -282,7 +282,7 @@ def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
 
 
 def sample_frames(grid, compression) -> list[int]:
-    """The frame indices :func:`plan` asks ``frame_at`` for, in order (none when nothing is chosen).
+    """The frame indices :func:`plan_frames` asks ``frame_at`` for, in order (none when nothing is chosen).
 
     >>> from xarray_rumi.format.grid import FrameGrid
     >>> grid = FrameGrid(96, 32, 32, 32, 2)  # 3 positions, 2 bands: frames 0..5, band-interleaved
@@ -310,21 +310,10 @@ def _centred(extent: slice, size: int) -> slice:
     return slice(start, min(extent.stop, start + size))
 
 
-def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes, ...]:
-    """Recipes per band slot: one per band for tile frames, one for cell frames.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 32, 32, 2)  # two bands of 2 x 2 tile frames
-    >>> image = np.zeros((2, 64, 64), np.uint16)
-    >>> [r.recipe for r in plan(grid, lambda k: image[grid.frame_window(k)], "id>zstd")]
-    ['id>zstd', 'id>zstd']
-    """
-    return plan_frames(grid, frame_at, compression, workers=workers)[1]
-
-
 def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
                 may_use_cells: bool = False) -> tuple[FrameGrid, tuple[Recipes, ...]]:
-    """:func:`plan`, and with ``may_use_cells`` the frame unit too: ``(grid, recipes)``.
+    """``(grid, recipes)``: the recipes per band slot (one per band for tile frames, one for cell frames) and,
+    with ``may_use_cells``, the frame unit chosen.
 
     >>> grid = FrameGrid(128, 128, 64, 64, 3)
     >>> texture = np.random.default_rng(0).integers(0, 200, (128, 128), dtype=np.uint8)
