@@ -22,15 +22,11 @@ logger = logging.getLogger(__name__)
 SAMPLE_FRAMES = 3
 #: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
 QUICK_WINDOW = 40
-#: The backend the quick pass first tries with every predictor, the first of these it has:
-#: general-purpose LZ, which ranks predictors by how small and regular their residuals are
-#: (on byte planes where the elements have several bytes: faster, and as telling).
+#: The backend the quick pass tries every predictor with (the first it has): LZ ranks their residuals.
 REFERENCE_BACKENDS = ("transpose>zstd", "zstd")
-#: The best predictors by their reference, tried with every other backend too; one more for
-#: one-byte elements, whose only reference (plain zstd) ranks predictors less surely.
+#: The best predictors by their reference, tried with every backend (one more for one-byte elements).
 PREDICTORS = 2
-#: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
-#: in flat or few-valued regions): they cannot rank graphs, so the trial window ranks them all.
+#: Quick windows whose best frame is smaller are nearly empty (mostly frame header): they cannot rank graphs.
 QUICK_MIN_BYTES = 1024
 #: How many graphs, distinct in size on the quick windows, go on to the trial window.
 SHORTLIST = 4
@@ -44,21 +40,16 @@ PORTABLE_CONTENDERS = 3
 PROFILE_WINDOW = 256
 #: Terminal codecs that need an OpenZL frame format newer than the pinned one.
 _UNPINNED_CODECS = ("pivco", "sparse")
-#: Images of at most this many bytes of storage elements are small: writing one at zstd's slower
-#: levels costs a fraction of a second.
+#: Images of at most this many bytes of storage elements are small: zstd's slow levels cost them little.
 SMALL_IMAGE_BYTES = 4 * 2**20
-#: The level small images try: the first of zstd's slow strategies (btultra), 8 to 13x slower than
-#: level 6 and up to 13% smaller on smooth rasters (docs/writing.md has the measurements).
+#: The level small images try: the first of zstd's slow strategies, btultra (docs/writing.md measures it).
 SLOW_ZSTD_LEVEL = 16
-#: A slower level is kept only when it makes the middle profile window this much smaller: enough to
-#: be worth encoding several times slower (RGB.byte.tif's 2% is not; the DEM's 13% is).
+#: A slower level is kept only when it makes the middle profile window this much smaller.
 SLOW_LEVEL_GAIN = 0.97
-#: Where the writer may choose the frame unit, cell frames compete only for images of at most this
-#: many bands (RGB, RGBA: bands read together) ...
+#: Where the writer may choose the frame unit, cell frames compete for images of at most this many bands ...
 CELL_MAX_BANDS = 4
-#: ... and win only when their profile windows come out this much smaller than tile frames', these
-#: being no smaller than ``QUICK_MIN_BYTES`` each: a tile frame decodes one band alone, which a
-#: reader of one band keeps, and sparing the headers of nearly empty frames is not worth that.
+#: ... and win when this much smaller than tile frames of ``QUICK_MIN_BYTES`` or more: one band decodes alone
+#: from a tile frame, which is worth keeping for less.
 CELL_GAIN = 0.97
 
 
