@@ -15,8 +15,6 @@ from .codec import FORMAT_VERSION, PROCESS_CACHE, ThreadCache, encode_frame
 
 #: Always applicable, always at the pinned version: the last resort for any frame.
 FALLBACK = "id>zstd"
-#: The zstd level GeoZL's graphs run at; ``<graph>:<level>`` is the same graph at another level.
-GEOZL_ZSTD_LEVEL = 6
 
 
 @dataclass(frozen=True)
@@ -161,4 +159,4 @@ def check_at_level(recipe: ParsedRecipe) -> None:
         raise ValueError(f"only a GeoZL graph ending in zstd runs at another zstd level, not {recipe.graph!r}")
 
 
-__all__ = ["FALLBACK", "GEOZL_ZSTD_LEVEL", "INTERBAND", "ParsedRecipe", "Recipes", "check_at_level", "parse_recipe"]
+__all__ = ["FALLBACK", "INTERBAND", "ParsedRecipe", "Recipes", "check_at_level", "parse_recipe"]

@@ -56,7 +56,7 @@ def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
 
 
 def layout_references(layout: Layout) -> dict:
-    """The reference set of an image's or a Cube's :class:`~xarray_rumi.dataset.layout.Layout`."""
+    """The reference set of an image's or a Cube's :class:`~xarray_rumi.datamodel.variable.Layout`."""
     grid, sample = layout.grid, layout.sample_type
     plan = chunk_references(list(layout.headers))
     codec = OpenZLCodec(sample_type=sample.name, chunk_shape=layout.chunks[-3:],
