@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: geozl releases (``major.minor``) whose private C entry points match the calls below.
+#: geozl releases (``major.minor``) whose private C entry points match the calls below: a signature changed
+#: under the same name would not fail, it would write wrong memory, so no other release is called this way.
 CHECKED_VERSIONS = ("0.19",)
 
 _FUNCTIONS = ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")
