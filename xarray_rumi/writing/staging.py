@@ -184,7 +184,7 @@ class Writeback:
         self._unflushed += count
         if self._f is not None and self._unflushed >= WRITEBACK_BYTES and (
                 self._flushing is None or self._flushing.done()):
-            if self._flushing is not None:
+            if self._flushing is not None:  # its failure is raised here: the kernel tells one fsync only
                 self._flushing.result()
             self._f.flush()
             self._flushing = in_background(getattr(os, "fdatasync", os.fsync), self._f.fileno())
@@ -214,7 +214,11 @@ def _release(descriptor: int) -> None:
 
 
 def _hold(path: str) -> int | None:
-    """A descriptor that keeps the file at ``path`` alive past its replacement, or ``None``."""
+    """A descriptor that keeps the file at ``path`` alive past its replacement, or ``None``.
+
+    Freeing a replaced file's blocks (slow where the file system trims them on ``discard``) then waits for
+    :func:`_release`, off the rename.
+    """
     if os.name != "posix":
         return None
     try:
