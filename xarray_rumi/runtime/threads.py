@@ -141,6 +141,7 @@ def in_processes(function: Callable, items: Iterable, processes: int) -> Iterato
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    # spawned, not forked: a forked child would inherit locks the parent's threads (Dask's, GDAL's) hold
     with ProcessPoolExecutor(max(1, processes), mp_context=multiprocessing.get_context("spawn")) as pool:
         yield from pool.map(function, items)
 
