@@ -25,14 +25,8 @@ class RumiDataArrayAccessor:
     def to_rumi(self, path, **kwargs) -> bytes:
         """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults.
 
-        The dimensions are taken by name, in any order: y and x as rioxarray
-        finds them (``rio.y_dim`` / ``rio.x_dim``), the one other dimension,
-        if any, as the band; an array whose names do not say which is y and
-        which x is refused.  A nodata value (``rio.nodata``, ``_FillValue``)
-        is not stored: the pixels keep their values and a
-        ``NodataNotStoredWarning`` names it (publish it with
-        ``xarray_rumi.stac.item(..., nodata=)``).  A scale or offset in the
-        attributes of raw values is not stored either: a ``ScaleNotStoredWarning`` names it.
+        Dimensions are taken by name (rioxarray's ``y_dim``/``x_dim``, the other one the band); a nodata
+        value or a scale/offset is not stored, and a ``NodataNotStoredWarning``/``ScaleNotStoredWarning`` says so.
 
         >>> import numpy as np, xarray as xr, tempfile, os, xarray_rumi
         >>> rgb = xr.DataArray(np.zeros((16, 24, 3), "uint8"), dims=("y", "x", "band"))
@@ -46,12 +40,8 @@ class RumiDataArrayAccessor:
     def quicklook(self, path=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES, storage_options=None):
         """A small 8-bit image of the array: grey for one band, RGB for three (1-based ``bands``).
 
-        The array is sampled with one stride along ``y`` and ``x`` (longest
-        side at most ``size``) before anything is loaded, so a lazily opened
-        rumi file reads only the frames holding a sample.  Each band is
-        stretched between ``percentiles``.  With ``path`` (a path or fsspec
-        URL) the PNG is written there and ``None`` returned; without, the
-        ``uint8`` pixels ``(rows, cols)`` or ``(rows, cols, 3)`` are returned.
+        Sampled with one stride (longest side at most ``size``) before anything loads, each band stretched
+        between ``percentiles``.  With ``path`` the PNG is written there and ``None`` returned, else the pixels.
 
         >>> import numpy as np, xarray as xr, xarray_rumi
         >>> da = xr.DataArray(np.arange(2 * 30 * 50).reshape(2, 30, 50), dims=("band", "y", "x"))
@@ -73,10 +63,7 @@ class RumiDatasetAccessor:
         self._dataset = dataset
 
     def to_rumi(self, path, variable: str | None = None, **kwargs) -> bytes:
-        """Write ``variable`` (the only one, or ``band_data``) with :func:`xarray_rumi.write`.
-
-        It goes through ``DataArray.rumi.to_rumi``: dimensions by name, nodata warned about.
-        """
+        """Write ``variable`` (the only one, or ``band_data``) with :func:`xarray_rumi.write`."""
         names = list(self._dataset.data_vars)
         if variable is None:
             if "band_data" in names:

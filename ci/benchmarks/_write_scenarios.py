@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import xarray_rumi
-from xarray_rumi.frames.choose import plan
+from xarray_rumi.frames.choose import plan_frames
 from xarray_rumi.format.dtypes import sample_type_for_dtype
 from xarray_rumi.format.grid import FrameGrid
 from xarray_rumi.frames.codec import encode_frame
@@ -33,10 +33,10 @@ def _grid(values: np.ndarray) -> FrameGrid:
 
 
 def chosen_recipes(values: np.ndarray, compression: str) -> list[str]:
-    """The recipe the writer picks for each band slot (``FINALISTS`` is 1: one per slot)."""
+    """The recipe the writer picks for each band slot (one per slot)."""
     grid, sample = _grid(values), sample_type_for_dtype(values.dtype)
-    slots = plan(grid, lambda k: sample.encode(values[grid.frame_window(k)]), compression)
-    return [slot.candidates[0] for slot in slots]
+    slots = plan_frames(grid, lambda k: sample.encode(values[grid.frame_window(k)]), compression)[1]
+    return [slot.recipe for slot in slots]
 
 
 def bare_encode(values: np.ndarray, recipes: list[str]) -> list[bytes]:

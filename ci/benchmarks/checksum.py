@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from xarray_rumi.frames.choose import plan
+from xarray_rumi.frames.choose import plan_frames
 from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.grid import FrameGrid
 from xarray_rumi.frames.codec import decode_frame
@@ -40,7 +40,7 @@ def rasters(tile: int) -> dict[str, np.ndarray]:
 def encoded(array: np.ndarray, compression: str) -> bytes:
     grid = FrameGrid(array.shape[1], array.shape[0], array.shape[1], array.shape[0], 1)
     stored = SAMPLE.encode(array[None])
-    recipes = plan(grid, lambda k: stored, compression)
+    recipes = plan_frames(grid, lambda k: stored, compression)[1]
     return recipes[0].encode(stored)
 
 

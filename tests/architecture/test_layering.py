@@ -22,7 +22,7 @@ UP_TO_READING = {"errors", "format", "io", "runtime", "frames", "reading"}
 ALLOWED = {
     "errors": set(),
     "format": {"errors"},
-    "io": {"errors"},
+    "io": {"errors", "runtime"},
     "runtime": {"errors"},
     "frames": {"errors", "format", "io", "runtime"},
     "reading": {"errors", "format", "io", "runtime", "frames"},
@@ -51,11 +51,15 @@ THREAD_FEEDERS = ("submit", "run_in_executor")
 THREADS_ALLOWED = {"runtime/threads.py": {*THREAD_MAKERS, *THREAD_FEEDERS}, "virtual/codec.py": {"asyncio.to_thread"}}
 
 
-def _modules():
+def _parse_package():
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         name = ".".join(relative.with_suffix("").parts)
         yield relative, name.removesuffix(".__init__") if name != "__init__" else "__init__", ast.parse(path.read_text())
+
+
+#: ``(relative path, module name, tree)`` of every module, each parsed once for all the tests below.
+MODULES = tuple(_parse_package())
 
 
 def _imports(relative: pathlib.Path, module: str, tree: ast.AST):
@@ -87,7 +91,7 @@ def test_at_most_six_modules_at_the_top_level():
     assert len(top) <= 6, top
 
 
-@pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if
+@pytest.mark.parametrize(("relative", "module", "tree"), MODULES, ids=lambda v: str(v) if
                          isinstance(v, pathlib.Path) else "")
 def test_imports_follow_the_architecture(relative, module, tree):
     own = sorted({name.removeprefix("xarray_rumi.") for name in _imports(relative, module, tree)
@@ -98,12 +102,12 @@ def test_imports_follow_the_architecture(relative, module, tree):
 
 
 def test_the_command_line_may_import_every_part_and_no_part_imports_it():
-    parts = {_part(module) for _, module, _ in _modules()}
+    parts = {_part(module) for _, module, _ in MODULES}
     assert ALLOWED["cli"] == parts - {"cli", "__init__"}
     assert [part for part, allowed in ALLOWED.items() if "cli" in allowed] == []
 
 
-@pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if
+@pytest.mark.parametrize(("relative", "module", "tree"), MODULES, ids=lambda v: str(v) if
                          isinstance(v, pathlib.Path) else "")
 def test_only_the_command_line_parses_arguments(relative, module, tree):
     """argparse, and the ``add_command`` functions that build on it, live in ``cli/`` alone."""
@@ -113,7 +117,7 @@ def test_only_the_command_line_parses_arguments(relative, module, tree):
     assert "add_command" not in {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
 
 
-@pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if
+@pytest.mark.parametrize(("relative", "module", "tree"), MODULES, ids=lambda v: str(v) if
                          isinstance(v, pathlib.Path) else "")
 def test_no_private_names_of_other_packages(relative, module, tree):
     foreign = {name for name in _imports(relative, module, tree) if name and not name.startswith("xarray_rumi")}
@@ -156,7 +160,7 @@ def _thread_work(tree: ast.AST) -> set[str]:
     return made | fed
 
 
-@pytest.mark.parametrize(("relative", "module", "tree"), list(_modules()), ids=lambda v: str(v) if
+@pytest.mark.parametrize(("relative", "module", "tree"), MODULES, ids=lambda v: str(v) if
                          isinstance(v, pathlib.Path) else "")
 def test_only_the_runtime_starts_threads(relative, module, tree):
     """No module but ``runtime/threads.py`` starts a thread or a process, or makes or feeds an executor or a queue."""
@@ -190,7 +194,7 @@ def _makes_images(tree: ast.AST) -> bool:
         or isinstance(node.func, ast.Attribute) and node.func.attr == "RumiImage") for node in ast.walk(tree))
 
 
-@pytest.mark.parametrize(("relative", "module", "tree"), [m for m in _modules() if _part(m[1]) != "reading"],
+@pytest.mark.parametrize(("relative", "module", "tree"), [m for m in MODULES if _part(m[1]) != "reading"],
                          ids=lambda v: str(v) if isinstance(v, pathlib.Path) else "")
 def test_images_open_through_the_one_opener(relative, module, tree):
     """Outside ``reading/`` an image comes from ``open_image``, with its limits, retries and checks, never built."""
@@ -204,10 +208,11 @@ def test_the_opener_check_sees_an_image_built_by_hand():
 
 
 def test_no_import_cycles():
+    modules = {module for _, module, _ in MODULES}
     graph = {}
-    for relative, module, tree in _modules():
+    for relative, module, tree in MODULES:
         graph[module] = {name.removeprefix("xarray_rumi.") for name in _imports(relative, module, tree)
-                         if name and name.startswith("xarray_rumi.")} & {m for _, m, _ in _modules()}
+                         if name and name.startswith("xarray_rumi.")} & modules
     visiting, done, cycles = set(), set(), []
 
     def visit(node, path):
@@ -235,6 +240,6 @@ def module_is_parent(package: str, module: str) -> bool:
 
 def test_no_assert_in_library_code():
     # python -O drops asserts: a check the package relies on must raise on its own
-    found = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in PACKAGE.rglob("*.py")
-             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assert)]
+    found = [f"{relative}:{node.lineno}" for relative, _, tree in MODULES
+             for node in ast.walk(tree) if isinstance(node, ast.Assert)]
     assert found == []

@@ -284,7 +284,7 @@ def test_access_agrees_with_a_naive_loop(bits):
         assert [parsed.offset(k) for k in picks] == [naive_offsets[k] for k in picks]
         starts, stops = parsed.ranges(picks)
         assert (stops - starts).tolist() == [expected[k] for k in picks]
-        assert parsed.offset(n) == parsed.file_size == running
+        assert parsed.offset(n) == parsed.frames_end == running
         assert parsed.byte_counts(n // 3, n // 2 + 1).tolist() == expected[n // 3: n // 2 + 1]
 
 
@@ -339,7 +339,7 @@ def test_out_of_range_indices_raise_instead_of_wrapping():
                  lambda: header.offsets([4])):
         with pytest.raises(IndexError):
             call()
-    assert header.offsets([3]).tolist() == [header.file_size]
+    assert header.offsets([3]).tolist() == [header.frames_end]
 
 
 def test_pickles_without_its_cached_prefix_sum():

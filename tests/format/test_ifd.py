@@ -15,7 +15,7 @@ from xarray_rumi.format.dtypes import sample_type_from_name
 from xarray_rumi.format.geo import Georeferencing
 from xarray_rumi.format.grid import FrameGrid, FrameUnit
 from xarray_rumi.format.ifd import build_prefix, parse_prefix, prefix_size
-from xarray_rumi.format.layout import base_frame_offset, external_sizes
+from xarray_rumi.format.placement import base_frame_offset, external_sizes
 
 TAGS = [(256, 4), (257, 4), (258, 3), (277, 3), (322, 3), (323, 3), (324, 16), (325, 4), (339, 3),
         (34264, 12), (34735, 3)]

@@ -12,7 +12,7 @@ from xarray_rumi.frames.choose import (
     INTERBAND,
     QUICK_MIN_BYTES,
     choose,
-    plan,
+    plan_frames,
     profile_window,
     sample_frames,
 )
@@ -58,19 +58,19 @@ def test_plan_asks_for_the_frames_sample_frames_names():
         bands, rows, cols = grid.frame_window(k)
         return data[bands, rows, cols]
 
-    recipes = plan(grid, frame_at, "auto", workers=2)
+    recipes = plan_frames(grid, frame_at, "auto", workers=2)[1]
     assert asked == sample_frames(grid, "auto") and len(recipes) == 2
     # the centre of each frame is all that is measured
-    assert plan(grid, lambda k: data[profile_window(grid.frame_window(k))], "auto") == recipes
+    assert plan_frames(grid, lambda k: data[profile_window(grid.frame_window(k))], "auto")[1] == recipes
     assert sample_frames(grid, "planar>zigzag>zstd") == []
-    assert plan(grid, lambda k: pytest.fail("a given recipe needs no samples"), "planar>zigzag>zstd")[0].candidates \
-        == ("planar>zigzag>zstd",)
+    assert plan_frames(grid, lambda k: pytest.fail("no samples needed"), "planar>zigzag>zstd")[1][0].recipe \
+        == "planar>zigzag>zstd"
 
 
 @pytest.mark.parametrize("shape", [(1, 512, 512), (3, 512, 512)])
 def test_the_quick_pass_keeps_what_measuring_everything_would_find(shape):
     samples = [_terrain(shape, seed) for seed in range(3)]
-    chosen = choose(samples, "auto", workers=2).candidates[0]
+    chosen = choose(samples, "auto", workers=2).recipe
     windows = [compression._central_window(s) for s in samples]
     size = sum(len(recipes._encode(w, chosen)) for w in windows)
     assert size <= 1.01 * _brute_force(samples)
@@ -83,7 +83,7 @@ def test_nearly_empty_quick_windows_rank_every_graph_on_the_trial_window():
     samples = [classes, np.roll(classes, 100, axis=2), np.roll(classes, 200, axis=1)]
     quick = compression._quick_raster(samples)
     assert len(recipes._encode(quick, FALLBACK)) < QUICK_MIN_BYTES
-    chosen = choose(samples, "auto").candidates[0]
+    chosen = choose(samples, "auto").recipe
     windows = [compression._central_window(s) for s in samples]
     assert sum(len(recipes._encode(w, chosen)) for w in windows) <= 1.01 * _brute_force(samples)
 
@@ -105,7 +105,7 @@ def test_a_lossy_bound_geozl_refuses_names_the_compression():
 
 def _choose_in_child(queue):
     samples = [_terrain((1, 128, 128), seed) for seed in range(3)]
-    queue.put(choose(samples, "auto", workers=2).candidates)
+    queue.put(choose(samples, "auto", workers=2).recipe)
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
@@ -113,7 +113,7 @@ def test_a_forked_child_measures_without_the_parents_helper_threads():
     import multiprocessing
 
     samples = [_terrain((1, 128, 128), seed) for seed in range(3)]
-    expected = choose(samples, "auto", workers=2).candidates  # the parent now has a helper thread
+    expected = choose(samples, "auto", workers=2).recipe  # the parent now has a helper thread
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_choose_in_child, args=(queue,))
@@ -127,9 +127,9 @@ def test_the_chosen_recipes_are_logged_once_per_band_slot(caplog):
     image = np.stack([_terrain((1, 256, 256))[0], np.full((256, 256), 255, "uint16")])
     grid = FrameGrid(256, 256, 128, 128, 2)
     with caplog.at_level("DEBUG", logger="xarray_rumi.frames.choose"):
-        chosen = plan(grid, lambda k: image[grid.frame_window(k)], "auto")
+        chosen = plan_frames(grid, lambda k: image[grid.frame_window(k)], "auto")[1]
     lines = [r.getMessage() for r in caplog.records if r.name == "xarray_rumi.frames.choose"]
     assert len(lines) == 2
     for slot, (line, chosen_recipes) in enumerate(zip(lines, chosen)):
         assert f"band slot {slot} of 2" in line and "compression 'auto'" in line
-        assert chosen_recipes.candidates[0] in line
+        assert chosen_recipes.recipe in line

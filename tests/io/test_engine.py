@@ -190,10 +190,10 @@ def test_a_remote_read_hands_the_engine_batches_of_remote_batch_bytes(tmp_path):
     with RangeServer(str(tmp_path), latency=0.05) as server:
         image = xarray_rumi.open_image(f"{server.url}/noise.rumi", header=blob, georeferencing=False)
         header = image.header
-        assert DECODE_BATCH < header.file_size - header.base_frame_offset < REMOTE_BATCH
+        assert DECODE_BATCH < header.frames_end - header.base_frame_offset < REMOTE_BATCH
         np.testing.assert_array_equal(image.read(), values)
         stats = server.take_stats()
         starts, stops = header.ranges(np.arange(header.frame_count))
         planned = plan_requests([0, *starts.tolist()], [252, *stops.tolist()])   # the IFD head rides along
-        assert stats["gets"] == len(planned) == -(-header.file_size // MAX_REQUEST)
+        assert stats["gets"] == len(planned) == -(-header.frames_end // MAX_REQUEST)
         assert stats["peak_in_flight"] == len(planned)

@@ -276,7 +276,7 @@ def test_open_with_mutated_blob(tmp_path, blob):
     assert counts.size == header.grid.frame_count and counts.min() >= 1
     assert offsets[0] == header.base_frame_offset
     assert np.array_equal(np.diff(offsets), counts[:-1])
-    assert header.file_size == offsets[-1] + counts[-1]
+    assert header.frames_end == offsets[-1] + counts[-1]
 
 
 def test_decode_refuses_a_bomb_without_expanding_it(tmp_path):

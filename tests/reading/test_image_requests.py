@@ -25,7 +25,7 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.format.blob import Header
-from xarray_rumi.format.layout import base_frame_offset, georeferencing_offset
+from xarray_rumi.format.placement import base_frame_offset, georeferencing_offset
 from xarray_rumi.io.engine import plan_requests
 
 CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
@@ -113,11 +113,11 @@ def test_an_open_that_reads_takes_the_size_from_its_answer_with_no_head(served):
     server, url, header, _ = served
     image = xarray_rumi.open_image(url, header=header.to_bytes())
     assert [r.method for r in server.requests] == ["GET"]
-    assert image.file_size == header.file_size and image.opened_size == header.file_size
+    assert image.file_size == header.frames_end and image.opened_size == header.frames_end
     assert image.source.identity.etag is not None   # sent as If-Match by every later read
     server.requests.clear()
     image = xarray_rumi.open_image(url)
-    assert [r.method for r in server.requests] == ["GET"] and image.file_size == header.file_size
+    assert [r.method for r in server.requests] == ["GET"] and image.file_size == header.frames_end
 
 
 def test_with_the_blobs_url_the_blob_and_the_files_head_are_asked_together(served):
@@ -146,14 +146,14 @@ def test_an_open_that_read_nothing_takes_the_files_version_from_its_first_read(s
     np.testing.assert_array_equal(shipped.read(), values)
     assert "HEAD" not in [r.method for r in server.requests]
     server.requests.clear()
-    assert image.file_size == header.file_size and server.requests == []   # stated by the first read's answer
+    assert image.file_size == header.frames_end and server.requests == []   # stated by the first read's answer
 
 
 def test_file_size_after_an_open_that_read_nothing_is_one_head_on_first_use(served):
     server, url, header, _ = served
     image = xarray_rumi.open_image(url, header=header.to_bytes(), crs=CRS, transform=TRANSFORM)
     assert server.requests == []
-    assert image.file_size == header.file_size and image.file_size == header.file_size
+    assert image.file_size == header.frames_end and image.file_size == header.frames_end
     assert [(r.method, r.range) for r in server.requests] == [("HEAD", None)]
 
 

@@ -19,7 +19,7 @@ from xarray_rumi import Georeferencing, RumiFormatError
 from xarray_rumi.format.blob import Header
 from xarray_rumi.format.geo import ModelType
 from xarray_rumi.format.head import ifd_head_ranges
-from xarray_rumi.format.layout import georeferencing_offset
+from xarray_rumi.format.placement import georeferencing_offset
 from xarray_rumi.reading.checked import checked_blobs
 
 # The ranges each read asks for, one request each (the read engine would merge them).

@@ -69,4 +69,4 @@ def test_an_image_opened_with_a_checked_header_reads_right(blobs):
     for path, blob, header in zip(paths, blob_bytes, headers):
         image = xarray_rumi.open_image(path, header=header)
         np.testing.assert_array_equal(image.read(), xarray_rumi.open_image(path, header=blob).read())
-        assert ByteSource.of(path).size() == header.file_size
+        assert ByteSource.of(path).size() == header.frames_end

@@ -22,7 +22,7 @@ import xarray as xr
 import xarray_rumi
 from xarray_rumi import RumiFormatError
 from xarray_rumi.format.blob import Header
-from xarray_rumi.format.layout import check_frames_inside
+from xarray_rumi.format.placement import check_frames_inside
 from xarray_rumi.reading.checked import checked_blobs
 
 CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
@@ -35,7 +35,7 @@ CUTS = {
     "inside-the-external-values": (lambda h: h.base_frame_offset - 50, "file-profile.truncated"),
     "inside-a-frame": (lambda h: h.offset(9) + h.byte_count(9) // 2, "frames.truncated"),
     "at-a-frame-boundary": (lambda h: h.offset(5), "frames.truncated"),
-    "one-byte-short": (lambda h: h.file_size - 1, "frames.truncated"),
+    "one-byte-short": (lambda h: h.frames_end - 1, "frames.truncated"),
 }
 #: The first frame each cut inside the frames leaves short or absent.
 FIRST_CUT = {"inside-a-frame": 9, "at-a-frame-boundary": 5, "one-byte-short": 17}
@@ -63,11 +63,11 @@ def _refusal(cut) -> str:
     path, blob, header, keep, rule, name = cut
     if rule == "file-profile.truncated":
         return rule
-    missing = header.file_size - keep
+    missing = header.frames_end - keep
     # through the IFD "the file"; through a blob the file's path, and the message ends saying the
     # blob may be another file's
     return f"frames\\.truncated: (the file|{re.escape(str(path))}) " + re.escape(
-        f"is {keep} bytes, but its frames end at byte {header.file_size} "
+        f"is {keep} bytes, but its frames end at byte {header.frames_end} "
         f"({missing} byte{'s' if missing > 1 else ''} missing): frame {FIRST_CUT[name]} of 18 "
         "is the first cut short or absent")
 
@@ -133,8 +133,8 @@ def test_a_blob_checked_before_the_file_was_cut_does_not_let_a_later_open_skip_t
     """The size is checked at every open that checks a blob, not once per process like the IFD head."""
     path, blob, header = written
     image = xarray_rumi.open_image(path, blob)
-    assert image.blob_key in checked_blobs and image.file_size == header.file_size
-    os.truncate(path, header.file_size - 1)
+    assert image.blob_key in checked_blobs and image.file_size == header.frames_end
+    os.truncate(path, header.frames_end - 1)
     for _ in range(2):
         with pytest.raises(RumiFormatError, match="frames.truncated"):
             xarray_rumi.open_image(path, blob)
@@ -153,22 +153,22 @@ def test_file_size_is_the_files_own_size_not_the_blobs_claim(written):
     path, blob, header = written
     with open(path, "ab") as f:
         f.write(b"\0" * 3)   # trailing bytes (frames.trailing-bytes for validate): the claim is now 3 short
-    assert os.path.getsize(path) == header.file_size + 3
+    assert os.path.getsize(path) == header.frames_end + 3
     for image in (xarray_rumi.open_image(path), xarray_rumi.open_image(path, blob),
                   xarray_rumi.open_image(path, blob, crs=CRS, transform=TRANSFORM),
                   xarray_rumi.open_image(path, blob, verify=False)):
-        assert image.file_size == header.file_size + 3
+        assert image.file_size == header.frames_end + 3
 
 
 def test_file_size_is_learned_at_open_where_the_open_reads_and_asked_later_where_it_reads_nothing(written):
     path, blob, header = written
     learned = xarray_rumi.open_image(path, blob)
     unread = xarray_rumi.open_image(path, blob, crs=CRS, transform=TRANSFORM)
-    assert learned.opened_size == header.file_size and unread.opened_size is None
+    assert learned.opened_size == header.frames_end and unread.opened_size is None
     with open(path, "ab") as f:
         f.write(b"\0")
-    assert learned.file_size == header.file_size      # as the open saw it
-    assert unread.file_size == header.file_size + 1   # asked now
+    assert learned.file_size == header.frames_end      # as the open saw it
+    assert unread.file_size == header.frames_end + 1   # asked now
 
 
 def test_a_stac_item_records_the_files_real_size(written):
@@ -180,7 +180,7 @@ def test_a_stac_item_records_the_files_real_size(written):
         f.write(b"\0" * 7)
     for blob_given in (None, blob):
         it = item(path, blob_given, datetime="2024-01-01T00:00:00Z")
-        assert it.assets["data"].extra_fields["file:size"] == os.path.getsize(path) == header.file_size + 7
+        assert it.assets["data"].extra_fields["file:size"] == os.path.getsize(path) == header.frames_end + 7
 
 
 # -- the check itself ---------------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_a_file_cut_after_its_blob_was_made_is_refused_by_the_read_naming_the_fr
     np.testing.assert_array_equal(ds.band_data[:, :16, :32].values, VALUES[:, :16, :32])   # frames 0-3
     proxy.requests.clear()
     frame = re.escape(f"frames.truncated: frame 5 (bytes {header.offset(5)}-{header.offset(6)}) runs past the end "
-                      f"of {url}, which is {keep} bytes; its frames end at byte {header.file_size}")
+                      f"of {url}, which is {keep} bytes; its frames end at byte {header.frames_end}")
     with pytest.raises(RumiFormatError, match=frame):
         ds.band_data[1, :16, 32:].values   # exactly frame 5, cut short
     # Asked once, not once an attempt; then the size, once.
@@ -109,8 +109,8 @@ def test_lazy_reads_and_cubes_are_refused_alike(remote):
 def test_an_open_that_reads_the_ifd_or_checks_the_blob_refuses_the_file_its_answer_says_is_cut(remote):
     url, proxy, options, blob, header, keep = remote
     refusal = rf"frames\.truncated: (the file|{re.escape(url)}) " + re.escape(
-        f"is {keep} bytes, but its frames end at byte {header.file_size}")
-    missing = re.escape(f" ({header.file_size - keep} bytes missing): frame 5 of 18 is the first cut short")
+        f"is {keep} bytes, but its frames end at byte {header.frames_end}")
+    missing = re.escape(f" ({header.frames_end - keep} bytes missing): frame 5 of 18 is the first cut short")
     with pytest.raises(RumiFormatError, match=refusal + missing):
         xarray_rumi.open_image(url, storage_options=options)
     assert [method for method, _ in _requests(proxy)] == ["GET"]   # the IFD; its answer states the size

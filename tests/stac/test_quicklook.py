@@ -8,7 +8,7 @@ import xarray as xr
 from quicklook_samples import read_png, scene
 
 import xarray_rumi
-from xarray_rumi.stac.quicklook import encode_png
+from xarray_rumi.stac.quicklook import encode_png, write_quicklook
 
 
 def test_png_writer_round_trips():
@@ -18,6 +18,19 @@ def test_png_writer_round_trips():
     np.testing.assert_array_equal(read_png(encode_png(rgb)), rgb)
     with pytest.raises(ValueError):
         encode_png(np.zeros((2, 2, 5), np.uint8))
+
+
+def test_a_quicklook_replaces_its_file_whole(tmp_path):
+    """Staged and renamed into place: a reader holding the previous file keeps it whole, never a half-written PNG."""
+    out = tmp_path / "look.png"
+    out.write_bytes(b"previous")
+    (tmp_path / "held.png").hardlink_to(out)
+    pixels = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    write_quicklook(str(out), pixels)
+    assert (tmp_path / "held.png").read_bytes() == b"previous"
+    np.testing.assert_array_equal(read_png(out.read_bytes()), pixels)
+    with pytest.raises(FileNotFoundError):
+        write_quicklook(str(tmp_path / "no" / "such" / "look.png"), pixels)
 
 
 def test_png_opens_in_pillow_when_it_is_there(tmp_path):

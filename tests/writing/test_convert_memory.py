@@ -43,7 +43,7 @@ def test_each_full_width_block_is_computed_once_when_a_window_is_smaller_than_a_
     monkeypatch.setattr(encoded, "LOCAL_WINDOW_BYTES", 4 * grid.largest_frame_samples * 2)
     array, calls = _counting_rows(values, tile)
     sample = sample_type_from_name("uint16")
-    recipes = (Recipes(("id>zstd",)),) * grid.frames_per_position
+    recipes = (Recipes("id>zstd"),) * grid.frames_per_position
     frames = list(dask_encoded_frames(DaskFrames(array, grid), grid, sample, recipes, workers=1))
     assert len(frames) == grid.frame_count
     assert calls == {row: 1 for row in range(4)}

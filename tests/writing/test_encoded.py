@@ -76,8 +76,8 @@ def test_frames_come_in_frame_order_from_either_source():
 
     grid = FrameGrid(96, 64, 16, 16, 2)
     data = np.arange(2 * 64 * 96, dtype="uint16").reshape(2, 64, 96)
-    sample, recipes = sample_type_from_name("uint16"), (Recipes(("id>zstd",)),) * 2
-    expected = [Recipes(("id>zstd",)).encode(data[grid.frame_window(k)]) for k in range(grid.frame_count)]
+    sample, recipes = sample_type_from_name("uint16"), (Recipes("id>zstd"),) * 2
+    expected = [Recipes("id>zstd").encode(data[grid.frame_window(k)]) for k in range(grid.frame_count)]
     assert list(encoded.threaded_encoded_frames(data, grid, sample, recipes, workers=2)) == expected
     source = encoded.DaskFrames(da.from_array(data, chunks=(1, 40, 50)), grid)
     assert list(encoded.dask_encoded_frames(source, grid, sample, recipes, workers=2)) == expected

@@ -70,7 +70,7 @@ def _info_json(file, image, counts, raw) -> dict:
         "frame_unit": grid.frame_unit.name.lower(),
         "tile_shape": [grid.tile_length, grid.tile_width], "tiles": [grid.tiles_down, grid.tiles_across],
         "frame_count": grid.frame_count,
-        "crs": f"EPSG:{geo.epsg}" if defined else None,
+        "crs": geo.crs_code if defined else None,
         "model_type": geo.model_type.name.lower() if defined else None,
         "raster_type": geo.raster_type.name.lower() if geo is not None else None,
         "transform": list(geo.transform) if defined else None,

@@ -9,12 +9,12 @@ import os
 import sys
 
 from ..datamodel.variable import cube_layout, image_layout
-from ..io.urls import is_local, local_path
+from ..io.urls import absolute, is_local, local_path
 from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
                      read_by, said_of, storage_error, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
-from ..virtual.kerchunk import consolidated, layout_references, reference_url
+from ..virtual.kerchunk import consolidated, layout_references
 
 #: The formats ``write_references`` writes.
 FORMATS = ("json", "parquet")
@@ -140,7 +140,7 @@ def _opened(path: str, options: dict | None):
 
     options = options_for(path, options)
     try:
-        return open_image(reference_url(path), blob_for(path, None, options), storage_options=options)
+        return open_image(absolute(path), blob_for(path, None, options), storage_options=options)
     except RumiFormatError as exc:
         print(f"rumi refs: {said_of(path, exc)}", file=sys.stderr)
     except OSError as exc:

@@ -21,7 +21,7 @@ def alignment_key(image) -> dict:
         # The raster type belongs with the transform: the same matrix read as
         # PixelIsArea or PixelIsPoint puts pixels half a pixel apart.
         "transform": (georef.transform, georef.raster_type.name.lower()) if defined else None,
-        "crs": f"EPSG:{georef.epsg}" if defined else None,
+        "crs": georef.crs_code if defined else None,
         "tile size": (grid.tile_length, grid.tile_width),
         "frame unit": grid.frame_unit.name.lower(),
         "sample type": image.sample_type.name,

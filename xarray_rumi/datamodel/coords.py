@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..format.geo import Georeferencing, RasterType, centre_to_corner
+from ..format.geo import IDENTITY, Georeferencing, RasterType, centre_to_corner
 
 GRID_MAPPING = "spatial_ref"
 
@@ -23,7 +23,7 @@ def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
     (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
     """
     if georef is None or not georef.is_defined:
-        return (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+        return IDENTITY
     if georef.raster_type is RasterType.POINT:
         return centre_to_corner(georef.transform)
     return georef.transform

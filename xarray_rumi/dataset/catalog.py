@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..format.blob import Header
-from ..format.geo import Georeferencing, RasterType, centre_to_corner, recorded_georeferencing
+from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
 from ..reading.image import RumiImage
 from ..reading.open import load_headers, open_image
 from ..stac.read import is_stac, is_stac_geoparquet, item_images, stac_geoparquet_images
@@ -123,8 +123,8 @@ def _rows_and_headers(images):
 
 def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
     """What a row's ``epsg``, ``raster_type`` and ``transform`` say, checked as an Item's are (one function)."""
-    return recorded_georeferencing(("epsg", _epsg(epsg)), ("transform", transform), ("raster_type", raster_type),
-                                   record=record)
+    return georeferencing(_epsg(epsg), transform, raster_type, record=record,
+                          fields=("epsg", "transform", "raster_type"))
 
 
 def _epsg(value):

@@ -5,7 +5,7 @@ from .dtypes import SAMPLE_TYPES, SampleType, sample_type, sample_type_for_dtype
 from .geo import Georeferencing, ModelType, RasterType, georeferencing, registry_entry, resolve_crs
 from .grid import FrameGrid, FrameUnit
 from .ifd import ParsedIFD, build_prefix, check_frame_layout, parse_prefix, prefix_size
-from .layout import base_frame_offset, georeferencing_offset
+from .placement import base_frame_offset, georeferencing_offset
 from .limits import DEFAULT_LIMITS, Limits
 
 __all__ = [

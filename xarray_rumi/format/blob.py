@@ -1,12 +1,4 @@
-"""The header blob: 28 bytes of fields, then bit-packed frame byte counts.
-
-Decoding checks every claim against the bytes given and :class:`Limits`
-before allocating; counts and offsets come out of vectorised numpy, never a
-Python loop over frames, and a blob whose counts are all equal
-(``count_bits == 0``) allocates nothing per frame at all.  Many blobs at
-once (a Cube's, a catalog's) go through :func:`headers_from_bytes`: each
-distinct blob is checked once, and the blobs of one grid together.
-"""
+"""The header blob: 28 bytes of fields, then bit-packed frame byte counts."""
 
 from __future__ import annotations
 
@@ -21,9 +13,9 @@ import numpy as np
 
 from ..errors import RumiFormatError
 from .container import refuse_later_blob
-from .dtypes import SAMPLE_TYPES, SampleType, sample_type
+from .dtypes import SampleType, sample_type
 from .grid import FrameGrid, FrameUnit
-from .layout import base_frame_offset
+from .placement import base_frame_offset
 from .limits import DEFAULT_LIMITS, Limits
 
 MAGIC = 0x45564F4C
@@ -36,7 +28,6 @@ _CHECK_SLICE = 1 << 14
 # Frames of many blobs alike checked at a time (headers_from_bytes): ~16 bytes a frame in temporaries
 # (unpack_rows), so ~1 MiB, in batches large enough that numpy's cost per call is small beside the work.
 _CHECK_BATCH = 1 << 16
-_UINT8 = SAMPLE_TYPES[(1, 8)]  # for the examples below
 
 
 @dataclass(frozen=True)
@@ -44,7 +35,7 @@ class Header:
     """A decoded header blob: the grid, the sample type and the frame sizes.
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
-    >>> h = Header.from_byte_counts(grid, _UINT8, [900, 300, 310, 100])
+    >>> h = Header.from_byte_counts(grid, sample_type(1, 8), [900, 300, 310, 100])
     >>> (h.count_min, h.count_bits, len(h.to_bytes()))
     (100, 10, 33)
     >>> Header.from_bytes(h.to_bytes()).offset(2), h.byte_count(3)
@@ -66,12 +57,7 @@ class Header:
     def from_byte_counts(cls, grid: FrameGrid, sample: SampleType, byte_counts) -> Header:
         """Encode counts canonically: the true minimum, the minimum width.
 
-        A single-band grid is recorded with frame unit tile (0) whichever unit
-        it was given: the two layouts are then the same file, and one blob
-        per file keeps ``header_from_file(path)`` equal to what the writer
-        returned.
-
-        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), _UINT8, [9]).grid.frame_unit
+        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), sample_type(1, 8), [9]).grid.frame_unit
         <FrameUnit.TILE: 0>
         """
         if grid.samples_per_pixel == 1 and grid.frame_unit is not FrameUnit.TILE:
@@ -116,8 +102,6 @@ class Header:
             raise RumiFormatError("blob.frame-unit", f"frame_unit must be 0 (tile) or 1 (cell), got {unit}")
         if count_bits > 32:
             raise RumiFormatError("blob.count-bits", f"count_bits must be between 0 and 32, got {count_bits}")
-        if count_min < 1:
-            raise RumiFormatError("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero")
         grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit))
         grid.check(limits, rule="blob", bytes_per_sample=sample.bytes_per_sample)
         return cls(grid, sample, count_min, count_bits, b"")
@@ -128,11 +112,7 @@ class Header:
         return HEADER_SIZE + -(-self.frame_count * self.count_bits // 8)
 
     def _with_residuals(self, blob: bytes) -> Header:
-        """This header (fields checked) with the residuals of ``blob``, a blob of these fields, whose size is checked.
-
-        The blob is kept, not copied: ``packed`` is a view of it, and
-        :meth:`to_bytes` gives it back.
-        """
+        """This header (fields checked) with the residuals of ``blob``, a blob of these fields, whose size is checked."""
         if len(blob) != self.blob_size:
             raise RumiFormatError(
                 "blob.size", f"{self.frame_count} frames at {self.count_bits} bits need exactly {self.blob_size} "
@@ -149,9 +129,6 @@ class Header:
         return header
 
     def _check_canonical(self, limits: Limits) -> None:
-        used_bits = self.grid.frame_count * self.count_bits
-        if used_bits % 8 and self.packed[-1] >> (used_bits % 8):
-            raise RumiFormatError("blob.padding", "unused bits in the final byte must be zero")
         smallest, largest = 0, 0
         if self.count_bits:
             # In slices, so checking a blob costs a bounded amount of memory.
@@ -159,20 +136,11 @@ class Header:
             for start in range(0, self.frame_count, _CHECK_SLICE):
                 part = self.residuals(start, min(start + _CHECK_SLICE, self.frame_count))
                 smallest, largest = min(smallest, int(part.min())), max(largest, int(part.max()))
-            if smallest != 0:
-                raise RumiFormatError(
-                    "blob.canonical", f"count_min {self.count_min} is not the smallest frame byte count "
-                    f"(every residual is at least {smallest})")
-            if largest.bit_length() != self.count_bits:
-                raise RumiFormatError(
-                    "blob.canonical", f"count_bits is {self.count_bits}, but the largest residual ({largest}) "
-                    f"needs {largest.bit_length()}")
-        if self.count_min + largest > 0xFFFFFFFF:
-            raise RumiFormatError("blob.byte-counts", "a frame byte count does not fit TileByteCounts (LONG)")
-        if self.count_min + largest > limits.max_frame_byte_count:
-            raise RumiFormatError(
-                "blob.limits", f"a frame of {self.count_min + largest} bytes exceeds Limits.max_frame_byte_count "
-                f"({limits.max_frame_byte_count})")
+        last_byte = self.packed[-1] if len(self.packed) else 0
+        fault = int(_count_faults(np.array([self.count_min]), np.array([smallest]), np.array([largest]),
+                                  np.array([last_byte], np.uint8), self.count_bits, self.frame_count, limits)[0])
+        if fault >= 0:
+            raise _count_fault(fault, self.count_min, smallest, largest, self.count_bits, limits)
 
     def to_bytes(self) -> bytes:
         """The blob as stored beside the file or in a catalog: the one parsed, or built once."""
@@ -219,7 +187,7 @@ class Header:
     def byte_count(self, index: int) -> int:
         """Byte count of one frame, O(1): at most five bytes of the blob are read.
 
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
         >>> [h.byte_count(k) for k in range(3)]
         [7, 9, 8]
         """
@@ -240,10 +208,7 @@ class Header:
         return prefix
 
     def offset(self, index: int) -> int:
-        """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end).
-
-        O(1) once the residual prefix sum exists (built on first use, vectorised).
-        """
+        """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end)."""
         index = self._checked_index(index, allow_end=True)
         prefix = self._residual_prefix[index] if self.count_bits else 0
         return self.base_frame_offset + index * self.count_min + int(prefix)
@@ -257,8 +222,8 @@ class Header:
         return self.base_frame_offset + indices * self.count_min + prefix
 
     @property
-    def file_size(self) -> int:
-        """Where the last frame ends, which is the size of the file."""
+    def frames_end(self) -> int:
+        """Where the last frame ends: the size the blob claims for its file (``RumiImage.file_size`` is the real one)."""
         return self.offset(self.frame_count)
 
     def ranges(self, indices) -> tuple[np.ndarray, np.ndarray]:
@@ -273,11 +238,8 @@ class Header:
     def frame_at(self, byte: int) -> int:
         """The frame whose range holds file position ``byte`` (``-1`` before the first frame, ``N`` past the last).
 
-        Equal counts (``count_bits`` 0) need one division; others a binary
-        search over :meth:`offset`: nothing is allocated per frame for it.
-
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
-        >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.file_size)
+        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
+        >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.frames_end)
         ([0, 1, 2], 0, 3)
         """
         if byte < self.base_frame_offset:
@@ -303,8 +265,6 @@ class Header:
 def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
     """The size of the largest blob ``limits`` admit: ``Limits.max_frames`` counts of 32 bits after the fields.
 
-    A blob file larger than this is not a blob, and is refused without reading it whole.
-
     >>> max_blob_size(Limits(max_frames=10))
     68
     """
@@ -314,10 +274,7 @@ def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
 def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | None:
     """The size the fixed part of ``blob`` says the whole blob has, or ``None`` if its 28 bytes say nothing sound.
 
-    What tells a blob cut off in transit from one that is damaged: a body
-    shorter than its own fields claim may be whole when fetched again.
-
-    >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), _UINT8, [7, 9, 8])
+    >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
     >>> claimed_blob_size(h.to_bytes()[:28]), claimed_blob_size(b"not a blob"), claimed_blob_size(bytes(28))
     (29, None, None)
     """
@@ -330,19 +287,10 @@ def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | Non
 def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) -> list[Header]:
     """:meth:`Header.from_bytes` of many blobs: each distinct blob checked once, blobs of one grid together.
 
-    Byte-identical blobs are parsed once and share one :class:`Header`.
-    Distinct blobs whose fields agree but for ``count_min`` (the images of
-    one grid, as in an archive of one satellite tile) have their fields
-    checked once and the rest checked together, vectorised over rows of
-    blobs, ``_CHECK_BATCH`` frames at a time; a blob that may break
-    a rule is then checked alone by ``from_bytes``.  Every blob is held to
-    every rule ``from_bytes`` checks, and none is copied: each ``Header``
-    keeps its blob as :meth:`Header.to_bytes` gives it.  The first blob, in
-    the order given, that breaks a rule is refused with that rule, naming
-    the blob: ``names[position]`` (say, its image), or its position.
+    The first blob that breaks a rule is refused with it, named ``names[position]`` (default: its position).
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
-    >>> a, b = (Header.from_byte_counts(grid, _UINT8, c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
+    >>> a, b = (Header.from_byte_counts(grid, sample_type(1, 8), c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
     >>> headers = headers_from_bytes([a, b, a])
     >>> [h.byte_count(0) for h in headers], headers[0] is headers[2]
     ([9, 5, 9], True)
@@ -397,41 +345,56 @@ def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict
                               memoryview(blob)[HEADER_SIZE:], blob)
 
 
-def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
-    """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others.
+def _count_faults(count_min, smallest, largest, last_byte, count_bits: int, frames: int, limits: Limits) -> np.ndarray:
+    """The first rule on its counts each blob breaks (an index of :func:`_count_fault`'s rules), ``-1`` for none."""
+    unused_bits = (last_byte >> (frames * count_bits % 8)) if frames * count_bits % 8 else np.zeros_like(last_byte)
+    largest_count = count_min + largest.astype(np.int64)
+    faults = np.stack([
+        count_min < 1,
+        unused_bits != 0,
+        (smallest != 0) & bool(count_bits),
+        (largest < 1 << max(count_bits - 1, 0)) & bool(count_bits),   # canonical: the least width
+        largest_count > 0xFFFFFFFF,
+        largest_count > limits.max_frame_byte_count,
+    ])
+    return np.where(faults.any(axis=0), faults.argmax(axis=0), -1)
 
-    What ``_with_residuals`` and ``_check_canonical`` check of one blob,
-    vectorised over rows of blobs of the right size, as many at a time as
-    fit in ``_CHECK_BATCH`` frames: ``count_min`` at least 1, the padding bits
-    zero, the smallest residual 0, the largest ``count_bits`` wide, and the
-    largest frame within the limits.  ``None`` for all where a single frame
-    claims residuals (refused alone) or one blob alone is more than a batch
-    (checked alone, in slices).
-    """
+
+def _count_fault(fault: int, count_min: int, smallest: int, largest: int, count_bits: int,
+                 limits: Limits) -> RumiFormatError:
+    """The error of rule ``fault`` of :func:`_count_faults`, for one blob."""
+    rule, detail = [
+        ("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero"),
+        ("blob.padding", "unused bits in the final byte must be zero"),
+        ("blob.canonical", f"count_min {count_min} is not the smallest frame byte count "
+                           f"(every residual is at least {smallest})"),
+        ("blob.canonical", f"count_bits is {count_bits}, but the largest residual ({largest}) "
+                           f"needs {largest.bit_length()}"),
+        ("blob.byte-counts", "a frame byte count does not fit TileByteCounts (LONG)"),
+        ("blob.limits", f"a frame of {count_min + largest} bytes exceeds Limits.max_frame_byte_count "
+                        f"({limits.max_frame_byte_count})"),
+    ][fault]
+    return RumiFormatError(rule, detail)
+
+
+def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
+    """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others."""
     frames, bits = fields.frame_count, fields.count_bits
     passed: list[int | None] = [None] * len(blobs)
     if (frames == 1 and bits) or frames > _CHECK_BATCH:
         return passed
     size = fields.blob_size
     sized = [i for i, blob in enumerate(blobs) if len(blob) == size]
-    largest_allowed = min(0xFFFFFFFF, limits.max_frame_byte_count)
-    used_in_last = (frames * bits) % 8  # bits of the final byte that hold residuals; the rest must be 0
     per_batch = max(1, _CHECK_BATCH // frames)
     for start in range(0, len(sized), per_batch):
         rows = sized[start:start + per_batch]
         joined = np.frombuffer(b"".join([blobs[i] for i in rows]), np.uint8).reshape(len(rows), size)
         count_min = joined[:, _COUNT_MIN].copy().view("<u4").ravel().astype(np.int64)
-        good = count_min >= 1
+        smallest = largest = last_byte = np.zeros(len(rows), np.int64)
         if bits:
-            packed = joined[:, HEADER_SIZE:]
-            residuals = unpack_rows(packed, bits, frames)
-            largest = residuals.max(axis=1)
-            good &= (residuals.min(axis=1) == 0) & (largest >= 1 << (bits - 1))  # canonical: true min, least width
-            good &= count_min + largest <= largest_allowed
-            if used_in_last:
-                good &= (packed[:, -1] >> used_in_last) == 0
-        else:
-            good &= count_min <= largest_allowed
+            residuals = unpack_rows(joined[:, HEADER_SIZE:], bits, frames)
+            smallest, largest, last_byte = residuals.min(axis=1), residuals.max(axis=1), joined[:, -1]
+        good = _count_faults(count_min, smallest, largest, last_byte, bits, frames, limits) < 0
         for i, value, ok in zip(rows, count_min.tolist(), good.tolist()):
             if ok:
                 passed[i] = value
@@ -440,10 +403,6 @@ def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int
 
 def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
     """Pack residuals LSB-first at ``count_bits`` bits each, no padding.
-
-    Eight residuals fill exactly ``count_bits`` bytes, so the residuals are
-    packed as rows of eight: each of the eight columns is shifted into place
-    and OR-ed into the at most five bytes it touches, vectorised over rows.
 
     >>> pack_residuals(np.array([1, 2, 3]), 2).hex()   # 0b11_10_01
     '39'
@@ -482,13 +441,6 @@ def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> n
 
 def unpack_rows(packed: np.ndarray, count_bits: int, count: int) -> np.ndarray:
     """The first ``count`` residuals of each row of ``packed`` (uint8, a blob's residual bytes a row), as uint32.
-
-    The inverse of :func:`pack_residuals`: eight residuals fill exactly
-    ``count_bits`` bytes, so each row is cut into groups of ``count_bits``
-    bytes, and residual ``j`` of every group lies at the same bits of it.
-    One shift-and-mask of whole columns per ``j`` unpacks every group of
-    every row at once, with no per-residual gather, in about 6 bytes of
-    temporaries a residual.
 
     >>> unpack_rows(np.array([[0b11100100], [0b00011011]], np.uint8), 2, 4).tolist()
     [[0, 1, 2, 3], [3, 2, 1, 0]]

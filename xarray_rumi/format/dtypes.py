@@ -1,11 +1,4 @@
-"""The 28 sample encodings of rumi 0.1.0 and how their bytes map to numpy.
-
-Frame bytes are little-endian samples in row-major order (a cell frame is
-``(B, h, w)``).  Sub-byte types use one byte per sample with the unused high
-bits zero; complex types are interleaved ``(real, imag)`` component pairs.
-Complex integers and complex float16 have no numpy type and read as the
-smallest complex type that holds them exactly (see ``docs/format.md``).
-"""
+"""The 28 sample encodings of rumi 0.1.0 and how their bytes map to numpy."""
 
 from __future__ import annotations
 
@@ -20,9 +13,6 @@ from ..errors import RumiFormatError
 @dataclass(frozen=True)
 class SampleType:
     """One valid ``(sample_format, bits_per_sample)`` pair.
-
-    ``dtype`` is what a reader returns; ``storage`` is the little-endian
-    element type of the frame bytes (``components`` of them per sample).
 
     >>> t = sample_type_from_name("cint16")
     >>> (t.sample_format, t.bits_per_sample, t.dtype, t.storage, t.components)
@@ -49,9 +39,6 @@ class SampleType:
     def decode(self, raw: np.ndarray | bytes | memoryview, shape: tuple[int, ...]) -> np.ndarray:
         """Turn exactly ``prod(shape)`` samples of frame bytes into an array.
 
-        Refuses sub-byte samples whose unused high bits are set, so a damaged
-        frame cannot pass as data.
-
         >>> sample_type_from_name("uint4").decode(bytes([1, 15]), (2,)).tolist()
         [1, 15]
         """
@@ -73,9 +60,6 @@ class SampleType:
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         """Return ``values`` as contiguous little-endian storage elements.
-
-        Raises ``ValueError`` when a value does not fit this sample type, so
-        storing narrower than the input never changes data.
 
         >>> sample_type_from_name("int2").encode(np.array([-1, 1])).tolist()
         [3, 1]

@@ -1,10 +1,4 @@
-"""Georeferencing: the 4 x 4 ModelTransformation matrix and the 16-short GeoKeys.
-
-rumi stores a CRS only as an EPSG code between 1024 and 32766.  Whether it
-is geographic or projected comes from the EPSG registry (through pyproj),
-never from the number.  Files without georeferencing carry the spec's fixed
-"undefined" values, which still record PixelIsArea or PixelIsPoint.
-"""
+"""Georeferencing: the 4 x 4 ModelTransformation matrix and the 16-short GeoKeys."""
 
 from __future__ import annotations
 
@@ -50,11 +44,7 @@ _KEYS = struct.Struct("<16H")
 
 @dataclass(frozen=True)
 class Georeferencing:
-    """What the two georeferencing tags say.
-
-    ``transform`` is the affine ``(x_res, row_rot, x_origin, col_rot, y_res,
-    y_origin)``, i.e. ``affine.Affine(a, b, c, d, e, f)``.  ``epsg`` is ``None``
-    when the file has no CRS.
+    """What the two georeferencing tags say: ``transform`` is ``affine.Affine``'s ``(a, b, c, d, e, f)``.
 
     >>> g = Georeferencing(epsg=32618, model_type=ModelType.PROJECTED,
     ...                    transform=(30.0, 0.0, 101985.0, 0.0, -30.0, 2826915.0))
@@ -75,6 +65,15 @@ class Georeferencing:
     @property
     def is_defined(self) -> bool:
         return self.model_type is not ModelType.UNDEFINED
+
+    @property
+    def crs_code(self) -> str | None:
+        """The CRS as ``"EPSG:<code>"`` (what pyproj, rioxarray and STAC's ``proj:code`` take), ``None`` without one.
+
+        >>> Georeferencing(4326, ModelType.GEOGRAPHIC).crs_code, Georeferencing().crs_code
+        ('EPSG:4326', None)
+        """
+        return f"EPSG:{self.epsg}" if self.is_defined else None
 
     def model_transformation(self) -> bytes:
         """The 16 doubles of ModelTransformationTag, row-major."""
@@ -175,10 +174,6 @@ class Georeferencing:
 def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
     """``(kind, model type)`` of an EPSG code, from the EPSG registry (through pyproj).
 
-    ``kind`` is the registry's name for what the code is (``None`` when it
-    defines no CRS); the model type is ``None`` unless it is a 2D geographic
-    or projected CRS, the only kinds rumi stores.
-
     >>> registry_entry(4087)
     ('Projected CRS', <ModelType.PROJECTED: 1>)
     >>> registry_entry(7405)   # British National Grid + ODN height
@@ -201,19 +196,8 @@ def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
     return crs.type_name, None
 
 
-def epsg_model_type(code: int) -> ModelType | None:
-    """Geographic or projected, as the EPSG registry says; ``None`` if rumi cannot store it.
-
-    >>> epsg_model_type(4087)   # a projected CRS, whatever its number suggests
-    <ModelType.PROJECTED: 1>
-    """
-    return registry_entry(code)[1]
-
-
 def resolve_crs(crs) -> tuple[int, ModelType]:
     """``(epsg, model_type)`` for anything pyproj understands that has an EPSG code.
-
-    Refuses, with the reason, a CRS rumi cannot store.
 
     >>> resolve_crs("EPSG:4326")
     (4326, <ModelType.GEOGRAPHIC: 2>)
@@ -255,21 +239,12 @@ def _resolve_crs(crs) -> tuple[int, ModelType]:
     return code, model
 
 
-# -- PixelIsPoint's half pixel ----------------------------------------------------
-#
-# GDAL (and rioxarray, rasterio, STAC's proj:transform) give every transform for
-# pixel *corners*: index (0, 0) is the outer corner of the first pixel.  A rumi
-# PixelIsPoint matrix maps index (0, 0) to the first pixel's *centre* (GeoTIFF's
-# convention), half a pixel further along both axes.  These two functions are
-# the one place that moves between them, with GDAL's arithmetic
-# (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
+# GDAL's transforms place pixel corners, a PixelIsPoint matrix pixel centres: these two move between them,
+# with GDAL's arithmetic (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
 
 
 def corner_to_centre(transform) -> tuple[float, ...]:
     """A GDAL-style (pixel-corner) affine as a PixelIsPoint matrix's (pixel-centre) one.
-
-    ``transform`` is ``(a, b, c, d, e, f)``, or anything whose first six
-    values are (an ``affine.Affine``).
 
     >>> corner_to_centre((30, 0, 100000, 0, -30, 200000))
     (30.0, 0.0, 100015.0, 0.0, -30.0, 199985.0)
@@ -288,39 +263,8 @@ def centre_to_corner(transform) -> tuple[float, ...]:
     return (a, b, c - (a * 0.5 + b * 0.5), d, e, f - (d * 0.5 + e * 0.5))
 
 
-def georeferencing(crs=None, transform=None, raster_type="area") -> Georeferencing:
-    """Build the georeferencing a writer stores.
-
-    ``crs=None`` writes undefined georeferencing (a transform is then refused,
-    since a reader must ignore it).  ``transform`` is an ``affine.Affine`` or
-    the six numbers ``(x_res, row_rot, x_origin, col_rot, y_res, y_origin)``
-    (nine, ending in ``0, 0, 1``, are taken as the affine matrix); a singular
-    one (``a*e - b*d == 0``, a zero resolution) is refused with ``ValueError``.
-
-    >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
-    <ModelType.GEOGRAPHIC: 2>
-    """
-    raster = RasterType.parse(raster_type)
-    if crs is None:
-        if transform is not None and tuple(transform)[:6] != IDENTITY:
-            raise ValueError("a transform without a CRS cannot be stored: rumi files with no CRS carry no transform")
-        return Georeferencing(None, ModelType.UNDEFINED, raster, IDENTITY)
-    code, model = resolve_crs(crs)
-    if transform is None:
-        raise ValueError("a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
-    coefficients = affine_coefficients(transform)
-    return Georeferencing(code, model, raster, coefficients)
-
-
 def affine_coefficients(transform) -> tuple[float, ...]:
     """``(a, b, c, d, e, f)`` of a transform to store, refusing one that would not place every pixel apart.
-
-    Nine numbers (an ``affine.Affine``, a 3 x 3 matrix row by row) must end
-    in the affine row ``0, 0, 1``: anything else is not an affine transform,
-    and keeping its first six numbers would store a different one.  The spec
-    writes no rule on the matrix, but a singular one (``a*e - b*d == 0``, as
-    a zero resolution gives) maps whole rows or columns of pixels onto one
-    line, which is no georeferencing a reader can use.
 
     >>> affine_coefficients((10, 0, 500000, 0, -10, 4000000, 0, 0, 1))
     (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
@@ -350,49 +294,40 @@ def affine_coefficients(transform) -> tuple[float, ...]:
     return numbers
 
 
-# -- georeferencing a record claims for its file ------------------------------------
-#
-# A STAC Item or a catalog row records its file's georeferencing so that opening
-# reads nothing.  Both are turned into a Georeferencing by one function, checked as
-# a writer checks what it stores, and both are compared with the file's own tags
-# by one function wherever a read fetches them anyway.
+def georeferencing(crs=None, transform=None, raster_type="area", *, record: str | None = None,
+                   fields=("crs", "transform", "raster_type")) -> Georeferencing:
+    """The georeferencing a writer stores, or that a ``record`` (a STAC Item, a catalog row) says its file has.
 
+    ``crs=None`` is no georeferencing: a writer's transform is then refused, a record's ignored (as a reader
+    ignores the matrix of a file without a CRS).  A record's errors name it and the field (``fields``).
 
-def recorded_georeferencing(crs, transform, raster_type, *, record: str) -> Georeferencing:
-    """The georeferencing a record (a STAC Item, a catalog row) says its file has, checked as ``write`` checks it.
-
-    Each of ``crs``, ``transform`` and ``raster_type`` is ``(field, value)``:
-    the field's name in the record, for the error, and its value.  ``crs`` is
-    ``None`` (no CRS) or anything pyproj resolves to an EPSG code (an EPSG
-    integer, ``"EPSG:n"``, WKT2, PROJJSON as a dict or text); ``transform``
-    is six numbers (ignored without a CRS, as a reader ignores the matrix of
-    a file without one); ``raster_type`` is ``"area"``/``"point"`` or
-    ``None`` (area).  Anything else is a ``ValueError`` naming ``record`` and
-    the field.
-
-    >>> recorded_georeferencing(("proj:code", "EPSG:32633"), ("proj:transform", [10, 0, 5e5, 0, -10, 5e6]),
-    ...                         ("rumi:raster_type", "area"), record="STAC Item 'a'").epsg
-    32633
-    >>> recorded_georeferencing(("epsg", 32633), ("transform", [10, 0, 5e5, 0, -10]), ("raster_type", "area"),
-    ...                         record="catalog row 0 ('a.rumi')")
+    >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
+    <ModelType.GEOGRAPHIC: 2>
+    >>> georeferencing(32633, [10, 0, 5e5, 0, -10], record="catalog row 0 ('a.rumi')",
+    ...                fields=("epsg", "transform", "raster_type"))
     Traceback (most recent call last):
     ...
     ValueError: catalog row 0 ('a.rumi'): transform: transform must be six finite numbers, got [10, 0, 500000.0, 0, -10]
     """
-    (crs_field, crs_value), (transform_field, transform_value), (raster_field, raster_value) = crs, transform, raster_type
-    raster = _field(record, raster_field, RasterType.parse, "area" if raster_value is None else raster_value)
-    if crs_value is None:
+    crs_field, transform_field, raster_field = fields
+    raster = _field(record, raster_field, RasterType.parse, "area" if raster_type is None else raster_type)
+    if crs is None:
+        if record is None and transform is not None and tuple(transform)[:6] != IDENTITY:
+            raise ValueError("a transform without a CRS cannot be stored: rumi files with no CRS carry no transform")
         return Georeferencing(None, ModelType.UNDEFINED, raster, IDENTITY)
-    code, model = _field(record, crs_field, resolve_crs, crs_value)
-    if transform_value is None:
-        raise ValueError(f"{record}: {transform_field}: a CRS needs a transform, and there is none")
-    return Georeferencing(code, model, raster, _field(record, transform_field, affine_coefficients, transform_value))
+    code, model = _field(record, crs_field, resolve_crs, crs)
+    if transform is None:
+        raise ValueError(f"{record}: {transform_field}: a CRS needs a transform, and there is none" if record else
+                         "a CRS needs a transform; pass transform=(x_res, row_rot, x_origin, col_rot, y_res, y_origin)")
+    return Georeferencing(code, model, raster, _field(record, transform_field, affine_coefficients, transform))
 
 
-def _field(record: str, name: str, parse, value):
+def _field(record: str | None, name: str, parse, value):
     try:
         return parse(value)
     except (TypeError, ValueError) as exc:
+        if record is None:
+            raise
         raise ValueError(f"{record}: {name}: {exc}") from None
 
 
@@ -405,13 +340,7 @@ _ROUNDING = 1e-12
 def check_claimed_georeferencing(claimed: Georeferencing, tags: Georeferencing, *, claimed_by: str, file: str) -> None:
     """Refuse georeferencing claimed for a file (by an Item, a catalog row, ``crs=``) that its own tags contradict.
 
-    ``tags`` is what the file's two georeferencing tags say.  A file without
-    a CRS contradicts nothing: a claimed CRS and transform then place a
-    raster that carries no place of its own, which is what ``crs=`` and
-    ``transform=`` are for.  Otherwise the CRS, the raster type and the
-    transform must agree (the transform to within a billionth of a pixel),
-    or a ``RumiFormatError`` (``georeferencing.matches-file``) names the
-    claimant, the file and what each says.
+    A file without a CRS contradicts nothing; transforms agree to a billionth of a pixel.
 
     >>> file = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5, 0, -10, 5e6))
     >>> check_claimed_georeferencing(file, file, claimed_by="STAC Item 'a'", file="a.rumi")
@@ -447,4 +376,4 @@ def describe(georef: Georeferencing) -> str:
     kind = f"PixelIs{georef.raster_type.name.title()}"
     if not georef.is_defined:
         return f"no CRS, {kind}"
-    return f"EPSG:{georef.epsg}, {kind}, transform ({', '.join(f'{v:.15g}' for v in georef.transform)})"
+    return f"{georef.crs_code}, {kind}, transform ({', '.join(f'{v:.15g}' for v in georef.transform)})"

@@ -1,18 +1,4 @@
-"""The frame grid: which frame holds which pixels, for both frame units.
-
-Frames are numbered in frame-index order (row-major grid positions; for tile
-frames all bands of a position before the next position).  Edge frames are cut
-to the image and never padded.
-
-Every question about the grid is answered here, once: where a frame lies and
-its cut shape (:meth:`FrameGrid.frame_window`), the same for every frame at
-once (:meth:`FrameGrid.frame_locations`, :meth:`FrameGrid.edge_masks`,
-:meth:`FrameGrid.on_frame_grid`), the frames a window or a selection of
-points touches (:meth:`FrameGrid.frames_touching`,
-:meth:`FrameGrid.frames_at_points`), and the frame sizes along an axis
-(:func:`axis_sizes`).  The methods over every frame are vectorised: grids
-have up to millions of frames.
-"""
+"""The frame grid: which frame holds which pixels, for both frame units."""
 
 from __future__ import annotations
 
@@ -120,10 +106,6 @@ class FrameGrid:
     def check(self, limits: Limits = DEFAULT_LIMITS, *, rule: str = "grid", bytes_per_sample: int | None = None) -> FrameGrid:
         """Refuse a grid the spec forbids or whose size exceeds ``limits``.
 
-        Costs nothing proportional to the claimed size.  With
-        ``bytes_per_sample``, a frame decoding to more than
-        ``limits.max_frame_bytes`` is refused too.
-
         >>> FrameGrid(2**32 - 1, 2**32 - 1, 1, 1, 1).check()
         Traceback (most recent call last):
         ...
@@ -215,9 +197,6 @@ class FrameGrid:
     def on_frame_grid(self, values) -> np.ndarray:
         """Per-frame ``values`` in frame-index order, laid out as :attr:`frame_grid_shape` (a view, no copy).
 
-        Frame-index order is ``(row, col, band)`` for tile frames; a grid of
-        chunks, one a frame, is ``(band, row, col)``.
-
         >>> FrameGrid(6, 6, 4, 4, 2).on_frame_grid(np.arange(8))[1].tolist()   # band 1's frames
         [[1, 3], [5, 7]]
         """
@@ -265,10 +244,7 @@ class FrameGrid:
         )
 
     def frames_touching(self, bands: range, rows: range, cols: range) -> np.ndarray:
-        """Frame indices overlapping a ``(band, y, x)`` window, in frame-index order.
-
-        Ranges are in pixels/bands, step 1; an empty range touches no frame.
-        """
+        """Frame indices overlapping a ``(band, y, x)`` window, in frame-index order."""
         if not (len(bands) and len(rows) and len(cols)):
             return np.empty(0, np.int64)
         r = np.arange(rows.start // self.tile_length, (rows.stop - 1) // self.tile_length + 1)
@@ -281,9 +257,6 @@ class FrameGrid:
 
     def frames_at_points(self, bands, rows, cols) -> FramePoints:
         """The outer selection ``bands x rows x cols`` of in-range indices, grouped by the frames holding them.
-
-        Any order, repeats allowed.  The grouping is made once, vectorised;
-        each frame's share is then a lookup (see :class:`FramePoints`).
 
         >>> g = FrameGrid(50, 40, 16, 16, 3)
         >>> points = g.frames_at_points(np.array([2]), np.array([39, 1]), np.array([20, 0, 17]))
@@ -303,13 +276,7 @@ class FrameGrid:
 
 
 class FramePoints:
-    """An outer selection of pixel indices, grouped by the frames that hold them (:meth:`FrameGrid.frames_at_points`).
-
-    ``frames`` lists the frames holding any point, in frame-index order.
-    :meth:`in_frame` gives, axis by axis, which points of the selection frame
-    ``k`` holds and where they lie in the frame, so a reader places
-    ``out[np.ix_(*where)] = frame[np.ix_(*inside)]``.
-    """
+    """An outer selection of pixel indices, grouped by the frames that hold them (:meth:`FrameGrid.frames_at_points`)."""
 
     def __init__(self, grid: FrameGrid, bands, rows, cols):
         self.grid = grid
@@ -328,11 +295,7 @@ class FramePoints:
 
 
 class _AxisPoints:
-    """The points along one axis, grouped by the block (of ``size`` indices) holding them.
-
-    ``members[block]`` is ``(positions in the selection, offsets in the block)``
-    of the points the block holds, made once: a frame's share is then three lookups.
-    """
+    """The points along one axis, grouped by the block (of ``size`` indices) holding them."""
 
     def __init__(self, points, size: int):
         points = np.asarray(points, dtype=np.int64)
@@ -358,10 +321,6 @@ def axis_sizes(extent: int, tile: int) -> tuple[int, ...]:
 
 def overlap(frame: slice, window: range) -> tuple[slice, slice]:
     """``(slice into the window, slice into the frame)`` where one axis of a frame and a window intersect.
-
-    ``frame`` is one axis of :meth:`FrameGrid.frame_window`, ``window`` the
-    part of the image being read, so a read places
-    ``out[into_window] = decoded[into_frame]`` axis by axis.
 
     >>> overlap(slice(32, 64), range(40, 100))
     (slice(0, 24, None), slice(8, 32, None))

@@ -1,13 +1,4 @@
-"""Checking a blob against the fixed head of its file's IFD (spec rule ``blob.matches-file``).
-
-A blob locates every frame without opening the file, but nothing in a frame
-says whether its samples are uint16 or float16: two types of one width decode
-from the same bytes.  The first 252 bytes of every rumi file (the BigTIFF
-header and the fixed IFD) state the image and tile sizes, the band count and
-the sample type, so comparing them with the blob is what keeps a wrong blob
-from reinterpreting a sound file.  Pure functions over bytes: what is read,
-and when, is the reader's concern.
-"""
+"""Checking a blob against the fixed head of its file's IFD (spec rule ``blob.matches-file``)."""
 
 from __future__ import annotations
 
@@ -30,22 +21,14 @@ from .ifd import (
     TILE_WIDTH,
     parse_head,
 )
-from .layout import BIGTIFF_HEADER_SIZE, GEOREFERENCING_SIZE, IFD_SIZE, external_sizes, georeferencing_offset
+from .placement import GEOREFERENCING_SIZE, IFD_SIZE, PREAMBLE_SIZE, external_sizes, georeferencing_offset
 
-#: The fixed head of every rumi file: the BigTIFF header and the IFD (spec: *Placement*).
-IFD_HEAD_SIZE = BIGTIFF_HEADER_SIZE + IFD_SIZE
+#: The fixed head of every rumi file: the BigTIFF preamble and the IFD (spec: *Placement*).
+IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE
 
 
 def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:
     """The byte ranges of a file that :func:`check_blob_against_ifd_head` needs for ``grid``.
-
-    The 252-byte head; with five or more bands BitsPerSample and SampleFormat
-    no longer fit their entries, so the head range also takes BitsPerSample's
-    values (right after the IFD) and a second range SampleFormat's (right
-    before the georeferencing).  With ``georeferencing``, the ranges also
-    take the 160 bytes of the two georeferencing tags' values, which end
-    where the frames begin: one more range, or the SampleFormat range carried
-    on to them.  :func:`split_head` takes their bytes apart.
 
     >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3))
     [(0, 252)]
@@ -69,10 +52,6 @@ def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tu
 def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tuple[bytes, bytes, bytes]:
     """``(head, sample_formats, georeferencing tags)``: the bytes of :func:`ifd_head_ranges` taken apart.
 
-    ``sample_formats`` is empty where SampleFormat fits its entry, and the
-    georeferencing tags' values (ModelTransformationTag's, then
-    GeoKeyDirectoryTag's) are empty unless ``georeferencing``.
-
     >>> head, sample_formats, tags = split_head(FrameGrid(100, 100, 32, 32, 3), [b"h" * 252, b"g" * 160],
     ...                                         georeferencing=True)
     >>> len(head), sample_formats, len(tags)
@@ -89,13 +68,6 @@ def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tu
 
 def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes = b"") -> None:
     """Refuse a blob that disagrees with what its file's IFD head states (``blob.matches-file``).
-
-    ``head`` and ``sample_formats`` are the bytes of :func:`ifd_head_ranges`.
-    Every field both state must agree: the image and tile sizes, the band
-    count, the sample type, the frame count (so the frame unit) and, where
-    they fit in their entries (one or two frames), the frame byte counts.  A
-    head that is not a rumi IFD raises the file's rule (``file-profile.*``,
-    ``fixed-ifd.*``).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -123,10 +95,6 @@ def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes
 
 def check_blob_against_file(blob: Header, file_header: Header) -> None:
     """Refuse a blob that disagrees with its file's whole IFD (``blob.matches-file``).
-
-    ``file_header`` is the header rebuilt from the file's IFD, as validating
-    parses it whole.  The same rule as :func:`check_blob_against_ifd_head`,
-    with the same messages, and every frame's byte count compared.
 
     >>> from .dtypes import sample_type_from_name
     >>> grid = FrameGrid(8, 8, 4, 4, 1)

@@ -1,9 +1,4 @@
-"""The BigTIFF header and the single fixed IFD, written and parsed strictly.
-
-Exactly 11 tags in rising order, each with the type and count the spec fixes;
-values of up to 8 bytes inline, larger ones immediately after the IFD in
-rising tag order, and the frame data immediately after them.
-"""
+"""The BigTIFF preamble and the single fixed IFD, written and parsed strictly."""
 
 from __future__ import annotations
 
@@ -17,8 +12,7 @@ from .container import refuse_later_file
 from .dtypes import SampleType, sample_type
 from .geo import Georeferencing
 from .grid import FrameGrid, FrameUnit
-from .layout import (
-    BIGTIFF_HEADER_SIZE,
+from .placement import (
     BITS_PER_SAMPLE,
     GEO_KEY_DIRECTORY,
     IFD_OFFSET,
@@ -26,8 +20,9 @@ from .layout import (
     IMAGE_LENGTH,
     IMAGE_WIDTH,
     MODEL_TRANSFORMATION,
-    SAMPLE_FORMAT,
+    PREAMBLE_SIZE,
     SAMPLES_PER_PIXEL,
+    SAMPLE_FORMAT,
     TAG_COUNT,
     TILE_BYTE_COUNTS,
     TILE_LENGTH,
@@ -90,9 +85,7 @@ def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
 
 
 def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, byte_counts) -> bytes:
-    """Everything before the first frame: BigTIFF header, IFD and external values.
-
-    The result is exactly ``base_frame_offset(grid)`` bytes long.
+    """Everything before the first frame: BigTIFF preamble, IFD and external values.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> prefix = build_prefix(FrameGrid(1, 1, 1, 1, 1), sample_type_from_name("uint8"), Georeferencing(), [30])
@@ -120,7 +113,7 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
     }
     counts_by_tag = expected_counts(b, n)
     entries, external = [], []
-    cursor = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    cursor = PREAMBLE_SIZE + IFD_SIZE
     for tag, _, type_code in FIXED_TAGS:
         value = values[tag]
         if len(value) <= 8:
@@ -130,12 +123,12 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
             external.append(value)
             cursor += len(value)
         entries.append(struct.pack("<HHQ", tag, type_code, counts_by_tag[tag]) + field)
-    header = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
+    preamble = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
     ifd = struct.pack("<Q", TAG_COUNT) + b"".join(entries) + struct.pack("<Q", 0)
-    prefix = header + ifd + b"".join(external)
+    prefix = preamble + ifd + b"".join(external)
     if len(prefix) != base:  # a bug here, never bad input: frames written after it would be located wrong
         raise RuntimeError(f"internal error: the IFD writer made {len(prefix)} bytes before the frames, "
-                           f"layout.base_frame_offset says {base}")
+                           f"placement.base_frame_offset says {base}")
     return prefix
 
 
@@ -152,18 +145,10 @@ class ParsedIFD:
 
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
-    """How many bytes of the file :func:`parse_prefix` needs, from its first 252.
-
-    Reads only the entry table, so a reader can fetch the whole prefix in a
-    second request when its first guess was short.  The size is derived from
-    ``B`` and ``N`` as the spec's layout fixes it, never from a claimed count
-    of some other tag, and ``N`` beyond ``limits.max_frames`` is refused
-    before anything is fetched.  An IFD that is not shaped like the fixed
-    one needs no more bytes: :func:`parse_prefix` names what is wrong.
-    """
-    _check_header(head)
+    """How many bytes of the file :func:`parse_prefix` needs, from its first 252."""
+    _check_preamble(head)
     entries = _entries(head)
-    fixed = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    fixed = PREAMBLE_SIZE + IFD_SIZE
     if [(tag, type_code) for tag, type_code, _, _ in entries] != [(tag, t) for tag, _, t in FIXED_TAGS]:
         return fixed
     by_tag = {tag: (count, field) for tag, _, count, field in entries}
@@ -177,11 +162,7 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
 
 
 def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
-    """Parse and check the BigTIFF header, the IFD and its external values.
-
-    ``data`` is the start of the file; it must reach at least
-    :func:`prefix_size` bytes.  ``check_registry=False`` skips the EPSG
-    registry lookup (pyproj) for the CRS code.
+    """Parse and check the BigTIFF preamble, the IFD and its external values.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
@@ -193,7 +174,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     ...
     xarray_rumi.errors.RumiFormatError: file-profile.little-endian: not a rumi file: a big-endian TIFF (it begins with MM); rumi files are little-endian BigTIFF (II, version 43): rumi convert makes one from it
     """
-    _check_header(data)
+    _check_preamble(data)
     by_tag = _tag_table(_entries(data))
 
     def inline_scalar(tag: int) -> int:
@@ -246,18 +227,13 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
 def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     """Each tag's count and, when stored inline, its values, from a file's first 252 bytes.
 
-    The BigTIFF header and the tag table are checked as :func:`parse_prefix`
-    checks them (the fixed tags, once each, in rising order, with their
-    types); counts and values are the caller's to compare, with a header blob
-    for instance.  Values stored after the IFD are ``None``.
-
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2)
     >>> head = parse_head(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 12)[:252])
     >>> head[IMAGE_WIDTH], head[SAMPLE_FORMAT], head[TILE_OFFSETS]
     ((1, (40,)), (2, (2, 2)), (12, None))
     """
-    _check_header(head)
+    _check_preamble(head)
     stated = {}
     for tag, (count, field) in _tag_table(_entries(head)).items():
         type_code = TAG_TYPES[tag]
@@ -266,12 +242,12 @@ def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     return stated
 
 
-def _check_header(data: bytes) -> None:
-    _check_file_kind(bytes(data[:BIGTIFF_HEADER_SIZE]))
-    if len(data) < BIGTIFF_HEADER_SIZE + IFD_SIZE:
+def _check_preamble(data: bytes) -> None:
+    _check_file_kind(bytes(data[:PREAMBLE_SIZE]))
+    if len(data) < PREAMBLE_SIZE + IFD_SIZE:
         raise RumiFormatError(
             "file-profile.truncated",
-            f"a rumi file is at least {BIGTIFF_HEADER_SIZE + IFD_SIZE} bytes before its frames, got {len(data)}",
+            f"a rumi file is at least {PREAMBLE_SIZE + IFD_SIZE} bytes before its frames, got {len(data)}",
         )
     magic, offset_size, reserved, first_ifd = struct.unpack_from("<HHHQ", data, 2)
     if magic != 43 or offset_size != 8 or reserved != 0:
@@ -291,9 +267,6 @@ def _check_header(data: bytes) -> None:
 
 def _check_file_kind(head: bytes) -> None:
     """Refuse, from its first bytes, a file that is not little-endian BigTIFF, saying what it is instead.
-
-    What the first bytes say comes first, so a short PNG or classic TIFF is
-    named as such rather than as a truncated rumi file.
 
     >>> _check_file_kind(b"\\x89PNG\\r\\n\\x1a\\n")
     Traceback (most recent call last):
@@ -321,11 +294,11 @@ def _check_file_kind(head: bytes) -> None:
             "not a rumi file: a classic TIFF (version 42, 32-bit offsets); rumi files are BigTIFF (version 43): "
             "rumi convert makes one from it",
         )
-    if len(head) < BIGTIFF_HEADER_SIZE:
+    if len(head) < PREAMBLE_SIZE:
         raise RumiFormatError(
             "file-profile.truncated",
             f"not a rumi file: {len(head)} byte{'s' if len(head) > 1 else ''}, shorter than the "
-            f"{BIGTIFF_HEADER_SIZE}-byte BigTIFF header every rumi file begins with",
+            f"{PREAMBLE_SIZE}-byte BigTIFF header every rumi file begins with",
         )
 
 
@@ -362,7 +335,7 @@ def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[in
 
 def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
     """Each tag's value bytes, checking external placement exactly."""
-    cursor = BIGTIFF_HEADER_SIZE + IFD_SIZE
+    cursor = PREAMBLE_SIZE + IFD_SIZE
     values = {}
     for tag, name, type_code in FIXED_TAGS:
         count, field = by_tag[tag]
@@ -388,11 +361,6 @@ def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
 
 def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> None:
     """Check TileOffsets and TileByteCounts against the spec's frame layout.
-
-    Offsets are compared in frame-index order, never sorted: a band-interleaved
-    file is contiguous once sorted, and must still be rejected.  Sorting is
-    used only to name the rule broken (``frames.order`` rather than
-    ``frames.contiguous``).
 
     >>> import dataclasses
     >>> from xarray_rumi.format.dtypes import sample_type_from_name

@@ -1,10 +1,4 @@
-"""Resource limits checked before any allocation driven by untrusted input.
-
-A 28-byte blob can claim 2**80 samples; these bounds turn such a claim into a
-:class:`~xarray_rumi.RumiFormatError` before memory is touched.  The defaults
-admit every realistic raster (16 million frames, frames of up to 1 GiB decoded) and are
-documented in ``docs/limits.md``.
-"""
+"""Resource limits checked before any allocation driven by untrusted input."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
-"""Decoding a frame into caller memory: the one place that uses geozl's private names.
-
-``geozl.decompress`` always allocates its result.  The C function beneath it
-takes the output buffer, so a frame can land in the caller's array with no
-frame-sized allocation and no copy, but geozl does not make that public: its
-loader and its cffi handle are private and may change in any release.  They
-are used only with the geozl versions they were checked against
-(:data:`CHECKED_VERSIONS`), because a C signature that changed under the same
-name would not fail, it would write wrong memory.  Anywhere else
-:func:`into_decoder` returns ``None`` and ``decode_frame(..., out=)`` goes
-through ``geozl.decompress`` and a copy.
-"""
+"""Decoding a frame into caller memory: the one place that uses geozl's private names."""
 
 from __future__ import annotations
 
 import numpy as np
 
-#: geozl releases (``major.minor``) whose private C entry points match the calls below.
+#: geozl releases (``major.minor``) whose private C entry points match the calls below: a signature changed
+#: under the same name would not fail, it would write wrong memory, so no other release is called this way.
 CHECKED_VERSIONS = ("0.19",)
 
 _FUNCTIONS = ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")

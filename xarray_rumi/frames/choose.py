@@ -1,21 +1,4 @@
-"""Choosing how to compress frames: lossless recipes, chosen by measuring.
-
-Every rumi frame is self-contained, so the writer may pick a recipe per frame.
-``"auto"`` measures every GeoZL/OpenZL graph on small windows of a few sample
-frames, lets the few best compete on larger windows of the same samples, and
-encodes the frames with the winner; ``"portable"`` lets the graphs that use
-only OpenZL's built-in codecs compete the same way.  Small images, whose whole
-write costs little, also try the winner with zstd at a slower level; and where
-the writer may choose the frame unit, cell frames compete with tile frames.
-Ties go to the simpler (faster) recipe, deterministically, so the same data
-always gives the same bytes.  ``"lossy:<error>"`` is the only way to lose
-information: it chooses as ``auto`` does among GeoZL's quantising graphs,
-and the error bound lives in each frame, the one place the spec allows.
-
-What is chosen, a :class:`~xarray_rumi.frames.recipes.Recipes`, and how a
-recipe becomes a frame (at another zstd level too) are in
-:mod:`~xarray_rumi.frames.recipes`.
-"""
+"""Choosing how to compress frames: lossless recipes, chosen by measuring."""
 
 from __future__ import annotations
 
@@ -32,24 +15,18 @@ import openzl.ext
 from ..format.grid import FrameGrid, FrameUnit
 from .codec import PORTABLE_RECIPES, applicable
 from .measure import Measurer
-from .recipes import FALLBACK, INTERBAND, Recipes, _encode, _split_at_level
+from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, parse_recipe
 
 logger = logging.getLogger(__name__)
 
-#: How many of the best sample-frame recipes each frame chooses among (each costs one encode).
-FINALISTS = 1
 SAMPLE_FRAMES = 3
 #: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
 QUICK_WINDOW = 40
-#: The backend the quick pass first tries with every predictor, the first of these it has:
-#: general-purpose LZ, which ranks predictors by how small and regular their residuals are
-#: (on byte planes where the elements have several bytes: faster, and as telling).
+#: The backend the quick pass tries every predictor with (the first it has): LZ ranks their residuals.
 REFERENCE_BACKENDS = ("transpose>zstd", "zstd")
-#: The best predictors by their reference, tried with every other backend too; one more for
-#: one-byte elements, whose only reference (plain zstd) ranks predictors less surely.
+#: The best predictors by their reference, tried with every backend (one more for one-byte elements).
 PREDICTORS = 2
-#: Quick windows whose best frame is smaller than this are nearly empty (mostly frame header, as
-#: in flat or few-valued regions): they cannot rank graphs, so the trial window ranks them all.
+#: Quick windows whose best frame is smaller are nearly empty (mostly frame header): they cannot rank graphs.
 QUICK_MIN_BYTES = 1024
 #: How many graphs, distinct in size on the quick windows, go on to the trial window.
 SHORTLIST = 4
@@ -63,21 +40,16 @@ PORTABLE_CONTENDERS = 3
 PROFILE_WINDOW = 256
 #: Terminal codecs that need an OpenZL frame format newer than the pinned one.
 _UNPINNED_CODECS = ("pivco", "sparse")
-#: Images of at most this many bytes of storage elements are small: writing one at zstd's slower
-#: levels costs a fraction of a second.
+#: Images of at most this many bytes of storage elements are small: zstd's slow levels cost them little.
 SMALL_IMAGE_BYTES = 4 * 2**20
-#: The level small images try: the first of zstd's slow strategies (btultra), 8 to 13x slower than
-#: level 6 and up to 13% smaller on smooth rasters (docs/writing.md has the measurements).
+#: The level small images try: the first of zstd's slow strategies, btultra (docs/writing.md measures it).
 SLOW_ZSTD_LEVEL = 16
-#: A slower level is kept only when it makes the middle profile window this much smaller: enough to
-#: be worth encoding several times slower (RGB.byte.tif's 2% is not; the DEM's 13% is).
+#: A slower level is kept only when it makes the middle profile window this much smaller.
 SLOW_LEVEL_GAIN = 0.97
-#: Where the writer may choose the frame unit, cell frames compete only for images of at most this
-#: many bands (RGB, RGBA: bands read together) ...
+#: Where the writer may choose the frame unit, cell frames compete for images of at most this many bands ...
 CELL_MAX_BANDS = 4
-#: ... and win only when their profile windows come out this much smaller than tile frames', these
-#: being no smaller than ``QUICK_MIN_BYTES`` each: a tile frame decodes one band alone, which a
-#: reader of one band keeps, and sparing the headers of nearly empty frames is not worth that.
+#: ... and win when this much smaller than tile frames of ``QUICK_MIN_BYTES`` or more: one band decodes alone
+#: from a tile frame, which is worth keeping for less.
 CELL_GAIN = 0.97
 
 
@@ -88,11 +60,8 @@ def _at_slow_level(candidate: str, itemsize: int) -> str:
     'planar>zigzag>transpose>zstd:16@interband'
     """
     backend = "transpose>zstd" if itemsize > 1 else "zstd"
-    return f"{_predictor(candidate).partition('@')[0]}>{backend}:{SLOW_ZSTD_LEVEL}{_geometry(candidate)}"
-
-
-def _geometry(candidate: str) -> str:
-    return "@" + candidate.partition("@")[2] if "@" in candidate else ""
+    recipe = parse_recipe(candidate)
+    return f"{recipe.predictor}>{backend}:{SLOW_ZSTD_LEVEL}{INTERBAND if recipe.interband else ''}"
 
 
 def lossy_error(compression: str):
@@ -145,13 +114,7 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
 
 
 def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
-    """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``).
-
-    Graphs that encode the quick windows to exactly the same length are, as a
-    rule, the same encoding under two names (for one-byte samples GeoZL's
-    ``field_lz`` and ``zstd`` backends coincide): keeping both would waste
-    a place on the shortlist.
-    """
+    """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``)."""
     kept, seen = [], set()
     for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
         key = by(graph) if by else sizes[graph]
@@ -167,7 +130,7 @@ def _fixed(compression) -> Recipes | None:
     """The recipes of a ``compression`` that needs no measuring, else ``None`` (it is chosen)."""
     if isinstance(compression, openzl.ext.Compressor):
         # Compressors hold native state; their serialised form travels to Dask workers.
-        return Recipes((), compressor=compression.serialize())
+        return Recipes(None, compressor=compression.serialize())
     if compression in ("auto", "portable") or lossy_error(compression) is not None:
         return None
     if not isinstance(compression, str) or ">" not in compression:
@@ -175,29 +138,18 @@ def _fixed(compression) -> Recipes | None:
             "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
             f"'planar>zigzag>zstd', got {compression!r}"
         )
-    recipe, _, level = compression.partition("@")[0].partition(":")
-    if level:  # refused now, not when the first frame is encoded
-        _split_at_level(recipe)
-        if not level.isdigit() or not 1 <= int(level) <= 22:
-            raise ValueError(f"a zstd level is 1 to 22, got {level!r} in {compression!r}")
-    return Recipes((compression,))
+    recipe = parse_recipe(compression)  # a bad level or graph refused now, not when the first frame is encoded
+    if recipe.level is not None:
+        check_at_level(recipe)
+    return Recipes(compression)
 
 
 def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
-    ``compression`` is ``"auto"``, ``"portable"``, ``"lossy:<error>"``, a
-    GeoZL recipe string such as ``"planar>zigzag>zstd"`` (used for every frame
-    as given; one ending in zstd may name zstd's level, as in
-    ``"planar>zigzag>transpose>zstd:16"``), or an ``openzl.ext.Compressor``
-    with its starting graph selected (every frame goes through that graph,
-    as one numeric stream).  ``workers`` threads measure.  ``small`` says
-    the samples come from a small image (:data:`SMALL_IMAGE_BYTES`): ``auto``
-    then tries the winner at zstd's slow level too.
-
     >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
-    >>> choose([ramp], "portable").candidates[0] in PORTABLE_RECIPES
+    >>> choose([ramp], "portable").recipe in PORTABLE_RECIPES
     True
     """
     chosen = _choose_each([samples], compression, workers)
@@ -214,11 +166,7 @@ class _Choice:
 
 
 def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, across_only=()) -> list[_Choice]:
-    """One :class:`_Choice` per list of sample frames, all measured together on one pool.
-
-    The lists of cell samples whose index is in ``across_only`` try only
-    graphs that predict each band from the one before.
-    """
+    """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
     fixed = _fixed(compression)
     if fixed is not None:
         return [_Choice(fixed, math.inf)] * len(sample_sets)
@@ -242,59 +190,37 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
         totals = {c: sum(ls) for c, ls in lengths.items() if None not in ls}
         ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
         size = totals[ranked[0]] if ranked else math.inf
-        chosen.append(_Choice(Recipes(tuple(ranked[:FINALISTS]) or (FALLBACK,), error), size, lengths))
+        chosen.append(_Choice(Recipes(ranked[0] if ranked else FALLBACK, error), size, lengths))
     return chosen
 
 
 def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
-    """The choices with each winner's predictor at zstd's slow level where that pays, for a small image.
-
-    The slow graph is measured on the middle sample's profile window only,
-    against the winner's size there: it costs 8 to 13 times as much to encode.
-    Where it is :data:`SLOW_LEVEL_GAIN` of that size or less, it replaces the
-    winner.  (Letting each frame keep the smaller of the two changed no
-    real raster's size: a second encode of every frame for nothing.)
-    """
+    """The choices with each winner's predictor at zstd's slow level where that pays, for a small image."""
     middle = [len(samples) // 2 for samples in sample_sets]
-    slow = [_at_slow_level(c.recipes.candidates[0], samples[0].dtype.itemsize)
+    slow = [_at_slow_level(c.recipes.recipe, samples[0].dtype.itemsize)
             for c, samples in zip(chosen, sample_sets)]
     jobs = [(_central_window(samples[m]), candidate) for samples, m, candidate in zip(sample_sets, middle, slow)]
     sizes = Measurer(workers, _encode).sizes(jobs)
     faster = []
     for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
-        winner = choice.recipes.candidates[0]
+        winner = choice.recipes.recipe
         before = choice.lengths.get(winner, [None] * (m + 1))[m]
         if size is None or before is None or size > SLOW_LEVEL_GAIN * before:
             faster.append(choice)
             continue
-        faster.append(_Choice(Recipes((candidate,), choice.recipes.error), choice.size * size / before, choice.lengths))
+        faster.append(_Choice(Recipes(candidate, choice.recipes.error), choice.size * size / before, choice.lengths))
     return faster
 
 
-def _predictor(candidate: str) -> str:
-    """The part of a GeoZL graph before its backend: ``"med>zigzag"`` of ``"med>zigzag>transpose>zstd"``."""
-    recipe, at, geometry = candidate.partition("@")
-    stages = recipe.split(">")
-    head = stages[:2] if len(stages) > 2 and stages[1] == "zigzag" else stages[:1]
-    return ">".join(head) + at + geometry
-
-
-def _backend(candidate: str) -> str:
-    recipe = candidate.partition("@")[0]
-    return recipe[len(_predictor(recipe)) + 1:]
+def _predictor(candidate: str) -> tuple[str, bool]:
+    """What a candidate predicts with: its predictor, within bands or across them."""
+    recipe = parse_recipe(candidate)
+    return recipe.predictor, recipe.interband
 
 
 def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer,
                 across_only=()) -> list[list[str]]:
-    """Per sample list, the graphs worth trying on the trial window.
-
-    The quick raster (the samples' quick windows stacked as planes, a few
-    thousand pixels) ranks every predictor with its reference backend, then
-    the best predictors with every backend.  Where it is nearly empty, every
-    graph is ranked on the trial window instead.  Cell samples try each graph
-    within bands and across them, or across them only where ``across_only``
-    says so for their list.
-    """
+    """Per sample list, the graphs worth trying on the trial window."""
     try:
         names = [_graph_names(samples[0].dtype.str, error) for samples in sample_sets]
     except ValueError as exc:  # an error bound GeoZL does not understand
@@ -325,7 +251,7 @@ def _references(candidates: list[str]) -> list[str]:
     """Each predictor with its reference backend (the first of ``REFERENCE_BACKENDS`` it has)."""
     backends: dict[str, dict[str, str]] = {}
     for c in candidates:
-        backends.setdefault(_predictor(c), {})[_backend(c)] = c
+        backends.setdefault(_predictor(c), {})[parse_recipe(c).backend] = c
     return [next(found[b] for b in REFERENCE_BACKENDS if b in found)
             for found in backends.values() if any(b in found for b in REFERENCE_BACKENDS)]
 
@@ -337,17 +263,17 @@ def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]
     return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
 
 
-def sample_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
+def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
     """Frames spread evenly over the image, first and last included.
 
-    >>> sample_indices(10), sample_indices(2)
+    >>> spread_indices(10), spread_indices(2)
     ([0, 4, 9], [0, 1])
     """
     return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
 
 
 def sample_frames(grid, compression) -> list[int]:
-    """The frame indices :func:`plan` asks ``frame_at`` for, in order (none when nothing is chosen).
+    """The frame indices :func:`plan_frames` asks ``frame_at`` for, in order (none when nothing is chosen).
 
     >>> from xarray_rumi.format.grid import FrameGrid
     >>> grid = FrameGrid(96, 32, 32, 32, 2)  # 3 positions, 2 bands: frames 0..5, band-interleaved
@@ -357,7 +283,7 @@ def sample_frames(grid, compression) -> list[int]:
     if _fixed(compression) is not None:
         return []
     slots = grid.frames_per_position
-    return [p * slots + slot for slot in range(slots) for p in sample_indices(grid.positions)]
+    return [p * slots + slot for slot in range(slots) for p in spread_indices(grid.positions)]
 
 
 def profile_window(frame_window: tuple[slice, slice, slice]) -> tuple[slice, slice, slice]:
@@ -375,36 +301,10 @@ def _centred(extent: slice, size: int) -> slice:
     return slice(start, min(extent.stop, start + size))
 
 
-def plan(grid, frame_at, compression: str, *, workers: int = 1) -> tuple[Recipes, ...]:
-    """Recipes per band slot: one per band for tile frames, one for cell frames.
-
-    Bands differ (an alpha band is not a red band), and a tile frame holds a
-    single band, so each band gets recipes measured on its own frames.
-    ``frame_at(k)`` returns the storage elements of frame ``k``, or just of
-    its :func:`profile_window` (all that is measured, every smaller window
-    being centred in it); ``workers`` threads measure, all band slots at once.
-    The choice is logged at DEBUG, one line per band slot.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 32, 32, 2)  # two bands of 2 x 2 tile frames
-    >>> image = np.zeros((2, 64, 64), np.uint16)
-    >>> [r.candidates for r in plan(grid, lambda k: image[grid.frame_window(k)], "id>zstd")]
-    [('id>zstd',), ('id>zstd',)]
-    """
-    return plan_frames(grid, frame_at, compression, workers=workers)[1]
-
-
 def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
                 may_use_cells: bool = False) -> tuple[FrameGrid, tuple[Recipes, ...]]:
-    """:func:`plan`, and with ``may_use_cells`` the frame unit too: ``(grid, recipes)``.
-
-    ``grid`` and ``frame_at`` are those of tile frames.  With ``may_use_cells``,
-    ``compression="auto"`` and 2 to :data:`CELL_MAX_BANDS` bands, cell frames
-    (each sample position's bands stacked, so that a band may be predicted
-    from the one before) compete with the bands' tile frames on the same
-    profile windows, and win when they are :data:`CELL_GAIN` of the size or
-    less, unless the tile frames are nearly empty (under
-    :data:`QUICK_MIN_BYTES` each); the grid returned is then the cell grid.
+    """``(grid, recipes)``: the recipes per band slot (one per band for tile frames, one for cell frames) and,
+    with ``may_use_cells``, the frame unit chosen.
 
     >>> grid = FrameGrid(128, 128, 64, 64, 3)
     >>> texture = np.random.default_rng(0).integers(0, 200, (128, 128), dtype=np.uint8)
@@ -418,7 +318,7 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
     if fixed is not None:
         return grid, (fixed,) * slots
     frames = iter(sample_frames(grid, compression))
-    positions = sample_indices(grid.positions)
+    positions = spread_indices(grid.positions)
     sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
     cells = (may_use_cells and compression == "auto" and grid.frame_unit is FrameUnit.TILE
              and 1 < grid.samples_per_pixel <= CELL_MAX_BANDS)
@@ -460,4 +360,4 @@ def _describe_recipes(recipes: Recipes) -> str:
     if recipes.compressor is not None:
         return "the caller's OpenZL graph"
     lossy = f", error bound {recipes.error!r}" if recipes.error is not None else ""
-    return f"recipes {', '.join(recipes.candidates)}{lossy}"
+    return f"recipe {recipes.recipe}{lossy}"

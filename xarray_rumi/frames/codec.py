@@ -1,11 +1,4 @@
-"""Encoding and decoding single frames: one self-contained OpenZL frame each.
-
-Decoding goes through ``geozl.decompress``, which knows GeoZL's decoders and
-OpenZL's built-in ones, releases the GIL and refuses to allocate more than the
-grid says a frame holds; into a caller's array, through the C function beneath
-it where ``_geozl_into.py`` finds one.  Encoding pins one OpenZL frame format
-version.
-"""
+"""Encoding and decoding single frames: one self-contained OpenZL frame each."""
 
 from __future__ import annotations
 
@@ -58,16 +51,6 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
                  cache: ThreadCache | None = None) -> bytes:
     """Compress one frame of storage elements shaped ``(bands, h, w[, 2])``.
 
-    ``stored`` comes from :meth:`SampleType.encode`.  Row predictors reset at
-    each band, so a cell frame predicts within each band; with ``interband``
-    a cell frame is one plane whose rows are whole bands, so the "row above"
-    of a pixel is the same pixel in the previous band.  ``recipe`` is a GeoZL
-    recipe (see ``PORTABLE_RECIPES``; ``frames/choose.py`` lists what ``"auto"`` tries).  ``error`` makes it
-    lossy: a GeoZL error bound (a number, ``"1%"`` or a ``LINEAR``/``LOG``/
-    ``SQRT`` recipe), recorded inside the frame and nowhere else.  The
-    lossless graph is built once per thread and kept in ``cache`` (by
-    default, in one kept for the process).
-
     >>> frame = encode_frame(np.zeros((1, 16, 16), np.uint16), "delta_1d>zstd")
     >>> frame_version(frame)
     24
@@ -100,10 +83,6 @@ GRAPHS_PER_THREAD = 96
 class ThreadCache:
     """Compression state built on first use, one per thread, the least recently used dropped.
 
-    A GeoZL graph owns a compression context, and contexts are not
-    thread-safe, so each thread builds its own.  Everything a thread built
-    goes when the cache goes.
-
     >>> cache = ThreadCache()
     >>> cache.get("key", lambda: ["built"]) is cache.get("key", lambda: ["built again"])
     True
@@ -135,19 +114,6 @@ PROCESS_CACHE = ThreadCache()
 def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int, int, int], *,
                  verify: bool = True, out: np.ndarray | None = None) -> np.ndarray:
     """Decompress one frame into an array of ``shape`` ``(bands, h, w)``.
-
-    Refuses, without expanding it, a frame that would decode to more than the
-    grid allows, and refuses one that decodes to any other length.
-
-    With ``out`` (an array of ``shape`` and ``sample.dtype``, such as the part
-    of a larger result that the frame covers) the samples are written there
-    and ``out`` is returned.  Where ``out`` is one contiguous block whose
-    memory is the frame's own layout, the decoder writes straight into it: no
-    frame-sized allocation and no copy.  Otherwise the frame is decoded into a
-    scratch buffer that each thread reuses, then copied into ``out``.  With a
-    geozl whose private decoder is not known (``_geozl_into.py``), the frame
-    is decoded by ``geozl.decompress`` and copied into ``out``.  If decoding
-    fails, what ``out`` holds is unspecified.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> frame = encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd")
@@ -185,14 +151,6 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
 def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np.ndarray, int]:
     """A frame's decoded bytes and the width of the elements it records.
 
-    The width is the frame's own account of its output stream (a uint16
-    frame holds 2-byte elements), which ``geozl.decompress`` does not report,
-    so this goes through OpenZL's decoder with GeoZL's decoders registered.
-    That decoder holds the GIL: it serves callers that must know the width
-    (the Zarr codec), while :func:`decode_frame` stays on geozl's.  A frame
-    that declares more than ``max_output_size`` bytes is refused before
-    anything is expanded.
-
     >>> raw, width = decode_elements(encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd"), 12)
     >>> raw.size, width
     (12, 2)
@@ -222,9 +180,6 @@ def _decompression_context() -> openzl.ext.DCtx:
 
 def check_element_width(width: int, sample: SampleType) -> None:
     """Refuse a frame whose elements are not as wide as ``sample`` stores them.
-
-    A uint16 frame read as uint8 (or uint32) would otherwise be reinterpreted
-    silently whenever its byte count happens to fit.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> check_element_width(2, sample_type_from_name("uint8"))

@@ -1,15 +1,4 @@
-"""Measuring many candidate encodings at once, on the calling thread and the idle cores.
-
-Choosing a recipe (``choose.py``) encodes small windows of sample frames
-with many graphs and keeps the sizes.  GeoZL releases the GIL while it
-encodes, so the measurements are spread over the calling thread and the
-process's idle cores (:func:`~xarray_rumi.runtime.threads.share_work`); the
-pool's threads live as long as the process, so each keeps the graphs it has
-built from one image to the next (building a graph and its first use cost
-about as much as one measurement on a quick window).  The one exception is a
-graph run at another zstd level (``"<graph>:<level>"``), which goes through
-OpenZL's Python binding: it holds the GIL, so those measure one at a time.
-"""
+"""Measuring many candidate encodings at once, on the calling thread and the idle cores."""
 
 from __future__ import annotations
 
@@ -22,12 +11,6 @@ from ..runtime.threads import share_work
 
 class Measurer:
     """Sizes of many (stored, candidate) encodings, on the calling thread and up to ``workers - 1`` helpers.
-
-    GeoZL releases the GIL while it encodes, so the helpers measure in parallel.
-    Each size is a pure function of its pair: the threads change when, not what.
-    The calling thread measures too, and helpers join only on idle cores, so a
-    process busy with other work delays this one at most by the job a helper
-    is measuring.
 
     >>> def encode(stored, candidate):  # a stand-in for a GeoZL graph
     ...     if candidate == "never":

@@ -1,17 +1,9 @@
-"""What a frame is encoded with: :class:`Recipes`, and a recipe string turned into a frame.
-
-A recipe is a GeoZL graph name (``"planar>zigzag>transpose>zstd"``),
-optionally at another zstd level (``":16"``, the same graph rebuilt from
-OpenZL's nodes, since GeoZL's graphs fix the level) and optionally
-``"@interband"`` (a cell frame predicting each band from the one before).
-:mod:`~xarray_rumi.frames.choose` decides which recipes an image's frames
-get; this module only encodes them, always at the pinned OpenZL format
-version and with checksums, so every reader decodes what it writes.
-"""
+"""What a frame is encoded with: :class:`Recipes`, and a recipe string turned into a frame."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import geozl
 import geozl.lossless
@@ -23,51 +15,62 @@ from .codec import FORMAT_VERSION, PROCESS_CACHE, ThreadCache, encode_frame
 
 #: Always applicable, always at the pinned version: the last resort for any frame.
 FALLBACK = "id>zstd"
-#: The zstd level GeoZL's graphs run at; ``<graph>:<level>`` is the same graph at another level.
-GEOZL_ZSTD_LEVEL = 6
 
 
 @dataclass(frozen=True)
 class Recipes:
-    """The recipes a frame may be encoded with, best first.
-
-    Each candidate is a GeoZL recipe, optionally ending in ``"@interband"``:
-    a cell frame then predicts each band from the previous one.
+    """What the frames of one band slot are encoded with: a recipe, or a caller's OpenZL graph.
 
     >>> import numpy as np
-    >>> r = Recipes(("id>zstd",))
-    >>> len(r.encode(np.zeros((1, 8, 8), np.uint8))) > 0
+    >>> len(Recipes("id>zstd").encode(np.zeros((1, 8, 8), np.uint8))) > 0
     True
     """
 
-    candidates: tuple[str, ...]
+    recipe: str | None
     error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
-    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of candidates
+    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of the recipe
 
     def encode(self, stored: np.ndarray, cache: ThreadCache | None = None) -> bytes:
-        """The smallest frame among the candidates (the first on a tie); graphs are kept in ``cache``."""
+        """One frame of ``stored``; graphs are kept in ``cache``."""
         if self.compressor is not None:
             return _encode_with_compressor(stored, self.compressor, cache or PROCESS_CACHE)
-        best = None
-        for candidate in self.candidates:
-            try:
-                frame = _encode(stored, candidate, self.error, cache)
-            except RuntimeError:  # the recipe does not apply to this frame
-                continue
-            if best is None or len(frame) < len(best):
-                best = frame
-        return best if best is not None else encode_frame(stored, FALLBACK, cache=cache)
+        try:
+            return _encode(stored, self.recipe, self.error, cache)
+        except RuntimeError:  # the recipe does not apply to this frame
+            return encode_frame(stored, FALLBACK, cache=cache)
 
 
 INTERBAND = "@interband"
 
 
+class ParsedRecipe(NamedTuple):
+    graph: str  # the GeoZL graph name
+    predictor: str  # its stages before the backend: "planar>zigzag" of "planar>zigzag>transpose>zstd"
+    backend: str
+    level: int | None  # zstd's level, where the recipe names one
+    interband: bool
+
+
+def parse_recipe(recipe: str) -> ParsedRecipe:
+    """A recipe ``"<predictor>><backend>[:<level>][@interband]"`` taken apart; a bad level is a ``ValueError``.
+
+    >>> parse_recipe("planar>zigzag>transpose>zstd:16@interband")[1:]
+    ('planar>zigzag', 'transpose>zstd', 16, True)
+    """
+    body, at, _ = recipe.partition("@")
+    graph, colon, level = body.partition(":")
+    if colon and not (level.isdigit() and 1 <= int(level) <= 22):
+        raise ValueError(f"a zstd level is 1 to 22, got {level!r} in {recipe!r}")
+    stages = graph.split(">")
+    cut = 2 if len(stages) > 2 and stages[1] == "zigzag" else 1
+    return ParsedRecipe(graph, ">".join(stages[:cut]), ">".join(stages[cut:]), int(level) if colon else None, bool(at))
+
+
 def _encode(stored: np.ndarray, candidate: str, error=None, cache: ThreadCache | None = None) -> bytes:
-    recipe, _, geometry = candidate.partition("@")
-    recipe, _, level = recipe.partition(":")
-    if level:
-        return _encode_at_level(stored, recipe, int(level), bool(geometry), cache or PROCESS_CACHE)
-    return encode_frame(stored, recipe, interband=bool(geometry), error=error, cache=cache)
+    recipe = parse_recipe(candidate)
+    if recipe.level is not None:
+        return _encode_at_level(stored, recipe, cache or PROCESS_CACHE)
+    return encode_frame(stored, recipe.graph, interband=recipe.interband, error=error, cache=cache)
 
 
 def _encode_with_compressor(stored: np.ndarray, serialized: bytes, cache: ThreadCache) -> bytes:
@@ -106,32 +109,27 @@ _PREDICTORS = {"planar": geozl.lossless.Planar, "med": geozl.lossless.Med, "delt
 _ZSTD_BACKENDS = ("zstd", "transpose>zstd")
 
 
-def _encode_at_level(stored: np.ndarray, recipe: str, level: int, interband: bool, cache: ThreadCache) -> bytes:
-    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``.
-
-    GeoZL's graphs fix zstd's level; at :data:`GEOZL_ZSTD_LEVEL` this graph
-    writes their bytes exactly.  Its predictors are GeoZL's codecs, run from
-    Python: OpenZL holds the GIL while it encodes, so these frames do not
-    encode in parallel.
-    """
+def _encode_at_level(stored: np.ndarray, recipe: ParsedRecipe, cache: ThreadCache) -> bytes:
+    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``."""
     keep_heap_top()  # as encode_frame does
     bands, h = stored.shape[:2]
     raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
-    if interband:
+    if recipe.interband:
         raster = raster.reshape(1, bands, -1)
     planes, width = raster.shape[0], raster.shape[-1]
-    key = ("zstd-level", recipe, level, width, planes)
-    cctx, _ = cache.get(key, lambda: _compression_context(_graph_at_level(recipe, level, width, planes)))
+    key = ("zstd-level", recipe.graph, recipe.level, width, planes)
+    cctx, _ = cache.get(key, lambda: _compression_context(_graph_at_level(recipe, width, planes)))
     return _compress(cctx, raster)
 
 
-def _graph_at_level(recipe: str, level: int, width: int, planes: int):
-    """An OpenZL compressor for ``recipe`` (a predictor, then ``zstd`` or ``transpose>zstd``) with zstd at ``level``."""
+def _graph_at_level(recipe: ParsedRecipe, width: int, planes: int):
+    """An OpenZL compressor for ``recipe`` (a predictor, then ``zstd`` or ``transpose>zstd``) with zstd at its level."""
     compressor = openzl.ext.Compressor()
     nodes = openzl.ext.nodes
-    predictor, backend = _split_at_level(recipe)
-    zstd = openzl.ext.graphs.Zstd(compression_level=level)(compressor)
-    if backend == "zstd":
+    check_at_level(recipe)
+    predictor = recipe.predictor
+    zstd = openzl.ext.graphs.Zstd(compression_level=recipe.level)(compressor)
+    if recipe.backend == "zstd":
         graph = nodes.ConvertNumToSerialLE()(compressor, zstd)
     else:  # one zstd stream per byte of the elements
         graph = nodes.ConvertNumToStructLE()(compressor, nodes.TransposeSplit()(compressor, zstd))
@@ -148,18 +146,17 @@ def _graph_at_level(recipe: str, level: int, width: int, planes: int):
     return compressor
 
 
-def _split_at_level(recipe: str) -> tuple[str, str]:
-    """``(predictor, backend)`` of a graph that can run at another zstd level, else ``ValueError``.
+def check_at_level(recipe: ParsedRecipe) -> None:
+    """Refuse (``ValueError``) a recipe naming a zstd level whose graph cannot run at one.
 
-    >>> _split_at_level("planar>zigzag>transpose>zstd")
-    ('planar>zigzag', 'transpose>zstd')
+    >>> check_at_level(parse_recipe("planar>zigzag>entropy:16"))
+    Traceback (most recent call last):
+    ...
+    ValueError: only a GeoZL graph ending in zstd runs at another zstd level, not 'planar>zigzag>entropy'
     """
-    for backend in sorted(_ZSTD_BACKENDS, key=len, reverse=True):
-        predictor = recipe[:-len(backend) - 1]
-        if recipe.endswith(">" + backend) and predictor in {"id", "delta_1d", *_FUSED_PREDICTORS} | {
-                f"{name}>zigzag" for name in _PREDICTORS}:
-            return predictor, backend
-    raise ValueError(f"only a GeoZL graph ending in zstd runs at another zstd level, not {recipe!r}")
+    predictors = {"id", "delta_1d", *_FUSED_PREDICTORS} | {f"{name}>zigzag" for name in _PREDICTORS}
+    if recipe.backend not in _ZSTD_BACKENDS or recipe.predictor not in predictors:
+        raise ValueError(f"only a GeoZL graph ending in zstd runs at another zstd level, not {recipe.graph!r}")
 
 
-__all__ = ["FALLBACK", "GEOZL_ZSTD_LEVEL", "INTERBAND", "Recipes"]
+__all__ = ["FALLBACK", "INTERBAND", "ParsedRecipe", "Recipes", "check_at_level", "parse_recipe"]

@@ -20,6 +20,7 @@ from functools import cache, cached_property
 import fsspec
 from fsspec.core import url_to_fs
 
+from ..runtime.fork import in_forked_child
 from .engine import MAX_GAP, fetch_ranges
 from .ranged import ReportingFileSystem, get_s3, reports_versions
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
@@ -109,8 +110,7 @@ def _keep_the_parents_file_systems() -> None:
     _in_use.clear()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_keep_the_parents_file_systems)
+in_forked_child(_keep_the_parents_file_systems)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from ..runtime.fork import in_forked_child
+
 
 @dataclass(frozen=True)
 class FileIdentity:
@@ -131,8 +133,7 @@ def if_match(fs, etag: str | None) -> dict:
     return {}
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=unlock_pins)
+in_forked_child(unlock_pins)
 
 
 __all__ = ["FileChangedError", "FileIdentity", "if_match", "info", "pin_for"]

@@ -6,12 +6,12 @@ Remembered, later reads of a pair check nothing; a file rewritten since is check
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import Counter, OrderedDict
 
 from ..format.blob import Header
 from ..io.source import ByteSource
+from ..runtime.fork import in_forked_child
 
 
 #: Bytes of a pair's digest (:func:`pair_digest`), the first of its keys.
@@ -93,8 +93,7 @@ class CheckedBlobs:
 
 #: The (file, blob) pairs this process has checked: what makes later reads of them free.
 checked_blobs = CheckedBlobs()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=checked_blobs._after_fork)
+in_forked_child(checked_blobs._after_fork)
 
 
 def pair_digest(source: ByteSource, header: Header) -> bytes:

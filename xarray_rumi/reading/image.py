@@ -45,7 +45,7 @@ from ..format.blob import Header
 from ..format.geo import Georeferencing, check_claimed_georeferencing
 from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges, split_head
-from ..format.layout import MODEL_TRANSFORMATION_SIZE
+from ..format.placement import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
@@ -109,7 +109,7 @@ class RumiImage:
         grid, sample = self.grid, self.sample_type
         dtype = sample.name if sample.name == str(sample.dtype) else f"{sample.name} (read as {sample.dtype})"
         geo = self.georeferencing
-        crs = "CRS not read" if geo is None else f"EPSG:{geo.epsg}" if geo.is_defined else "no CRS"
+        crs = "CRS not read" if geo is None else geo.crs_code or "no CRS"
         bands = f"{grid.samples_per_pixel} band{'s' if grid.samples_per_pixel > 1 else ''}"
         return (f"<RumiImage {self.source.url}: {bands} x {grid.image_length} rows x "
                 f"{grid.image_width} columns, {dtype}, {grid.frame_count} frames ({grid.frame_unit.name.lower()}, "
@@ -203,7 +203,7 @@ class RumiImage:
         return RumiFormatError(
             "frames.truncated",
             f"frame {frame} (bytes {ended.start}-{ended.stop}) runs past the end of {url}, which is {ended.size} "
-            f"bytes; its frames end at byte {header.file_size} ({header.file_size - ended.size} bytes missing): "
+            f"bytes; its frames end at byte {header.frames_end} ({header.frames_end - ended.size} bytes missing): "
             "the file was cut after its blob was made, or the blob is not this file's")
 
     def _pin_file(self):

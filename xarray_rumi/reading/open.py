@@ -15,7 +15,7 @@ from ..format.geo import Georeferencing, RasterType, affine_coefficients, check_
 from ..format.geo import georeferencing as build_georeferencing
 from ..format.head import ifd_head_ranges, split_head
 from ..format.ifd import check_frame_layout, parse_prefix, prefix_size
-from ..format.layout import (
+from ..format.placement import (
     GEOREFERENCING_SIZE,
     MODEL_TRANSFORMATION_SIZE,
     check_frames_inside,
@@ -273,7 +273,7 @@ def checked_size(source, header: Header) -> int:
     True
     """
     size = _size(source)
-    if size < header.file_size:
+    if size < header.frames_end:
         check_frames_inside(header.offsets(), header.byte_counts(), size, from_blob=True, name=source.url)
     return size
 

@@ -34,11 +34,11 @@ each task to fetch its own frame, so its error is the one it gets today.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
 from ..io.engine import MAX_GAP
+from ..runtime.fork import in_forked_child
 
 #: Compressed bytes one read-ahead fetches at most (its own frame aside): a band of 4096 px in
 #: 512 px uint16 frames (64 of 256 KiB), two waves of the engine's 32 requests in flight.  At
@@ -304,8 +304,7 @@ def _seen_before(grid, frame: int, back: int, seen) -> bool:
 
 #: This process's frames read ahead.
 shared = ReadAhead()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=shared._after_fork)
+in_forked_child(shared._after_fork)
 
 
 def read_frame(image, frame: int) -> bytes:

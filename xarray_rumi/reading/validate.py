@@ -27,9 +27,9 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
     if header is not None:
         check_blob_against_file(load_header(header, storage_options, limits), file_header)
     size = source.size()
-    if size != file_header.file_size:
-        rule = "frames.truncated" if size < file_header.file_size else "frames.trailing-bytes"
-        raise RumiFormatError(rule, f"the frames end at byte {file_header.file_size}, but the file is {size} bytes")
+    if size != file_header.frames_end:
+        rule = "frames.truncated" if size < file_header.frames_end else "frames.trailing-bytes"
+        raise RumiFormatError(rule, f"the frames end at byte {file_header.frames_end}, but the file is {size} bytes")
     _check_frames(source, file_header)
 
 

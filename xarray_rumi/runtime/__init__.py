@@ -1,5 +1,3 @@
 """The process the package runs in: its threads (``threads``, the one module that starts them) and its
 allocator (``heap``, glibc tuned where Dask workers trim the heap eagerly; ``XARRAY_RUMI_HEAP_TUNING=0`` declines).
-
-The tuning is logged at INFO under the ``xarray_rumi.runtime`` logger.
 """

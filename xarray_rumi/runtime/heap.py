@@ -1,30 +1,6 @@
 """Keep frame and chunk buffers in the heap in processes that trim it eagerly (Dask workers).
 
-``distributed`` starts its worker processes with ``MALLOC_TRIM_THRESHOLD_``
-set to 64 KiB, so that glibc gives freed memory back to the system at once.
-Setting it also freezes glibc's mmap threshold at 128 KiB.  The OpenZL codec
-allocates and frees frame-sized work buffers on every call, and every Dask
-chunk is a fresh array: in such a worker each of them became a new mapping,
-faulted in page by page and unmapped again, so a chunk decoded in a worker
-took far longer than in the client, and a Cube mean on a ``LocalCluster``
-was slower than on the threaded scheduler even with its result left on the
-workers.
-
-Where the process started with that setting, the package raises the mmap
-threshold to 32 MiB (the ceiling glibc's own dynamic threshold would reach)
-and keeps 16 MiB at the top of the heap when it is trimmed (``M_TOP_PAD``):
-the codec's buffers and chunks of a Cube's ``"auto"`` size are then reused
-in place, while freed memory beyond those 16 MiB, and every array of 32 MiB
-or more, still goes back to the system at once, which is what the setting
-is for.  Nothing is changed where the trim
-threshold is not set, where the caller chose these two settings
-(``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``) themselves, or off glibc.
-Measurements: docs/benchmarks.md, scenario 8.
-
-A library that changes the allocator of the whole process says so: one
-INFO line under ``xarray_rumi.runtime.heap`` names what it set and why, and
-``XARRAY_RUMI_HEAP_TUNING=0`` in the environment turns it off (docs/backend.md
-shows the ``distributed`` setting that does the same without the library).
+Kept because ``ci/benchmarks/runtime.py`` shows it matters (docs/benchmarks.md, *Measurements the code relies on*).
 """
 
 from __future__ import annotations
@@ -33,6 +9,8 @@ import ctypes
 import logging
 import os
 import threading
+
+from .fork import in_forked_child
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +26,6 @@ SWITCH = "XARRAY_RUMI_HEAP_TUNING"
 def keep_heap_top() -> bool:
     """Adjust glibc once, where this process started with eager trimming; whether anything was set.
 
-    Off where ``XARRAY_RUMI_HEAP_TUNING=0``; what it sets is logged at INFO,
-    once for the process.
-
     >>> isinstance(keep_heap_top(), bool)
     True
     """
@@ -63,9 +38,8 @@ def keep_heap_top() -> bool:
 
 _decided: list[bool] = []
 _deciding = threading.Lock()
-if hasattr(os, "register_at_fork"):
-    # A lock held by another thread at fork time would never be released in the child.
-    os.register_at_fork(after_in_child=lambda: globals().update(_deciding=threading.Lock()))
+# A lock held by another thread at fork time would never be released in the child.
+in_forked_child(lambda: globals().update(_deciding=threading.Lock()))
 
 
 def _tune() -> bool:
@@ -93,8 +67,6 @@ _DESCRIBED = {"MALLOC_MMAP_THRESHOLD_": f"mmap threshold to {MMAP_THRESHOLD >> 2
 def tuning_wanted(environment) -> bool:
     """Whether ``XARRAY_RUMI_HEAP_TUNING`` in ``environment`` leaves the tuning on: unset, empty or ``1``.
 
-    ``0`` turns it off; any other value is refused, naming the variable.
-
     >>> tuning_wanted({}), tuning_wanted({"XARRAY_RUMI_HEAP_TUNING": "0"})
     (True, False)
     """
@@ -105,12 +77,7 @@ def tuning_wanted(environment) -> bool:
 
 
 def _startup_environment() -> set[str]:
-    """The names in the environment this process started with, which is what glibc read.
-
-    ``os.environ`` may have changed since: ``distributed`` sets the variable
-    there while it starts worker processes, which does not change this
-    process's allocator.
-    """
+    """The names in the environment this process started with, which is what glibc read."""
     try:
         with open("/proc/self/environ", "rb") as f:
             return {entry.split(b"=", 1)[0].decode(errors="replace") for entry in f.read().split(b"\0") if entry}

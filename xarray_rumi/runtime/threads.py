@@ -1,25 +1,7 @@
 """The package's threads: the one module that starts them and hands them work.
 
-How work flows.  The caller always works; helper threads from one pool,
-made on first use and kept for the process, join it only on idle cores.
-:func:`computing_threads` says how many threads may compute at once (the
-cores, or a Dask worker's own threads), and every caller shares that count:
-
-- :func:`share_work` (reading frames, measuring recipes): the caller works
-  through pieces, helpers take pieces while the process has idle cores and
-  make way when other callers arrive.
-- :func:`ordered_map` (writing frames): results in order, a bounded number
-  computed ahead on the pool; one no thread has started is computed by the
-  caller when it is wanted, so a pool busy elsewhere never stalls it.
-- :func:`in_background`: work that waits on the disk, not the CPU, on a
-  thread of its own, so that it never idles a computing thread.
-- :func:`in_processes`: whole jobs (``rumi convert -j``) in spawned processes.
-- :func:`cancel_or_wait`: the one way to be done with a task handed out.
-
-No task on the pool waits for another task on the pool (with every thread
-waiting, the awaited one would never start): a caller runs an unstarted task
-itself, or cancels it.  A forked child starts with none of the parent's
-threads and a fresh count.
+Sharing the cores (``share_work``) is kept because ``ci/benchmarks/runtime.py`` shows it matters
+(docs/benchmarks.md, *Measurements the code relies on*).
 """
 
 from __future__ import annotations
@@ -31,16 +13,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from .fork import in_forked_child
+
 
 def computing_threads() -> int:
     """Threads that may compute at once in this process: its cores, or its Dask worker's threads.
-
-    The one thread-count rule: how many threads read, write and measure.  A
-    ``distributed`` worker runs ``nthreads`` tasks at once and shares the
-    machine with other workers (a ``LocalCluster`` of two one-thread
-    processes on two cores), so the cores it may use are its own threads;
-    elsewhere (Dask's threaded scheduler, no Dask) they are the cores this
-    process may run on.  ``distributed`` is only asked when it is imported.
 
     >>> computing_threads() >= 1
     True
@@ -64,9 +41,6 @@ def _cores() -> int:
 def cancel_or_wait(future: Future) -> bool:
     """Cancel ``future`` if no thread has started it, else wait until it is done; whether it was cancelled.
 
-    A failure of the task is raised here.  Where the cancelled task's work
-    is still wanted, the caller does it itself.
-
     >>> gate, started = threading.Event(), threading.Event()
     >>> busy = in_background(lambda: started.set() or gate.wait())
     >>> started.wait()                                  # the background thread is taken...
@@ -87,19 +61,13 @@ def cancel_or_wait(future: Future) -> bool:
 
 
 class _ProcessThreads:
-    """A thread pool made on first use, kept for the process, grown on demand, new in a forked child.
-
-    Its threads keep what they build (scratch buffers, the measurer's GeoZL
-    graphs) from one call to the next; growing the pool replaces it and
-    drops them, which is why every caller asks for :func:`computing_threads`.
-    """
+    """A thread pool made on first use, kept for the process, grown on demand, new in a forked child."""
 
     def __init__(self, name: str):
         self._name = name
         self._lock = threading.Lock()
         self._pool: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._forget)
+        in_forked_child(self._forget)
 
     def get(self, size: int) -> ThreadPoolExecutor:
         """The pool, with at least ``size`` threads."""
@@ -127,10 +95,6 @@ def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
 def in_background(function, *args) -> Future:
     """Run ``function(*args)`` on the process's background thread: for work that waits on the disk, not the CPU.
 
-    Disk waits (a write-back ``fdatasync``, freeing a replaced file's blocks)
-    there never idle a computing thread; docs/benchmarks.md (scenario 5) says
-    what they cost.
-
     >>> in_background(len, b"abc").result()
     3
     """
@@ -142,14 +106,6 @@ def in_background(function, *args) -> Future:
 
 def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator:
     """``function(item)`` for each of ``items``, in order, at most ``in_flight`` of them handed out at once.
-
-    Items are computed on the shared pool while the caller consumes earlier
-    results; the next item is taken from ``items`` only when fewer than
-    ``in_flight`` results are pending, so only that many are held (frames in
-    memory, not the image).  A result no thread has started when it is
-    wanted (the pool is busy with other callers, or the caller is one of its
-    threads) is computed by the caller.  A failure is raised when its result
-    is reached; results not started when the caller stops are cancelled.
 
     >>> list(ordered_map(abs, [-3, 1, -2], in_flight=2))
     [3, 1, 2]
@@ -179,17 +135,13 @@ def _claimed(function, item, future: Future):
 def in_processes(function: Callable, items: Iterable, processes: int) -> Iterator:
     """``function(item)`` for each of ``items`` on ``processes`` spawned processes, the results in order.
 
-    Spawned, not forked: a forked child would inherit locks held by the
-    parent's threads (Dask's, GDAL's, this module's).  ``function`` and the
-    items travel by pickle, so ``function`` is a module's top-level function.
-    A failure is raised when its result is reached.
-
     >>> list(in_processes(abs, [-3, 1, -2], processes=2))
     [3, 1, 2]
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    # spawned, not forked: a forked child would inherit locks the parent's threads (Dask's, GDAL's) hold
     with ProcessPoolExecutor(max(1, processes), mp_context=multiprocessing.get_context("spawn")) as pool:
         yield from pool.map(function, items)
 
@@ -222,29 +174,17 @@ class _Computing:
 
 
 _computing = _Computing()
-if hasattr(os, "register_at_fork"):
-    # A forked child has none of the parent's threads, and a lock they held would never be released.
-    os.register_at_fork(after_in_child=_computing.__init__)
+# A forked child has none of the parent's threads, and a lock they held would never be released.
+in_forked_child(_computing.__init__)
 
 
 def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], None]]], *,
                threads: int | None = None, at_most: int | None = None) -> None:
     """Run the work of ``batches`` on the calling thread and on as many idle cores as there are.
 
-    ``batches`` only says what to do (no I/O while it is iterated);
-    ``prepare(batch)`` fetches what a batch needs (it may wait on I/O) and
-    returns its pieces of work, callables that compute (decode a frame into
-    its place).  The calling thread always works; pool threads join it only
-    while fewer than ``threads`` (default :func:`computing_threads`) threads
-    of the process are working, and never more than ``at_most`` threads in
-    all (say, the number of frames), so two Dask tasks on a two-thread
-    scheduler each work alone while a read on its own uses every core.  A
-    helper leaves after its current piece when more callers arrive.  Each
-    thread prepares the batch it claims itself, outside the lock, so remote
-    fetches overlap with decoding; a thread claims a batch only when no
-    prepared piece waits, so about one batch per thread is held at a time.
-    The first failure stops the work and is raised here, once every helper
-    has finished its piece.
+    ``prepare(batch)`` fetches what a batch needs and returns its pieces (callables); at most ``threads``
+    (default :func:`computing_threads`) threads of the process work, and at most ``at_most`` here.  The
+    first failure stops the work and is raised once every helper has finished its piece.
 
     >>> out = [0] * 6
     >>> share_work([range(0, 3), range(3, 6)], lambda batch: [lambda k=k: out.__setitem__(k, k * k) for k in batch])

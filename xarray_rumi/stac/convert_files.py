@@ -103,7 +103,7 @@ def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes
         header = Header.from_bytes(blob)
         if header_from_file(target, storage_options=storage_options) != blob:
             return None
-        if ByteSource.of(target, storage_options).size() != header.file_size:
+        if ByteSource.of(target, storage_options).size() != header.frames_end:
             return None
     except (OSError, ValueError):  # absent, unreadable, or not a rumi file (RumiFormatError is a ValueError)
         return None

@@ -1,12 +1,4 @@
-"""Catalogs as stac-geoparquet: one Parquet table that STAC tools and rumi's catalog readers both open.
-
-Written and read with the ``stac-geoparquet`` package (the format's reference
-implementation, in the ``stac`` extra): one row per Item, the footprint as
-the GeoParquet geometry (EPSG:4326), properties as columns, assets (blob
-included) as a struct.  :func:`xarray_rumi.open_catalog` and
-:func:`xarray_rumi.open_collection` take such a file as they take a rumi
-catalog, and open every image with no read of the files.
-"""
+"""Catalogs as stac-geoparquet: one Parquet table that STAC tools and rumi's catalog readers both open."""
 
 from __future__ import annotations
 
@@ -17,11 +9,7 @@ from .read import read_stac_geoparquet, stac_item_dicts
 
 
 def write_stac_geoparquet(items, out) -> None:
-    """Write STAC Items (pystac Items, an ItemCollection, or their dicts) to ``out`` as stac-geoparquet.
-
-    Items without a geometry (files without a CRS) are refused: stac-geoparquet
-    keeps the footprint as a GeoParquet geometry.
-    """
+    """Write STAC Items (pystac Items, an ItemCollection, or their dicts) to ``out`` as stac-geoparquet."""
     from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
 
     dicts = stac_item_dicts(items)
@@ -33,9 +21,6 @@ def write_stac_geoparquet(items, out) -> None:
 
 def build_stac_catalog(paths, out, headers=None, **item_kwargs) -> list[dict]:
     """An Item for each rumi file (:func:`~xarray_rumi.stac.item`), written to ``out`` as stac-geoparquet.
-
-    Each file is read once, here (its IFD, or only its georeferencing when its
-    blob is given); returns the Item dicts.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()

@@ -87,7 +87,7 @@ def image_fields(image, nodata=None) -> dict:
     """
     grid, georef = image.grid, image.georeferencing
     fields = {
-        "proj:code": f"EPSG:{georef.epsg}" if georef.is_defined else None,
+        "proj:code": georef.crs_code,
         "proj:shape": [grid.image_length, grid.image_width],
         "proj:transform": list(corner_transform(georef)),
         "file:size": image.file_size,

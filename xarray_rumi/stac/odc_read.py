@@ -100,7 +100,7 @@ def source_geobox(asset: RumiAsset):
     georef, grid = asset.georeferencing, blob_header(asset.blob).grid
     if not georef.is_defined:
         raise ValueError("a rumi asset without a CRS cannot be loaded onto a grid: its Item has no proj:code")
-    return GeoBox((grid.image_length, grid.image_width), Affine(*corner_transform(georef)), f"EPSG:{georef.epsg}")
+    return GeoBox((grid.image_length, grid.image_width), Affine(*corner_transform(georef)), georef.crs_code)
 
 
 def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:

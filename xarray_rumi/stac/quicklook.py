@@ -1,35 +1,16 @@
-"""Quicklooks: a small PNG of a rumi image, read from as few frames and samples as it can.
-
-The image is sampled on a regular grid of at most ``size`` points along its
-longest side (``RumiImage.read_points``: only the frames holding a sampled
-point, and in cell-frame files only the chosen bands' frames, are fetched and
-decoded), stretched per band between two percentiles, and written as an
-8-bit grey or RGB PNG.
-
-What has no place on a stretch gets one: NaN and infinities are no data,
-shown transparent through an alpha channel the PNG gains only then (an
-infinity painted as the minimum or maximum would pass for a real value);
-a band of one value (a constant image, a single sample) has no spread to
-stretch and is mid grey (128), which says "one value" where black would
-say "the lowest"; and the stretch is computed so that no difference of
-samples overflows, whatever their range (float64 near its limits included).
-
-The PNG is written here, with ``zlib`` and ``struct`` from the standard
-library: an 8-bit grey or RGB PNG is a signature and three chunks, and
-writing them takes fewer lines than declaring an imaging dependency
-(Pillow, imageio), none of which the core dependencies bring.
-"""
+"""Quicklooks: a small PNG of a rumi image, read from as few frames and samples as it can."""
 
 from __future__ import annotations
 
 import math
-import os
 import struct
 import zlib
 
 import numpy as np
 
+from ..io.source import ByteSource
 from ..reading.open import open_image
+from ..writing.staging import write_small
 
 #: The quicklook's longest side, in pixels, by default.
 SIZE = 1024
@@ -52,10 +33,10 @@ def sample_step(length: int, width: int, size: int) -> int:
     return max(1, math.ceil(max(length, width) / size))
 
 
-def sample_indices(length: int, step: int) -> np.ndarray:
+def strided_indices(length: int, step: int) -> np.ndarray:
     """Every ``step``-th index of ``range(length)``, each centred in the span of pixels it stands for.
 
-    >>> sample_indices(10, 3).tolist(), sample_indices(3, 1).tolist()
+    >>> strided_indices(10, 3).tolist(), strided_indices(3, 1).tolist()
     ([1, 4, 7], [0, 1, 2])
     """
     return np.arange(step // 2, length, step)
@@ -70,9 +51,7 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
               storage_options=None) -> np.ndarray:
     """The quicklook of a rumi file as ``uint8`` ``(rows, cols)`` (grey) or ``(rows, cols, 3)`` (RGB).
 
-    ``bands`` are 1-based band numbers: one (grey) or three (red, green,
-    blue); default :func:`default_bands`.  Where a sample is no data (NaN,
-    infinite), an alpha channel is added (:func:`stretch`).
+    ``bands``: 1-based, one or three (default :func:`default_bands`); no data (NaN, infinities) adds alpha.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -84,19 +63,13 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
     count, length, width = image.grid.shape
     chosen = _check_bands(bands, count)
     step = sample_step(length, width, size)
-    rows, cols = sample_indices(length, step), sample_indices(width, step)
+    rows, cols = strided_indices(length, step), strided_indices(width, step)
     samples = image.read_points(np.asarray(chosen) - 1, rows, cols)
     return stretch(samples, percentiles)
 
 
 def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
     """``(bands, rows, cols)`` samples as ``uint8`` grey ``(rows, cols)`` or RGB ``(rows, cols, 3)``.
-
-    Each band is scaled linearly so its low percentile is 0 and its high
-    one 255; complex samples show their magnitude.  A band of one value is
-    mid grey (128).  NaN and infinities are no data: where a pixel has any,
-    an alpha channel is added (``(rows, cols, 2)`` grey and alpha,
-    ``(rows, cols, 4)`` RGBA), 0 there and 255 elsewhere.
 
     >>> stretch(np.array([[[0, 5, 10]]]), (0, 100)).tolist()
     [[0, 128, 255]]
@@ -161,8 +134,6 @@ def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarr
 def encode_png(pixels: np.ndarray) -> bytes:
     """An 8-bit PNG of ``uint8`` grey ``(rows, cols)`` or ``(rows, cols, channels)`` pixels.
 
-    Channels: 1 grey, 2 grey and alpha, 3 RGB, 4 RGB and alpha.
-
     >>> encode_png(np.zeros((2, 3), np.uint8))[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'
     """
@@ -184,7 +155,7 @@ def encode_png(pixels: np.ndarray) -> bytes:
 
 
 def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
-    """Write ``pixels`` as a PNG to a path or fsspec URL; a missing local folder is an error, not made.
+    """Write ``pixels`` as a PNG to a path or fsspec URL, whole or not at all; a missing local folder is an error.
 
     >>> import tempfile, os
     >>> write_quicklook(os.path.join(tempfile.mkdtemp(), "no", "such", "look.png"), np.zeros((2, 2), np.uint8))
@@ -192,12 +163,7 @@ def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
     ...
     FileNotFoundError: ...
     """
-    import fsspec
-
-    png = encode_png(pixels)  # before the file is opened: refused pixels leave no empty file
-    # fsspec.open makes missing folders by default; a mistyped one would be made where it was not meant to be
-    with fsspec.open(os.fspath(out), "wb", auto_mkdir=False, **(storage_options or {})) as f:
-        f.write(png)
+    write_small(ByteSource.of(out, storage_options), encode_png(pixels))
 
 
 def _check_bands(bands, count: int) -> list[int]:

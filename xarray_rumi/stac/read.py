@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, recorded_georeferencing
+from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, georeferencing
 
 #: What a STAC Item of a rumi file says (see docs/stac.md); written by :mod:`.items`, read here.
 #: Not ``image/*``: generic raster loaders (odc-stac without the rumi driver, stackstac, GDAL) would take the
@@ -293,8 +293,9 @@ def stac_georeferencing(item: dict) -> Georeferencing:
     record = _record(item.get("id"))
     own_matrix = asset.get(STAC_TRANSFORM) is not None
     transform_field = STAC_TRANSFORM if own_matrix else "proj:transform"
-    georef = recorded_georeferencing(_item_crs(fields, record), (transform_field, fields.get(transform_field)),
-                                     (STAC_RASTER_TYPE, fields.get(STAC_RASTER_TYPE)), record=record)
+    (crs_field, crs), transform = _item_crs(fields, record), fields.get(transform_field)
+    georef = georeferencing(crs, transform, fields.get(STAC_RASTER_TYPE), record=record,
+                            fields=(crs_field, transform_field, STAC_RASTER_TYPE))
     if georef.is_defined and georef.raster_type is RasterType.POINT and not own_matrix:
         # proj:transform places pixel corners (GDAL's convention); a PixelIsPoint file's matrix places centres.
         return dataclasses.replace(georef, transform=corner_to_centre(georef.transform))
@@ -321,9 +322,8 @@ def _item_crs(fields: dict, record: str) -> tuple[str, object]:
 
 
 def _epsg(name: str, value, record: str) -> int:
-    """The EPSG code of one CRS field, refused as :func:`recorded_georeferencing` refuses it."""
-    return recorded_georeferencing((name, value), ("proj:transform", IDENTITY), (STAC_RASTER_TYPE, None),
-                                   record=record).epsg
+    """The EPSG code of one CRS field, refused as :func:`~xarray_rumi.format.geo.georeferencing` refuses it."""
+    return georeferencing(value, IDENTITY, None, record=record, fields=(name, "proj:transform", STAC_RASTER_TYPE)).epsg
 
 
 def _crs_value(value):

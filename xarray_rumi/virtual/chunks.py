@@ -1,45 +1,11 @@
-"""One OpenZL frame as one Zarr chunk: the configuration and the work every registration shares.
-
-:class:`OpenZLChunks` is one frozen value holding the whole configuration:
-
-* decoding goes through ``geozl.decompress``, which knows GeoZL's decoders as
-  well as OpenZL's built-in ones, releases the GIL and refuses to allocate
-  more than one chunk; the first frame a codec decodes for a sample type goes
-  through OpenZL's own decoder instead
-  (:func:`xarray_rumi.frames.codec.decode_elements`), which reports the
-  element width the frame records, so a configuration of another width than
-  the frames' is refused (every frame of one array shares its sample type);
-* encoding (ordinary Zarr arrays) compresses a chunk with a GeoZL recipe at the
-  pinned OpenZL frame format version (:data:`xarray_rumi.frames.codec.FORMAT_VERSION`).
-
-Chunks behind virtual references are rumi frames, and rumi cuts edge frames to
-the image while Zarr's regular grid pads edge chunks.  With ``image_shape``
-set, the codec works out each frame's ``(h, w)`` from the number of samples it
-decodes to and places the frame top-left in a zero-filled chunk (Zarr crops
-the padding away, so its value is never seen).  The one ambiguity,
-a right-edge frame ``(T_l, e_w)`` against a bottom-edge frame ``(e_l, T_w)``
-when ``T_l * e_w == e_l * T_w``, is settled by the reference itself: a
-right-edge frame's reference starts one byte (or three) before the frame,
-which the codec sees from where OpenZL's frame magic begins (see
-:mod:`xarray_rumi.virtual.edges`).  The configuration is the grid's alone,
-so grid-aligned files share it.
-
-References written by xarray-rumi 0.1.0 carried per-file tables instead
-(``right_edge_lengths``, ``bottom_edge_lengths``: the reference lengths of
-each edge; ``moved_lengths``: ``[reference length, leading bytes to
-skip]``); a configuration that has them is still read by them.  They stay
-because such stored metadata cannot be read any other way: its right-edge
-references are not shifted (without the tables they would decode as
-bottom-edge frames, silently wrong), and its moved references skip any
-number of leading bytes, not only the 1 to 3 the frame magic is looked for in.
-"""
+"""One OpenZL frame as one Zarr chunk: the configuration and the work every registration shares."""
 
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from dataclasses import dataclass
+from functools import lru_cache
 
 import geozl
 import numpy as np
@@ -79,24 +45,11 @@ def zarr_dtype(sample: SampleType) -> np.dtype:
 
 
 @dataclass(frozen=True)
-class OpenZLChunks:
+class OpenZLConfig:
     """The codec's configuration and its work, shared by both registrations.
 
-    ``sample_type`` names the rumi sample type of the frame bytes (``None``:
-    the array's own dtype).  ``chunk_shape`` bounds decoding when the caller
-    does not say the chunk size (numcodecs).  ``image_shape`` ``(Y, X)`` turns
-    on edge-frame placement.  ``right_edge_lengths``, ``bottom_edge_lengths``
-    and ``moved_lengths`` are the per-file tables of references written by
-    xarray-rumi 0.1.0, still read; new references need none.  ``endian``
-    (``"little"`` or ``"big"``) is the byte order of the bytes the numcodecs
-    codec exchanges with its caller; frames are little-endian either way.
-
-    A 6 x 6 image in 4 x 4 tiles: its right-edge frames (4, 2) and bottom-edge
-    frames (2, 4) both hold 8 samples, so a right-edge frame's reference
-    starts one byte before it (see :mod:`xarray_rumi.virtual.edges`).
-
-    >>> right_edge = OpenZLChunks().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
-    >>> codec = OpenZLChunks(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
+    >>> right_edge = OpenZLConfig().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
+    >>> codec = OpenZLConfig(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
     >>> codec.decode(bytes(1) + right_edge)[0]   # a reference one byte before its frame
     array([[0, 1, 0, 0],
            [2, 3, 0, 0],
@@ -108,9 +61,6 @@ class OpenZLChunks:
     recipe: str = DEFAULT_RECIPE
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
-    right_edge_lengths: tuple[int, ...] = field(default=())
-    bottom_edge_lengths: tuple[int, ...] = field(default=())
-    moved_lengths: tuple[tuple[int, int], ...] = field(default=())
     endian: str = "little"
 
     def __post_init__(self) -> None:
@@ -127,11 +77,6 @@ class OpenZLChunks:
             raise ValueError(f"endian must be one of {ENDIANS}, got {self.endian!r}")
         object.__setattr__(self, "chunk_shape", _sizes("chunk_shape", self.chunk_shape, at_least=1))
         object.__setattr__(self, "image_shape", _sizes("image_shape", self.image_shape, length=2))
-        for name in ("right_edge_lengths", "bottom_edge_lengths"):
-            object.__setattr__(self, name, tuple(sorted(_sizes(name, getattr(self, name)))))
-        object.__setattr__(self, "moved_lengths", _moved_lengths(self.moved_lengths))
-        if set(self.right_edge_lengths) & set(self.bottom_edge_lengths):
-            raise ValueError("a length cannot be both a right-edge and a bottom-edge reference length")
         reason = _recipe_refusal(self.recipe, None if self.sample_type is None else
                                  sample_type_from_name(self.sample_type).storage.str)
         if reason is not None:
@@ -151,13 +96,7 @@ class OpenZLChunks:
             config["chunk_shape"] = list(self.chunk_shape)
         if self.image_shape is not None:
             config["image_shape"] = list(self.image_shape)
-        if self.right_edge_lengths:
-            config["right_edge_lengths"] = list(self.right_edge_lengths)
-        if self.bottom_edge_lengths:
-            config["bottom_edge_lengths"] = list(self.bottom_edge_lengths)
-        if self.moved_lengths:
-            config["moved_lengths"] = [list(pair) for pair in self.moved_lengths]
-        if self.endian != "little":   # left out by default, so configurations written before it stay as they were
+        if self.endian != "little":
             config["endian"] = self.endian
         return config
 
@@ -179,12 +118,7 @@ class OpenZLChunks:
     # -- decoding --------------------------------------------------------------
 
     def decode(self, data, chunk_shape: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
-        """Decode one chunk to ``chunk_shape`` (default: the configured one).
-
-        ``dtype`` is the array's dtype when no ``sample_type`` is configured.
-        A chunk that does not decode, or decodes to a size no frame of this
-        array has, raises :class:`~xarray_rumi.RumiFormatError`.
-        """
+        """Decode one chunk to ``chunk_shape`` (default: the configured one)."""
         data = memoryview(data).cast("B")
         shape = tuple(chunk_shape if chunk_shape is not None else self.chunk_shape or ())
         if not shape:
@@ -192,30 +126,19 @@ class OpenZLChunks:
         sample = self.sample_for(dtype if dtype is not None else np.uint8)
         out_dtype = zarr_dtype(sample) if self.sample_type is not None else np.dtype(dtype)
         chunk_bytes = math.prod(shape) * sample.bytes_per_sample   # math.prod: np.prod's overhead shows per chunk
-        length = len(data)
-        if self.moved_lengths:   # a 0.1.0 configuration: its table says where the frame starts
-            shift = self._moved.get(length, 0)
-            frame_version(data[shift:])
-        else:   # frame_shift has found (and checked) the frame header
-            shift = frame_shift(data)
+        shift = frame_shift(data)   # also checks the frame header found
         raw = self._decompress(data[shift:], chunk_bytes, sample)
         if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
             return _as(sample.decode(raw, shape), out_dtype)
         if self.image_shape is None:
             raise RumiFormatError("frame.length", f"the chunk decodes to {raw.size} bytes, not the {chunk_bytes} of a chunk")
-        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, length,
-                                shift)
+        h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, shift)
         out = np.zeros(shape, out_dtype)
         out[..., :h, :w] = sample.decode(raw, (*shape[:-2], h, w))
         return out
 
     def _decompress(self, frame: memoryview, limit: int, sample: SampleType) -> np.ndarray:
-        """The frame's raw bytes, its element width checked on the first frame of each sample type.
-
-        Only OpenZL's decoder reports the width, and it holds the GIL, where
-        geozl's releases it: checking every frame made concurrent chunk decodes
-        two to four times slower on two threads.
-        """
+        """The frame's raw bytes, its element width checked on the first frame of each sample type."""
         checked = self.__dict__.setdefault("_widths_checked", set())   # not a field: equality and config ignore it
         if sample.name in checked:
             return decompress_frame(frame, limit)
@@ -224,41 +147,17 @@ class OpenZLChunks:
         checked.add(sample.name)
         return raw
 
-    @cached_property
-    def _moved(self) -> dict[int, int]:
-        return dict(self.moved_lengths)
-
-    @cached_property
-    def _right_edges(self) -> frozenset[int]:
-        return frozenset(self.right_edge_lengths)
-
-    @cached_property
-    def _bottom_edges(self) -> frozenset[int]:
-        return frozenset(self.bottom_edge_lengths)
-
-    def _frame_size(self, samples: int, remainder: int, shape, length: int, shift: int) -> tuple[int, int]:
+    def _frame_size(self, samples: int, remainder: int, shape, shift: int) -> tuple[int, int]:
         """``(h, w)`` of the frame that decoded to ``samples`` samples."""
         planes = math.prod(shape[:-2])
         tile_length, tile_width = shape[-2:]
         image_length, image_width = self.image_shape
         shapes = _frame_sizes(self.image_shape, (tile_length, tile_width))
         candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
-        if len(candidates) == 2 and not (self.right_edge_lengths or self.bottom_edge_lengths):
+        if len(candidates) == 2:
             # a right edge (T_l, e_w) or a bottom edge (e_l, T_w): the reference's shift says which
             right = shift in RIGHT_EDGE_SHIFTS
             candidates = [c for c in candidates if (c[0] == tile_length) == right]
-        elif len(candidates) == 2:  # a 0.1.0 configuration: its tables say which
-            if length in self._right_edges:
-                candidates = [c for c in candidates if c[0] == tile_length]
-            elif length in self._bottom_edges:
-                candidates = [c for c in candidates if c[0] != tile_length]
-            else:
-                raise RumiFormatError(
-                    "frame.edge",
-                    f"a {length}-byte chunk decodes to {samples} samples, which fit a right-edge frame {candidates[0]} "
-                    f"and a bottom-edge frame {candidates[1]}, and this codec configuration lists neither length: "
-                    "the reference does not belong to the array the configuration was built for",
-                )
         if len(candidates) != 1:
             raise RumiFormatError(
                 "frame.length",
@@ -270,20 +169,13 @@ class OpenZLChunks:
 
 @lru_cache(maxsize=64)
 def _frame_sizes(image_shape: tuple[int, int], tile_shape: tuple[int, int]) -> frozenset[tuple[int, int]]:
-    """The ``(h, w)`` a chunk's frame may have: the grid's frame sizes, and a full chunk.
-
-    A full chunk is always accepted (a copy written by zarr pads edges); no
-    cut frame holds as many samples, so it adds no ambiguity.
-    """
+    """The ``(h, w)`` a chunk's frame may have: the grid's frame sizes, and a full chunk."""
     (image_length, image_width), (tile_length, tile_width) = image_shape, tile_shape
     return FrameGrid(image_width, image_length, tile_width, tile_length, 1).frame_sizes | {tile_shape}
 
 
 def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether two chunk shapes hold the same planes of the same rows and columns.
-
-    A stack of images adds leading length-1 axes: (1, B, T_l, T_w) frames are (B, T_l, T_w) ones.
-    """
+    """Whether two chunk shapes hold the same planes of the same rows and columns."""
     return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
 
 
@@ -295,9 +187,7 @@ def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
     """The raw bytes of one chunk's frame and the element width it records.
 
-    Refused beyond ``limit`` bytes (default: one frame's limit).
-
-    >>> raw, width = decompress_chunk(memoryview(OpenZLChunks().encode(np.zeros((1, 2, 2), "int32"))), None)
+    >>> raw, width = decompress_chunk(memoryview(OpenZLConfig().encode(np.zeros((1, 2, 2), "int32"))), None)
     >>> raw.size, width
     (16, 4)
     """
@@ -309,7 +199,7 @@ def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, i
 def decompress_frame(data: memoryview, limit: int | None) -> np.ndarray:
     """The raw bytes of a frame whose header has been checked, through geozl (no element width).
 
-    >>> chunks = OpenZLChunks()
+    >>> chunks = OpenZLConfig()
     >>> decompress_frame(memoryview(chunks.encode(np.zeros((1, 2, 2), "int32"))), None).size
     16
     """
@@ -344,21 +234,6 @@ def _integer(name: str, value) -> int:
     return int(value)
 
 
-def _moved_lengths(value) -> tuple[tuple[int, int], ...]:
-    """0.1.0's ``[reference length, leading bytes]`` pairs, checked: a shift shorter than its reference."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"moved_lengths must be a list of [length, shift] pairs, got {value!r}")
-    pairs = []
-    for pair in value:
-        if isinstance(pair, (str, bytes)) or not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise TypeError(f"moved_lengths must be a list of [length, shift] pairs, got {value!r}")
-        length, shift = (_integer("moved_lengths", n) for n in pair)
-        if not 0 <= shift < length:
-            raise ValueError(f"moved_lengths: a shift must be at least 0 and below its length, got {list(pair)}")
-        pairs.append((length, shift))
-    return tuple(sorted(pairs))
-
-
 @lru_cache(maxsize=64)
 def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     """Why ``recipe`` cannot encode elements of ``storage`` (any element width where ``None``), or ``None``."""
@@ -372,4 +247,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLChunks", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]

@@ -1,15 +1,4 @@
-"""OpenZL as a Zarr codec: numcodecs ``"openzl"``, zarr v3 ``"openzl"`` and ``"numcodecs.openzl"``.
-
-Each registration adapts one :class:`~xarray_rumi.virtual.chunks.OpenZLChunks`
-(the configuration and the chunk-level work, :mod:`xarray_rumi.virtual.chunks`)
-to its framework's interface, and nothing more:
-
-* :class:`OpenZLCodec`, numcodecs ``"openzl"`` (Zarr v2, Kerchunk);
-* :class:`OpenZLZarrCodec`, zarr v3 array-to-bytes ``"openzl"``;
-* :class:`OpenZLBytesCodec`, zarr v3 bytes-to-bytes ``"numcodecs.openzl"``,
-  the numcodecs codec behind zarr's ``bytes`` serializer, which
-  VirtualiZarr's Kerchunk writer keeps.
-"""
+"""OpenZL as a Zarr codec: numcodecs ``"openzl"``, zarr v3 ``"openzl"`` and ``"numcodecs.openzl"``."""
 
 from __future__ import annotations
 
@@ -30,7 +19,7 @@ from ..format.dtypes import sample_type_from_name
 from ..frames.codec import frame_version
 from .chunks import (
     DEFAULT_RECIPE,
-    OpenZLChunks,
+    OpenZLConfig,
     decompress_chunk,
     decompress_frame,
     same_planes,
@@ -42,12 +31,6 @@ from .chunks import (
 
 class OpenZLCodec(Codec):
     """numcodecs codec ``"openzl"``: one OpenZL frame per chunk.
-
-    Like every numcodecs codec it hands back the bytes it was given.  Frames
-    hold little-endian samples, so ``endian`` (``"little"``, the default, or
-    ``"big"``) says which byte order those bytes are in: a big-endian array
-    (``>f8``, as netCDF3 and FITS give) needs ``endian="big"``, and a chunk of
-    the other byte order is refused rather than handed back swapped.
 
     >>> import numcodecs
     >>> codec = numcodecs.get_codec({"id": "openzl", "sample_type": "int32", "chunk_shape": [2, 3]})
@@ -62,10 +45,10 @@ class OpenZLCodec(Codec):
     codec_id = "openzl"
 
     def __init__(self, **config):
-        self.chunks = OpenZLChunks(**config)
+        self.config = OpenZLConfig(**config)
 
     def get_config(self) -> dict:
-        return {"id": self.codec_id, **self.chunks.to_config()}
+        return {"id": self.codec_id, **self.config.to_config()}
 
     @classmethod
     def from_config(cls, config: dict) -> OpenZLCodec:
@@ -75,25 +58,25 @@ class OpenZLCodec(Codec):
 
     def encode(self, buf) -> bytes:
         chunk = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_ndarray(buf)
-        if self.chunks.sample_type is not None:
-            dtype = zarr_dtype(sample_type_from_name(self.chunks.sample_type))
+        if self.config.sample_type is not None:
+            dtype = zarr_dtype(sample_type_from_name(self.config.sample_type))
             if chunk.dtype.newbyteorder("=") != dtype.newbyteorder("="):
                 # Behind zarr's ``bytes`` serializer the chunk arrives as raw bytes in
                 # the configured byte order: view them so (and as the chunk shape).
-                chunk = ensure_contiguous_ndarray(chunk).view(dtype.newbyteorder(_BYTE_ORDER[self.chunks.endian]))
-                if self.chunks.chunk_shape and chunk.size == math.prod(self.chunks.chunk_shape):
-                    chunk = chunk.reshape(self.chunks.chunk_shape)
-        _check_byte_order(chunk.dtype, self.chunks.endian)
-        return self.chunks.encode(chunk)
+                chunk = ensure_contiguous_ndarray(chunk).view(dtype.newbyteorder(_BYTE_ORDER[self.config.endian]))
+                if self.config.chunk_shape and chunk.size == math.prod(self.config.chunk_shape):
+                    chunk = chunk.reshape(self.config.chunk_shape)
+        _check_byte_order(chunk.dtype, self.config.endian)
+        return self.config.encode(chunk)
 
     def decode(self, buf, out=None):
         # numcodecs hands over bytes only.  With a sample type the configured
         # chunk shape says what to build; without one the frame's bytes go back
         # raw (zarr views them as the array's dtype), bounded by ``out`` if given.
         data = memoryview(ensure_contiguous_ndarray(buf)).cast("B")
-        order = _BYTE_ORDER[self.chunks.endian]
-        if self.chunks.sample_type is not None:
-            array = self.chunks.decode(data)
+        order = _BYTE_ORDER[self.config.endian]
+        if self.config.sample_type is not None:
+            array = self.config.decode(data)
             raw = np.ascontiguousarray(array, array.dtype.newbyteorder(order)).reshape(-1).view(np.uint8)
         else:
             limit = np.asarray(out).nbytes if out is not None else None
@@ -107,7 +90,7 @@ class OpenZLCodec(Codec):
         return ndarray_copy(raw, out)
 
     def __repr__(self) -> str:
-        return f"OpenZLCodec({', '.join(f'{k}={v!r}' for k, v in self.chunks.to_config().items())})"
+        return f"OpenZLCodec({', '.join(f'{k}={v!r}' for k, v in self.config.to_config().items())})"
 
 
 _BYTE_ORDER = {"little": "<", "big": ">"}
@@ -128,13 +111,7 @@ def _check_byte_order(dtype: np.dtype, endian: str) -> None:
 
 
 class _SyncInThread:
-    """The async half of zarr's codec interface, for a codec that defines the synchronous one.
-
-    The synchronous pair (``_decode_sync``, ``_encode_sync``) is zarr's
-    SupportsSyncCodec (zarr >= 3.4), which its fused pipeline runs without an
-    event loop; the async pair runs it in a thread, as zarr's own compressors
-    do, so decoding stays off the event loop.
-    """
+    """The async half of zarr's codec interface, for a codec that defines the synchronous one."""
 
     async def _decode_single(self, chunk_data, chunk_spec):
         return await asyncio.to_thread(self._decode_sync, chunk_data, chunk_spec)
@@ -163,19 +140,15 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     recipe: str = DEFAULT_RECIPE
     chunk_shape: tuple[int, ...] | None = None
     image_shape: tuple[int, int] | None = None
-    right_edge_lengths: tuple[int, ...] = ()
-    bottom_edge_lengths: tuple[int, ...] = ()
-    moved_lengths: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
-        chunks = self.chunks  # validates and normalises
-        for name in ("chunk_shape", "image_shape", "right_edge_lengths", "bottom_edge_lengths", "moved_lengths"):
-            object.__setattr__(self, name, getattr(chunks, name))
+        config = self.config  # validates and normalises
+        for name in ("chunk_shape", "image_shape"):
+            object.__setattr__(self, name, getattr(config, name))
 
     @cached_property
-    def chunks(self) -> OpenZLChunks:
-        return OpenZLChunks(self.sample_type, self.recipe, self.chunk_shape, self.image_shape,
-                            self.right_edge_lengths, self.bottom_edge_lengths, self.moved_lengths)
+    def config(self) -> OpenZLConfig:
+        return OpenZLConfig(self.sample_type, self.recipe, self.chunk_shape, self.image_shape)
 
     @classmethod
     def from_dict(cls, data: dict) -> OpenZLZarrCodec:
@@ -183,24 +156,24 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
         return cls(**(configuration or {}))
 
     def to_dict(self) -> dict:
-        return {"name": "openzl", "configuration": self.chunks.to_config()}
+        return {"name": "openzl", "configuration": self.config.to_config()}
 
     def evolve_from_array_spec(self, array_spec) -> OpenZLZarrCodec:
         return self
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
-        _check_array(self.chunks, dtype, chunk_grid)
+        _check_array(self.config, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
         native = chunk_spec.dtype.to_native_dtype()
-        array = self.chunks.decode(chunk_bytes.as_numpy_array(), tuple(chunk_spec.shape), native)
+        array = self.config.decode(chunk_bytes.as_numpy_array(), tuple(chunk_spec.shape), native)
         return get_ndbuffer_class().from_ndarray_like(array)
 
     def _encode_sync(self, chunk_array, chunk_spec):
-        return chunk_spec.prototype.buffer.from_bytes(self.chunks.encode(chunk_array.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(self.config.encode(chunk_array.as_numpy_array()))
 
 
-def _check_array(chunks: OpenZLChunks, dtype, chunk_grid) -> None:
+def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
     """Refuse a configuration whose chunk shape or sample type is not the array's (zarr calls this on creation)."""
     grid_chunks = getattr(chunk_grid, "chunk_shape", None)
     if chunks.chunk_shape is not None and grid_chunks is not None and not same_planes(tuple(grid_chunks),
@@ -221,15 +194,6 @@ def _check_array(chunks: OpenZLChunks, dtype, chunk_grid) -> None:
 class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     """zarr v3 ``"numcodecs.openzl"``: the numcodecs codec behind zarr's ``bytes`` serializer.
 
-    Chunks decode to the bytes of the full chunk, in the configuration's
-    ``endian`` (that of the ``bytes`` codec before it), so this form needs
-    ``sample_type`` and ``chunk_shape`` in its configuration.  It exists
-    because VirtualiZarr's Kerchunk writer keeps bytes-to-bytes codecs but
-    drops array-to-bytes ones (see :mod:`xarray_rumi.virtual.parser`).  Its
-    metadata is what zarr writes for a numcodecs codec (``{"name":
-    "numcodecs.openzl", "configuration": {...}}``), and ``codec_config`` is
-    the numcodecs form, which VirtualiZarr's writers read.
-
     >>> import zarr
     >>> a = zarr.create_array({}, shape=(3, 3), dtype="complex64", compressors=[
     ...     OpenZLBytesCodec(sample_type="cint16", chunk_shape=[3, 3])])
@@ -244,7 +208,7 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     def __init__(self, **config):
         if config.pop("id", OpenZLCodec.codec_id) != OpenZLCodec.codec_id:
             raise ValueError(f"numcodecs.openzl takes the configuration of codec id 'openzl', got {config}")
-        object.__setattr__(self, "codec_config", {"id": OpenZLCodec.codec_id, **OpenZLChunks(**config).to_config()})
+        object.__setattr__(self, "codec_config", {"id": OpenZLCodec.codec_id, **OpenZLConfig(**config).to_config()})
 
     @cached_property
     def _codec(self) -> OpenZLCodec:
@@ -261,7 +225,7 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         # the bytes this codec gets are the array's, so its sample type must be the array's dtype
-        _check_array(self._codec.chunks, dtype, chunk_grid)
+        _check_array(self._codec.config, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
         return chunk_spec.prototype.buffer.from_bytes(self._codec.decode(chunk_bytes.as_numpy_array()))
@@ -278,4 +242,4 @@ def _register_bytes_codec() -> None:
 
 _register_bytes_codec()
 
-__all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLChunks", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLConfig", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]

@@ -1,13 +1,4 @@
-"""A Cube through VirtualiZarr: ``rumi refs --cube``.
-
-Aligned images stacked the way VirtualiZarr users stack them
-(:class:`~xarray_rumi.virtual.parser.RumiParser` per file, ``xr.concat``,
-``.vz.to_kerchunk``), then made readable with xarray's defaults: rumi has no
-nodata, so the fill values VirtualiZarr's Kerchunk writer copies into Zarr v2
-metadata (VirtualiZarr issue 478) would mask real pixels
-(:func:`readable_with_defaults`).  ``xarray_rumi.virtual.kerchunk.cube_references``
-is the library's own route to the same Cube, without VirtualiZarr.
-"""
+"""A Cube through VirtualiZarr: ``rumi refs --cube``."""
 
 from __future__ import annotations
 
@@ -42,15 +33,7 @@ def check_stack_dim(dim: str) -> None:
 
 
 def virtual_cube_references(images: Sequence, dim: str) -> dict:
-    """Kerchunk references stacking opened, aligned images along ``dim``, built through VirtualiZarr.
-
-    ``images`` are :class:`~xarray_rumi.reading.image.RumiImage` values (from
-    :func:`xarray_rumi.open_image`); misaligned ones raise ``ValueError`` as
-    :func:`xarray_rumi.open_cube` does.  Each file's parser is handed the
-    blob and georeferencing its image was opened with, so it reads nothing.
-    The result reads back with xarray's defaults,
-    ``band_data.attrs["rumi_sources"]`` listing the files in stacking order.
-    """
+    """Kerchunk references stacking opened, aligned images along ``dim``, built through VirtualiZarr."""
     import virtualizarr
     import xarray as xr
 
@@ -77,11 +60,6 @@ def virtual_cube_references(images: Sequence, dim: str) -> dict:
 
 def readable_with_defaults(refs: dict) -> dict:
     """``refs`` with null fill values, no ``_FillValue`` attributes and chunkless scalars inlined.
-
-    Every array's chunks all exist (rumi has no nodata and no missing frame),
-    so a fill value is never seen; as Zarr v2 metadata, though, xarray would
-    mask real values equal to it.  A 0-d array without its chunk (VirtualiZarr
-    leaves ``spatial_ref`` so: its value is the fill value, 0) gets the chunk.
 
     >>> refs = {"version": 1, "refs": {"s/.zarray": '{"shape":[],"chunks":[],"dtype":"<i8","fill_value":0}',
     ...                                "s/.zattrs": '{"_FillValue":0}'}}
@@ -110,14 +88,7 @@ def readable_with_defaults(refs: dict) -> dict:
 
 
 def object_store_registry(urls: Sequence[str]):
-    """An obstore registry for ``urls``: one store per scheme and host, configured from the environment.
-
-    ``file://`` URLs get a ``LocalStore``, ``http(s)://`` an ``HTTPStore``
-    (plain HTTP allowed, since the URL asks for it), ``s3://`` an ``S3Store``
-    for the bucket (credentials, region and endpoint from the ``AWS_*``
-    variables, as obstore reads them), any other scheme obstore's
-    ``from_url`` store.
-    """
+    """An obstore registry for ``urls``: one store per scheme and host, configured from the environment."""
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import HTTPStore, LocalStore, S3Store, from_url
 

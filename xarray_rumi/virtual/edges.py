@@ -1,36 +1,4 @@
-"""Which byte range each virtual chunk points at, so that every edge decodes exactly.
-
-A Zarr chunk behind a reference is a rumi frame, and the OpenZL codec places a
-cut edge frame top-left in a full chunk from the number of samples it decodes
-to.  One case needs more: when ``T_l * e_w == e_l * T_w`` (for instance a
-1000 x 1000 image in 256 px tiles), a right-edge frame ``(T_l, e_w)`` and a
-bottom-edge frame ``(e_l, T_w)`` decode to the same count.
-
-The reference itself says which it is.  Every OpenZL frame begins with the
-frame magic (``0xC0 + version``, ``A5 B1 D7``), so a reference that starts a
-few bytes before its frame (into the bytes before it, which every rumi file
-has: at least the 252-byte IFD) is recognisable by where the magic begins.  A shift of 1 or 2 can never be
-read as a smaller one: the magic's first byte (``0xC8``-``0xDB``) is neither
-``0xA5`` nor ``0xB1``.  A shift of 3 could be read as none only if the three
-bytes before the frame were ``A5 B1`` and a frame at OpenZL version 23
-(first byte ``0xD7``); the frames this project writes are version 24, and
-such a misreading fails to decode rather than give other values.  The shift
-is the message:
-
-- :data:`RIGHT_EDGE` (1 byte, or :data:`RIGHT_EDGE_AT_RAW_LENGTH`, 3, where
-  one more byte would make the reference exactly as long as a raw chunk): a
-  right-edge frame of a grid whose edges are ambiguous;
-- :data:`RAW_LENGTH` (2 bytes): any other frame whose compressed length equals
-  the byte size of a chunk, so that no reference can pass for raw chunk bytes
-  in a reader that has lost the codec;
-- none: every other frame.
-
-Nothing specific to one file lives in the codec's configuration, which is
-the grid's alone (sample type, chunk shape, image shape): grid-aligned files
-share it, so their virtual datasets concatenate into a Cube.  Everything comes
-from the header blob; the references stay plain ``[url, offset, length]``
-triples that Kerchunk, VirtualiZarr and Icechunk all carry.
-"""
+"""Which byte range each virtual chunk points at, so that every edge decodes exactly."""
 
 from __future__ import annotations
 
@@ -72,9 +40,6 @@ def ambiguous_edges(grid: FrameGrid) -> bool:
 def frame_shift(data) -> int:
     """How many bytes a reference's data has before its frame: where OpenZL's frame magic begins.
 
-    The frame header found is checked (its version byte too), so the caller
-    can decompress from there at once.
-
     >>> frame_shift(bytes.fromhex("d8a5b1d7")), frame_shift(bytes.fromhex("00d8a5b1d7"))
     (0, 1)
     """
@@ -92,11 +57,7 @@ def frame_shift(data) -> int:
 
 @dataclass(frozen=True)
 class ChunkReferences:
-    """Byte ranges of the frames of one or more images on one grid.
-
-    ``starts[i]`` and ``lengths[i]`` are per frame of image ``i``, in
-    frame-index order, already shifted; ``moved`` counts shifted references.
-    """
+    """Byte ranges of the frames of one or more images on one grid."""
 
     starts: list[np.ndarray]
     lengths: list[np.ndarray]

@@ -1,21 +1,4 @@
-"""Kerchunk (version 1) references to the frames of rumi files.
-
-The references describe one Zarr v2 group, laid out as rioxarray's engine
-opens the file: ``band_data`` on ``(band, y, x)`` with one chunk per frame
-(``(1, T_l, T_w)`` for tile frames, ``(B, T_l, T_w)`` for cell frames) and one
-``[url, offset, length]`` reference per frame, plus ``x``, ``y``, ``band`` and
-``spatial_ref`` inlined.  The chunks decode with the ``"openzl"`` numcodecs
-codec, whose configuration carries what it needs to place cut edge frames
-(see :mod:`xarray_rumi.virtual.codec` and :mod:`xarray_rumi.virtual.edges`).
-
-From a header blob, no frame is read: only the 160 bytes of georeferencing
-and the IFD head the blob is checked against, in one batched read, and
-nothing at all when the caller passes ``crs`` and ``transform``.
-
-The references are a dict, what fsspec's reference file system takes as
-``fo``; ``rumi refs`` (:mod:`xarray_rumi.cli.refs`) writes them as JSON or
-Parquet, whole or not at all.
-"""
+"""Kerchunk (version 1) references to the frames of rumi files."""
 
 from __future__ import annotations
 
@@ -36,13 +19,6 @@ from .edges import chunk_references
 def references(path, header=None, **open_kwargs) -> dict:
     """Kerchunk version-1 references to every frame of a rumi file.
 
-    ``header`` and the keyword arguments are :func:`xarray_rumi.open_image`'s
-    (``storage_options``, ``crs``/``transform``/``raster_type``,
-    ``georeferencing``, ``limits``, ``verify``, ``retry``): with a blob and
-    ``crs``/``transform`` nothing is read; with a blob alone, the 160 bytes of
-    georeferencing and the IFD head it is checked against; without one, the
-    IFD.
-
     >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
     >>> from xarray_rumi.reading.open import load_header
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -57,16 +33,11 @@ def references(path, header=None, **open_kwargs) -> dict:
     >>> bool((ds.band_data.values == data).all()), float(ds.x[0])
     (True, 500005.0)
     """
-    return layout_references(image_layout(open_image(reference_url(path), header, **open_kwargs)))
+    return layout_references(image_layout(open_image(absolute(path), header, **open_kwargs)))
 
 
 def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
     """One reference set stacking grid-aligned files along a new dimension ``dim``.
-
-    The files must share grid, frame unit, sample type and georeferencing;
-    ``band_data`` is then ``(dim, band, y, x)`` with one chunk per frame, and
-    one codec configuration covers all files.  ``open_kwargs`` go to
-    :func:`xarray_rumi.open_image` for every file.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{n}.rumi") for n in range(2)]
@@ -80,12 +51,12 @@ def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
     if not paths:
         raise ValueError("no files to reference")
-    images = [open_image(reference_url(p), h, **open_kwargs) for p, h in zip(paths, headers)]
+    images = [open_image(absolute(p), h, **open_kwargs) for p, h in zip(paths, headers)]
     return layout_references(cube_layout(images, dim))
 
 
 def layout_references(layout: Layout) -> dict:
-    """The reference set of an image's or a Cube's :class:`~xarray_rumi.dataset.layout.Layout`."""
+    """The reference set of an image's or a Cube's :class:`~xarray_rumi.datamodel.variable.Layout`."""
     grid, sample = layout.grid, layout.sample_type
     plan = chunk_references(list(layout.headers))
     codec = OpenZLCodec(sample_type=sample.name, chunk_shape=layout.chunks[-3:],
@@ -121,9 +92,6 @@ _METADATA = (".zarray", ".zattrs", ".zgroup")
 
 def consolidated(refs: dict) -> dict:
     """``refs`` with Zarr v2 consolidated metadata (``.zmetadata``) made from its metadata keys.
-
-    xarray's zarr engine opens consolidated metadata by default and warns
-    when there is none; with it, a reference set opens with no option at all.
 
     >>> refs = consolidated({"version": 1, "refs": {".zgroup": '{"zarr_format":2}', "a/0": ["f", 0, 1]}})
     >>> json.loads(refs["refs"][".zmetadata"])
@@ -169,12 +137,3 @@ def compact_json(value) -> str:
     '{"zarr_format":2,"chunks":[1,2]}'
     """
     return json.dumps(value, separators=(",", ":"))
-
-
-def reference_url(path) -> str:
-    """Where references point for ``path``: a URL as it is, a local path (or ``file://`` URL) made absolute.
-
-    >>> reference_url("https://example.com/a.rumi"), reference_url("file:///data/a.rumi")
-    ('https://example.com/a.rumi', '/data/a.rumi')
-    """
-    return absolute(path)

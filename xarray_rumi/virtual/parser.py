@@ -1,24 +1,4 @@
-"""A VirtualiZarr parser: a rumi file as a ``ManifestStore`` of virtual chunks.
-
-``band_data`` is a ``ManifestArray`` of the frames where they lie, decoded by
-the OpenZL codec with the same configuration (the grid's alone) and the same
-references (edge frames told apart by where each starts, see
-:mod:`xarray_rumi.virtual.edges`) as :func:`xarray_rumi.references`.
-
-The coordinates are not in the file: they follow from the georeferencing.
-VirtualiZarr manifests cannot hold inline data, so the parser puts the few
-bytes of ``x``, ``y`` and ``band`` in an in-memory object store it registers
-in the caller's registry under a ``memory://rumi-...`` prefix; they are
-dimension coordinates, which ``open_virtual_dataset`` loads by default, so
-``.vz.to_kerchunk`` inlines them and ``.vz.to_icechunk`` writes them as
-ordinary chunks.  A rotated raster has 2-D ``xc``/``yc`` instead, which are
-not dimension coordinates: pass them in ``loadable_variables``.
-``spatial_ref`` has no chunk at all: its value 0 is the fill value and its
-meaning is in its attributes.
-
-:mod:`xarray_rumi.virtual.cube` builds ``rumi refs --cube``'s Cube with this
-parser, the way VirtualiZarr users build one.
-"""
+"""A VirtualiZarr parser: a rumi file as a ``ManifestStore`` of virtual chunks."""
 
 from __future__ import annotations
 
@@ -32,29 +12,13 @@ from ..io.retry import DEFAULT_POLICY
 from ..io.urls import as_url
 from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
-from .chunks import OpenZLChunks, zarr_dtype
+from .chunks import OpenZLConfig, zarr_dtype
 from .codec import OpenZLBytesCodec, OpenZLZarrCodec
 from .edges import chunk_references
 
 
 class RumiParser:
     """Parse a rumi file for ``virtualizarr.open_virtual_dataset``.
-
-    ``header`` and the keyword arguments are :func:`xarray_rumi.open_image`'s
-    (``storage_options`` for a blob file, ``crs``/``transform``/``raster_type``,
-    ``georeferencing``, ``limits``, ``verify``, ``retry``); the file itself is
-    read through the caller's object store registry, retried under ``retry``
-    as every read is (:class:`~xarray_rumi.io.registry.RegistrySource`).  With
-    a header and ``crs``/``transform``, nothing is read from the file.
-
-    ``codec`` is how ``band_data`` names the OpenZL codec in its zarr v3
-    metadata: ``"numcodecs.openzl"`` (the default), zarr's ``bytes``
-    serializer followed by the numcodecs codec, which every writer keeps:
-    VirtualiZarr's Kerchunk writer as the numcodecs ``"openzl"`` compressor,
-    Icechunk and zarr as they are (both names resolve through the package's
-    entry points in any process); or ``"openzl"``, the array-to-bytes codec,
-    for stores only zarr v3 reads (VirtualiZarr's Kerchunk writer drops
-    array-to-bytes codecs, so it would write references with no codec at all).
 
     >>> import os, tempfile, numpy as np, obstore, virtualizarr, xarray_rumi
     >>> from obspec_utils.registry import ObjectStoreRegistry
@@ -101,7 +65,7 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
-        bytes_codec = OpenZLBytesCodec(**OpenZLChunks(**config).to_config())
+        bytes_codec = OpenZLBytesCodec(**OpenZLConfig(**config).to_config())
         codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
     attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
              **layout.attrs}

@@ -18,13 +18,13 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from ..format.ifd import parse_head, prefix_size
-from ..format.layout import BIGTIFF_HEADER_SIZE, IFD_SIZE
+from ..format.placement import IFD_SIZE, PREAMBLE_SIZE
 from ..frames.codec import frame_version
 from ..io.retry import RetryPolicy
 from ..io.source import ByteSource
 from .data_array import GDAL_SAMPLE_TYPES, scaling_attributes
 from .parameters import check_storage_options, parse_frame_unit, tile_shape
-from .staging import refuse_overwriting_source
+from .staging import refuse_overwriting
 from .write import write
 
 #: GDAL's block cache during a conversion holds at least this many bytes, and this many source block rows.
@@ -96,7 +96,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     check_storage_options(storage_options)
     if crs is not None and drop_georeferencing:
         raise ValueError("crs= assigns a CRS and drop_georeferencing drops it: pass one of them")
-    refuse_overwriting_source(source, target)
+    refuse_overwriting([source], [target, target + ".header"], "the raster being converted")
     refuse_rumi_source(source)   # before GDAL opens it: GDAL reads a rumi file as a broken TIFF, noisily
     with rasterio.open(source) as src:
         code, transform, how = _georeferencing(src, source, drop_georeferencing, crs)
@@ -139,7 +139,7 @@ def is_rumi_file(source) -> bool:
     """
     reader = ByteSource.of(source, retry=RetryPolicy(attempts=1))
     try:
-        head = reader.read(0, BIGTIFF_HEADER_SIZE + IFD_SIZE, exact=False)
+        head = reader.read(0, PREAMBLE_SIZE + IFD_SIZE, exact=False)
         parse_head(head)                      # a BigTIFF whose IFD is rumi's fixed one, tag for tag
         first_frame = prefix_size(head)
         frame_version(reader.read(first_frame, first_frame + 4, exact=False))

@@ -45,7 +45,7 @@ def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes:
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(64, 32, 32, 32, 1)
     >>> frames = threaded_encoded_frames(np.zeros((1, 32, 64), np.uint8), grid, sample_type_from_name("uint8"),
-    ...                                  (Recipes(("id>zstd",)),))
+    ...                                  (Recipes("id>zstd"),))
     >>> [frame[0] for frame in frames]  # 0xC0 + the pinned OpenZL format version
     [216, 216]
     """
@@ -141,7 +141,7 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(64, 32, 32, 32, 1)
     >>> source = DaskFrames(da.zeros((1, 32, 64), "uint8", chunks=(1, 16, 16)), grid)
-    >>> len(list(dask_encoded_frames(source, grid, sample_type_from_name("uint8"), (Recipes(("id>zstd",)),))))
+    >>> len(list(dask_encoded_frames(source, grid, sample_type_from_name("uint8"), (Recipes("id>zstd"),))))
     2
     """
     workers = workers or computing_threads()

@@ -1,14 +1,4 @@
-"""Files, and directories of files, that appear whole or not at all.
-
-A file is written to a staging file and renamed over its target only when
-complete, so a failure, or a killed process, leaves nothing at the target
-path (a local staging file has no name at all where the file system allows).
-A directory is filled in a local staging directory and renamed over its
-target, or uploaded, only when complete (:func:`staged_directory`).
-A replaced file's blocks are freed in the background, and a large local file
-is handed to the disk while it is still being written, so publishing it
-waits for the last few MiB only.  Both run on the process's background thread.
-"""
+"""Files, and directories of files, that appear whole or not at all."""
 
 from __future__ import annotations
 
@@ -30,11 +20,6 @@ WRITEBACK_BYTES = 4 * 2**20
 @contextlib.contextmanager
 def staged(target: ByteSource):
     """A file that appears at ``target`` whole when the block ends, or not at all.
-
-    Locally the staging file is anonymous (``O_TMPFILE``) where the file
-    system allows, so even a killed process leaves nothing behind; it is
-    given a name only to be renamed over the target.  Remote targets are
-    staged in local temporary storage and uploaded in one piece at the end.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "note.txt")
@@ -93,10 +78,6 @@ def same_place(first, second) -> bool:
 def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
     """Raise ``ValueError`` when writing one of ``outputs`` would replace one of ``inputs``, or another output.
 
-    An output is staged and moved into place when complete, so an output
-    that is an input replaces it after the input was read, and the command
-    succeeds with its input gone; two outputs of one name keep only the last.
-
     >>> refuse_overwriting(["a.rumi"], ["a.rumi.json", "b.rumi.json"])
     >>> refuse_overwriting(["a.rumi", "a.rumi.header"], ["./a.rumi.header"], "the raster's blob")
     Traceback (most recent call last):
@@ -113,29 +94,6 @@ def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
             if same_place(other, written):
                 raise ValueError(f"two outputs of one run are the same file: {other} and {written}; "
                                  f"the second would replace the first")
-
-
-def refuse_overwriting_source(source: str, target: str) -> None:
-    """Raise ``ValueError`` when writing ``target`` (or its ``.header``) would replace ``source``.
-
-    The rumi file is staged and moved into place when complete, so a target
-    that is the source would replace the raster being converted: the
-    conversion would succeed and the source be gone (``gdal_translate``
-    refuses the same).  Local files are compared as files (links and
-    relative paths included), URLs as written.
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.tif")
-    >>> open(path, "wb").close()
-    >>> refuse_overwriting_source(path, "./" + os.path.relpath(path))
-    Traceback (most recent call last):
-    ...
-    ValueError: the output is the input: writing ... would replace the raster being converted; choose another output
-    """
-    for written in (target, target + ".header"):
-        if same_place(source, written):
-            raise ValueError(f"the output is the input: writing {written} would replace the raster being "
-                             f"converted; choose another output")
 
 
 def write_small(target: ByteSource, data: bytes) -> None:
@@ -155,14 +113,7 @@ def write_small(target: ByteSource, data: bytes) -> None:
 def staged_directory(target: ByteSource, *, last=()):
     """A local directory to fill, which appears at ``target`` when the block ends, or not at all.
 
-    Locally the directory is made beside ``target`` and renamed over it; a
-    directory already there is moved aside first and put back if the rename
-    fails, so a failure leaves the previous directory.  Remotely its files
-    are uploaded once a directory already there is removed (its files
-    would linger among the new ones), the names in ``last`` (the files a
-    reader opens first) after all the others; a failed upload removes what
-    it wrote, so a failure leaves nothing.  A killed process may leave a
-    hidden ``.rumi-*`` staging directory beside a local target.
+    Remotely the names in ``last`` (what a reader opens first) are uploaded after all the others.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "refs.parq")
@@ -219,11 +170,6 @@ def _upload_directory(fs, built: str, path: str, last) -> None:
 class Writeback:
     """Hands a staged local file to the disk while later frames are still being encoded.
 
-    Without it the final fsync waits for the whole file; with it, for the last
-    few MiB (figures in docs/benchmarks.md, *Measurements the code relies on*).  A failed flush is raised to the
-    writer, because the kernel reports a write-back error to one fsync only.
-    ``f`` is ``None`` for a file that is not local: nothing is flushed.
-
     >>> import tempfile
     >>> with tempfile.TemporaryFile() as f, Writeback(f) as writeback:
     ...     writeback.wrote(f.write(b"frame"))
@@ -238,7 +184,7 @@ class Writeback:
         self._unflushed += count
         if self._f is not None and self._unflushed >= WRITEBACK_BYTES and (
                 self._flushing is None or self._flushing.done()):
-            if self._flushing is not None:
+            if self._flushing is not None:  # its failure is raised here: the kernel tells one fsync only
                 self._flushing.result()
             self._f.flush()
             self._flushing = in_background(getattr(os, "fdatasync", os.fsync), self._f.fileno())
@@ -270,11 +216,8 @@ def _release(descriptor: int) -> None:
 def _hold(path: str) -> int | None:
     """A descriptor that keeps the file at ``path`` alive past its replacement, or ``None``.
 
-    Freeing a replaced file's blocks takes as long as writing a good part of
-    it on a file system mounted with ``discard``, which trims them there and
-    then.  Holding the old file open lets the rename
-    return at once; the blocks are freed when a background thread closes the
-    descriptor (or the process ends).  Windows cannot rename over an open file.
+    Freeing a replaced file's blocks (slow where the file system trims them on ``discard``) then waits for
+    :func:`_release`, off the rename.
     """
     if os.name != "posix":
         return None

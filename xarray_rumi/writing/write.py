@@ -21,7 +21,7 @@ from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_
 from ..format.geo import RasterType, corner_to_centre, georeferencing
 from ..format.grid import FrameGrid, FrameUnit
 from ..format.ifd import build_prefix
-from ..format.layout import base_frame_offset
+from ..format.placement import base_frame_offset
 from ..format.limits import DEFAULT_LIMITS
 from ..frames.choose import lossy_error, plan_frames, profile_window, sample_frames
 from ..io.source import ByteSource

@@ -1,9 +1,4 @@
-"""Where things sit in a rumi file, derived from the shape alone.
-
-The IFD is fixed at byte 16 and 236 bytes long; only values larger than 8
-bytes go out of line, so the start of the frame data follows from ``B`` and
-``N`` (spec: *Deriving base_frame_offset*).
-"""
+"""Where things sit in a rumi file, derived from the shape alone."""
 
 from __future__ import annotations
 
@@ -17,7 +12,8 @@ IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 2
 TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
 SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
 
-BIGTIFF_HEADER_SIZE = 16
+# What TIFF calls its header (byte order, version 43, offset size, IFD offset): "header" means the blob here.
+PREAMBLE_SIZE = 16
 IFD_OFFSET = 16
 TAG_COUNT = 11
 IFD_SIZE = 8 + 20 * TAG_COUNT + 8  # entry count, 11 entries, next-IFD offset
@@ -52,26 +48,17 @@ def base_frame_offset(grid: FrameGrid) -> int:
     412
     """
     external = sum(external_sizes(grid.samples_per_pixel, grid.frame_count).values())
-    return BIGTIFF_HEADER_SIZE + IFD_SIZE + external
+    return PREAMBLE_SIZE + IFD_SIZE + external
 
 
 def georeferencing_offset(grid: FrameGrid) -> int:
-    """Byte offset of the ModelTransformation values; GeoKeys follow them.
-
-    Both are always the last external values, so they end at the first frame.
-    """
+    """Byte offset of the ModelTransformation values; GeoKeys follow them."""
     return base_frame_offset(grid) - GEOREFERENCING_SIZE
 
 
 def check_frames_inside(offsets, byte_counts, file_size: int, *, from_blob: bool = False,
                         name: str = "the file") -> None:
     """Refuse (``frames.truncated``) a file of ``file_size`` bytes that does not hold every frame whole.
-
-    Vectorised over the frames, which may number millions: one pass of numpy.
-    The message names the first frame cut short and how many bytes are missing;
-    ``from_blob`` (frames located by a blob, not by the file's IFD) adds that
-    the blob may be another file's, as likely as a cut file when it is;
-    ``name`` is what the message calls the file (its path or URL).
 
     >>> offsets, counts = np.array([412, 512, 612]), np.array([100, 100, 50])
     >>> check_frames_inside(offsets, counts, 662)

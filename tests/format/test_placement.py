@@ -1,4 +1,4 @@
-"""format/layout.py: the tag numbers written once, and the writer's own check that survives ``python -O``."""
+"""format/placement.py: the tag numbers written once, and the writer's own check that survives ``python -O``."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import subprocess
 import sys
 import textwrap
 
-from xarray_rumi.format import ifd, layout
+from xarray_rumi.format import ifd, placement
 
 
-def test_the_ifd_uses_the_layouts_tag_numbers():
+def test_the_ifd_uses_the_placement_tag_numbers():
     assert [tag for tag, _, _ in ifd.FIXED_TAGS] == [
-        layout.IMAGE_WIDTH, layout.IMAGE_LENGTH, layout.BITS_PER_SAMPLE, layout.SAMPLES_PER_PIXEL,
-        layout.TILE_WIDTH, layout.TILE_LENGTH, layout.TILE_OFFSETS, layout.TILE_BYTE_COUNTS,
-        layout.SAMPLE_FORMAT, layout.MODEL_TRANSFORMATION, layout.GEO_KEY_DIRECTORY,
+        placement.IMAGE_WIDTH, placement.IMAGE_LENGTH, placement.BITS_PER_SAMPLE, placement.SAMPLES_PER_PIXEL,
+        placement.TILE_WIDTH, placement.TILE_LENGTH, placement.TILE_OFFSETS, placement.TILE_BYTE_COUNTS,
+        placement.SAMPLE_FORMAT, placement.MODEL_TRANSFORMATION, placement.GEO_KEY_DIRECTORY,
     ] == [256, 257, 258, 277, 322, 323, 324, 325, 339, 34264, 34735]
-    assert ifd.TILE_OFFSETS is layout.TILE_OFFSETS
-    assert set(layout.external_sizes(5, 3)) <= set(ifd.TAG_NAMES)
+    assert ifd.TILE_OFFSETS is placement.TILE_OFFSETS
+    assert set(placement.external_sizes(5, 3)) <= set(ifd.TAG_NAMES)
 
 
-def test_a_prefix_that_disagrees_with_the_layout_is_an_internal_error_even_under_python_O():
+def test_a_prefix_that_disagrees_with_the_placement_is_an_internal_error_even_under_python_O():
     # An assert would vanish under -O and the frames would be written where no reader looks.
     script = textwrap.dedent("""
         from xarray_rumi.format import ifd
@@ -34,4 +34,4 @@ def test_a_prefix_that_disagrees_with_the_layout_is_an_internal_error_even_under
     """)
     out = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ("internal error: the IFD writer made 412 bytes before the frames, "
-                           "layout.base_frame_offset says 413")
+                           "placement.base_frame_offset says 413")
