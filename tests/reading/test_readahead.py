@@ -69,15 +69,10 @@ def test_a_chunks_per_frame_read_of_a_remote_file_asks_for_each_frame_once_in_fe
     np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=workers), values)
     gets = _gets(server)
     _assert_no_frame_twice(gets)
-    if grid.frames_per_position == 1:
-        # A band's frames lie together: the read-ahead's requests merge.  Before it: one GET per frame.
-        # The few: the lone frames before each sweep is seen (each worker's first ones may all be),
-        # and the blob's check.
-        assert len(gets) <= frames // 8 + 8 + workers
-    else:
-        # Tile frames of several bands: a band's frames lie apart, each its own request (the
-        # bytes between are other bands', not read), but a read-ahead's requests go out together.
-        assert len(gets) <= frames + 1
+    # The image fits in the cache: read ahead whole, in the file's order, its requests merge even
+    # where a band's frames lie apart (tile frames of 2 bands).  Without: a GET per frame.  The few:
+    # the lone frames before a sweep is seen (each worker's first ones may all be), and the blob's check.
+    assert len(gets) <= frames // 8 + 8 + workers
     assert len(readahead.shared) == 0  # every frame read ahead was taken by its task
 
 
@@ -133,7 +128,7 @@ def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
     blob = xarray_rumi.write(path, values, tile_size=TILE)  # one band, a row of 8 frames
     url = f"{http_server.url}/scene.rumi"
     _sweep_one_row(xarray_rumi.open_image(url, header=blob, georeferencing=False))
-    assert len(readahead.shared) == 5  # frames 0-4 read ahead
+    assert len(readahead.shared) == 13  # all but the 3 frames read: the image fits in the cache
     # The same file, frame 0 damaged in place: the same blob, another version (ETag).
     image = xarray_rumi.open_image(url, header=blob, georeferencing=False)
     start, stop = image.frame_range(0)
@@ -215,3 +210,54 @@ def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
     # lone frames, the rest of the row, then whole rows: frame 4 (half through 6-3) fetched 2-0
     assert sent == [[11], [10], [9, 8], [7, 6, 5, 4, 3], [2, 1, 0]]
     assert len(ahead) == 0
+
+
+MIB = readahead.MAX_REQUEST // 2  # a frame of half a merged request
+
+
+def _fetching(sent):
+    def fetch(frames):
+        sent.append(frames)
+        return [b"%d" % k for k in frames]
+    return fetch
+
+
+def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_across_bands_in_spans_of_merged_requests():
+    grid = FrameGrid(64, 16, 16, 16, 2)  # 2 bands, a row of 4 positions: frame = 2 * position + band
+    ahead, sent = ReadAhead(span_bytes=2 * readahead.MAX_REQUEST), []
+    fetch = _fetching(sent)
+    for k in (7, 5, 3):  # band 1 from its end: a sweep at frame 3
+        ahead.take(b"key", k, grid, lambda k: MIB, fetch, 8 * MIB)
+    # From frame 3's position down, every band, then the frames behind it: a span is 2 requests
+    # of 2 frames lying together; 4 and 6 lie apart (5 was read), a request each.
+    assert sent == [[7], [5], [3, 2, 1, 0]]
+    assert ahead.take(b"key", 1, grid, lambda k: MIB, fetch, 8 * MIB) == b"1"
+    assert sent[-1] == [4, 6]  # the queued span, fetched by a task that had its frame
+    assert [ahead.take(b"key", k, grid, lambda k: MIB, fetch, 8 * MIB) for k in (6, 4, 2, 0)] == [b"6", b"4", b"2", b"0"]
+    assert len(sent) == 4 and len(ahead) == 0
+
+
+def test_a_task_whose_frame_is_queued_fetches_its_span_itself():
+    grid = FrameGrid(64, 16, 16, 16, 2)
+    ahead, sent = ReadAhead(span_bytes=2 * readahead.MAX_REQUEST, spans_in_flight=0), []
+    fetch = _fetching(sent)
+    for k in (7, 5, 3):
+        ahead.take(b"key", k, grid, lambda k: MIB, fetch, 8 * MIB)
+    assert ahead.take(b"key", 6, grid, lambda k: MIB, fetch, 8 * MIB) == b"6"
+    assert sent[-1] == [6, 4]  # its own frame first; no other task took the span
+
+
+def test_an_image_larger_than_the_cache_is_read_ahead_along_the_band():
+    grid = FrameGrid(64, 16, 16, 16, 2)
+    ahead, sent = ReadAhead(max_bytes=4 * MIB), []
+    for k in (7, 5, 3):
+        ahead.take(b"key", k, grid, lambda k: MIB, _fetching(sent), 8 * MIB)
+    assert sent == [[7], [5], [3, 1]]  # the rest of band 1's row, no other band
+
+
+def test_a_sweep_in_the_files_order_is_read_ahead():
+    grid = FrameGrid(64, 16, 16, 16, 2)
+    ahead, sent = ReadAhead(), []
+    for k in (0, 1, 2):  # every band of a position, then the next: as a reduction over bands asks
+        ahead.take(b"key", k, grid, lambda k: 10, _fetching(sent), 80)
+    assert sent == [[0], [1], [2, 3, 4, 5, 6, 7]]
