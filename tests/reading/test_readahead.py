@@ -128,7 +128,7 @@ def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
     blob = xarray_rumi.write(path, values, tile_size=TILE)  # one band, a row of 8 frames
     url = f"{http_server.url}/scene.rumi"
     _sweep_one_row(xarray_rumi.open_image(url, header=blob, georeferencing=False))
-    assert len(readahead.shared) == 13  # all but the 3 frames read: the image fits in the cache
+    assert len(readahead.shared) == 5  # frames 0-4 read ahead (the other row waits for a task to fetch it)
     # The same file, frame 0 damaged in place: the same blob, another version (ETag).
     image = xarray_rumi.open_image(url, header=blob, georeferencing=False)
     start, stop = image.frame_range(0)
@@ -222,29 +222,21 @@ def _fetching(sent):
     return fetch
 
 
-def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_across_bands_in_spans_of_merged_requests():
-    grid = FrameGrid(64, 16, 16, 16, 2)  # 2 bands, a row of 4 positions: frame = 2 * position + band
-    ahead, sent = ReadAhead(span_bytes=2 * readahead.MAX_REQUEST), []
+def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_across_bands_in_growing_spans():
+    grid = FrameGrid(128, 16, 16, 16, 2)  # 2 bands, a row of 8 positions: frame = 2 * position + band
+    ahead, sent = ReadAhead(), []
     fetch = _fetching(sent)
-    for k in (7, 5, 3):  # band 1 from its end: a sweep at frame 3
-        ahead.take(b"key", k, grid, lambda k: MIB, fetch, 8 * MIB)
-    # From frame 3's position down, every band, then the frames behind it: a span is 2 requests
-    # of 2 frames lying together; 4 and 6 lie apart (5 was read), a request each.
-    assert sent == [[7], [5], [3, 2, 1, 0]]
-    assert ahead.take(b"key", 1, grid, lambda k: MIB, fetch, 8 * MIB) == b"1"
-    assert sent[-1] == [4, 6]  # the queued span, fetched by a task that had its frame
-    assert [ahead.take(b"key", k, grid, lambda k: MIB, fetch, 8 * MIB) for k in (6, 4, 2, 0)] == [b"6", b"4", b"2", b"0"]
-    assert len(sent) == 4 and len(ahead) == 0
-
-
-def test_a_task_whose_frame_is_queued_fetches_its_span_itself():
-    grid = FrameGrid(64, 16, 16, 16, 2)
-    ahead, sent = ReadAhead(span_bytes=2 * readahead.MAX_REQUEST, spans_in_flight=0), []
-    fetch = _fetching(sent)
-    for k in (7, 5, 3):
-        ahead.take(b"key", k, grid, lambda k: MIB, fetch, 8 * MIB)
-    assert ahead.take(b"key", 6, grid, lambda k: MIB, fetch, 8 * MIB) == b"6"
-    assert sent[-1] == [6, 4]  # its own frame first; no other task took the span
+    take = lambda k: ahead.take(b"key", k, grid, lambda k: MIB, fetch, 16 * MIB)  # noqa: E731
+    for k in (15, 13, 11):  # band 1 from its end: a sweep at frame 11
+        take(k)
+    # From frame 11's position down, every band, then the frames behind it, in spans of 1, 2, 4, 8
+    # merged requests of 2 frames that lie together (12 and 14 lie apart: 13 was read).
+    assert sent == [[15], [13], [11, 10]]
+    assert take(9) == b"9" and sent[-1] == [9, 8, 7, 6]  # a queued span: its frame is in it
+    assert take(10) == b"10" and sent[-1] == [5, 4, 3, 2, 1, 0, 12]  # had its frame: fetches the next
+    rest = (8, 7, 6, 5, 4, 3, 2, 1, 0, 12, 14)
+    assert [take(k) for k in rest] == [b"%d" % k for k in rest]
+    assert sent[-1] == [14] and len(sent) == 6 and len(ahead) == 0
 
 
 def test_an_image_larger_than_the_cache_is_read_ahead_along_the_band():
@@ -261,3 +253,16 @@ def test_a_sweep_in_the_files_order_is_read_ahead():
     for k in (0, 1, 2):  # every band of a position, then the next: as a reduction over bands asks
         ahead.take(b"key", k, grid, lambda k: 10, _fetching(sent), 80)
     assert sent == [[0], [1], [2, 3, 4, 5, 6, 7]]
+
+
+def test_fetches_queued_for_tasks_that_never_come_are_dropped_image_by_image():
+    grid = FrameGrid(128, 16, 16, 16, 2)
+    ahead = ReadAhead()
+    for image in range(readahead.QUEUED_IMAGES + 1):
+        for k in (15, 13, 11):
+            ahead.take(b"%d" % image, k, grid, lambda k: MIB, _fetching([]), 16 * MIB)
+    assert len(ahead._queued) == readahead.QUEUED_IMAGES and b"0" not in ahead._queued
+    assert not any(key == b"0" for key, _ in ahead._pending)  # its frames are no longer in flight
+    sent = []
+    assert ahead.take(b"0", 9, grid, lambda k: MIB, _fetching(sent), 16 * MIB) == b"9"
+    assert sent[0][0] == 9  # a task that comes late fetches its frame

@@ -24,11 +24,8 @@ CACHE_BYTES = 64 * 1024 * 1024
 #: Frames asked for lately that a process remembers: a sweep is told from frames read alone by
 #: them (Dask's order goes back and forth within a few dozen tasks).
 RECENT_FRAMES = 64
-#: Compressed bytes of one fetch of a whole-image read-ahead: a few merged requests, so the
-#: first frames arrive while later ones are on their way.
-SPAN_BYTES = 8 * 1024 * 1024
-#: Fetches of a whole-image read-ahead in flight at once.
-SPANS_IN_FLIGHT = 4
+#: Images with fetches queued for their tasks: fewer than a process reads at once.
+QUEUED_IMAGES = 64
 
 
 class _Span:
@@ -63,10 +60,8 @@ class ReadAhead:
     """
 
     def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
-                 recent_frames: int = RECENT_FRAMES, span_bytes: int = SPAN_BYTES,
-                 spans_in_flight: int = SPANS_IN_FLIGHT) -> None:
+                 recent_frames: int = RECENT_FRAMES) -> None:
         self.max_bytes, self.read_ahead_bytes, self.recent_frames = max_bytes, read_ahead_bytes, recent_frames
-        self.span_bytes, self.spans_in_flight = span_bytes, spans_in_flight
         self._after_fork()
 
     def _after_fork(self) -> None:
@@ -77,7 +72,6 @@ class ReadAhead:
         self._bytes = 0
         self._pending: dict = {}                    # (key, frame) -> its _Span, until the fetch ends
         self._queued: dict = {}                     # key -> deque of unclaimed spans, in the sweep's order
-        self._flying: dict = {}                     # key -> set of claimed spans of whole-image read-aheads
         self._recent: OrderedDict = OrderedDict()   # (key, frame) asked for lately
         self._refills: dict = {}                    # (key, frame) -> (last frame read ahead, direction)
 
@@ -170,11 +164,6 @@ class ReadAhead:
         for k in span.frames:
             if self._pending.get((key, k)) is span:
                 del self._pending[(key, k)]
-        flying = self._flying.get(key)
-        if flying is not None:
-            flying.discard(span)
-            if not flying:
-                del self._flying[key]
         span.done.set()
 
     # -- planning (the lock is held) ------------------------------------------
@@ -189,14 +178,10 @@ class ReadAhead:
         self._queued[key].remove(span)
         if not self._queued[key]:
             del self._queued[key]
-        self._flying.setdefault(key, set()).add(span)
         return span
 
     def _next_queued(self, key) -> _Span | None:
-        """A queued span of ``key`` to fetch now, while fewer than :attr:`spans_in_flight` are."""
-        if key in self._queued and len(self._flying.get(key, ())) < self.spans_in_flight:
-            return self._claim(key, self._queued[key][0])
-        return None
+        return self._claim(key, self._queued[key][0]) if key in self._queued else None
 
     def _plan(self, key, frame: int, grid, byte_count, image_bytes) -> _Span:
         """The span this task fetches (its frame and those read ahead); any further ones queued."""
@@ -207,14 +192,18 @@ class ReadAhead:
             ahead = sweep_ahead(grid, frame, seen, seen, byte_count, self.read_ahead_bytes)
             return self._hold(key, _Span([frame, *ahead], along=True))
         unseen = in_file_order(grid, frame, lambda k: k != frame and self._seen(key, k), direction)
-        spans = [_Span(run, claimed=frame in run) for run in split(unseen, byte_count, MAX_REQUEST,
-                                                                     max(1, self.span_bytes // MAX_REQUEST))]
+        # Spans of 1, 2, 4, ... merged requests: the first frames come after one round trip and a
+        # short transfer, and the whole image is in flight after a few, even on 2 workers.
+        spans = [_Span(run, claimed=frame in run) for run in split(unseen, byte_count, MAX_REQUEST)]
         for span in spans:
             self._hold(key, span)
         own = next(span for span in spans if span.claimed)
-        self._flying.setdefault(key, set()).add(own)
         if len(spans) > 1:
             self._queued.setdefault(key, deque()).extend(span for span in spans if span is not own)
+            while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came for them
+                oldest = next(iter(self._queued))
+                for span in self._queued.pop(oldest):
+                    self._release(oldest, span)
         return own
 
     def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
@@ -349,24 +338,23 @@ def in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
     return [k for run in runs for k in run if not seen(k)]
 
 
-def split(frames: list[int], byte_count, request_bytes: int, requests: int) -> list[list[int]]:
-    """``frames`` in spans of at most ``requests`` merged requests of ``request_bytes`` each.
+def split(frames: list[int], byte_count, request_bytes: int, first: int = 1) -> list[list[int]]:
+    """``frames`` in spans of merged requests of at most ``request_bytes``: ``first`` requests, then twice as many each.
 
-    A request holds neighbouring frames (as the read engine merges them), so
-    a span of contiguous frames costs exactly ``requests`` GETs.
+    A request holds neighbouring frames, as the read engine merges them.
 
-    >>> split([4, 5, 3, 2, 9, 1], lambda k: 10, 25, 2)   # 4-5, 3-2, then 9 and 1 lie apart
-    [[4, 5, 3, 2], [9, 1]]
+    >>> split([4, 5, 3, 2, 9, 1, 0, 7], lambda k: 10, 25)   # 4-5; 3-2 and 9; then 1-0 and 7
+    [[4, 5], [3, 2, 9], [1, 0, 7]]
     """
-    spans, lo, hi, held, total = [[]], None, None, 0, 0
+    spans, lo, hi, total, held, room = [[]], None, None, 0, 0, first
     for k in frames:
         size = byte_count(k)
         if lo is not None and k in (lo - 1, hi + 1) and total + size <= request_bytes:
             lo, hi, total = min(lo, k), max(hi, k), total + size
         else:
-            if held == requests:
+            if held == room:
                 spans.append([])
-                held = 0
+                held, room = 0, 2 * room
             lo, hi, total, held = k, k, size, held + 1
         spans[-1].append(k)
     return spans
@@ -427,5 +415,5 @@ def _key(image) -> bytes | None:
     return image.blob_key
 
 
-__all__ = ["CACHE_BYTES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "SPANS_IN_FLIGHT", "SPAN_BYTES", "ReadAhead",
+__all__ = ["CACHE_BYTES", "QUEUED_IMAGES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "ReadAhead",
            "along_band", "in_file_order", "read_frame", "shared", "split", "swept", "sweep_ahead"]
