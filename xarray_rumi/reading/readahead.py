@@ -26,6 +26,9 @@ CACHE_BYTES = 64 * 1024 * 1024
 RECENT_FRAMES = 64
 #: Images with fetches queued for their tasks: fewer than a process reads at once.
 QUEUED_IMAGES = 64
+#: Fetches of a whole-image read-ahead in flight at once: more would share the link and all
+#: arrive late together, fewer would leave it idle between round trips.
+SPANS_IN_FLIGHT = 2
 
 
 class _Span:
@@ -60,8 +63,9 @@ class ReadAhead:
     """
 
     def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
-                 recent_frames: int = RECENT_FRAMES) -> None:
+                 recent_frames: int = RECENT_FRAMES, spans_in_flight: int = SPANS_IN_FLIGHT) -> None:
         self.max_bytes, self.read_ahead_bytes, self.recent_frames = max_bytes, read_ahead_bytes, recent_frames
+        self.spans_in_flight = spans_in_flight
         self._after_fork()
 
     def _after_fork(self) -> None:
@@ -72,6 +76,7 @@ class ReadAhead:
         self._bytes = 0
         self._pending: dict = {}                    # (key, frame) -> its _Span, until the fetch ends
         self._queued: dict = {}                     # key -> deque of unclaimed spans, in the sweep's order
+        self._flying: dict = {}                     # key -> its whole-image spans being fetched
         self._recent: OrderedDict = OrderedDict()   # (key, frame) asked for lately
         self._refills: dict = {}                    # (key, frame) -> (last frame read ahead, direction)
 
@@ -164,6 +169,10 @@ class ReadAhead:
         for k in span.frames:
             if self._pending.get((key, k)) is span:
                 del self._pending[(key, k)]
+        if span.claimed and not span.along:
+            self._flying[key] -= 1
+            if not self._flying[key]:
+                del self._flying[key]
         span.done.set()
 
     # -- planning (the lock is held) ------------------------------------------
@@ -178,10 +187,14 @@ class ReadAhead:
         self._queued[key].remove(span)
         if not self._queued[key]:
             del self._queued[key]
+        self._flying[key] = self._flying.get(key, 0) + 1
         return span
 
     def _next_queued(self, key) -> _Span | None:
-        return self._claim(key, self._queued[key][0]) if key in self._queued else None
+        """The next span of ``key`` to fetch now, while fewer than :attr:`spans_in_flight` are."""
+        if key in self._queued and self._flying.get(key, 0) < self.spans_in_flight:
+            return self._claim(key, self._queued[key][0])
+        return None
 
     def _plan(self, key, frame: int, grid, byte_count, image_bytes) -> _Span:
         """The span this task fetches (its frame and those read ahead); any further ones queued."""
@@ -198,6 +211,7 @@ class ReadAhead:
         for span in spans:
             self._hold(key, span)
         own = next(span for span in spans if span.claimed)
+        self._flying[key] = self._flying.get(key, 0) + 1
         if len(spans) > 1:
             self._queued.setdefault(key, deque()).extend(span for span in spans if span is not own)
             while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came for them
@@ -415,5 +429,5 @@ def _key(image) -> bytes | None:
     return image.blob_key
 
 
-__all__ = ["CACHE_BYTES", "QUEUED_IMAGES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "ReadAhead",
+__all__ = ["CACHE_BYTES", "QUEUED_IMAGES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "SPANS_IN_FLIGHT", "ReadAhead",
            "along_band", "in_file_order", "read_frame", "shared", "split", "swept", "sweep_ahead"]
