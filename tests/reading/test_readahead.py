@@ -159,12 +159,14 @@ def test_the_cache_holds_no_more_than_its_bytes_bound():
     assert sent[-1][0] == 6  # a dropped frame is fetched again by its task
 
 
-def test_a_read_ahead_stays_in_its_bytes_and_its_row():
+def test_a_read_ahead_along_a_band_stays_in_its_bytes_and_its_row():
     grid = FrameGrid(160, 32, 16, 16, 1)  # one band, 2 rows of 10 frames
-    seen = {19, 18}.__contains__
-    assert readahead.sweep_ahead(grid, 17, seen, lambda k: False, lambda k: 100, 350) == [16, 15, 14]
-    assert readahead.sweep_ahead(grid, 12, {19, 18, 13, 14}.__contains__, lambda k: False, lambda k: 100,
-                                 10**6) == [11, 10]  # the row's start: entered mid-row, it stops there
+    for bound, frames, read_ahead in ((350, (19, 18, 17), [17, 16, 15, 14]),  # 3 frames of 100 bytes
+                                      (10**6, (14, 13, 12), [12, 11, 10])):  # entered mid-row: the row's start
+        sent, ahead = [], ReadAhead(read_ahead_bytes=bound)
+        for k in frames:
+            ahead.take(b"key", k, grid, lambda k: 100, _fetching(sent))
+        assert sent[-1] == read_ahead
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="this platform cannot fork")

@@ -1,38 +1,31 @@
-"""Read-ahead for remote whole-frame reads: Dask tasks of neighbouring frames share round trips.
+"""Read-ahead for remote ``chunks={}`` tasks: a frame that continues a sweep brings the next frames along.
 
-With ``chunks={}`` each Dask task reads one frame: remotely a round trip each.
-Here a task whose frame misses while the two frames before it in a sweep's
-order were asked for lately (what a compute of many frames does) fetches
-frames that come next as well, and keeps them in a per-process cache until
-their own tasks **take** them; a task whose frame is in flight waits for
-that fetch.  ``docs/backend.md`` ("Over HTTP") says what it reads ahead, and
-what it keeps to: the file's version, :data:`CACHE_BYTES`, a fork.
+What it reads ahead, and what it keeps to: ``docs/backend.md``, "Over HTTP".
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict, deque
 
 from ..io.engine import MAX_GAP, MAX_REQUEST
 
-#: Compressed bytes one read-ahead along a band fetches at most (its own frame aside).
+#: Compressed bytes one read-ahead along a band fetches at most.
 READ_AHEAD_BYTES = 16 * 1024 * 1024
 #: Compressed bytes the process keeps of frames read ahead and not yet taken.
 CACHE_BYTES = 64 * 1024 * 1024
-#: Frames asked for lately that a process remembers: a sweep is told from frames read alone by
-#: them (Dask's order goes back and forth within a few dozen tasks).
+#: Frames asked for lately that tell a sweep (Dask's order goes back and forth within a few dozen tasks).
 RECENT_FRAMES = 64
-#: Images with fetches queued for their tasks: fewer than a process reads at once.
+#: Images with spans queued for their tasks, at most.
 QUEUED_IMAGES = 64
-#: Fetches of a whole-image read-ahead in flight at once: more would share the link and all
-#: arrive late together, fewer would leave it idle between round trips.
+#: Spans of a whole-image read-ahead in flight at once: more share the link and all arrive late together.
 SPANS_IN_FLIGHT = 2
 
 
 class _Span:
-    """Frames one fetch brings; its waiters wait for ``done``; unclaimed, no thread fetches it yet."""
+    """Frames one fetch brings, and the event their waiters wait for; unclaimed: queued, no thread fetches it."""
 
     __slots__ = ("frames", "done", "claimed", "along")
 
@@ -41,25 +34,15 @@ class _Span:
 
 
 class ReadAhead:
-    """Frames read ahead and not yet taken, the fetches in flight and queued, the frames asked for lately.
+    """The cache of frames read ahead; ``take`` gives a frame's bytes, fetching with ``fetch(frames)`` on a miss.
 
-    ``take(key, frame, grid, byte_count, fetch, image_bytes=None)`` gives
-    frame ``frame``'s bytes: from the cache, from a fetch in flight, or by
-    ``fetch(frames)`` (their bytes, in order), called with the frame first.
-    An image whose frames' ``image_bytes`` fit in the cache is read ahead
-    whole, in the file's order; a larger one along the sweep's band.
-    Thread-safe; starts no thread.
+    ``fetch`` returns the bytes of ``frames`` in order.  Thread-safe; starts no thread.
 
     >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 16, 16, 16, 1)          # one band, a row of 4 frames
-    >>> ahead, sent = ReadAhead(), []
-    >>> def fetch(frames):
-    ...     sent.append(frames)
-    ...     return [b"frame %d" % k for k in frames]
-    >>> [ahead.take(b"key", k, grid, lambda k: 100, fetch) for k in (0, 1, 2, 3)]
-    [b'frame 0', b'frame 1', b'frame 2', b'frame 3']
-    >>> sent                                         # a sweep from frame 2 on: frame 3 came with it
-    [[0], [1], [2, 3]]
+    >>> ahead, sent, row = ReadAhead(), [], FrameGrid(64, 16, 16, 16, 1)  # one band, a row of 4 frames
+    >>> fetch = lambda frames: sent.append(frames) or [b"%d" % k for k in frames]
+    >>> [ahead.take(b"key", k, row, lambda k: 100, fetch) for k in range(4)], sent  # a sweep at frame 2
+    ([b'0', b'1', b'2', b'3'], [[0], [1], [2, 3]])
     """
 
     def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
@@ -69,16 +52,15 @@ class ReadAhead:
         self._after_fork()
 
     def _after_fork(self) -> None:
-        # A forked child starts empty: the parent's frames and fetches are not its own, and a
-        # lock another thread held at fork time would never be released there.
+        # A forked child starts empty: a lock held at fork time would never be released there.
         self._lock = threading.Lock()
-        self._cached: OrderedDict = OrderedDict()   # (key, frame) -> bytes, oldest first
+        self._cached: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()  # oldest first
         self._bytes = 0
-        self._pending: dict = {}                    # (key, frame) -> its _Span, until the fetch ends
-        self._queued: dict = {}                     # key -> deque of unclaimed spans, in the sweep's order
-        self._flying: dict = {}                     # key -> its whole-image spans being fetched
-        self._recent: OrderedDict = OrderedDict()   # (key, frame) asked for lately
-        self._refills: dict = {}                    # (key, frame) -> (last frame read ahead, direction)
+        self._pending: dict[tuple[bytes, int], _Span] = {}
+        self._queued: dict[bytes, deque[_Span]] = {}
+        self._flying: dict[bytes, int] = {}  # claimed whole-image spans
+        self._recent: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}  # -> (last frame read ahead, direction)
 
     @property
     def cached_bytes(self) -> int:
@@ -99,6 +81,7 @@ class ReadAhead:
             self._queued.clear()
 
     def take(self, key: bytes, frame: int, grid, byte_count, fetch, image_bytes: int | None = None) -> bytes:
+        """Frame ``frame`` of the image ``key`` (``image_bytes`` of frames: read ahead whole if they fit)."""
         own = refill = extra = None
         with self._lock:
             self._note(key, frame)
@@ -112,7 +95,7 @@ class ReadAhead:
                 own = self._claim(key, span)
             if own is None:
                 extra = self._next_queued(key)
-        if extra is not None:  # this task would wait anyway, or holds its frame: it keeps the link busy
+        if extra is not None:  # keeps the link busy while the others decode
             self._run(key, extra, fetch)
         if found is not None:
             if refill is not None:
@@ -126,10 +109,8 @@ class ReadAhead:
         # Its fetch failed (or the frame was dropped since): this task reads its own frame.
         return found if found is not None else fetch([frame])[0]
 
-    # -- fetching -----------------------------------------------------------
-
     def _fetch_own(self, key, frame: int, grid, span: _Span, fetch) -> bytes:
-        """Fetch ``span``, which holds ``frame``: its bytes, the others kept; alone again if that fails."""
+        """Fetch ``span``, which holds ``frame``: its bytes, the others kept."""
         frames = [frame, *(k for k in span.frames if k != frame)]
         try:
             payloads = fetch(frames)
@@ -137,8 +118,7 @@ class ReadAhead:
             self._settle(key, span, [])  # never leave a waiter waiting
             if len(frames) == 1 or not isinstance(exc, Exception):
                 raise
-            # The read-ahead failed, perhaps for another frame's sake: this frame alone, as
-            # without read-ahead, so the task sees its own bytes or its own error.
+            # Perhaps for another frame's sake: this frame alone, so the task sees its own error.
             return fetch([frame])[0]
         self._settle(key, span, list(zip(frames[1:], payloads[1:])))
         if span.along:
@@ -146,7 +126,7 @@ class ReadAhead:
         return payloads[0]
 
     def _run(self, key, span: _Span, fetch) -> bool:
-        """Fetch a span for other tasks, whether it came; a failure leaves each to fetch its own frame."""
+        """Fetch a span for other tasks; whether it came (if not, each fetches its own frame)."""
         try:
             payloads = fetch(span.frames)
         except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
@@ -158,14 +138,12 @@ class ReadAhead:
         return bool(payloads)
 
     def _settle(self, key, span: _Span, kept) -> None:
-        """Keep the ``(frame, bytes)`` of ``kept``, end ``span``'s pending state, wake its waiters."""
         with self._lock:
             for k, payload in kept:
                 self._keep(key, k, payload)
             self._release(key, span)
 
     def _release(self, key, span: _Span) -> None:
-        """End ``span``'s pending state and wake its waiters (the lock is held)."""
         for k in span.frames:
             if self._pending.get((key, k)) is span:
                 del self._pending[(key, k)]
@@ -174,8 +152,6 @@ class ReadAhead:
             if not self._flying[key]:
                 del self._flying[key]
         span.done.set()
-
-    # -- planning (the lock is held) ------------------------------------------
 
     def _hold(self, key, span: _Span) -> _Span:
         for k in span.frames:
@@ -191,37 +167,35 @@ class ReadAhead:
         return span
 
     def _next_queued(self, key) -> _Span | None:
-        """The next span of ``key`` to fetch now, while fewer than :attr:`spans_in_flight` are."""
         if key in self._queued and self._flying.get(key, 0) < self.spans_in_flight:
             return self._claim(key, self._queued[key][0])
         return None
 
     def _plan(self, key, frame: int, grid, byte_count, image_bytes) -> _Span:
-        """The span this task fetches (its frame and those read ahead); any further ones queued."""
-        seen = lambda k: self._seen(key, k)  # noqa: E731
-        direction = swept(grid, frame, seen, whole=True) if image_bytes is not None and \
+        """The span this task fetches, holding its frame; further ones queued (the lock is held)."""
+        seen = functools.partial(self._seen, key)
+        direction = _swept(grid, frame, seen, whole=True) if image_bytes is not None and \
             image_bytes <= self.max_bytes else 0
         if not direction:
-            ahead = sweep_ahead(grid, frame, seen, seen, byte_count, self.read_ahead_bytes)
+            ahead = _sweep_ahead(grid, frame, seen, byte_count, self.read_ahead_bytes)
             return self._hold(key, _Span([frame, *ahead], along=True))
-        unseen = in_file_order(grid, frame, lambda k: k != frame and self._seen(key, k), direction)
-        # Spans of 1, 2, 4, ... merged requests: the first frames come after one round trip and a
-        # short transfer, and the whole image is in flight after a few, even on 2 workers.
-        spans = [_Span(run, claimed=frame in run) for run in split(unseen, byte_count, MAX_REQUEST)]
+        unseen = _in_file_order(grid, frame, lambda k: k != frame and self._seen(key, k), direction)
+        # Growing spans: the first frames come after one short round trip, the rest in few.
+        spans = [_Span(run, claimed=frame in run) for run in _split(unseen, byte_count, MAX_REQUEST)]
         for span in spans:
             self._hold(key, span)
         own = next(span for span in spans if span.claimed)
         self._flying[key] = self._flying.get(key, 0) + 1
         if len(spans) > 1:
             self._queued.setdefault(key, deque()).extend(span for span in spans if span is not own)
-            while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came for them
+            while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came
                 oldest = next(iter(self._queued))
                 for span in self._queued.pop(oldest):
                     self._release(oldest, span)
         return own
 
     def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
-        """A read-ahead along a band over whole rows is read on when its sweep is half through it."""
+        """A read-ahead along a band across rows is read on when its sweep is half through it."""
         step, across = grid.frames_per_position, grid.tiles_across
         if not ahead or (frame // step) // across == (ahead[-1] // step) // across:
             return  # within one row: whether the sweep goes on is not known
@@ -232,13 +206,12 @@ class ReadAhead:
             self._refills[(key, ahead[len(ahead) // 2])] = (ahead[-1], direction)
 
     def _plan_refill(self, key, frame, grid, byte_count):
-        """``(frames, span)`` to read on from a marked frame just taken, or ``None``."""
         mark = self._refills.pop((key, frame), None)
         if mark is None:
             return None
         last, direction = mark
-        more = along_band(grid, last, direction, lambda k: self._seen(key, k), byte_count, self.read_ahead_bytes,
-                          across_rows=True)
+        more = _along_band(grid, last, direction, functools.partial(self._seen, key), byte_count,
+                           self.read_ahead_bytes, across_rows=True)
         return (last, self._hold(key, _Span(more, along=True))) if more else None
 
     def _refill(self, key, grid, last, span: _Span, fetch) -> None:
@@ -265,23 +238,14 @@ class ReadAhead:
             self._bytes -= len(dropped)
 
     def _seen(self, key, frame: int) -> bool:
-        """Asked for lately, held, or in flight: part of what is being read now."""
         k = (key, frame)
         return k in self._recent or k in self._cached or k in self._pending
 
 
-def swept(grid, frame: int, seen, *, whole: bool = False) -> int:
-    """The direction (+1/-1 position) of a sweep reaching ``frame``, or 0 when there is none.
+def _swept(grid, frame: int, seen, *, whole: bool = False) -> int:
+    """The direction (+1/-1) of a sweep reaching ``frame``: the two frames before it ``seen``, or 0.
 
-    A sweep is two frames just before ``frame`` in a sweep's order, either
-    way, both ``seen``: the order is the band's positions in raster order,
-    bands one after the other (Dask's order for a band-major array), and with
-    ``whole`` also the file's frame order.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 16, 16, 2)           # 2 bands, 4 x 4 positions: frame = 2 * position + band
-    >>> swept(grid, 27, {31, 29}.__contains__), swept(grid, 27, {28, 29}.__contains__, whole=True)
-    (-1, -1)
+    Before it in band-major order (Dask's for a band-major array), or with ``whole`` in the file's.
     """
     for direction in (-1, 1):
         if all(_seen_before(grid, frame, -direction * back, seen) for back in (1, 2)):
@@ -292,37 +256,18 @@ def swept(grid, frame: int, seen, *, whole: bool = False) -> int:
     return 0
 
 
-def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> list[int]:
-    """The frames of ``frame``'s band a sweep reaching ``frame`` reads next, in order; none without a sweep.
-
-    They follow ``frame`` in the sweep's direction, stopping at one ``held``,
-    after ``max_bytes`` (``byte_count(k)`` each) and at the end of ``frame``'s
-    frame row, unless the sweep came into the row across its edge: whole rows
-    are then being read, and it goes on across rows.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 16, 16, 2)           # 2 bands, 4 x 4 positions: frame = 2 * position + band
-    >>> sweep_ahead(grid, 27, {31, 29}.__contains__, lambda k: False, lambda k: 10, 1000)  # the rest of the row
-    [25]
-    >>> sweep_ahead(grid, 23, {27, 25}.__contains__, lambda k: False, lambda k: 10, 45)  # came in at the edge
-    [21, 19, 17, 15]
-    """
-    direction = swept(grid, frame, seen)
+def _sweep_ahead(grid, frame: int, seen, byte_count, max_bytes: int) -> list[int]:
+    """The frames of ``frame``'s band a sweep reads next: to its row's end, or across rows if it came in at the edge."""
+    direction = _swept(grid, frame, seen)
     if not direction:
         return []
     column = frame // grid.frames_per_position % grid.tiles_across
     came_in_at_edge = column == (grid.tiles_across - 1 if direction < 0 else 0)
-    return along_band(grid, frame, direction, held, byte_count, max_bytes, across_rows=came_in_at_edge)
+    return _along_band(grid, frame, direction, seen, byte_count, max_bytes, across_rows=came_in_at_edge)
 
 
-def along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: int, *, across_rows: bool) -> list[int]:
-    """The frames after ``frame`` along its band in ``direction``, up to one ``held``, at most ``max_bytes`` of them.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 16, 16, 2)
-    >>> along_band(grid, 4, 1, lambda k: k == 14, lambda k: 10, 1000, across_rows=True)
-    [6, 8, 10, 12]
-    """
+def _along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: int, *, across_rows: bool) -> list[int]:
+    """The frames after ``frame`` along its band, up to one ``held``, at most ``max_bytes`` (at least one)."""
     step, positions, across = grid.frames_per_position, grid.positions, grid.tiles_across
     position = frame // step
     ahead, total, p = [], 0, position + direction
@@ -338,13 +283,8 @@ def along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: in
     return ahead
 
 
-def in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
-    """The frames not ``seen`` from ``frame``'s position on in ``direction``, then those behind it, each run in file order.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> in_file_order(FrameGrid(48, 16, 16, 16, 2), 3, {5}.__contains__, 1)   # 3 positions of 2 bands
-    [2, 3, 4, 1, 0]
-    """
+def _in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
+    """The frames not ``seen`` from ``frame``'s position on in ``direction``, then those behind, in file order."""
     step, end = grid.frames_per_position, grid.frame_count
     first, last = frame // step * step, (frame // step + 1) * step
     runs = (range(first, end), range(first - 1, -1, -1)) if direction > 0 else \
@@ -352,15 +292,9 @@ def in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
     return [k for run in runs for k in run if not seen(k)]
 
 
-def split(frames: list[int], byte_count, request_bytes: int, first: int = 1) -> list[list[int]]:
-    """``frames`` in spans of merged requests of at most ``request_bytes``: ``first`` requests, then twice as many each.
-
-    A request holds neighbouring frames, as the read engine merges them.
-
-    >>> split([4, 5, 3, 2, 9, 1, 0, 7], lambda k: 10, 25)   # 4-5; 3-2 and 9; then 1-0 and 7
-    [[4, 5], [3, 2, 9], [1, 0, 7]]
-    """
-    spans, lo, hi, total, held, room = [[]], None, None, 0, 0, first
+def _split(frames: list[int], byte_count, request_bytes: int) -> list[list[int]]:
+    """``frames`` in spans of 1, 2, 4, ... requests of ``request_bytes`` of neighbouring frames (as the engine merges)."""
+    spans, lo, hi, total, held, room = [[]], None, None, 0, 0, 1
     for k in frames:
         size = byte_count(k)
         if lo is not None and k in (lo - 1, hi + 1) and total + size <= request_bytes:
@@ -375,7 +309,7 @@ def split(frames: list[int], byte_count, request_bytes: int, first: int = 1) -> 
 
 
 def _seen_before(grid, frame: int, back: int, seen) -> bool:
-    """Whether the frame ``back`` places before ``frame`` in a band-major sweep's order was ``seen``."""
+    """Whether the frame ``back`` places before ``frame`` in band-major order was ``seen``."""
     step, positions = grid.frames_per_position, grid.positions
     band, position = frame % step, frame // step
     place = band * positions + position + back
@@ -407,10 +341,9 @@ def read_frame(image, frame: int) -> bytes:
     def fetch(frames: list[int]) -> list[bytes]:
         starts, stops = header.ranges(frames)
         if len(frames) == 1:
-            return image.fetch(starts, stops)  # as without read-ahead
-        # A gap between frames read ahead is a frame no read asked for (another band's, or one
-        # fetched already): read through only when smaller than any frame (the blob's head and
-        # tags beside a first frame), never across a whole frame.
+            return image.fetch(starts, stops)
+        # Read through a gap only when smaller than any frame (the blob's head beside a first
+        # frame): a frame-sized gap is a frame no task asked for, or one fetched already.
         return image.fetch(starts, stops, max_gap=min(MAX_GAP, max(0, header.count_min - 1)))
 
     image_bytes = header.file_size - header.base_frame_offset
@@ -430,4 +363,4 @@ def _key(image) -> bytes | None:
 
 
 __all__ = ["CACHE_BYTES", "QUEUED_IMAGES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "SPANS_IN_FLIGHT", "ReadAhead",
-           "along_band", "in_file_order", "read_frame", "shared", "split", "swept", "sweep_ahead"]
+           "read_frame", "shared"]
