@@ -35,10 +35,13 @@ def _values(shape=SHAPE, seed=0):
 
 
 @pytest.fixture(autouse=True)
-def empty_cache():
-    readahead.shared.clear()
-    yield
-    readahead.shared.clear()
+def empty_cache(monkeypatch):
+    monkeypatch.setattr(readahead, "shared", ReadAhead())
+
+
+def held(ahead) -> int:
+    """Frames read ahead and not yet taken."""
+    return len(ahead._cached)
 
 
 @pytest.fixture(params=["tile", "cell", "tile-one-band"])
@@ -73,7 +76,7 @@ def test_a_chunks_per_frame_read_of_a_remote_file_asks_for_each_frame_once_in_fe
     # where a band's frames lie apart (tile frames of 2 bands).  Without: a GET per frame.  The few:
     # the lone frames before a sweep is seen (each worker's first ones may all be), and the blob's check.
     assert len(gets) <= frames // 8 + 8 + workers
-    assert len(readahead.shared) == 0  # every frame read ahead was taken by its task
+    assert held(readahead.shared) == 0  # every frame read ahead was taken by its task
 
 
 def test_tasks_meeting_a_fetch_in_flight_wait_for_it_and_send_nothing():
@@ -101,7 +104,7 @@ def test_tasks_meeting_a_fetch_in_flight_wait_for_it_and_send_nothing():
     sweeping.join(10)
     waiting.join(10)
     assert got == {2: b"frame 2", 3: b"frame 3"} and sent == [[0], [1], [2, 3]]
-    assert len(ahead) == 0
+    assert held(ahead) == 0
 
 
 def test_concurrent_tasks_ask_for_each_frame_once(served):
@@ -128,7 +131,7 @@ def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
     blob = xarray_rumi.write(path, values, tile_size=TILE)  # one band, a row of 8 frames
     url = f"{http_server.url}/scene.rumi"
     _sweep_one_row(xarray_rumi.open_image(url, header=blob, georeferencing=False))
-    assert len(readahead.shared) == 5  # frames 0-4 read ahead (the other row waits for a task to fetch it)
+    assert held(readahead.shared) == 5  # frames 0-4 read ahead (the other row waits for a task to fetch it)
     # The same file, frame 0 damaged in place: the same blob, another version (ETag).
     image = xarray_rumi.open_image(url, header=blob, georeferencing=False)
     start, stop = image.frame_range(0)
@@ -154,7 +157,7 @@ def test_the_cache_holds_no_more_than_its_bytes_bound():
     for k in (9, 8, 7):
         ahead.take(b"key", k, grid, lambda k: 100, fetch)
     assert sent[-1] == [7, 6, 5, 4, 3, 2, 1, 0]  # 700 bytes read ahead ...
-    assert ahead.cached_bytes == 200 and len(ahead) == 2  # ... the oldest dropped: 1 and 0 kept
+    assert ahead._bytes == 200 and held(ahead) == 2  # ... the oldest dropped: 1 and 0 kept
     ahead.take(b"key", 6, grid, lambda k: 100, fetch)
     assert sent[-1][0] == 6  # a dropped frame is fetched again by its task
 
@@ -174,15 +177,15 @@ def test_a_forked_child_starts_with_an_empty_cache():
     grid = FrameGrid(64, 16, 16, 16, 1)
     for k in (3, 2, 1):
         readahead.shared.take(b"fork", k, grid, lambda k: 10, lambda frames: [bytes(10) for _ in frames])
-    assert len(readahead.shared) == 1
+    assert held(readahead.shared) == 1
     context = multiprocessing.get_context("fork")
     ours, theirs = context.Pipe(duplex=False)
-    process = context.Process(target=lambda: theirs.send((len(readahead.shared), readahead.shared.cached_bytes)))
+    process = context.Process(target=lambda: theirs.send((held(readahead.shared), readahead.shared._bytes)))
     process.start()
     assert ours.poll(60)
     assert ours.recv() == (0, 0)
     process.join(60)
-    assert len(readahead.shared) == 1  # the parent's are its own
+    assert held(readahead.shared) == 1  # the parent's are its own
 
 
 def test_local_reads_send_nothing_through_the_read_ahead(tmp_path, monkeypatch):
@@ -195,7 +198,7 @@ def test_local_reads_send_nothing_through_the_read_ahead(tmp_path, monkeypatch):
     monkeypatch.setattr(readahead.shared, "take", refuse)
     ds = xr.open_dataset(tmp_path / "scene.rumi", engine="rumi", header=blob, georeferencing=False, chunks={})
     np.testing.assert_array_equal(ds.band_data.compute(scheduler="threads", num_workers=2).values, values)
-    assert len(readahead.shared) == 0
+    assert held(readahead.shared) == 0
 
 
 def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
@@ -211,7 +214,7 @@ def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
     assert got == [b"%d" % k for k in range(11, -1, -1)]
     # lone frames, the rest of the row, then whole rows: frame 4 (half through 6-3) fetched 2-0
     assert sent == [[11], [10], [9, 8], [7, 6, 5, 4, 3], [2, 1, 0]]
-    assert len(ahead) == 0
+    assert held(ahead) == 0
 
 
 MIB = readahead.MAX_REQUEST // 2  # a frame of half a merged request
@@ -238,7 +241,7 @@ def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_across_bands_in_gro
     assert take(10) == b"10" and sent[-1] == [5, 4, 3, 2, 1, 0, 12]  # had its frame: fetches the next
     rest = (8, 7, 6, 5, 4, 3, 2, 1, 0, 12, 14)
     assert [take(k) for k in rest] == [b"%d" % k for k in rest]
-    assert sent[-1] == [14] and len(sent) == 6 and len(ahead) == 0
+    assert sent[-1] == [14] and len(sent) == 6 and held(ahead) == 0
 
 
 def test_an_image_larger_than_the_cache_is_read_ahead_along_the_band():

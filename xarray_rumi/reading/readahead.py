@@ -60,25 +60,7 @@ class ReadAhead:
         self._queued: dict[bytes, deque[_Span]] = {}
         self._flying: dict[bytes, int] = {}  # claimed whole-image spans
         self._recent: OrderedDict[tuple[bytes, int], None] = OrderedDict()
-        self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}  # -> (last frame read ahead, direction)
-
-    @property
-    def cached_bytes(self) -> int:
-        """Bytes of frames held now."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._cached)
-
-    def clear(self) -> None:
-        """Drop every frame held and every fetch queued (fetches in flight keep going)."""
-        with self._lock:
-            self._cached.clear()
-            self._bytes = 0
-            for key, spans in self._queued.items():
-                for span in spans:
-                    self._release(key, span)
-            self._queued.clear()
+        self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}
 
     def take(self, key: bytes, frame: int, grid, byte_count, fetch, image_bytes: int | None = None) -> bytes:
         """Frame ``frame`` of the image ``key`` (``image_bytes`` of frames: read ahead whole if they fit)."""
@@ -243,10 +225,7 @@ class ReadAhead:
 
 
 def _swept(grid, frame: int, seen, *, whole: bool = False) -> int:
-    """The direction (+1/-1) of a sweep reaching ``frame``: the two frames before it ``seen``, or 0.
-
-    Before it in band-major order (Dask's for a band-major array), or with ``whole`` in the file's.
-    """
+    """+1/-1: the two frames before ``frame`` in band-major order (``whole``: or the file's) were ``seen``; else 0."""
     for direction in (-1, 1):
         if all(_seen_before(grid, frame, -direction * back, seen) for back in (1, 2)):
             return direction
@@ -293,7 +272,7 @@ def _in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
 
 
 def _split(frames: list[int], byte_count, request_bytes: int) -> list[list[int]]:
-    """``frames`` in spans of 1, 2, 4, ... requests of ``request_bytes`` of neighbouring frames (as the engine merges)."""
+    """``frames`` in spans of 1, 2, 4, ... requests of neighbouring frames (as the engine merges them)."""
     spans, lo, hi, total, held, room = [[]], None, None, 0, 0, 1
     for k in frames:
         size = byte_count(k)
@@ -321,7 +300,7 @@ def _seen_before(grid, frame: int, back: int, seen) -> bool:
 #: This process's frames read ahead.
 shared = ReadAhead()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=shared._after_fork)
+    os.register_at_fork(after_in_child=lambda: shared._after_fork())  # whichever ReadAhead is ``shared`` then
 
 
 def read_frame(image, frame: int) -> bytes:
