@@ -54,7 +54,7 @@ class ReadAhead:
     def _after_fork(self) -> None:
         # A forked child starts empty: a lock held at fork time would never be released there.
         self._lock = threading.Lock()
-        self._cached: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()  # oldest first
+        self._cached: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()
         self._bytes = 0
         self._pending: dict[tuple[bytes, int], _Span] = {}
         self._queued: dict[bytes, deque[_Span]] = {}
@@ -169,7 +169,8 @@ class ReadAhead:
         own = next(span for span in spans if span.claimed)
         self._flying[key] = self._flying.get(key, 0) + 1
         if len(spans) > 1:
-            self._queued.setdefault(key, deque()).extend(span for span in spans if span is not own)
+            self._queued[key] = self._queued.pop(key, deque())  # the newest image: dropped last
+            self._queued[key].extend(span for span in spans if span is not own)
             while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came
                 oldest = next(iter(self._queued))
                 for span in self._queued.pop(oldest):
