@@ -36,6 +36,10 @@ median is shown, with the requests of the last repetition).  Every case but
 - ``window 256 px``: random 256 px windows of every band, one at a time, no
   Dask (the median window, and the requests of one).
 
+Each full read is also timed on rumi's local file (``rumi local``), for the
+target that a remote full read takes at most 1.5x (the local read + 2 x the
+latency): the column ``vs local + 2 x latency``.
+
 With ``--transports``, a first case, ``fetch every frame``, compares transports on rumi's frame
 ranges alone (no decoding): fsspec's ``cat_ranges`` with a request per frame
 (the reads before the engine), the engine (:mod:`xarray_rumi.io.engine`,
@@ -173,8 +177,8 @@ _fresh = itertools.count()
 class Readers:
     """Opening each twin at a URL its caches have not seen."""
 
-    def __init__(self, url: str, transports: bool = False):
-        self.url, self.transports = url, transports
+    def __init__(self, url: str, root: str, transports: bool = False):
+        self.url, self.root, self.transports = url, root, transports
 
     def _query(self) -> str:
         return f"?fresh={next(_fresh)}"
@@ -183,6 +187,9 @@ class Readers:
         import rioxarray
         import xarray as xr
 
+        if fmt == "rumi local":
+            return xr.open_dataset(f"{self.root}/scene.rumi", engine="rumi", header=f"{self.root}/scene.rumi.header",
+                                   chunks=chunks)["band_data"]
         if fmt == "rumi":
             query = self._query()
             return xr.open_dataset(f"{self.url}/scene.rumi{query}", engine="rumi",
@@ -216,6 +223,8 @@ def cases(readers: Readers, size: int, windows: int, rng: np.random.Generator) -
     def opened(fmt, chunks=None):
         return lambda: readers.open(fmt, chunks=chunks)
 
+    full_formats = (*FORMATS, "rumi local")
+
     def full(workers=None):
         def run(array):
             with dask.config.set(scheduler="threads", **({"num_workers": workers} if workers else {})):
@@ -232,9 +241,9 @@ def cases(readers: Readers, size: int, windows: int, rng: np.random.Generator) -
     return {
         **({"fetch every frame": transports(readers)} if readers.transports else {}),
         "open": {f: (nothing, lambda _, f=f: readers.open(f), 1) for f in FORMATS},
-        "full chunks={} 2w": {f: (opened(f, {}), full(), 1) for f in FORMATS},
-        "full chunks={} 16w": {f: (opened(f, {}), full(16), 1) for f in FORMATS},
-        "full chunks=auto": {f: (opened(f, "auto"), full(), 1) for f in FORMATS},
+        "full chunks={} 2w": {f: (opened(f, {}), full(), 1) for f in full_formats},
+        "full chunks={} 16w": {f: (opened(f, {}), full(16), 1) for f in full_formats},
+        "full chunks=auto": {f: (opened(f, "auto"), full(), 1) for f in full_formats},
         f"box {2 * BLOCK} px": {f: (opened(f), lambda array: array[:, box, box].values, 1) for f in FORMATS},
         f"window {WINDOW} px": {f: (opened(f), windowed, windows) for f in FORMATS},
     }
@@ -275,7 +284,7 @@ def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: 
     server = Server(root, latency_ms / 1000, bandwidth)
     rows = []
     try:
-        readers = Readers(server.url, transports)
+        readers = Readers(server.url, root, transports)
         for fmt in FORMATS:  # imports and first connections, before the clock starts
             readers.open(fmt)
         for case, by_format in cases(readers, size, windows, np.random.default_rng(1)).items():
@@ -294,8 +303,11 @@ def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: 
             for fmt in by_format:
                 stats = counted[fmt]
                 ratio = f"{medians[best_peer] / medians['rumi']:.2f} ({best_peer})" if fmt == "rumi" else ""
+                local = ""
+                if fmt == "rumi" and "rumi local" in medians:
+                    local = f"{medians['rumi'] / (medians['rumi local'] + 2 * latency_ms / 1e3):.2f}"
                 rows.append([f"{latency_ms:g}", case, fmt, f"{medians[fmt] * 1e3:,.1f}", f"{stats['requests']:g}",
-                             f"{stats['bytes'] / 1e6:.2f}", str(stats["peak_in_flight"]), ratio])
+                             f"{stats['bytes'] / 1e6:.2f}", str(stats["peak_in_flight"]), ratio, local])
             print(f"  {latency_ms:g} ms {case}: " + ", ".join(f"{f} {medians[f] * 1e3:.0f} ms" for f in by_format),
                   file=sys.stderr, flush=True)
     finally:
@@ -303,7 +315,8 @@ def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: 
     return rows
 
 
-HEADINGS = ["latency ms", "case", "format", "time ms", "requests", "MB sent", "peak in flight", "rumi vs best peer"]
+HEADINGS = ["latency ms", "case", "format", "time ms", "requests", "MB sent", "peak in flight", "rumi vs best peer",
+            "vs local + 2 x latency"]
 
 
 def markdown(rows: list[list[str]]) -> str:

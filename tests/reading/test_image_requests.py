@@ -128,7 +128,7 @@ def test_with_the_blobs_url_the_blob_and_the_files_head_are_asked_together(serve
     assert [r.method for r in server.requests] == ["GET", "GET"]
     stats = server.take_stats()
     assert stats["requests"] == 2 and stats["peak_in_flight"] == 2
-    assert image.georeferencing.epsg == CRS and image.opened_size == header.file_size
+    assert image.georeferencing.epsg == CRS and image.opened_size == header.frames_end
 
 
 def test_an_open_that_read_nothing_takes_the_files_version_from_its_first_read(served):
@@ -138,7 +138,7 @@ def test_an_open_that_read_nothing_takes_the_files_version_from_its_first_read(s
     server, url, header, values = served
     image = xarray_rumi.open_image(url, header=header.to_bytes(), crs=CRS, transform=TRANSFORM)
     image.read(rows=slice(0, 32), cols=slice(0, 32))
-    assert image.source.identity is not None and image.source.identity.size == header.file_size
+    assert image.source.identity is not None and image.source.identity.size == header.frames_end
     image.read()
     assert "HEAD" not in [r.method for r in server.requests]
     shipped = pickle.loads(pickle.dumps(image))   # as Dask ships it: the version travels with it

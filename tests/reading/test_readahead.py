@@ -35,10 +35,13 @@ def _values(shape=SHAPE, seed=0):
 
 
 @pytest.fixture(autouse=True)
-def empty_cache():
-    readahead.shared.clear()
-    yield
-    readahead.shared.clear()
+def empty_cache(monkeypatch):
+    monkeypatch.setattr(readahead, "shared", ReadAhead())
+
+
+def held(ahead) -> int:
+    """Frames read ahead and not yet taken."""
+    return len(ahead._cached)
 
 
 @pytest.fixture(params=["tile", "cell", "tile-one-band"])
@@ -69,16 +72,11 @@ def test_a_chunks_per_frame_read_of_a_remote_file_asks_for_each_frame_once_in_fe
     np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=workers), values)
     gets = _gets(server)
     _assert_no_frame_twice(gets)
-    if grid.frames_per_position == 1:
-        # A band's frames lie together: the read-ahead's requests merge.  Before it: one GET per frame.
-        # The few: the lone frames before each sweep is seen (each worker's first ones may all be),
-        # and the blob's check.
-        assert len(gets) <= frames // 8 + 8 + workers
-    else:
-        # Tile frames of several bands: a band's frames lie apart, each its own request (the
-        # bytes between are other bands', not read), but a read-ahead's requests go out together.
-        assert len(gets) <= frames + 1
-    assert len(readahead.shared) == 0  # every frame read ahead was taken by its task
+    # The image fits in the cache: read ahead whole, in the file's order, its requests merge even
+    # where a band's frames lie apart (tile frames of 2 bands).  Without: a GET per frame.  The few:
+    # the lone frames before a sweep is seen (each worker's first ones may all be), and the blob's check.
+    assert len(gets) <= frames // 8 + 8 + workers
+    assert held(readahead.shared) == 0  # every frame read ahead was taken by its task
 
 
 def test_tasks_meeting_a_fetch_in_flight_wait_for_it_and_send_nothing():
@@ -106,7 +104,7 @@ def test_tasks_meeting_a_fetch_in_flight_wait_for_it_and_send_nothing():
     sweeping.join(10)
     waiting.join(10)
     assert got == {2: b"frame 2", 3: b"frame 3"} and sent == [[0], [1], [2, 3]]
-    assert len(ahead) == 0
+    assert held(ahead) == 0
 
 
 def test_concurrent_tasks_ask_for_each_frame_once(served):
@@ -133,7 +131,7 @@ def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
     blob = xarray_rumi.write(path, values, tile_size=TILE)  # one band, a row of 8 frames
     url = f"{http_server.url}/scene.rumi"
     _sweep_one_row(xarray_rumi.open_image(url, header=blob, georeferencing=False))
-    assert len(readahead.shared) == 5  # frames 0-4 read ahead
+    assert held(readahead.shared) == 5  # frames 0-4 read ahead (the other row waits for a task to fetch it)
     # The same file, frame 0 damaged in place: the same blob, another version (ETag).
     image = xarray_rumi.open_image(url, header=blob, georeferencing=False)
     start, stop = image.frame_range(0)
@@ -159,17 +157,19 @@ def test_the_cache_holds_no_more_than_its_bytes_bound():
     for k in (9, 8, 7):
         ahead.take(b"key", k, grid, lambda k: 100, fetch)
     assert sent[-1] == [7, 6, 5, 4, 3, 2, 1, 0]  # 700 bytes read ahead ...
-    assert ahead.cached_bytes == 200 and len(ahead) == 2  # ... the oldest dropped: 1 and 0 kept
+    assert ahead._bytes == 200 and held(ahead) == 2  # ... the oldest dropped: 1 and 0 kept
     ahead.take(b"key", 6, grid, lambda k: 100, fetch)
     assert sent[-1][0] == 6  # a dropped frame is fetched again by its task
 
 
-def test_a_read_ahead_stays_in_its_bytes_and_its_row():
+def test_a_read_ahead_along_a_band_stays_in_its_bytes_and_its_row():
     grid = FrameGrid(160, 32, 16, 16, 1)  # one band, 2 rows of 10 frames
-    seen = {19, 18}.__contains__
-    assert readahead.sweep_ahead(grid, 17, seen, lambda k: False, lambda k: 100, 350) == [16, 15, 14]
-    assert readahead.sweep_ahead(grid, 12, {19, 18, 13, 14}.__contains__, lambda k: False, lambda k: 100,
-                                 10**6) == [11, 10]  # the row's start: entered mid-row, it stops there
+    for bound, frames, read_ahead in ((350, (19, 18, 17), [17, 16, 15, 14]),  # 3 frames of 100 bytes
+                                      (10**6, (14, 13, 12), [12, 11, 10])):  # entered mid-row: the row's start
+        sent, ahead = [], ReadAhead(read_ahead_bytes=bound)
+        for k in frames:
+            ahead.take(b"key", k, grid, lambda k: 100, _fetching(sent))
+        assert sent[-1] == read_ahead
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="this platform cannot fork")
@@ -177,15 +177,15 @@ def test_a_forked_child_starts_with_an_empty_cache():
     grid = FrameGrid(64, 16, 16, 16, 1)
     for k in (3, 2, 1):
         readahead.shared.take(b"fork", k, grid, lambda k: 10, lambda frames: [bytes(10) for _ in frames])
-    assert len(readahead.shared) == 1
+    assert held(readahead.shared) == 1
     context = multiprocessing.get_context("fork")
     ours, theirs = context.Pipe(duplex=False)
-    process = context.Process(target=lambda: theirs.send((len(readahead.shared), readahead.shared.cached_bytes)))
+    process = context.Process(target=lambda: theirs.send((held(readahead.shared), readahead.shared._bytes)))
     process.start()
     assert ours.poll(60)
     assert ours.recv() == (0, 0)
     process.join(60)
-    assert len(readahead.shared) == 1  # the parent's are its own
+    assert held(readahead.shared) == 1  # the parent's are its own
 
 
 def test_local_reads_send_nothing_through_the_read_ahead(tmp_path, monkeypatch):
@@ -198,7 +198,7 @@ def test_local_reads_send_nothing_through_the_read_ahead(tmp_path, monkeypatch):
     monkeypatch.setattr(readahead.shared, "take", refuse)
     ds = xr.open_dataset(tmp_path / "scene.rumi", engine="rumi", header=blob, georeferencing=False, chunks={})
     np.testing.assert_array_equal(ds.band_data.compute(scheduler="threads", num_workers=2).values, values)
-    assert len(readahead.shared) == 0
+    assert held(readahead.shared) == 0
 
 
 def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
@@ -214,4 +214,60 @@ def test_a_sweep_over_whole_rows_reads_on_before_its_frames_run_out():
     assert got == [b"%d" % k for k in range(11, -1, -1)]
     # lone frames, the rest of the row, then whole rows: frame 4 (half through 6-3) fetched 2-0
     assert sent == [[11], [10], [9, 8], [7, 6, 5, 4, 3], [2, 1, 0]]
-    assert len(ahead) == 0
+    assert held(ahead) == 0
+
+
+MIB = readahead.MAX_REQUEST // 2  # a frame of half a merged request
+
+
+def _fetching(sent):
+    def fetch(frames):
+        sent.append(frames)
+        return [b"%d" % k for k in frames]
+    return fetch
+
+
+def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_across_bands_in_growing_spans():
+    grid = FrameGrid(128, 16, 16, 16, 2)  # 2 bands, a row of 8 positions: frame = 2 * position + band
+    ahead, sent = ReadAhead(), []
+    fetch = _fetching(sent)
+    take = lambda k: ahead.take(b"key", k, grid, lambda k: MIB, fetch, 16 * MIB)  # noqa: E731
+    for k in (15, 13, 11):  # band 1 from its end: a sweep at frame 11
+        take(k)
+    # From frame 11's position down, every band, then the frames behind it, in spans of 1, 2, 4, 8
+    # merged requests of 2 frames that lie together (12 and 14 lie apart: 13 was read).
+    assert sent == [[15], [13], [11, 10]]
+    assert take(9) == b"9" and sent[-1] == [9, 8, 7, 6]  # a queued span: its frame is in it
+    assert take(10) == b"10" and sent[-1] == [5, 4, 3, 2, 1, 0, 12]  # had its frame: fetches the next
+    rest = (8, 7, 6, 5, 4, 3, 2, 1, 0, 12, 14)
+    assert [take(k) for k in rest] == [b"%d" % k for k in rest]
+    assert sent[-1] == [14] and len(sent) == 6 and held(ahead) == 0
+
+
+def test_an_image_larger_than_the_cache_is_read_ahead_along_the_band():
+    grid = FrameGrid(64, 16, 16, 16, 2)
+    ahead, sent = ReadAhead(max_bytes=4 * MIB), []
+    for k in (7, 5, 3):
+        ahead.take(b"key", k, grid, lambda k: MIB, _fetching(sent), 8 * MIB)
+    assert sent == [[7], [5], [3, 1]]  # the rest of band 1's row, no other band
+
+
+def test_a_sweep_in_the_files_order_is_read_ahead():
+    grid = FrameGrid(64, 16, 16, 16, 2)
+    ahead, sent = ReadAhead(), []
+    for k in (0, 1, 2):  # every band of a position, then the next: as a reduction over bands asks
+        ahead.take(b"key", k, grid, lambda k: 10, _fetching(sent), 80)
+    assert sent == [[0], [1], [2, 3, 4, 5, 6, 7]]
+
+
+def test_fetches_queued_for_tasks_that_never_come_are_dropped_image_by_image():
+    grid = FrameGrid(128, 16, 16, 16, 2)
+    ahead = ReadAhead()
+    for image in range(readahead.QUEUED_IMAGES + 1):
+        for k in (15, 13, 11):
+            ahead.take(b"%d" % image, k, grid, lambda k: MIB, _fetching([]), 16 * MIB)
+    assert len(ahead._queued) == readahead.QUEUED_IMAGES and b"0" not in ahead._queued
+    assert not any(key == b"0" for key, _ in ahead._pending)  # its frames are no longer in flight
+    sent = []
+    assert ahead.take(b"0", 9, grid, lambda k: MIB, _fetching(sent), 16 * MIB) == b"9"
+    assert sent[0][0] == 9  # a task that comes late fetches its frame

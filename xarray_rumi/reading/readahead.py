@@ -1,169 +1,189 @@
-"""Read-ahead for remote whole-frame reads: Dask tasks of neighbouring frames share one round trip.
+"""Read-ahead for remote ``chunks={}`` tasks: a frame that continues a sweep brings the next frames along.
 
-With ``chunks={}`` every Dask task reads one frame, so a remote read would be
-a request per frame, a round trip each, as many at once as Dask has workers:
-latency-bound.  Here a task whose frame misses, while the frames just before
-it along its band were asked for too (a sweep: what a Dask compute of many
-frames does, in either direction), fetches the frames that follow in the
-sweep's direction as well, in one :meth:`~xarray_rumi.reading.image.RumiImage.fetch`
-(the read engine merges what lies together; the blob check, ``If-Match``,
-retries and truncation work as for any fetch), and keeps the extra frames in
-a small per-process cache until their own tasks take them:
-
-- a task asking for a frame in the cache **takes** it (the cache lets go of
-  it: a frame is read once per compute, and its memory is freed on use);
-- a task asking for a frame whose fetch is **in flight** waits for that fetch
-  rather than sending its own;
-- a read-ahead stays on the frame's band (a read of one band reads no other)
-  and in its frame row, unless the sweep entered the row at its edge (whole
-  rows are being read): then it runs across rows, up to :data:`READ_AHEAD_BYTES`;
-  a frame read alone (a chip, a column of frames) is no sweep and reads nothing more;
-- a read-ahead over whole rows is read on when its sweep is half through it:
-  the task taking the frame at its middle fetches the next span of the band,
-  while the other tasks decode the frames still held.
-
-The cache is keyed by the image's :attr:`~xarray_rumi.reading.image.RumiImage.blob_key`
-(address, storage options, blob and the **version** of the file its reads
-keep to), so a replaced file never gets old bytes; it holds at most
-:data:`CACHE_BYTES`, oldest frames dropped first (a dropped frame is only
-fetched again by its task); it is emptied in a forked child.  Local files
-and sources that keep to no version are never read ahead.  A frame from the
-cache is decoded and checked as any other; a read-ahead that fails leaves
-each task to fetch its own frame, so its error is the one it gets today.
+What it reads ahead, and what it keeps to: ``docs/backend.md``, "Over HTTP".
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
-from ..io.engine import MAX_GAP
+from ..io.engine import MAX_GAP, MAX_REQUEST
 from ..runtime.fork import in_forked_child
 
-#: Compressed bytes one read-ahead fetches at most (its own frame aside): a band of 4096 px in
-#: 512 px uint16 frames (64 of 256 KiB), two waves of the engine's 32 requests in flight.  At
-#: 50 ms, 2 MiB / 8 MiB / 16 MiB took a chunks={} read in 2.7 / 1.6 / 1.2 s (docs/benchmarks.md,
-#: "Remote reads"); the cache bound leaves room for a few such sweeps at once.
+#: Compressed bytes one read-ahead along a band fetches at most.
 READ_AHEAD_BYTES = 16 * 1024 * 1024
 #: Compressed bytes the process keeps of frames read ahead and not yet taken.
 CACHE_BYTES = 64 * 1024 * 1024
-#: Frames asked for lately that a process remembers: a sweep is told from frames read alone by
-#: them, and stops at them (Dask's order goes back and forth within a few dozen tasks).  Few
-#: enough that a second compute of the same image, hundreds of frames later, reads ahead again.
+#: Frames asked for lately that tell a sweep (Dask's order goes back and forth within a few dozen tasks).
 RECENT_FRAMES = 64
+#: Images with spans queued for their tasks, at most.
+QUEUED_IMAGES = 64
+#: Spans of a whole-image read-ahead in flight at once: more share the link and all arrive late together.
+SPANS_IN_FLIGHT = 2
+
+
+class _Span:
+    """Frames one fetch brings, and the event their waiters wait for; unclaimed: queued, no thread fetches it."""
+
+    __slots__ = ("frames", "done", "claimed", "along")
+
+    def __init__(self, frames: list[int], claimed: bool = True, along: bool = False) -> None:
+        self.frames, self.done, self.claimed, self.along = frames, threading.Event(), claimed, along
 
 
 class ReadAhead:
-    """Frames read ahead and not yet taken, the fetches in flight, and the frames asked for lately.
+    """The cache of frames read ahead; ``take`` gives a frame's bytes, fetching with ``fetch(frames)`` on a miss.
 
-    ``take(key, frame, grid, byte_count, fetch)`` gives frame ``frame``'s
-    bytes: from the cache, from a fetch in flight, or by ``fetch(frames)``
-    (the bytes of ``frames``, in order), which it calls with the frame first
-    and the frames it reads ahead after.  Thread-safe; starts no thread.
+    ``fetch`` returns the bytes of ``frames`` in order.  Thread-safe; starts no thread.
 
     >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 16, 16, 16, 1)          # one band, a row of 4 frames
-    >>> ahead, sent = ReadAhead(), []
-    >>> def fetch(frames):
-    ...     sent.append(frames)
-    ...     return [b"frame %d" % k for k in frames]
-    >>> [ahead.take(b"key", k, grid, lambda k: 100, fetch) for k in (0, 1, 2, 3)]
-    [b'frame 0', b'frame 1', b'frame 2', b'frame 3']
-    >>> sent                                         # a sweep from frame 2 on: frame 3 came with it
-    [[0], [1], [2, 3]]
+    >>> ahead, sent, row = ReadAhead(), [], FrameGrid(64, 16, 16, 16, 1)  # one band, a row of 4 frames
+    >>> fetch = lambda frames: sent.append(frames) or [b"%d" % k for k in frames]
+    >>> [ahead.take(b"key", k, row, lambda k: 100, fetch) for k in range(4)], sent  # a sweep at frame 2
+    ([b'0', b'1', b'2', b'3'], [[0], [1], [2, 3]])
     """
 
     def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
-                 recent_frames: int = RECENT_FRAMES) -> None:
+                 recent_frames: int = RECENT_FRAMES, spans_in_flight: int = SPANS_IN_FLIGHT) -> None:
         self.max_bytes, self.read_ahead_bytes, self.recent_frames = max_bytes, read_ahead_bytes, recent_frames
+        self.spans_in_flight = spans_in_flight
         self._after_fork()
 
     def _after_fork(self) -> None:
-        # A forked child starts empty: the parent's frames and fetches are not its own, and a
-        # lock another thread held at fork time would never be released there.
+        # A forked child starts empty: a lock held at fork time would never be released there.
         self._lock = threading.Lock()
-        self._cached: OrderedDict = OrderedDict()   # (key, frame) -> bytes, oldest first
+        self._cached: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()
         self._bytes = 0
-        self._pending: dict = {}                    # (key, frame) -> Event set when its fetch ends
-        self._recent: OrderedDict = OrderedDict()   # (key, frame) asked for lately
-        self._refills: dict = {}                    # (key, frame) -> (last frame read ahead, direction)
-
-    @property
-    def cached_bytes(self) -> int:
-        """Bytes of frames held now."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._cached)
-
-    def clear(self) -> None:
-        """Drop every frame held (fetches in flight keep going)."""
-        with self._lock:
-            self._cached.clear()
-            self._bytes = 0
+        self._pending: dict[tuple[bytes, int], _Span] = {}
+        self._queued: dict[bytes, deque[_Span]] = {}
+        self._flying: dict[bytes, int] = {}  # claimed whole-image spans
+        self._recent: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}
 
     def note(self, key: bytes, frame: int) -> None:
         """Record that ``frame`` was read without the cache, as a sweep's first frame may be."""
         with self._lock:
             self._note(key, frame)
 
-    def take(self, key: bytes, frame: int, grid, byte_count, fetch) -> bytes:
-        ahead, refill = None, None  # what this call fetches, if it fetches
+    def take(self, key: bytes, frame: int, grid, byte_count, fetch, image_bytes: int | None = None) -> bytes:
+        """Frame ``frame`` of the image ``key`` (``image_bytes`` of frames: read ahead whole if they fit)."""
+        own = refill = extra = None
         with self._lock:
             self._note(key, frame)
             found = self._pop(key, frame)
+            span = self._pending.get((key, frame))
             if found is not None:
                 refill = self._plan_refill(key, frame, grid, byte_count)
-            else:
-                event = self._pending.get((key, frame))
-                if event is None:
-                    ahead = self._plan(key, frame, grid, byte_count)
-                    event = self._hold(key, [frame, *ahead])
+            elif span is None:
+                own = span = self._plan(key, frame, grid, byte_count, image_bytes)
+            elif not span.claimed:
+                own = self._claim(key, span)
+            if own is None:
+                extra = self._next_queued(key)
+        if extra is not None:  # keeps the link busy while the others decode
+            self._run(key, extra, fetch)
         if found is not None:
             if refill is not None:
                 self._refill(key, grid, *refill, fetch)
             return found
-        return self._wait_or_fetch(key, frame, grid, ahead, event, fetch)
+        if own is not None:
+            return self._fetch_own(key, frame, grid, own, fetch)
+        span.done.wait()
+        with self._lock:
+            found = self._pop(key, frame)
+        # Its fetch failed (or the frame was dropped since): this task reads its own frame.
+        return found if found is not None else fetch([frame])[0]
 
-    def _wait_or_fetch(self, key, frame, grid, ahead, event, fetch) -> bytes:
-        if ahead is None:  # another thread's fetch holds this frame
-            event.wait()
-            with self._lock:
-                found = self._pop(key, frame)
-            # Its fetch failed (or the frame was dropped since): this task reads its own frame.
-            return found if found is not None else fetch([frame])[0]
+    def _fetch_own(self, key, frame: int, grid, span: _Span, fetch) -> bytes:
+        """Fetch ``span``, which holds ``frame``: its bytes, the others kept."""
+        frames = [frame, *(k for k in span.frames if k != frame)]
         try:
-            payloads = fetch([frame, *ahead])
+            payloads = fetch(frames)
         except BaseException as exc:
-            self._settle(key, [frame, *ahead], [], event)  # never leave a waiter waiting
-            if not ahead or not isinstance(exc, Exception):
+            self._settle(key, span, [])  # never leave a waiter waiting
+            if len(frames) == 1 or not isinstance(exc, Exception):
                 raise
-            # The read-ahead failed, perhaps for another frame's sake: this frame alone, as
-            # without read-ahead, so the task sees its own bytes or its own error.
+            # Perhaps for another frame's sake: this frame alone, so the task sees its own error.
             return fetch([frame])[0]
-        self._settle(key, ahead, payloads[1:], event, also_done=[frame])
-        self._mark_refill(key, grid, frame, ahead)
+        self._settle(key, span, list(zip(frames[1:], payloads[1:])))
+        if span.along:
+            self._mark_refill(key, grid, frame, frames[1:])
         return payloads[0]
 
-    def _hold(self, key, frames) -> threading.Event:
-        """Mark ``frames`` in flight under one new event (the lock is held)."""
-        event = threading.Event()
-        for k in frames:
-            self._pending[(key, k)] = event
-        return event
+    def _run(self, key, span: _Span, fetch) -> bool:
+        """Fetch a span for other tasks; whether it came (if not, each fetches its own frame)."""
+        try:
+            payloads = fetch(span.frames)
+        except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
+            payloads = []
+        except BaseException:
+            self._settle(key, span, [])
+            raise
+        self._settle(key, span, list(zip(span.frames, payloads)))
+        return bool(payloads)
 
-    def _settle(self, key, frames, payloads, event, also_done=()) -> None:
-        """Keep ``frames``' payloads, end their pending state (and ``also_done``'s), wake the waiters."""
+    def _settle(self, key, span: _Span, kept) -> None:
         with self._lock:
-            for k, payload in zip(frames, payloads):
+            for k, payload in kept:
                 self._keep(key, k, payload)
-            for k in (*also_done, *frames):
-                if self._pending.get((key, k)) is event:
-                    del self._pending[(key, k)]
-        event.set()
+            self._release(key, span)
+
+    def _release(self, key, span: _Span) -> None:
+        for k in span.frames:
+            if self._pending.get((key, k)) is span:
+                del self._pending[(key, k)]
+        if span.claimed and not span.along:
+            self._flying[key] -= 1
+            if not self._flying[key]:
+                del self._flying[key]
+        span.done.set()
+
+    def _hold(self, key, span: _Span) -> _Span:
+        for k in span.frames:
+            self._pending[(key, k)] = span
+        return span
+
+    def _claim(self, key, span: _Span) -> _Span:
+        span.claimed = True
+        self._queued[key].remove(span)
+        if not self._queued[key]:
+            del self._queued[key]
+        self._flying[key] = self._flying.get(key, 0) + 1
+        return span
+
+    def _next_queued(self, key) -> _Span | None:
+        if key in self._queued and self._flying.get(key, 0) < self.spans_in_flight:
+            return self._claim(key, self._queued[key][0])
+        return None
+
+    def _plan(self, key, frame: int, grid, byte_count, image_bytes) -> _Span:
+        """The span this task fetches, holding its frame; further ones queued (the lock is held)."""
+        seen = functools.partial(self._seen, key)
+        direction = _swept(grid, frame, seen, whole=True) if image_bytes is not None and \
+            image_bytes <= self.max_bytes else 0
+        if not direction:
+            ahead = _sweep_ahead(grid, frame, seen, byte_count, self.read_ahead_bytes)
+            return self._hold(key, _Span([frame, *ahead], along=True))
+        unseen = _in_file_order(grid, frame, lambda k: k != frame and self._seen(key, k), direction)
+        # Growing spans: the first frames come after one short round trip, the rest in few.
+        spans = [_Span(run, claimed=frame in run) for run in _split(unseen, byte_count, MAX_REQUEST)]
+        for span in spans:
+            self._hold(key, span)
+        own = next(span for span in spans if span.claimed)
+        self._flying[key] = self._flying.get(key, 0) + 1
+        if len(spans) > 1:
+            self._queued[key] = self._queued.pop(key, deque())  # the newest image: dropped last
+            self._queued[key].extend(span for span in spans if span is not own)
+            while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came
+                oldest = next(iter(self._queued))
+                for span in self._queued.pop(oldest):
+                    self._release(oldest, span)
+        return own
 
     def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
-        """A read-ahead over whole rows is read on when its sweep is half through it: fetching overlaps decoding."""
+        """A read-ahead along a band across rows is read on when its sweep is half through it."""
         step, across = grid.frames_per_position, grid.tiles_across
         if not ahead or (frame // step) // across == (ahead[-1] // step) // across:
             return  # within one row: whether the sweep goes on is not known
@@ -174,26 +194,17 @@ class ReadAhead:
             self._refills[(key, ahead[len(ahead) // 2])] = (ahead[-1], direction)
 
     def _plan_refill(self, key, frame, grid, byte_count):
-        """``(frames, event)`` to read on from a marked frame just taken, or ``None`` (the lock is held)."""
         mark = self._refills.pop((key, frame), None)
         if mark is None:
             return None
         last, direction = mark
-        more = along_band(grid, last, direction, lambda k: self._seen(key, k), byte_count, self.read_ahead_bytes,
-                          across_rows=True)
-        return (last, more, self._hold(key, more)) if more else None
+        more = _along_band(grid, last, direction, functools.partial(self._seen, key), byte_count,
+                           self.read_ahead_bytes, across_rows=True)
+        return (last, self._hold(key, _Span(more, along=True))) if more else None
 
-    def _refill(self, key, grid, last, more, event, fetch) -> None:
-        try:
-            payloads = fetch(more)
-        except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
-            payloads = []
-        except BaseException:
-            self._settle(key, more, [], event)  # never leave a waiter waiting
-            raise
-        self._settle(key, more, payloads, event)
-        if payloads:
-            self._mark_refill(key, grid, last, more)
+    def _refill(self, key, grid, last, span: _Span, fetch) -> None:
+        if self._run(key, span, fetch):
+            self._mark_refill(key, grid, last, span.frames)
 
     def _note(self, key, frame) -> None:
         self._recent[(key, frame)] = None
@@ -215,63 +226,33 @@ class ReadAhead:
             self._bytes -= len(dropped)
 
     def _seen(self, key, frame: int) -> bool:
-        """Asked for lately, held, or in flight: part of what is being read now."""
         k = (key, frame)
         return k in self._recent or k in self._cached or k in self._pending
 
-    def _plan(self, key, frame: int, grid, byte_count) -> list[int]:
-        """The frames to fetch after ``frame``: the sweep's next ones along its band, or none."""
-        return sweep_ahead(grid, frame, lambda k: self._seen(key, k), lambda k: self._seen(key, k),
-                           byte_count, self.read_ahead_bytes)
 
-
-def sweep_ahead(grid, frame: int, seen, held, byte_count, max_bytes: int) -> list[int]:
-    """The frames of ``frame``'s band a sweep reaching ``frame`` reads next, in order; none without a sweep.
-
-    A sweep is two frames in a row just before ``frame`` in a sweep's order
-    (the band's positions in raster order, bands one after the other; either
-    way) both ``seen``.  The frames
-    returned follow ``frame`` in the sweep's direction, stopping at one
-    ``held`` (asked for lately, in flight or cached), after ``max_bytes`` (``byte_count(k)``
-    each) and at the end of ``frame``'s frame row, unless the sweep came into
-    the row across its edge: whole rows are then being read, and it goes on
-    across rows.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 16, 16, 2)           # 2 bands, 4 x 4 positions: frame = 2 * position + band
-    >>> seen = {31, 29}.__contains__                 # band 1 at positions 15, 14 (the last row, from its end)
-    >>> sweep_ahead(grid, 27, seen, lambda k: False, lambda k: 10, 1000)   # position 13: the rest of the row
-    [25]
-    >>> sweep_ahead(grid, 23, {27, 25}.__contains__, lambda k: False, lambda k: 10, 45)  # came in at the edge
-    [21, 19, 17, 15]
-    >>> sweep_ahead(grid, 27, {31}.__contains__, lambda k: False, lambda k: 10, 1000)     # one frame: no sweep
-    []
-    >>> sweep_ahead(grid, 30, {1, 3}.__contains__, lambda k: False, lambda k: 10, 25)  # band 1 done: on to band 0
-    [28, 26]
-    """
-    step = grid.frames_per_position
-    position, across = frame // step, grid.tiles_across
+def _swept(grid, frame: int, seen, *, whole: bool = False) -> int:
+    """+1/-1: the two frames before ``frame`` in band-major order (``whole``: or the file's) were ``seen``; else 0."""
     for direction in (-1, 1):
         if all(_seen_before(grid, frame, -direction * back, seen) for back in (1, 2)):
-            break
-    else:
+            return direction
+        if whole and all(0 <= frame - direction * back < grid.frame_count
+                         and seen(frame - direction * back) for back in (1, 2)):
+            return direction
+    return 0
+
+
+def _sweep_ahead(grid, frame: int, seen, byte_count, max_bytes: int) -> list[int]:
+    """The frames of ``frame``'s band a sweep reads next: to its row's end, or across rows if it came in at the edge."""
+    direction = _swept(grid, frame, seen)
+    if not direction:
         return []
-    column = position % across
-    came_in_at_edge = column == (across - 1 if direction < 0 else 0)
-    return along_band(grid, frame, direction, held, byte_count, max_bytes, across_rows=came_in_at_edge)
+    column = frame // grid.frames_per_position % grid.tiles_across
+    came_in_at_edge = column == (grid.tiles_across - 1 if direction < 0 else 0)
+    return _along_band(grid, frame, direction, seen, byte_count, max_bytes, across_rows=came_in_at_edge)
 
 
-def along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: int, *, across_rows: bool) -> list[int]:
-    """The frames after ``frame`` along its band in ``direction`` (+1/-1 position), up to one ``held``.
-
-    At most ``max_bytes`` of them (at least one), within ``frame``'s frame row
-    unless ``across_rows``.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(64, 64, 16, 16, 2)
-    >>> along_band(grid, 4, 1, lambda k: k == 14, lambda k: 10, 1000, across_rows=True)
-    [6, 8, 10, 12]
-    """
+def _along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: int, *, across_rows: bool) -> list[int]:
+    """The frames after ``frame`` along its band, up to one ``held``, at most ``max_bytes`` (at least one)."""
     step, positions, across = grid.frames_per_position, grid.positions, grid.tiles_across
     position = frame // step
     ahead, total, p = [], 0, position + direction
@@ -287,13 +268,33 @@ def along_band(grid, frame: int, direction: int, held, byte_count, max_bytes: in
     return ahead
 
 
-def _seen_before(grid, frame: int, back: int, seen) -> bool:
-    """Whether the frame ``back`` places before ``frame`` in a sweep's order was ``seen``.
+def _in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
+    """The frames not ``seen`` from ``frame``'s position on in ``direction``, then those behind, in file order."""
+    step, end = grid.frames_per_position, grid.frame_count
+    first, last = frame // step * step, (frame // step + 1) * step
+    runs = (range(first, end), range(first - 1, -1, -1)) if direction > 0 else \
+        (range(last - 1, -1, -1), range(last, end))
+    return [k for run in runs for k in run if not seen(k)]
 
-    The order is the band's positions in raster order, bands one after the other
-    (Dask's order for a band-major array), so a sweep that ends one band goes on
-    into the next without frames read alone.
-    """
+
+def _split(frames: list[int], byte_count, request_bytes: int) -> list[list[int]]:
+    """``frames`` in spans of 1, 2, 4, ... requests of neighbouring frames (as the engine merges them)."""
+    spans, lo, hi, total, held, room = [[]], None, None, 0, 0, 1
+    for k in frames:
+        size = byte_count(k)
+        if lo is not None and k in (lo - 1, hi + 1) and total + size <= request_bytes:
+            lo, hi, total = min(lo, k), max(hi, k), total + size
+        else:
+            if held == room:
+                spans.append([])
+                held, room = 0, 2 * room
+            lo, hi, total, held = k, k, size, held + 1
+        spans[-1].append(k)
+    return spans
+
+
+def _seen_before(grid, frame: int, back: int, seen) -> bool:
+    """Whether the frame ``back`` places before ``frame`` in band-major order was ``seen``."""
     step, positions = grid.frames_per_position, grid.positions
     band, position = frame % step, frame // step
     place = band * positions + position + back
@@ -304,7 +305,7 @@ def _seen_before(grid, frame: int, back: int, seen) -> bool:
 
 #: This process's frames read ahead.
 shared = ReadAhead()
-in_forked_child(shared._after_fork)
+in_forked_child(lambda: shared._after_fork())  # whichever ReadAhead is ``shared`` then
 
 
 def read_frame(image, frame: int) -> bytes:
@@ -328,13 +329,13 @@ def read_frame(image, frame: int) -> bytes:
     def fetch(frames: list[int]) -> list[bytes]:
         starts, stops = header.ranges(frames)
         if len(frames) == 1:
-            return image.fetch(starts, stops)  # as without read-ahead
-        # Along a band of tile frames the gaps are other bands' frames, which the sweep does not
-        # want (Dask reads band after band): a gap is read through only when smaller than any
-        # frame (the blob's head and tags beside a first frame), never across a whole frame.
+            return image.fetch(starts, stops)
+        # Read through a gap only when smaller than any frame (the blob's head beside a first
+        # frame): a frame-sized gap is a frame no task asked for, or one fetched already.
         return image.fetch(starts, stops, max_gap=min(MAX_GAP, max(0, header.count_min - 1)))
 
-    return shared.take(key, frame, image.grid, header.byte_count, fetch)
+    image_bytes = header.frames_end - header.base_frame_offset
+    return shared.take(key, frame, image.grid, header.byte_count, fetch, image_bytes)
 
 
 def _key(image) -> bytes | None:
@@ -349,5 +350,5 @@ def _key(image) -> bytes | None:
     return image.blob_key
 
 
-__all__ = ["CACHE_BYTES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "ReadAhead", "along_band", "read_frame", "shared",
-           "sweep_ahead"]
+__all__ = ["CACHE_BYTES", "QUEUED_IMAGES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "SPANS_IN_FLIGHT", "ReadAhead",
+           "read_frame", "shared"]
