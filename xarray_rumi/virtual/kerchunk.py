@@ -60,7 +60,7 @@ def references(path, header=None, **open_kwargs) -> dict:
     return layout_references(image_layout(open_image(reference_url(path), header, **open_kwargs)))
 
 
-def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
+def cube_references(paths, dim: str = "time", headers=None, **open_kwargs) -> dict:
     """One reference set stacking grid-aligned files along a new dimension ``dim``.
 
     The files must share grid, frame unit, sample type and georeferencing;
