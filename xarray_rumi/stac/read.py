@@ -333,9 +333,9 @@ def _not_a_rumi_asset(item_id, asset: str, rumi_keys: list[str]) -> ValueError:
 
 
 def _not_one_rumi_asset(item_id, keys: list[str]) -> ValueError:
-    several = (f" ({', '.join(map(repr, keys))}): choose with assets=, or load by band name with "
-               "xarray_rumi.stac.load") if len(keys) > 1 else ""
-    return ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob; "
+    named = f" ({', '.join(map(repr, keys))})" if keys else ""
+    several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
+    return ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
                       f"expected exactly one (see docs/stac.md){several}")
 
 
