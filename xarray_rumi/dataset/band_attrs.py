@@ -15,13 +15,7 @@ from ..stac.read import ItemImage, StacBand
 
 
 def shared_bands(recorded: list[ItemImage]) -> tuple[StacBand, ...]:
-    """The bands every Item of a Cube says alike; a ``ValueError`` naming two that differ.
-
-    >>> import numpy as np
-    >>> image = ItemImage("a.rumi", b"", None, "a", np.datetime64("NaT"), "data", (StacBand(nodata=0),))
-    >>> shared_bands([image, image])
-    (StacBand(name=None, nodata=0, scale=None, offset=None, unit=None),)
-    """
+    """The bands every Item of a Cube says alike; a ``ValueError`` naming two that differ."""
     first = recorded[0]
     for other in recorded[1:]:
         if other.bands != first.bands:
@@ -74,13 +68,7 @@ def _fill_value(nodata, dtype: np.dtype, record: str):
 
 
 def described_variable(variable: xr.Variable, bands, record: str, *, mask_and_scale: bool = False) -> xr.Variable:
-    """``variable`` with :func:`band_attrs` of ``bands``; masked and scaled lazily as xarray decodes CF when asked.
-
-    >>> v = described_variable(xr.Variable(("band",), np.array([0, 5], "int16")), (StacBand(nodata=0, scale=2.0),),
-    ...                        "STAC Item 'a'", mask_and_scale=True)
-    >>> v.values.tolist(), v.encoding["_FillValue"]
-    ([nan, 10.0], np.int16(0))
-    """
+    """``variable`` with :func:`band_attrs` of ``bands``; masked and scaled lazily as xarray decodes CF when asked."""
     attrs = band_attrs(bands, variable.dtype, record)
     described = variable.copy(deep=False)
     described.attrs.update(attrs)

@@ -166,23 +166,8 @@ def _row_blob(blob, name: str) -> bytes:
     return bytes(blob)
 
 
-def table_and_images(catalog, storage_options=None) -> tuple:
-    """``(DataFrame, opened images)`` of a catalog, its blobs checked together, nothing read.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> d = tempfile.mkdtemp()
-    >>> paths = [os.path.join(d, f"{i}.rumi") for i in range(2)]
-    >>> for i, path in enumerate(paths):
-    ...     _ = xarray_rumi.write(path, np.full((4, 4), i, "uint8"))
-    >>> table, images = table_and_images(build(paths, os.path.join(d, "c.parquet")))
-    >>> list(table["url"]) == paths, [int(image.read().max()) for image in images]
-    (True, [0, 1])
-    """
-    return catalog_images(catalog, storage_options)[:2]
-
-
 def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
-    """``(DataFrame, opened images, ItemImages or None)``: :func:`table_and_images`, and what Items said of each row.
+    """``(DataFrame, opened images, ItemImages or None)`` of a catalog, its blobs checked together, nothing read.
 
     ``asset``: the key of the Items' rumi asset to open (``None``: their one rumi asset).
     """

@@ -128,11 +128,7 @@ def _record(item_id) -> str:
 
 
 def decode_blob(encoded, record: str) -> bytes:
-    """The header blob of an Item's ``rumi:header`` (base64), or a ``ValueError`` naming ``record`` and the field.
-
-    >>> decode_blob("TE9WRQ==", "STAC Item 'a'")
-    b'LOVE'
-    """
+    """The header blob of an Item's ``rumi:header`` (base64), or a ``ValueError`` naming ``record`` and the field."""
     if not isinstance(encoded, str | bytes):
         raise ValueError(f"{record}: {STAC_HEADER} must be the blob in base64 text, got {type(encoded).__name__}")
     try:
@@ -183,20 +179,8 @@ _BAND_FIELDS = ("eo:bands", "bands", "raster:bands")
 
 
 def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
-    """What ``item_images(read_stac_geoparquet(path), asset)`` gives, reading only the columns it needs, with pyarrow alone.
-
-    Dates are converted a column at a time, and a georeferencing that Items share is built once
-    (docs/backend.md gives the times).
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.stac.geoparquet import build_stac_catalog
-    >>> d = tempfile.mkdtemp()
-    >>> path = os.path.join(d, "a.rumi")
-    >>> _ = xarray_rumi.write(path, np.zeros((1, 16, 16), "uint8"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
-    >>> _ = build_stac_catalog([path], os.path.join(d, "items.parquet"), datetime="2024-01-01T00:00:00Z")
-    >>> [image] = stac_geoparquet_images(os.path.join(d, "items.parquet"))
-    >>> image == item_images(read_stac_geoparquet(os.path.join(d, "items.parquet")))[0], image.georeferencing.epsg
-    (True, 32633)
+    """What ``item_images(read_stac_geoparquet(path), asset)`` gives, reading only the columns it needs, with pyarrow
+    alone: dates a column at a time, a georeferencing that Items share built once (docs/backend.md gives the times).
     """
     import pyarrow.parquet as pq
 
@@ -344,13 +328,6 @@ def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
 
     A field of the rumi asset overrides the Item's, a null included; what cannot be read is a
     ``ValueError`` naming the Item and the field.
-
-    >>> from pyproj import CRS
-    >>> item = {"id": "a", "properties": {"proj:code": None, "proj:wkt2": CRS.from_epsg(32633).to_wkt(),
-    ...                                   "proj:transform": [10, 0, 5e5, 0, -10, 5e6]},
-    ...         "assets": {"data": {"href": "a.rumi", "rumi:header": "", "rumi:raster_type": "area"}}}
-    >>> stac_georeferencing(item).epsg
-    32633
     """
     asset = rumi_asset(item, asset)
     fields = {**(item.get("properties") or {}), **asset}
