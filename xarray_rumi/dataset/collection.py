@@ -16,15 +16,13 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
                     mask_and_scale=False) -> xr.DataTree:
     """Open images as a CubeCollection: one DataTree node (a Cube) per grid, numbered in order of first appearance.
 
-    ``paths_or_catalog``: paths/URLs (their IFDs are read once), a catalog
-    (Parquet path or DataFrame) or STAC Items of rumi files (nothing is
-    read; as :func:`~xarray_rumi.open_cube`, ``dim``'s coordinate is then the
-    Items' datetimes, or, where one has none, a ``datetime`` coordinate).  Each
-    node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
-    ``url`` coordinate; ``dim``, ``chunks``, ``mask_and_scale`` and the band
-    attributes are :func:`~xarray_rumi.open_cube`'s.  ``assets`` (Items): a
-    key or keys; each asset is then a node named by its key, holding its
-    ``grid_<i>`` nodes, whose variable is named by the key.
+    ``paths_or_catalog``: paths/URLs (each IFD read once), a catalog (Parquet
+    path or DataFrame) or STAC Items of rumi files (nothing read; ``dim``'s
+    coordinate their datetimes, or a ``datetime`` coordinate where one has
+    none).  Each ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and
+    a ``url`` coordinate.  ``assets`` (Items): key(s), each a node of its own
+    holding its ``grid_<i>`` nodes, the variable named by the key.  The rest
+    is :func:`~xarray_rumi.open_cube`'s.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()

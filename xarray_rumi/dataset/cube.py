@@ -1,12 +1,4 @@
-"""Cubes: grid-aligned rumi Images stacked into ``(dim, band, y, x)``.
-
-The spec's data model stacks Images that share a grid into a Cube; Images
-that do not share one stay an ImageCollection.  :func:`open_cube` checks
-that from the headers and georeferencing alone (no frame is read), then
-presents all of them as one array: lazily indexed (``chunks=None``) or one
-Dask array whose chunks are blocks of whole frames, possibly spanning
-several images, each read by one task (:mod:`xarray_rumi.dataset.chunking`).
-"""
+"""Cubes: grid-aligned rumi Images stacked into ``(dim, band, y, x)``, checked from headers and georeferencing alone."""
 
 from __future__ import annotations
 
@@ -19,9 +11,9 @@ from xarray.core import indexing
 
 from ..datamodel.alignment import alignment_key
 from ..datamodel.variable import VARIABLE, cube_layout
-from .band_attrs import described_variable, shared_bands
 from ..reading.open import caller_georeferencing, load_headers, open_image
 from ..stac.read import is_stac, item_images
+from .band_attrs import described_variable, shared_bands
 from .chunking import dask_array
 from .engine import RumiCubeArray, index_kind, layout_coordinates, spatially_indexed
 
@@ -33,31 +25,24 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
               assets=None, mask_and_scale=False, **open_kwargs) -> xr.Dataset:
     """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset; opening reads no frame.
 
-    ``paths_or_items``: paths/URLs, or STAC Items of rumi files (their blobs,
-    georeferencing, band metadata and, when ``dim`` is a name, datetimes are
-    used; nothing is read).  ``assets``: with Items, the key (or keys) of the
-    rumi asset(s) to open, each a variable named by its key (default: the
-    Items' one rumi asset, as ``band_data``).  Items' nodata, scale, offset,
-    band names and units become rioxarray's attributes (``_FillValue``,
-    ``scale_factor``, ``add_offset``, ``long_name``, ``units``), values as
-    stored unless ``mask_and_scale=True``.  ``headers``: ``None`` (rebuild each blob from its IFD),
-    ``"sidecar"`` (``<path>.header``) or one entry per path.  ``dim``: a name,
-    or a ``pandas.Index`` / ``DataArray`` giving the coordinate, as in
-    ``xr.concat``.  ``chunks`` as ``xr.open_dataset`` takes it: ``None`` lazy
-    without Dask (a selection reads only the frames it touches), ``{}`` one
-    chunk per frame, ``"auto"`` or sizes by dimension in whole frames, the
-    stacking dimension included.  ``index`` and ``open_kwargs`` are the
-    engine's.  Raises ``ValueError`` naming how a misaligned image differs.
+    ``paths_or_items``: paths/URLs, or STAC Items of rumi files (blobs,
+    georeferencing, datetimes for a named ``dim`` and band metadata taken from
+    them).  ``headers``: ``None`` (rebuilt from each IFD), ``"sidecar"`` or one
+    per path.  ``dim``: a name, or an index / ``DataArray`` as ``xr.concat``
+    takes it.  ``chunks`` as ``xr.open_dataset``'s: ``None`` lazy without
+    Dask, ``{}`` one chunk per frame, ``"auto"`` or sizes in whole frames.
+    ``assets`` (Items): the rumi asset key(s) to open, each a variable named
+    by its key (default: the one rumi asset, as ``band_data``).  Band metadata
+    goes to rioxarray's attributes, values as stored unless
+    ``mask_and_scale=True`` (docs/stac.md).  ``index`` and ``open_kwargs``
+    are the engine's.  A misaligned image is a ``ValueError`` naming how.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> root = tempfile.mkdtemp()
-    >>> paths = [os.path.join(root, f"t{i}.rumi") for i in range(3)]
+    >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{i}.rumi") for i in range(3)]
     >>> blobs = [xarray_rumi.write(p, np.full((2, 40, 30), i, "uint8"), tile_size=16) for i, p in enumerate(paths)]
     >>> cube = open_cube(paths, blobs)
     >>> cube.band_data.dims, cube.band_data[2, :, 5:8, 0].values.tolist()
     (('time', 'band', 'y', 'x'), [[2, 2, 2], [2, 2, 2]])
-    >>> open_cube(paths, blobs, chunks={}).band_data.chunks[:2]
-    ((1, 1, 1), (1, 1))
     """
     index = index_kind(index)  # before anything is opened
     if is_stac(paths_or_items):
