@@ -1,9 +1,4 @@
-"""STAC in: the rumi image each STAC Item records, ready to open with no read of the file.
-
-:func:`item_images` takes each Item's address, blob and georeferencing (docs/stac.md, "The fields")
-out of pystac Items, an ItemCollection, their dicts or a stac-geoparquet file, for the openers of
-``dataset/`` to open.  No xarray here: ``dataset/`` comes after this module and calls it.
-"""
+"""STAC in: the rumi image each STAC Item records (docs/stac.md, "The fields"), for ``dataset/`` to open unread."""
 
 from __future__ import annotations
 
@@ -17,10 +12,7 @@ import numpy as np
 
 from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, recorded_georeferencing
 
-#: What a STAC Item of a rumi file says (see docs/stac.md); written by :mod:`.items`, read here.
-#: Not ``image/*``: generic raster loaders (odc-stac without the rumi driver, stackstac, GDAL) would take the
-#: file for a GeoTIFF and read its OpenZL frames as uncompressed pixels.  A rumi asset is found by its
-#: ``rumi:header``, whatever its type.
+#: Not ``image/*``: generic loaders would read the frames as GeoTIFF pixels (docs/stac.md, "Media type").
 STAC_MEDIA_TYPE = "application/vnd.rumi+tiff"
 STAC_HEADER = "rumi:header"
 STAC_RASTER_TYPE = "rumi:raster_type"
