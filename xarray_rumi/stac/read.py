@@ -189,6 +189,7 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
                   for key, fields in assets.items()}
     georeferencing: dict[tuple, Georeferencing] = {}
     blobs: dict[str, bytes] = {}  # each blob decoded once, and a repeated blob one bytes object
+    bands: dict[tuple, tuple] = {}
     images = []
     for row, item_id in enumerate(ids):
         found = [(key, fields) for key, fields in assets.items() if fields[STAC_HEADER][row] is not None]
@@ -208,9 +209,12 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
         encoded = fields[STAC_HEADER][row]
         if encoded not in blobs:
             blobs[encoded] = decode_blob(encoded, _record(item_id))
-        bands = asset_bands({name: fields[name][row] for name in _BAND_FIELDS if name in fields})
+        said_of_bands = tuple(fields[name][row] for name in _BAND_FIELDS if name in fields)
+        key_of_bands = (key, repr(said_of_bands))  # Items that say the same of their bands share one tuple
+        if key_of_bands not in bands:
+            bands[key_of_bands] = asset_bands(dict(zip([n for n in _BAND_FIELDS if n in fields], said_of_bands)))
         images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row],
-                                key, bands))
+                                key, bands[key_of_bands]))
     return images
 
 
