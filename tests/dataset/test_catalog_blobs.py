@@ -6,7 +6,7 @@ import pytest
 
 import xarray_rumi
 from xarray_rumi import RumiFormatError
-from xarray_rumi.dataset.catalog import build, read, table_and_images
+from xarray_rumi.dataset.catalog import build, catalog_images, read
 from xarray_rumi.io.source import ByteSource
 
 pytest.importorskip("pyarrow")
@@ -20,7 +20,7 @@ def table(tmp_path, write_images):
 
 
 def test_rows_alike_share_what_they_record(table):
-    images = table_and_images(table)[1]
+    images = catalog_images(table)[1]
     assert bytes(table.header[1]) == bytes(table.header[2])
     assert images[1].header is images[2].header  # one blob, parsed once
     assert len({id(image.georeferencing) for image in images}) == 1

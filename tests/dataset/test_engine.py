@@ -214,3 +214,9 @@ def test_grid_shapes(tmp_path, shape, tile, unit):
         assert ds.band_data.chunks == (cut(shape[0], bands), cut(shape[1], tile_length), cut(shape[2], tile_width))
         assert same_values(ds.band_data.values, values)
         assert same_values(ds.band_data.isel(x=[shape[2] - 1, 0]).values, values[:, :, [shape[2] - 1, 0]])
+
+
+def test_an_unknown_index_is_refused_before_the_file_is_opened(tmp_path):
+    missing = str(tmp_path / "not-there.rumi")
+    with pytest.raises(ValueError, match=r"index='pandas' is not one of None, 'default', 'raster'"):
+        xr.open_dataset(missing, engine="rumi", index="pandas")

@@ -228,5 +228,5 @@ def test_assets_names_what_to_convert_and_the_rest_stays(sources_dir):
 
 def test_open_cube_of_an_item_of_several_rumi_files_says_how_to_load_it(sources_dir):
     [new] = convert_items(make_items(str(sources_dir / "cogs"), count=1), sources_dir / "rumi", scheduler=HERE)
-    with pytest.raises(ValueError, match=r"has 3 assets with a rumi:header blob.*xarray_rumi.stac.load"):
+    with pytest.raises(ValueError, match=r"has 3 assets with a rumi:header blob.*choose with assets=.*stac.load"):
         xarray_rumi.open_cube([new])

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..datamodel.variable import VARIABLE
 from ..format.blob import Header
 from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
 from ..reading.image import RumiImage
@@ -83,25 +84,30 @@ def read(catalog):
     return _read_checked(catalog)[0]
 
 
-def _read_checked(catalog):
-    """The catalog's DataFrame, and each row's checked ``Header`` where making the rows checked them (from STAC)."""
-    if hasattr(catalog, "itertuples"):
-        return catalog, None
+def _read_checked(catalog, asset=None):
+    """The catalog's DataFrame, each row's checked ``Header`` where making the rows checked them, and the
+    :class:`~xarray_rumi.stac.read.ItemImage` of each row where they are STAC Items (else ``None`` twice)."""
     if is_stac(catalog):
-        return _rows_and_headers(item_images(catalog))
+        return _rows_and_headers(item_images(catalog, asset))
     if isinstance(catalog, (list, tuple)):
         what = "an empty list" if not catalog else f"a list of {type(catalog[0]).__name__}"
         raise ValueError(f"a catalog is a Parquet path (a rumi catalog or stac-geoparquet), a DataFrame or STAC Items; "
                          f"got {what}")
-    if is_stac_geoparquet(catalog):
-        return _rows_and_headers(stac_geoparquet_images(catalog))
+    if not hasattr(catalog, "itertuples") and is_stac_geoparquet(catalog):
+        return _rows_and_headers(stac_geoparquet_images(catalog, asset))
+    if asset is not None:
+        raise ValueError("assets= chooses among the rumi assets of STAC Items; a rumi catalog's rows are one "
+                         "image each")
+    if hasattr(catalog, "itertuples"):
+        return catalog, None, None
     import pandas as pd
 
-    return pd.read_parquet(catalog), None
+    return pd.read_parquet(catalog), None, None
 
 
 def _rows_and_headers(images):
-    """The catalog DataFrame of :class:`~xarray_rumi.stac.read.ItemImage` s, and each row's checked ``Header``."""
+    """The catalog DataFrame of :class:`~xarray_rumi.stac.read.ItemImage` s, each row's checked ``Header``, and
+    the images."""
     import pandas as pd
 
     images = list(images)
@@ -118,7 +124,7 @@ def _rows_and_headers(images):
                    id=[image.id for image in images], datetime=[image.datetime for image in images])
     table = pd.DataFrame(columns, columns=[*COLUMNS, "id", "datetime"])
     table["epsg"] = table["epsg"].astype("Int64")
-    return table, headers
+    return table, headers, images
 
 
 def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
@@ -160,19 +166,12 @@ def _row_blob(blob, name: str) -> bytes:
     return bytes(blob)
 
 
-def table_and_images(catalog, storage_options=None) -> tuple:
-    """``(DataFrame, opened images)`` of a catalog, its blobs checked together, nothing read.
+def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
+    """``(DataFrame, opened images, ItemImages or None)`` of a catalog, its blobs checked together, nothing read.
 
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> d = tempfile.mkdtemp()
-    >>> paths = [os.path.join(d, f"{i}.rumi") for i in range(2)]
-    >>> for i, path in enumerate(paths):
-    ...     _ = xarray_rumi.write(path, np.full((4, 4), i, "uint8"))
-    >>> table, images = table_and_images(build(paths, os.path.join(d, "c.parquet")))
-    >>> list(table["url"]) == paths, [int(image.read().max()) for image in images]
-    (True, [0, 1])
+    ``asset``: the key of the Items' rumi asset to open (``None``: their one rumi asset).
     """
-    table, headers = _read_checked(catalog)
+    table, headers, recorded = _read_checked(catalog, asset)
     urls = [str(url) for url in table["url"]]
     names = _row_names(table, urls)
     if headers is None:
@@ -187,16 +186,18 @@ def table_and_images(catalog, storage_options=None) -> tuple:
             shared[said] = _georeferencing(epsg, raster_type, transform, name)
         images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said],
                                  claimed_by=name))
-    return table, images
+    return table, images, recorded
 
 
-def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatasets:
+def open_catalog(catalog, *, chunks=None, storage_options=None, assets=None, mask_and_scale=False) -> CatalogDatasets:
     """Open every image of a catalog with zero reads of the files: one Dataset per row, in order.
 
     ``catalog`` is a Parquet path, a DataFrame from :func:`build` or STAC
     Items.  Every row's blob is checked and its image opened here; each
     Dataset, what ``xr.open_dataset(..., engine="rumi", chunks=chunks)``
     gives, is built when first asked for, then kept (docs/backend.md, Cubes).
+    From Items, ``assets`` (one key) and ``mask_and_scale`` are
+    :func:`~xarray_rumi.open_cube`'s, and so are the band attributes.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -211,7 +212,15 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatase
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
 
-    datasets = CatalogDatasets(table_and_images(catalog, storage_options)[1], chunks)
+    if assets is not None and not isinstance(assets, str):
+        keys = list(assets)
+        if len(keys) != 1:
+            raise ValueError(f"open_catalog opens one asset of each Item, got assets={keys!r}; open the others "
+                             "with further calls, or as variables of one Cube with open_cube")
+        assets = keys[0]
+    _, images, recorded = catalog_images(catalog, storage_options, assets)
+    datasets = CatalogDatasets(images, chunks, recorded, mask_and_scale=mask_and_scale,
+                               name=VARIABLE if assets is None else assets)
     if chunks is not None and len(datasets):
         datasets[0]  # chunks the images cannot take are refused here, not at the first use
     return datasets
@@ -220,8 +229,10 @@ def open_catalog(catalog, *, chunks=None, storage_options=None) -> CatalogDatase
 class CatalogDatasets(Sequence):
     """The Datasets of a catalog's opened images (``len``, indexing, slicing), each built when first asked for."""
 
-    def __init__(self, images: list[RumiImage], chunks):
+    def __init__(self, images: list[RumiImage], chunks, recorded=None, *, mask_and_scale=False, name=VARIABLE):
         self._images, self._chunks = images, chunks
+        # what each row's Item says of its bands (None: a rumi catalog's rows, which say nothing of them)
+        self._recorded, self._mask_and_scale, self._name = recorded, mask_and_scale, name
         self._built: list = [None] * len(images)
         self._coordinates: dict[tuple, object] = {}  # by grid and georeferencing: built once, shared
 
@@ -233,19 +244,24 @@ class CatalogDatasets(Sequence):
             return [self[i] for i in range(*index.indices(len(self)))]
         index = range(len(self))[index]  # negative indices, and IndexError out of range
         if self._built[index] is None:
-            self._built[index] = self._dataset(self._images[index])
+            self._built[index] = self._dataset(self._images[index],
+                                               None if self._recorded is None else self._recorded[index])
         return self._built[index]
 
     def __repr__(self) -> str:
         return f"<CatalogDatasets: {len(self)} images, {sum(d is not None for d in self._built)} built>"
 
-    def _dataset(self, image: RumiImage):
+    def _dataset(self, image: RumiImage, recorded):
         import xarray as xr
 
-        from ..datamodel.variable import VARIABLE
+        from .band_attrs import described_variable
         from .engine import image_coordinates, image_variable
 
         key = (image.grid.shape, image.georeferencing)
         if key not in self._coordinates:
             self._coordinates[key] = image_coordinates(image)
-        return xr.Dataset({VARIABLE: image_variable(image, chunks=self._chunks)}, coords=self._coordinates[key])
+        variable = image_variable(image, chunks=self._chunks)
+        if recorded is not None:
+            variable = described_variable(variable, recorded.bands, recorded.record,
+                                          mask_and_scale=self._mask_and_scale)
+        return xr.Dataset({self._name: variable}, coords=self._coordinates[key])

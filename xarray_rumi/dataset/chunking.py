@@ -19,18 +19,7 @@ _ACCEPTED = "None (no Dask), {}, 'auto', an int or a dict of sizes by dimension"
 
 
 def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
-    """Dask's chunks for ``layout`` from ``chunks`` as ``xr.open_dataset`` takes it, in whole frames where possible.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.datamodel.variable import image_layout
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((2, 100, 70), "uint8"), tile_size=32)
-    >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
-    >>> frame_chunks(layout, {})
-    ((1, 1), (32, 32, 32, 4), (32, 32, 6))
-    >>> frame_chunks(layout, {"y": 64, "x": -1, "band": None})
-    ((1, 1), (64, 36), (70,))
-    """
+    """Dask's chunks for ``layout`` from ``chunks`` as ``xr.open_dataset`` takes it, in whole frames where possible."""
     from dask.array.core import normalize_chunks
 
     frame = layout.chunks

@@ -7,18 +7,22 @@ import xarray as xr
 from ..datamodel.alignment import aligned_groups
 from ..stac.read import is_stac
 from . import catalog as catalog_module
+from ..datamodel.variable import VARIABLE
+from .band_attrs import described_variable, shared_bands
 from .cube import DEFAULT_DIM, cube_dataset
 
 
-def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, storage_options=None) -> xr.DataTree:
+def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, storage_options=None, assets=None,
+                    mask_and_scale=False) -> xr.DataTree:
     """Open images as a CubeCollection: one DataTree node (a Cube) per grid, numbered in order of first appearance.
 
-    ``paths_or_catalog``: paths/URLs (their IFDs are read once), a catalog
-    (Parquet path or DataFrame) or STAC Items of rumi files (nothing is
-    read; as :func:`~xarray_rumi.open_cube`, ``dim``'s coordinate is then the
-    Items' datetimes, or, where one has none, a ``datetime`` coordinate).  Each
-    node ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and a
-    ``url`` coordinate; ``dim`` and ``chunks`` are :func:`~xarray_rumi.open_cube`'s.
+    ``paths_or_catalog``: paths/URLs (each IFD read once), a catalog (Parquet
+    path or DataFrame) or STAC Items of rumi files (nothing read; ``dim``'s
+    coordinate their datetimes, or a ``datetime`` coordinate where one has
+    none).  Each ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and
+    a ``url`` coordinate.  ``assets`` (Items): key(s), each a node of its own
+    holding its ``grid_<i>`` nodes, the variable named by the key.  The rest
+    is :func:`~xarray_rumi.open_cube`'s.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -34,7 +38,21 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
         if not paths_or_catalog:
             raise ValueError("open_collection needs at least one path or STAC Item, got an empty list")
         paths_or_catalog = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
-    table, images = catalog_module.table_and_images(paths_or_catalog, storage_options)
+    if assets is None:
+        return xr.DataTree.from_dict(_grid_nodes(paths_or_catalog, None, dim, chunks, storage_options, mask_and_scale))
+    keys = [assets] if isinstance(assets, str) else list(dict.fromkeys(assets))
+    if not keys:
+        raise ValueError("assets= names no asset; give the key of at least one rumi asset of the Items")
+    return xr.DataTree.from_dict({f"{key}/{name}": cube for key in keys for name, cube in
+                                  _grid_nodes(paths_or_catalog, key, dim, chunks, storage_options,
+                                              mask_and_scale).items()})
+
+
+def _grid_nodes(catalog, asset, dim, chunks, storage_options, mask_and_scale) -> dict[str, xr.Dataset]:
+    """``{"grid_<i>": Cube}`` of one asset of the catalog's rows (``None``: each row's one image)."""
+    import pandas as pd
+
+    table, images, recorded = catalog_module.catalog_images(catalog, storage_options, asset)
     all_urls = table["url"].to_numpy()  # one array: a pandas lookup a row costs seconds at 100,000 rows
     all_datetimes = table["datetime"].to_numpy() if "datetime" in table else None
     nodes = {}
@@ -45,8 +63,12 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
         if datetimes is not None and not pd.isna(datetimes).any():
             stack = pd.DatetimeIndex(datetimes, name=dim)  # as open_cube gives a Cube of Items
         cube = cube_dataset([images[i] for i in members], stack, chunks, urls)
+        if recorded is not None:
+            described = [recorded[i] for i in members]
+            cube[VARIABLE] = described_variable(cube[VARIABLE].variable, shared_bands(described),
+                                                described[0].record, mask_and_scale=mask_and_scale)
         cube = cube.assign_coords(url=(dim, urls))
         if datetimes is not None and stack is dim:  # some Items without a datetime: kept, NaT where missing
             cube = cube.assign_coords(datetime=(dim, datetimes))
-        nodes[f"grid_{number}"] = cube
-    return xr.DataTree.from_dict(nodes)
+        nodes[f"grid_{number}"] = cube if asset is None else cube.rename({VARIABLE: asset})
+    return nodes

@@ -1,12 +1,4 @@
-"""Cubes: grid-aligned rumi Images stacked into ``(dim, band, y, x)``.
-
-The spec's data model stacks Images that share a grid into a Cube; Images
-that do not share one stay an ImageCollection.  :func:`open_cube` checks
-that from the headers and georeferencing alone (no frame is read), then
-presents all of them as one array: lazily indexed (``chunks=None``) or one
-Dask array whose chunks are blocks of whole frames, possibly spanning
-several images, each read by one task (:mod:`xarray_rumi.dataset.chunking`).
-"""
+"""Cubes: grid-aligned rumi Images stacked into ``(dim, band, y, x)``, checked from headers and georeferencing alone."""
 
 from __future__ import annotations
 
@@ -17,9 +9,11 @@ import pandas as pd
 import xarray as xr
 from xarray.core import indexing
 
+from ..datamodel.alignment import alignment_key
 from ..datamodel.variable import VARIABLE, cube_layout
 from ..reading.open import caller_georeferencing, load_headers, open_image
 from ..stac.read import is_stac, item_images
+from .band_attrs import described_variable, shared_bands
 from .chunking import dask_array
 from .engine import RumiCubeArray, index_kind, layout_coordinates, spatially_indexed
 
@@ -28,60 +22,98 @@ DEFAULT_DIM = "time"
 
 
 def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=None, chunks=None, index=None,
-              **open_kwargs) -> xr.Dataset:
+              assets=None, mask_and_scale=False, **open_kwargs) -> xr.Dataset:
     """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset; opening reads no frame.
 
-    ``paths_or_items``: paths/URLs, or STAC Items of rumi files (their blobs,
-    georeferencing and, when ``dim`` is a name, datetimes are used; nothing
-    is read).  ``headers``: ``None`` (rebuild each blob from its IFD),
-    ``"sidecar"`` (``<path>.header``) or one entry per path.  ``dim``: a name,
-    or a ``pandas.Index`` / ``DataArray`` giving the coordinate, as in
-    ``xr.concat``.  ``chunks`` as ``xr.open_dataset`` takes it: ``None`` lazy
-    without Dask (a selection reads only the frames it touches), ``{}`` one
-    chunk per frame, ``"auto"`` or sizes by dimension in whole frames, the
-    stacking dimension included.  ``index`` and ``open_kwargs`` are the
-    engine's.  Raises ``ValueError`` naming how a misaligned image differs.
+    ``paths_or_items``: paths/URLs, or STAC Items of rumi files (blobs,
+    georeferencing, datetimes for a named ``dim`` and band metadata taken from
+    them).  ``headers``: ``None`` (rebuilt from each IFD), ``"sidecar"`` or one
+    per path.  ``dim``: a name, or an index / ``DataArray`` as ``xr.concat``
+    takes it.  ``chunks`` as ``xr.open_dataset``'s: ``None`` lazy without
+    Dask, ``{}`` one chunk per frame, ``"auto"`` or sizes in whole frames.
+    ``assets`` (Items): the rumi asset key(s) to open, each a variable named
+    by its key (default: the one rumi asset, as ``band_data``).  Band metadata
+    goes to rioxarray's attributes, values as stored unless
+    ``mask_and_scale=True`` (docs/stac.md).  ``index`` and ``open_kwargs``
+    are the engine's.  A misaligned image is a ``ValueError`` naming how.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> root = tempfile.mkdtemp()
-    >>> paths = [os.path.join(root, f"t{i}.rumi") for i in range(3)]
+    >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{i}.rumi") for i in range(3)]
     >>> blobs = [xarray_rumi.write(p, np.full((2, 40, 30), i, "uint8"), tile_size=16) for i, p in enumerate(paths)]
     >>> cube = open_cube(paths, blobs)
     >>> cube.band_data.dims, cube.band_data[2, :, 5:8, 0].values.tolist()
     (('time', 'band', 'y', 'x'), [[2, 2, 2], [2, 2, 2]])
-    >>> open_cube(paths, blobs, chunks={}).band_data.chunks[:2]
-    ((1, 1, 1), (1, 1))
     """
     index = index_kind(index)  # before anything is opened
     if is_stac(paths_or_items):
         if headers is not None:
             raise ValueError("STAC Items carry their blobs; pass headers= only with paths")
-        recorded = item_images(paths_or_items)
-        paths, headers = [i.href for i in recorded], [i.blob for i in recorded]
-        given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
-        georefs = [{}] * len(paths) if given else [
-            {"georeferencing": i.georeferencing, "claimed_by": i.record} for i in recorded]
-        if isinstance(dim, str) and not any(pd.isna(i.datetime) for i in recorded):
-            dim = pd.DatetimeIndex([i.datetime for i in recorded], name=dim)
-    else:
-        if isinstance(paths_or_items, (str, bytes, os.PathLike)):
-            # a string is a sequence too: each of its characters would be taken for a path
-            raise TypeError(f"open_cube takes a list of paths or URLs, got one: {paths_or_items!r}; pass "
-                            f"[{paths_or_items!r}] for a Cube of one image, or open it with xr.open_dataset")
-        paths = [os.fspath(p) for p in paths_or_items]
-        headers = _headers_for(paths, headers)
-        georefs = [{}] * len(paths)
+        return _items_cube(paths_or_items, dim, assets, storage_options=storage_options, chunks=chunks,
+                           index=index, mask_and_scale=mask_and_scale, open_kwargs=open_kwargs)
+    if assets is not None:
+        raise ValueError("assets= chooses among the rumi assets of STAC Items; paths are one image each")
+    if isinstance(paths_or_items, (str, bytes, os.PathLike)):
+        # a string is a sequence too: each of its characters would be taken for a path
+        raise TypeError(f"open_cube takes a list of paths or URLs, got one: {paths_or_items!r}; pass "
+                        f"[{paths_or_items!r}] for a Cube of one image, or open it with xr.open_dataset")
+    paths = [os.fspath(p) for p in paths_or_items]
+    images = _open_images(paths, _headers_for(paths, headers), [{}] * len(paths), storage_options, open_kwargs)
+    return cube_dataset(images, dim, chunks, paths, index=index)
+
+
+def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
     if not paths:
         raise ValueError("open_cube needs at least one path")
     # What the images share (the caller's georeferencing) is built once, not once an image; so are the
     # blobs' checks: each distinct blob once, those of one grid together (reading.open.load_headers).
     shared = _shared_georeferencing(open_kwargs)
     headers = load_headers(headers, paths, storage_options, **_header_kwargs(open_kwargs))
-    images = [
-        open_image(path, header=header, storage_options=storage_options, **shared, **georef)
-        for path, header, georef in zip(paths, headers, georefs)
-    ]
-    return cube_dataset(images, dim, chunks, paths, index=index)
+    return [open_image(path, header=header, storage_options=storage_options, **shared, **georef)
+            for path, header, georef in zip(paths, headers, georefs)]
+
+
+def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:
+    """The Cube of STAC Items: one variable per asset of ``assets`` (``None``: the one rumi asset, ``band_data``)."""
+    keys = [None] if assets is None else [assets] if isinstance(assets, str) else list(assets)
+    if not keys:
+        raise ValueError("assets= names no asset; give the key of at least one rumi asset of the Items")
+    given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
+    cubes = {}
+    for key in dict.fromkeys(keys):
+        recorded = item_images(items, key)
+        georefs = [{}] * len(recorded) if given else [
+            {"georeferencing": i.georeferencing, "claimed_by": i.record} for i in recorded]
+        paths = [i.href for i in recorded]
+        images = _open_images(paths, [i.blob for i in recorded], georefs, storage_options, open_kwargs)
+        stack = dim
+        if isinstance(dim, str) and not any(pd.isna(i.datetime) for i in recorded):
+            stack = pd.DatetimeIndex([i.datetime for i in recorded], name=dim)
+        cube = cube_dataset(images, stack, chunks, paths, index=index)
+        cube[VARIABLE] = described_variable(cube[VARIABLE].variable, shared_bands(recorded), recorded[0].record,
+                                            mask_and_scale=mask_and_scale)
+        cubes[VARIABLE if key is None else key] = cube, images[0]
+    return _as_variables(cubes)
+
+
+#: What assets must share to be variables of one Cube: their coordinates; tiles and sample types may differ.
+_ONE_GRID = ("shape", "transform", "crs")
+
+
+def _as_variables(cubes: dict[str, tuple[xr.Dataset, object]]) -> xr.Dataset:
+    """One Dataset of the assets' Cubes, each a variable named by its asset, on the first one's coordinates."""
+    (first_name, (combined, first_image)), *others = cubes.items()
+    if first_name != VARIABLE:
+        combined = combined.rename({VARIABLE: first_name})
+    grid = alignment_key(first_image)
+    for name, (cube, image) in others:
+        theirs = alignment_key(image)
+        for prop in _ONE_GRID:
+            if theirs[prop] != grid[prop]:
+                raise ValueError(f"assets {first_name!r} and {name!r} are not on one grid: {prop} {grid[prop]} "
+                                 f"and {theirs[prop]}; open them with separate calls, or together with "
+                                 "open_collection or xarray_rumi.stac.load")
+        combined[name] = cube[VARIABLE].variable
+    return combined
 
 
 def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None) -> xr.Dataset:

@@ -142,16 +142,7 @@ def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
 
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
-    """The layout's coordinates with the indexes xarray would infer, built directly (inferring them costs more).
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.datamodel.variable import image_layout
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((2, 3, 4), "uint8"), crs=4326, transform=(1, 0, 10, 0, -1, 50))
-    >>> coords = layout_coordinates(image_layout(xarray_rumi.open_image(path, header=blob)))
-    >>> sorted(coords.xindexes), coords["x"].values.tolist()
-    (['band', 'x', 'y'], [10.5, 11.5, 12.5, 13.5])
-    """
+    """The layout's coordinates with the indexes xarray would infer, built directly (inferring them costs more)."""
     variables = {name: xr.Variable(c.dims, c.values, attrs=dict(c.attrs)) for name, c in layout.coords.items()}
     indexes = {name: PandasIndex(pd.Index(variable.values, name=name), name)
                for name, variable in variables.items() if variable.dims == (name,)}
@@ -176,15 +167,7 @@ INDEXES = ("default", "raster")
 
 
 def index_kind(index) -> str:
-    """``index=`` checked before anything is opened: ``"default"`` or ``"raster"`` (ImportError without rasterix).
-
-    >>> index_kind(None)
-    'default'
-    >>> index_kind("pandas")
-    Traceback (most recent call last):
-    ...
-    ValueError: index='pandas' is not one of None, 'default', 'raster'
-    """
+    """``index=`` checked before anything is opened: ``"default"`` or ``"raster"`` (ImportError without rasterix)."""
     if index is None:
         return "default"
     if not isinstance(index, str) or index not in INDEXES:
@@ -213,13 +196,6 @@ def spatially_indexed(dataset: xr.Dataset, index, georeferencing: Georeferencing
     """``dataset`` with ``x``/``y`` indexed as ``index`` says: pandas indexes, or a ``rasterix.RasterIndex``.
 
     ``what`` names the image(s) in the ``ValueError`` raised for ``"raster"`` without georeferencing.
-
-    >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 3, 4), "uint8"), crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
-    >>> ds = xr.open_dataset(path, engine="rumi", header=blob, index="raster", chunks={})
-    >>> ds.proj.crs.to_epsg(), ds.x.values.tolist(), ds.rio.transform().c
-    (32633, [500005.0, 500015.0, 500025.0, 500035.0], 500000.0)
     """
     if index_kind(index) == "default":
         return dataset

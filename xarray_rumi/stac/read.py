@@ -1,9 +1,4 @@
-"""STAC in: the rumi image each STAC Item records, ready to open with no read of the file.
-
-:func:`item_images` takes each Item's address, blob and georeferencing (docs/stac.md, "The fields")
-out of pystac Items, an ItemCollection, their dicts or a stac-geoparquet file, for the openers of
-``dataset/`` to open.  No xarray here: ``dataset/`` comes after this module and calls it.
-"""
+"""STAC in: the rumi image each STAC Item records (docs/stac.md, "The fields"), for ``dataset/`` to open unread."""
 
 from __future__ import annotations
 
@@ -17,16 +12,24 @@ import numpy as np
 
 from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, georeferencing
 
-#: What a STAC Item of a rumi file says (see docs/stac.md); written by :mod:`.items`, read here.
-#: Not ``image/*``: generic raster loaders (odc-stac without the rumi driver, stackstac, GDAL) would take the
-#: file for a GeoTIFF and read its OpenZL frames as uncompressed pixels.  A rumi asset is found by its
-#: ``rumi:header``, whatever its type.
+#: Not ``image/*``: generic loaders would read the frames as GeoTIFF pixels (docs/stac.md, "Media type").
 STAC_MEDIA_TYPE = "application/vnd.rumi+tiff"
 STAC_HEADER = "rumi:header"
 STAC_RASTER_TYPE = "rumi:raster_type"
 STAC_TRANSFORM = "rumi:transform"
 #: The projection extension's ways of giving a CRS: v2's code, WKT2 and PROJJSON, and v1's ``proj:epsg``.
 STAC_CRS_FIELDS = ("proj:code", "proj:epsg", "proj:wkt2", "proj:projjson")
+
+
+@dataclass(frozen=True)
+class StacBand:
+    """What an Item says of one band of an asset, as STAC spells it (``nodata`` may be ``"nan"``)."""
+
+    name: str | None = None
+    nodata: float | int | str | None = None
+    scale: float | None = None
+    offset: float | None = None
+    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class ItemImage:
     id: str | None
     #: The Item's ``datetime`` (or ``start_datetime``) in UTC, ``NaT`` when it has none.
     datetime: np.datetime64
+    #: The rumi asset's key in the Item.
+    asset: str | None = None
+    #: One per band where the asset has ``raster:bands``, ``eo:bands`` or ``bands``; else empty.
+    bands: tuple[StacBand, ...] = ()
 
     @property
     def record(self) -> str:
@@ -58,15 +65,15 @@ class ItemImage:
 
     def _compared(self) -> tuple:
         nanoseconds = None if np.isnat(self.datetime) else int(self.datetime.astype("M8[ns]").astype(np.int64))
-        return self.href, self.blob, self.georeferencing, self.id, nanoseconds
+        return self.href, self.blob, self.georeferencing, self.id, nanoseconds, self.asset, self.bands
 
 
-def item_images(items) -> list[ItemImage]:
+def item_images(items, asset: str | None = None) -> list[ItemImage]:
     """The rumi image of each STAC Item, in order: nothing of the files is read.
 
     ``items`` is a pystac Item, an ItemCollection, their dicts, or a list of
-    Items.  An Item without exactly one asset carrying a ``rumi:header``
-    blob is refused (``ValueError``).
+    Items.  ``asset``: the key of the rumi asset to take; ``None`` takes the
+    one asset carrying a ``rumi:header`` blob (several or none: ``ValueError``).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -78,10 +85,34 @@ def item_images(items) -> list[ItemImage]:
     """
     images = []
     for item in stac_item_dicts(items):
-        asset = rumi_asset(item)
-        blob = decode_blob(asset[STAC_HEADER], _record(item.get("id")))
-        images.append(ItemImage(asset["href"], blob, stac_georeferencing(item), item.get("id"), stac_datetime(item)))
+        key, fields = rumi_asset_entry(item, asset)
+        blob = decode_blob(fields[STAC_HEADER], _record(item.get("id")))
+        images.append(ItemImage(fields["href"], blob, stac_georeferencing(item, key), item.get("id"),
+                                stac_datetime(item), key, asset_bands(fields)))
     return images
+
+
+def asset_bands(asset: dict) -> tuple[StacBand, ...]:
+    """The bands an asset dict describes: names from ``eo:bands`` or STAC 1.1 ``bands``, the rest from
+    ``raster:bands`` (or ``bands``' ``nodata``, ``unit``, ``raster:scale``, ``raster:offset``).
+
+    >>> asset_bands({"eo:bands": [{"name": "red"}], "raster:bands": [{"nodata": 0, "scale": 0.01}]})
+    (StacBand(name='red', nodata=0, scale=0.01, offset=None, unit=None),)
+    """
+    named = _present_bands(asset.get("eo:bands") or asset.get("bands"))
+    raster = _present_bands(asset.get("raster:bands")) or [
+        {"nodata": b.get("nodata"), "unit": b.get("unit"), "scale": b.get("raster:scale"),
+         "offset": b.get("raster:offset")} for b in _present_bands(asset.get("bands"))]
+    count = max(len(named), len(raster))
+    return tuple(StacBand(name=(named[i].get("name") if i < len(named) else None),
+                          **{field: (raster[i].get(field) if i < len(raster) else None)
+                             for field in ("nodata", "scale", "offset", "unit")})
+                 for i in range(count))
+
+
+def _present_bands(bands) -> list[dict]:
+    # stac-geoparquet gives every member any band of the table has, null where this one has none
+    return [_present(band or {}) for band in bands or []]
 
 
 def _record(item_id) -> str:
@@ -89,11 +120,7 @@ def _record(item_id) -> str:
 
 
 def decode_blob(encoded, record: str) -> bytes:
-    """The header blob of an Item's ``rumi:header`` (base64), or a ``ValueError`` naming ``record`` and the field.
-
-    >>> decode_blob("TE9WRQ==", "STAC Item 'a'")
-    b'LOVE'
-    """
+    """The header blob of an Item's ``rumi:header`` (base64), or a ``ValueError`` naming ``record`` and the field."""
     if not isinstance(encoded, str | bytes):
         raise ValueError(f"{record}: {STAC_HEADER} must be the blob in base64 text, got {type(encoded).__name__}")
     try:
@@ -140,23 +167,12 @@ def read_stac_geoparquet(path) -> list[dict]:
 _ITEM_PROPERTIES = ("datetime", "start_datetime", *STAC_CRS_FIELDS, "proj:transform")
 #: The fields of an asset that do.
 _ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, *STAC_CRS_FIELDS, "proj:transform")
+_BAND_FIELDS = ("eo:bands", "bands", "raster:bands")
 
 
-def stac_geoparquet_images(path) -> list[ItemImage]:
-    """What ``item_images(read_stac_geoparquet(path))`` gives, reading only the columns it needs, with pyarrow alone.
-
-    Dates are converted a column at a time, and a georeferencing that Items share is built once
-    (docs/backend.md gives the times).
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> from xarray_rumi.stac.geoparquet import build_stac_catalog
-    >>> d = tempfile.mkdtemp()
-    >>> path = os.path.join(d, "a.rumi")
-    >>> _ = xarray_rumi.write(path, np.zeros((1, 16, 16), "uint8"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
-    >>> _ = build_stac_catalog([path], os.path.join(d, "items.parquet"), datetime="2024-01-01T00:00:00Z")
-    >>> [image] = stac_geoparquet_images(os.path.join(d, "items.parquet"))
-    >>> image == item_images(read_stac_geoparquet(os.path.join(d, "items.parquet")))[0], image.georeferencing.epsg
-    (True, 32633)
+def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
+    """What ``item_images(read_stac_geoparquet(path), asset)`` gives, reading only the columns it needs, with pyarrow
+    alone: dates a column at a time, a georeferencing that Items share built once (docs/backend.md gives the times).
     """
     import pyarrow.parquet as pq
 
@@ -168,15 +184,22 @@ def stac_geoparquet_images(path) -> list[ItemImage]:
     datetimes = _utc_datetimes(table)
     # Items that record the same georeferencing share it: keyed by the fields that say it, row by row.
     said_by = _rows(properties.values(), len(ids))
-    asset_says = {key: _rows([v for name, v in fields.items() if name not in ("href", STAC_HEADER)], len(ids))
+    asset_says = {key: _rows([v for name, v in fields.items() if name not in ("href", STAC_HEADER, *_BAND_FIELDS)],
+                             len(ids))
                   for key, fields in assets.items()}
     georeferencing: dict[tuple, Georeferencing] = {}
     blobs: dict[str, bytes] = {}  # each blob decoded once, and a repeated blob one bytes object
+    bands: dict[tuple, tuple] = {}
     images = []
     for row, item_id in enumerate(ids):
         found = [(key, fields) for key, fields in assets.items() if fields[STAC_HEADER][row] is not None]
-        if len(found) != 1:
-            raise _not_one_rumi_asset(item_id, len(found))
+        if asset is not None:
+            found = [(key, fields) for key, fields in found if key == asset]
+            if not found:
+                raise _not_a_rumi_asset(item_id, asset, [key for key, f in assets.items()
+                                                         if f[STAC_HEADER][row] is not None])
+        elif len(found) != 1:
+            raise _not_one_rumi_asset(item_id, [key for key, _ in found])
         key, fields = found[0]
         said = (key, said_by[row], asset_says[key][row])
         if said not in georeferencing:
@@ -186,7 +209,12 @@ def stac_geoparquet_images(path) -> list[ItemImage]:
         encoded = fields[STAC_HEADER][row]
         if encoded not in blobs:
             blobs[encoded] = decode_blob(encoded, _record(item_id))
-        images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row]))
+        said_of_bands = tuple(fields[name][row] for name in _BAND_FIELDS if name in fields)
+        key_of_bands = (key, repr(said_of_bands))  # Items that say the same of their bands share one tuple
+        if key_of_bands not in bands:
+            bands[key_of_bands] = asset_bands(dict(zip([n for n in _BAND_FIELDS if n in fields], said_of_bands)))
+        images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row],
+                                key, bands[key_of_bands]))
     return images
 
 
@@ -217,7 +245,8 @@ def _blob_assets(assets) -> dict[str, dict[str, list]]:
     """
     found = {}
     for field, values in zip(assets.type, assets.flatten()):
-        fields = {f.name: column for f, column in zip(values.type, values.flatten()) if f.name in _ASSET_FIELDS}
+        fields = {f.name: column for f, column in zip(values.type, values.flatten())
+                  if f.name in (*_ASSET_FIELDS, *_BAND_FIELDS)}
         if STAC_HEADER in fields:
             found[field.name] = {name: column.to_pylist() for name, column in fields.items()}
     return found
@@ -260,35 +289,43 @@ def _pystac_item_dict(item) -> dict:
     return as_dict
 
 
-def rumi_asset(item: dict) -> dict:
-    """The asset of a STAC Item dict that is a rumi file: the one carrying the blob."""
-    found = [a for a in item.get("assets", {}).values() if STAC_HEADER in a]
+def rumi_asset(item: dict, asset: str | None = None) -> dict:
+    """The asset of a STAC Item dict that is a rumi file: ``item["assets"][asset]``, else the one carrying the blob."""
+    return rumi_asset_entry(item, asset)[1]
+
+
+def rumi_asset_entry(item: dict, asset: str | None = None) -> tuple[str, dict]:
+    """``(key, asset dict)`` of :func:`rumi_asset`; a ``ValueError`` naming the Item where there is none."""
+    assets = item.get("assets", {})
+    if asset is not None:
+        if STAC_HEADER not in assets.get(asset, {}):
+            raise _not_a_rumi_asset(item.get("id"), asset, [k for k, a in assets.items() if STAC_HEADER in a])
+        return asset, assets[asset]
+    found = [(key, a) for key, a in assets.items() if STAC_HEADER in a]
     if len(found) != 1:
-        raise _not_one_rumi_asset(item.get("id"), len(found))
+        raise _not_one_rumi_asset(item.get("id"), [key for key, _ in found])
     return found[0]
 
 
-def _not_one_rumi_asset(item_id, count: int) -> ValueError:
-    several = ("; an Item of several rumi files (a migration's, one per GeoTIFF asset) loads by band name "
-               "with xarray_rumi.stac.load") if count > 1 else ""
-    return ValueError(f"STAC Item {item_id!r} has {count} assets with a {STAC_HEADER} blob; "
+def _not_a_rumi_asset(item_id, asset: str, rumi_keys: list[str]) -> ValueError:
+    return ValueError(f"STAC Item {item_id!r} has no rumi asset {asset!r} (an asset with a {STAC_HEADER} blob); "
+                      f"its rumi assets: {rumi_keys}")
+
+
+def _not_one_rumi_asset(item_id, keys: list[str]) -> ValueError:
+    named = f" ({', '.join(map(repr, keys))})" if keys else ""
+    several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
+    return ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
                       f"expected exactly one (see docs/stac.md){several}")
 
 
-def stac_georeferencing(item: dict) -> Georeferencing:
+def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
     """The georeferencing a STAC Item of a rumi file records (its file's own, exactly; docs/stac.md, "The fields").
 
     A field of the rumi asset overrides the Item's, a null included; what cannot be read is a
     ``ValueError`` naming the Item and the field.
-
-    >>> from pyproj import CRS
-    >>> item = {"id": "a", "properties": {"proj:code": None, "proj:wkt2": CRS.from_epsg(32633).to_wkt(),
-    ...                                   "proj:transform": [10, 0, 5e5, 0, -10, 5e6]},
-    ...         "assets": {"data": {"href": "a.rumi", "rumi:header": "", "rumi:raster_type": "area"}}}
-    >>> stac_georeferencing(item).epsg
-    32633
     """
-    asset = rumi_asset(item)
+    asset = rumi_asset(item, asset)
     fields = {**(item.get("properties") or {}), **asset}
     record = _record(item.get("id"))
     own_matrix = asset.get(STAC_TRANSFORM) is not None
@@ -356,7 +393,7 @@ def stac_datetime(item: dict):
     return stamp.to_datetime64()
 
 
-__all__ = ["ItemImage", "STAC_CRS_FIELDS", "STAC_HEADER", "STAC_MEDIA_TYPE",
+__all__ = ["ItemImage", "STAC_CRS_FIELDS", "StacBand", "asset_bands", "rumi_asset_entry", "STAC_HEADER", "STAC_MEDIA_TYPE",
            "STAC_RASTER_TYPE", "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images",
            "read_stac_geoparquet", "rumi_asset", "stac_datetime", "stac_geoparquet_images", "stac_georeferencing",
            "stac_item_dicts"]

@@ -36,7 +36,7 @@ def references(path, header=None, **open_kwargs) -> dict:
     return layout_references(image_layout(open_image(absolute(path), header, **open_kwargs)))
 
 
-def cube_references(paths, dim: str, headers=None, **open_kwargs) -> dict:
+def cube_references(paths, dim: str = "time", headers=None, **open_kwargs) -> dict:
     """One reference set stacking grid-aligned files along a new dimension ``dim``.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
