@@ -10,6 +10,8 @@ cluster each frame is compressed by a Dask task where its block lives.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..format.dtypes import SampleType
@@ -18,6 +20,7 @@ from ..frames.recipes import Recipes
 from ..frames.codec import ThreadCache
 from ..runtime.threads import computing_threads, ordered_map
 from .blocks import check_frame_block, checked_blocks
+from .cluster import ClusterSession
 
 #: Without a cluster, Dask computes about this many bytes of frames at a time, and at most two
 #: such windows are in memory.
@@ -80,8 +83,9 @@ class DaskFrames:
     [32, 0]
     """
 
-    def __init__(self, array, grid: FrameGrid):
+    def __init__(self, array, grid: FrameGrid, cluster: ClusterSession | None = None):
         self.source_chunks = array.chunks
+        self.cluster = cluster if cluster is not None else ClusterSession.active()
         # a rechunk takes each block's declared rows, so a block longer than declared would be cut silently:
         # blocks are checked before it (blocks that are already frames are checked as frames, when encoded)
         self.array = (array if array.chunks == grid.frame_chunks else checked_blocks(array)).rechunk(grid.frame_chunks)
@@ -92,6 +96,11 @@ class DaskFrames:
         """Frame ``k``'s block, a ``Delayed``."""
         row, col, band = self._grid.frame_location(k)
         return self._blocks[band, row, col]
+
+    def key(self, k: int):
+        """The key of frame ``k``'s block in the graph."""
+        row, col, band = self._grid.frame_location(k)
+        return (self.array.name, band, row, col)
 
     def frames_per_block(self) -> int | None:
         """Frames in each of the source's blocks when they span the width and whole frame rows, else ``None``.
@@ -118,6 +127,8 @@ class DaskFrames:
 
         if not len(indices):
             return []
+        if self.cluster is not None:
+            return self.cluster.compute(self.array, [self.key(k) for k in indices])
         # named after the frame numbers: hashing the blocks themselves would cost more than listing them
         name = f"rumi-window-{self.array.name}-{tokenize(list(indices))}"
         window = dask.delayed(_listed)(*(self.block(k) for k in indices), dask_key_name=name)
@@ -144,12 +155,10 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     >>> len(list(dask_encoded_frames(source, grid, sample_type_from_name("uint8"), (Recipes(("id>zstd",)),))))
     2
     """
-    workers = workers or computing_threads()
-    client = _distributed_client()
-    if client is not None:
-        yield from _cluster_encoded_frames(client, source, grid, sample, recipes)
+    if source.cluster is not None:
+        yield from _cluster_encoded_frames(source, grid, sample, recipes)
         return
-    window = _window(source, grid, sample, workers)
+    window = _window(source, grid, sample, workers or computing_threads())
     cache = ThreadCache()
 
     def blocks():
@@ -180,27 +189,16 @@ def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: in
     return -(-window // per_block) * per_block
 
 
-def _cluster_encoded_frames(client, source: DaskFrames, grid: FrameGrid, sample: SampleType,
-                            recipes: tuple[Recipes, ...]):
-    import dask
+def _cluster_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...]):
+    window = max(2 * source.cluster.threads(), LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    windows = [range(start, min(start + window, grid.frame_count)) for start in range(0, grid.frame_count, window)]
 
-    encode = dask.delayed(_encode_one, pure=True)
-    window = 4 * len(client.scheduler_info()["workers"])
-    for start in range(0, grid.frame_count, window):
-        batch = [encode(source.block(k), k, grid, source.array.dtype, sample, recipes[k % grid.frames_per_position])
-                 for k in range(start, min(start + window, grid.frame_count))]
-        yield from client.gather(client.compute(batch))
+    def encode_task(k: int):
+        encode = functools.partial(_encode_one, index=k, grid=grid, dtype=source.array.dtype, sample=sample,
+                                   recipes=recipes[k % grid.frames_per_position])
+        return encode, source.key(k)
 
-
-def _distributed_client():
-    try:
-        from distributed import get_client
-    except ImportError:
-        return None
-    try:
-        return get_client()
-    except ValueError:  # no client is active
-        return None
+    return source.cluster.encoded(source.array, windows, encode_task)
 
 
 __all__ = ["DaskFrames", "dask_encoded_frames", "threaded_encoded_frames"]

@@ -163,7 +163,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
                                     may_use_cells=may_use_cells)
         if grid != sampled:  # cell frames: blocks of all bands
-            source = DaskFrames(array, grid)
+            source = DaskFrames(array, grid, source.cluster)
         frames = dask_encoded_frames(source, grid, sample, recipes, workers)
     else:
         tiles = grid
