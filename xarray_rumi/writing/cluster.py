@@ -84,12 +84,17 @@ class ClusterSession:
             for index, keys in enumerate(outputs):
                 pending.append(self._submit(graph, keys, index, last_use, releases))
                 if len(pending) > WINDOWS_AHEAD:
-                    yield from self.client.gather(pending.popleft())
+                    yield from self._gathered(pending)
             while pending:
-                yield from self.client.gather(pending.popleft())
+                yield from self._gathered(pending)
         finally:  # a failed or abandoned write: the cluster forgets its tasks
             self.client.cancel([future for futures in pending for future in futures] + list(self._held.values()))
             self._held.clear()
+
+    def _gathered(self, pending: collections.deque) -> list:
+        frames = self.client.gather(pending[0])  # a failure leaves the window pending, to be cancelled
+        pending.popleft()
+        return frames
 
     def _submit(self, graph: dict, outputs: list, index: int, last_use: dict, releases: dict) -> list:
         needed = _upstream(graph, outputs, self._held)
