@@ -46,13 +46,15 @@ def _pattern(block, block_info=None, log=None):
     return np.broadcast_to(((x // 4 + y // 4) % 4096 + noise).astype("uint16"), (bands, rows, cols)).copy()
 
 
-def _worker_peak(dask_worker=None, reset=False):
+def _usage(dask_worker=None, reset=False) -> tuple[int, float]:
+    """This process's peak RSS (``VmHWM``, reset first if asked) and CPU seconds so far."""
     sys.path.insert(0, HERE)
     from _peak_rss import high_water_mark, reset_high_water_mark
 
     if reset:
         reset_high_water_mark()
-    return high_water_mark()
+    times = os.times()
+    return high_water_mark(), times.user + times.system
 
 
 def arrays(side: int, log: str) -> dict:
@@ -66,6 +68,24 @@ def arrays(side: int, log: str) -> dict:
     return {"from_array": da.from_array(data), "map_blocks": made}
 
 
+def measure(write, client, log: str, on_cluster: bool) -> dict:
+    """One write: seconds, CPU seconds and peak RSS of the writer and of the busiest worker, computations."""
+    open(log, "w").close()
+    workers = client.run(_usage, reset=True)
+    _, cpu = _usage(reset=True)
+    start = time.perf_counter()
+    write()
+    seconds = time.perf_counter() - start
+    peak, cpu_after = _usage()
+    after = client.run(_usage)
+    worker_cpu = sum(after[w][1] - workers[w][1] for w in after) if on_cluster else 0.0
+    with open(log) as f:
+        lines = f.read().splitlines()
+    return {"seconds": seconds, "cpu": cpu_after - cpu + worker_cpu, "peak": peak,
+            "worker_peak": max(p for p, _ in after.values()) if on_cluster else 0,
+            "calls": len(lines) / BLOCKS if lines else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=128)
@@ -75,56 +95,42 @@ def main() -> None:
     if args.package:
         sys.path.insert(0, args.package)
         os.environ["PYTHONPATH"] = args.package + os.pathsep + os.environ.get("PYTHONPATH", "")
-    sys.path.insert(0, HERE)
     import dask
     import distributed
     import xarray_rumi
-    from _peak_rss import high_water_mark, reset_high_water_mark
 
     side = int((args.mib * 2**20 // 2) ** 0.5) // TILE * TILE
     folder = tempfile.mkdtemp(prefix="cluster-write-")
     log = os.path.join(folder, "calls.log")
-    rows = []
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster, set_as_default=False) as client:
-        for name, array in arrays(side, log).items():
-            times = {"threaded": [], "cluster": []}
-            peaks = {"threaded": [0, 0], "cluster": [0, 0]}
-            calls = {}
-            for _ in range(args.repeat):
-                for how in ("threaded", "cluster"):
-                    target = os.path.join(folder, f"{name}-{how}.rumi")
-                    open(log, "w").close()
-                    client.run(_worker_peak, reset=True)
-                    reset_high_water_mark()
-                    start = time.perf_counter()
-                    if how == "threaded":  # the client is not the default: the write does not find it
-                        with dask.config.set(scheduler="threads", num_workers=2):
-                            xarray_rumi.write(target, array, tile_size=TILE)
-                    else:
-                        with dask.config.set(scheduler=client):
-                            xarray_rumi.write(target, array, tile_size=TILE)
-                    times[how].append(time.perf_counter() - start)
-                    peaks[how][0] = max(peaks[how][0], high_water_mark())
-                    peaks[how][1] = max(peaks[how][1], max(client.run(_worker_peak).values()) if how == "cluster"
-                                        else 0)
-                    with open(log) as f:
-                        lines = f.read().splitlines()
-                    calls[how] = len(lines) / BLOCKS if lines else None
-            same = open(os.path.join(folder, f"{name}-threaded.rumi"), "rb").read() == \
-                open(os.path.join(folder, f"{name}-cluster.rumi"), "rb").read()
-            threaded, clustered = statistics.median(times["threaded"]), statistics.median(times["cluster"])
-            rows.append((name, threaded, clustered, clustered / threaded, calls["threaded"], calls["cluster"],
-                         peaks["threaded"][0], peaks["cluster"][0], peaks["cluster"][1], same))
     print(f"xarray_rumi from {xarray_rumi.__file__}; {args.mib} MiB uint16 ({side} x {side}), {TILE} px tiles, "
-          f"median of {args.repeat}")
-    print("| array | threaded s | cluster s | ratio (<= 1.5) | computations/block threaded | cluster (= 1) "
-          "| peak RSS threaded MiB | writer on cluster MiB | busiest worker MiB | same bytes |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, threaded, clustered, ratio, calls_t, calls_c, peak_t, peak_c, worker, same in rows:
-        count = lambda c: "-" if c is None else f"{c:.2f}"  # noqa: E731
-        print(f"| {name} | {threaded:.2f} | {clustered:.2f} | {ratio:.2f} | {count(calls_t)} | {count(calls_c)} "
-              f"| {peak_t / 2**20:.0f} | {peak_c / 2**20:.0f} | {worker / 2**20:.0f} | {same} |")
+          f"median of {args.repeat}, CPU s of every process")
+    print("| array | threaded s | cluster s | ratio (<= 1.5) | CPU s threaded | CPU s cluster "
+          "| computations/block threaded | cluster (= 1) | peak RSS threaded MiB | writer on cluster MiB "
+          "| busiest worker MiB | same bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    # the client is not the default: a write finds it only where dask.config names it
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        for name, array in arrays(side, log).items():
+            runs = {"threaded": [], "cluster": []}
+            for _ in range(args.repeat):
+                for how, scheduler in (("threaded", "threads"), ("cluster", client)):
+                    def write(how=how, scheduler=scheduler):
+                        with dask.config.set(scheduler=scheduler, num_workers=2):
+                            xarray_rumi.write(os.path.join(folder, f"{name}-{how}.rumi"), array, tile_size=TILE)
+                    runs[how].append(measure(write, client, log, how == "cluster"))
+            with open(os.path.join(folder, f"{name}-threaded.rumi"), "rb") as f, \
+                    open(os.path.join(folder, f"{name}-cluster.rumi"), "rb") as g:
+                same = f.read() == g.read()
+            t, c = ({key: statistics.median(run[key] for run in runs[how]) for key in ("seconds", "cpu")}
+                    for how in ("threaded", "cluster"))
+            count = lambda calls: "-" if calls is None else f"{calls:.2f}"  # noqa: E731
+            mib = lambda how, key: max(run[key] for run in runs[how]) / 2**20  # noqa: E731
+            print(f"| {name} | {t['seconds']:.2f} | {c['seconds']:.2f} | {c['seconds'] / t['seconds']:.2f} "
+                  f"| {t['cpu']:.2f} | {c['cpu']:.2f} | {count(runs['threaded'][-1]['calls'])} "
+                  f"| {count(runs['cluster'][-1]['calls'])} | {mib('threaded', 'peak'):.0f} "
+                  f"| {mib('cluster', 'peak'):.0f} | {mib('cluster', 'worker_peak'):.0f} | {same} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -61,13 +61,18 @@ def _declared_block(block, block_info=None):
     if block_info is None:  # Dask working out the output's type on a stand-in: nothing to check
         return block
     declared = block_info[None]
-    shape, dtype = np.shape(block), getattr(block, "dtype", None)
-    if shape != tuple(declared["chunk-shape"]) or dtype != declared["dtype"]:
-        raise ValueError(f"block {tuple(declared['chunk-location'])} of the Dask array came with shape {shape} and "
-                         f"dtype {dtype}, where its chunks declare {tuple(declared['chunk-shape'])} of "
-                         f"{np.dtype(declared['dtype'])}: {_DASK_HINT}")
-    refuse_masked(block, f"block {tuple(declared['chunk-location'])} of the Dask array")
+    check_declared_block(block, tuple(declared["chunk-location"]), tuple(declared["chunk-shape"]),
+                         np.dtype(declared["dtype"]))
     return block
+
+
+def check_declared_block(block, location: tuple, shape: tuple, dtype: np.dtype) -> None:
+    """Refuse a Dask block that is not the ``shape`` and ``dtype`` its chunks declare, or has masked values."""
+    got_shape, got_dtype = np.shape(block), getattr(block, "dtype", None)
+    if got_shape != shape or got_dtype != dtype:
+        raise ValueError(f"block {location} of the Dask array came with shape {got_shape} and dtype {got_dtype}, "
+                         f"where its chunks declare {shape} of {dtype}: {_DASK_HINT}")
+    refuse_masked(block, f"block {location} of the Dask array")
 
 
 def refuse_masked(values, what: str = "the data") -> None:
@@ -95,4 +100,4 @@ def refuse_masked(values, what: str = "the data") -> None:
                          "publish that nodata with xarray_rumi.stac.item(..., nodata=)")
 
 
-__all__ = ["check_frame_block", "checked_blocks", "refuse_masked"]
+__all__ = ["check_declared_block", "check_frame_block", "checked_blocks", "refuse_masked"]

@@ -10,15 +10,28 @@ that needs each task, holds a future on every result a later window needs,
 and leaves held tasks out of later submissions, which then depend on the
 results already on the workers.  A held result is let go once the last window
 that needs it is submitted; the scheduler keeps it until that window's tasks
-have run.  Each frame is compressed by a task of its own, where its block is.
+have run.
+
+Each frame is one task, run where its source blocks are: it checks them
+against their declared chunks, cuts the frame from them and encodes it, so
+no rechunk tasks stand between the source and the frames (distributed's
+cost per task is several times that of slicing a block).
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
+import functools
+import itertools
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..format.grid import FrameGrid
+from .blocks import check_declared_block
 
 #: Windows submitted ahead of the one being gathered: the cluster computes the next while the file takes this one.
 WINDOWS_AHEAD = 1
@@ -46,35 +59,26 @@ class ClusterSession:
         """Threads across the cluster's workers."""
         return sum(worker["nthreads"] for worker in self.client.scheduler_info()["workers"].values()) or 1
 
-    def compute(self, array, keys: list) -> list:
-        """The blocks ``keys`` of Dask ``array``; every result computed for them is held for the write.
+    def frames(self, array, grid: FrameGrid, indices: list[int]) -> list[np.ndarray]:
+        """Frames ``indices`` of Dask ``array`` (``(band, y, x)``); every result computed for them is held.
 
         Choosing recipes computes a few sample frames before the write: their
-        source blocks are kept, not computed a second time for the write.
+        source blocks are kept for the write, not computed a second time.
         """
         graph = task_graph(array)
+        keys = _add_frame_tasks(graph, array, grid, f"frame-{uuid.uuid4().hex}", indices, lambda k: None)
         needed = _upstream(graph, keys, self._held)
         futures = self.client.get({key: graph[key] for key in needed}, needed, sync=False)
         self._held.update(zip(needed, futures))
         return self.client.gather([self._held[key] for key in keys])
 
-    def encoded(self, array, windows: list[list], encode_task) -> Iterator[bytes]:
-        """``encode_task(k)``'s results for each ``k`` of ``windows`` in order, ``WINDOWS_AHEAD`` windows ahead.
-
-        ``encode_task(k)`` is ``(function, key)``: ``function(block)`` encodes
-        the block ``key`` of ``array``, frame ``k``.
-        """
+    def encoded(self, array, grid: FrameGrid, windows: list[range], encoder: Callable) -> Iterator[bytes]:
+        """``encoder(k)(frame)`` for each frame ``k`` of ``windows`` in order, ``WINDOWS_AHEAD`` windows ahead."""
         graph = task_graph(array)
         name = f"encode_one-{uuid.uuid4().hex}"
-        outputs = []
-        for window in windows:
-            outputs.append([])
-            for k in window:
-                function, key = encode_task(k)
-                graph[(name, k)] = _task((name, k), function, key)
-                outputs[-1].append((name, k))
+        outputs = [_add_frame_tasks(graph, array, grid, name, window, encoder) for window in windows]
         last_use = _last_use(graph, outputs)
-        # results held for another frame grid (samples taken on tile frames, cell frames written) serve no window
+        # results held for frames of another grid (samples of tile frames, cell frames written) serve no window
         self._held = {key: future for key, future in self._held.items() if key in last_use}
         releases = collections.defaultdict(list)
         for key in self._held:
@@ -115,10 +119,53 @@ def task_graph(array) -> dict:
     return convert_legacy_graph(dict(array.__dask_graph__()))
 
 
-def _task(key, function, dependency):
+def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, indices, finish: Callable) -> list:
+    """Add to ``graph`` a task ``(name, k)`` per frame ``k``: its block cut from ``array``'s, then ``finish(k)``."""
     from dask._task_spec import Task, TaskRef
 
-    return Task(key, function, TaskRef(dependency))
+    starts = [np.cumsum((0,) + sizes).tolist() for sizes in array.chunks]
+    keys = []
+    for k in indices:
+        pieces = frame_pieces(array.chunks, starts, grid.frame_window(k))
+        function = functools.partial(_frame_task, pieces=pieces, shape=grid.frame_shape(k), dtype=array.dtype,
+                                     finish=finish(k))
+        graph[(name, k)] = Task((name, k), function, *(TaskRef((array.name, *block)) for block, *_ in pieces))
+        keys.append((name, k))
+    return keys
+
+
+def frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tuple:
+    """``(block index, its declared shape, where it goes in the frame, what of it)`` for each block ``window`` meets.
+
+    ``starts`` holds each axis's block offsets, ``0`` to the axis's size.
+
+    >>> chunks = ((1,), (3, 3), (4,))
+    >>> [piece[0] for piece in frame_pieces(chunks, [[0, 1], [0, 3, 6], [0, 4]], (slice(0, 1), slice(2, 5), slice(0, 4)))]
+    [(0, 0, 0), (0, 1, 0)]
+    """
+    per_axis = []
+    for sizes, offsets, want in zip(chunks, starts, window):
+        first = bisect.bisect_right(offsets, want.start) - 1
+        found = []
+        for i in range(first, len(sizes)):
+            lo, hi = max(offsets[i], want.start), min(offsets[i + 1], want.stop)
+            if lo >= hi:
+                break
+            found.append((i, sizes[i], slice(lo - want.start, hi - want.start), slice(lo - offsets[i], hi - offsets[i])))
+        per_axis.append(found)
+    return tuple(tuple(zip(*combination)) for combination in itertools.product(*per_axis))
+
+
+def _frame_task(*blocks, pieces: tuple, shape: tuple, dtype: np.dtype, finish: Callable | None):
+    for block, (index, declared, _, _) in zip(blocks, pieces):
+        check_declared_block(block, index, declared, dtype)  # a longer block would be cut without a word
+    if len(blocks) == 1:
+        frame = blocks[0][pieces[0][3]]
+    else:
+        frame = np.empty(shape, dtype)
+        for block, (_, _, into, part) in zip(blocks, pieces):
+            frame[into] = block[part]
+    return frame if finish is None else finish(frame)
 
 
 def _upstream(graph: dict, outputs: list, present) -> list:

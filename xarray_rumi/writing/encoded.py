@@ -84,23 +84,28 @@ class DaskFrames:
     """
 
     def __init__(self, array, grid: FrameGrid, cluster: ClusterSession | None = None):
+        self.source = array
         self.source_chunks = array.chunks
+        self.dtype = array.dtype
         self.cluster = cluster if cluster is not None else ClusterSession.active()
+        self._grid = grid
+
+    @functools.cached_property
+    def array(self):
+        """The source rechunked to the frame grid, one block a frame (the cluster cuts frames from the source)."""
         # a rechunk takes each block's declared rows, so a block longer than declared would be cut silently:
         # blocks are checked before it (blocks that are already frames are checked as frames, when encoded)
-        self.array = (array if array.chunks == grid.frame_chunks else checked_blocks(array)).rechunk(grid.frame_chunks)
-        self._grid = grid
-        self._blocks = self.array.to_delayed(optimize_graph=False)
+        source, frame_chunks = self.source, self._grid.frame_chunks
+        return (source if source.chunks == frame_chunks else checked_blocks(source)).rechunk(frame_chunks)
+
+    @functools.cached_property
+    def _blocks(self):
+        return self.array.to_delayed(optimize_graph=False)
 
     def block(self, k: int):
         """Frame ``k``'s block, a ``Delayed``."""
         row, col, band = self._grid.frame_location(k)
         return self._blocks[band, row, col]
-
-    def key(self, k: int):
-        """The key of frame ``k``'s block in the graph."""
-        row, col, band = self._grid.frame_location(k)
-        return (self.array.name, band, row, col)
 
     def frames_per_block(self) -> int | None:
         """Frames in each of the source's blocks when they span the width and whole frame rows, else ``None``.
@@ -128,7 +133,7 @@ class DaskFrames:
         if not len(indices):
             return []
         if self.cluster is not None:
-            return self.cluster.compute(self.array, [self.key(k) for k in indices])
+            return self.cluster.frames(self.source, self._grid, list(indices))
         # named after the frame numbers: hashing the blocks themselves would cost more than listing them
         name = f"rumi-window-{self.array.name}-{tokenize(list(indices))}"
         window = dask.delayed(_listed)(*(self.block(k) for k in indices), dask_key_name=name)
@@ -169,7 +174,7 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
 
     def encode(item) -> bytes:
         k, block = item
-        return _encode_one(block, k, grid, source.array.dtype, sample, recipes[k % grid.frames_per_position], cache)
+        return _encode_one(block, k, grid, source.dtype, sample, recipes[k % grid.frames_per_position], cache)
 
     # a window in flight while the next is computed: at most two windows of blocks in memory
     yield from ordered_map(encode, blocks(), in_flight=window)
@@ -190,15 +195,15 @@ def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: in
 
 
 def _cluster_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...]):
-    window = max(2 * source.cluster.threads(), LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    frame_bytes = grid.largest_frame_samples * sample.bytes_per_sample
+    window = max(2 * source.cluster.threads(), LOCAL_WINDOW_BYTES // frame_bytes)
     windows = [range(start, min(start + window, grid.frame_count)) for start in range(0, grid.frame_count, window)]
 
-    def encode_task(k: int):
-        encode = functools.partial(_encode_one, index=k, grid=grid, dtype=source.array.dtype, sample=sample,
-                                   recipes=recipes[k % grid.frames_per_position])
-        return encode, source.key(k)
+    def encoder(k: int):
+        return functools.partial(_encode_one, index=k, grid=grid, dtype=source.dtype, sample=sample,
+                                 recipes=recipes[k % grid.frames_per_position])
 
-    return source.cluster.encoded(source.array, windows, encode_task)
+    return source.cluster.encoded(source.source, grid, windows, encoder)
 
 
 __all__ = ["DaskFrames", "dask_encoded_frames", "threaded_encoded_frames"]
