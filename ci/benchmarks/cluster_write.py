@@ -1,6 +1,7 @@
 """A Dask array written threaded and on a 2-worker ``LocalCluster`` (processes): time, computations, memory.
 
-Two arrays, each written both ways, repetitions interleaved (median kept):
+Two arrays, each written both ways, repetitions interleaved after one to warm
+up (median kept):
 
 - ``from_array``: a numpy array of ``--mib`` MiB wrapped by ``da.from_array``
   (Dask's automatic chunks), the data in the graph;
@@ -114,12 +115,14 @@ def main() -> None:
             distributed.Client(cluster, set_as_default=False) as client:
         for name, array in arrays(side, log).items():
             runs = {"threaded": [], "cluster": []}
-            for _ in range(args.repeat):
+            for repetition in range(args.repeat + 1):  # the first warms up: imports and codecs on the workers
                 for how, scheduler in (("threaded", "threads"), ("cluster", client)):
                     def write(how=how, scheduler=scheduler):
                         with dask.config.set(scheduler=scheduler, num_workers=2):
                             xarray_rumi.write(os.path.join(folder, f"{name}-{how}.rumi"), array, tile_size=TILE)
-                    runs[how].append(measure(write, client, log, how == "cluster"))
+                    run = measure(write, client, log, how == "cluster")
+                    if repetition:
+                        runs[how].append(run)
             with open(os.path.join(folder, f"{name}-threaded.rumi"), "rb") as f, \
                     open(os.path.join(folder, f"{name}-cluster.rumi"), "rb") as g:
                 same = f.read() == g.read()

@@ -53,18 +53,19 @@ def _forgotten(client, timeout: float = 10) -> bool:
     return True
 
 
+@pytest.mark.parametrize("chunks", [(1, 100, 200), (1, 50, 40)], ids=["blocks-over-frames", "frames-over-blocks"])
 @pytest.mark.parametrize("compression", ["auto", "id>zstd"])
-def test_each_source_block_is_computed_once(tmp_path, client, compression):
+def test_each_source_block_is_computed_once(tmp_path, client, compression, chunks):
     log = tmp_path / "calls.log"
     log.touch()
-    # 8 blocks of 100 rows, each in two frame rows of 64 px: windows of 4 frames end inside blocks
-    lazy = da.zeros((1, 800, 200), "uint16", chunks=(1, 100, 200)).map_blocks(_recorded, log=str(log),
-                                                                             dtype="uint16")
+    # 64 px frames: a block of 100 rows spans two frame rows, and windows of 4 frames end inside blocks
+    lazy = da.zeros((1, 800, 200), "uint16", chunks=chunks).map_blocks(_recorded, log=str(log), dtype="uint16")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)  # windows of 2 x 2 threads = 4 frames
         blob = xarray_rumi.write(tmp_path / "cluster.rumi", lazy, tile_size=64, compression=compression)
     calls = _computations(log)
-    assert sorted(calls) == sorted(str((0, i, 0)) for i in range(8)) and set(calls.values()) == {1}, calls
+    blocks = [str(location) for location in np.ndindex(lazy.numblocks)]
+    assert sorted(calls) == sorted(blocks) and set(calls.values()) == {1}, calls
     with dask.config.set(scheduler="threads"):
         assert xarray_rumi.write(tmp_path / "threaded.rumi", lazy, tile_size=64, compression=compression) == blob
     assert (tmp_path / "cluster.rumi").read_bytes() == (tmp_path / "threaded.rumi").read_bytes()

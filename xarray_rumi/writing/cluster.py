@@ -12,10 +12,11 @@ results already on the workers.  A held result is let go once the last window
 that needs it is submitted; the scheduler keeps it until that window's tasks
 have run.
 
-Each frame is one task, run where its source blocks are: it checks them
-against their declared chunks, cuts the frame from them and encodes it, so
-no rechunk tasks stand between the source and the frames (distributed's
-cost per task is several times that of slicing a block).
+Each frame is cut from its source blocks by a task run where they are,
+which checks them against their declared chunks: no rechunk tasks stand
+between the source and the frames (distributed's cost per task is several
+times that of slicing a block).  A frame that is a block, or is assembled
+from smaller ones, is encoded by that same task.
 """
 
 from __future__ import annotations
@@ -120,16 +121,27 @@ def task_graph(array) -> dict:
 
 
 def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, indices, finish: Callable) -> list:
-    """Add to ``graph`` a task ``(name, k)`` per frame ``k``: its block cut from ``array``'s, then ``finish(k)``."""
+    """Add to ``graph`` a task ``(name, k)`` per frame ``k``: its block cut from ``array``'s, then ``finish(k)``.
+
+    A frame cut from a block larger than itself is cut by a task of its own
+    and finished by another: the block's other frames are finished where the
+    scheduler finds room, at the cost of moving a frame, not the block.
+    """
     from dask._task_spec import Task, TaskRef
 
     starts = [np.cumsum((0,) + sizes).tolist() for sizes in array.chunks]
+    cut_name = f"frame-{uuid.uuid4().hex}"
     keys = []
     for k in indices:
         pieces = frame_pieces(array.chunks, starts, grid.frame_window(k))
-        function = functools.partial(_frame_task, pieces=pieces, shape=grid.frame_shape(k), dtype=array.dtype,
-                                     finish=finish(k))
-        graph[(name, k)] = Task((name, k), function, *(TaskRef((array.name, *block)) for block, *_ in pieces))
+        shape, finishing = grid.frame_shape(k), finish(k)
+        blocks = [TaskRef((array.name, *block)) for block, *_ in pieces]
+        cut = functools.partial(_frame_task, pieces=pieces, shape=shape, dtype=array.dtype)
+        if finishing is not None and any(np.prod(declared) > np.prod(shape) for _, declared, *_ in pieces):
+            graph[(cut_name, k)] = Task((cut_name, k), cut, *blocks)
+            graph[(name, k)] = Task((name, k), finishing, TaskRef((cut_name, k)))
+        else:
+            graph[(name, k)] = Task((name, k), functools.partial(cut, finish=finishing), *blocks)
         keys.append((name, k))
     return keys
 
@@ -156,7 +168,7 @@ def frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tupl
     return tuple(tuple(zip(*combination)) for combination in itertools.product(*per_axis))
 
 
-def _frame_task(*blocks, pieces: tuple, shape: tuple, dtype: np.dtype, finish: Callable | None):
+def _frame_task(*blocks, pieces: tuple, shape: tuple, dtype: np.dtype, finish: Callable | None = None):
     for block, (index, declared, _, _) in zip(blocks, pieces):
         check_declared_block(block, index, declared, dtype)  # a longer block would be cut without a word
     if len(blocks) == 1:
