@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import pickle
 import time
 
 import dask
@@ -72,23 +73,23 @@ def test_each_source_block_is_computed_once(tmp_path, client, compression, chunk
     assert _forgotten(client)  # nothing held on the cluster after the write
 
 
-def test_data_in_the_graph_is_sent_once(tmp_path, client):
-    data = np.arange(3 * 300 * 260, dtype="uint16").reshape(3, 300, 260)
-    lazy = da.from_array(data, chunks=(3, 300, 260))  # one block, many frames: every window needs it
+def test_data_in_the_graph_is_sent_once_a_window_at_a_time(tmp_path, client):
+    data = (np.arange(3 * 600 * 520) % 4099).astype("uint16").reshape(3, 600, 520)
+    lazy = da.from_array(data, chunks=(3, 300, 520))  # two blocks of many frames: several windows need each
+    sent = []
+    real_get = distributed.Client.get
+
+    def noting_get(self, graph, keys, **kwargs):
+        sent.append(len(pickle.dumps(graph)))
+        return real_get(self, graph, keys, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)
-        sent = []
-        real_get = distributed.Client.get
-
-        def noting_get(self, graph, keys, **kwargs):
-            sent.append(list(graph))
-            return real_get(self, graph, keys, **kwargs)
-
+        patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)  # windows of 4 frames
         patch.setattr(distributed.Client, "get", noting_get)
-        blob = xarray_rumi.write(tmp_path / "cluster.rumi", lazy, tile_size=64)
-    block_key = lazy.__dask_keys__()[0][0][0]
-    assert sum(block_key in graph for graph in sent) == 1 and len(sent) > 2
-    assert blob == xarray_rumi.write(tmp_path / "memory.rumi", data, tile_size=64)
+        blob = xarray_rumi.write(tmp_path / "cluster.rumi", lazy, tile_size=128)
+    assert len(sent) > 10 and sum(sent) < 1.5 * data.nbytes, sent
+    assert max(sent) < data.nbytes / 4  # a window's part of the data, never a block
+    assert blob == xarray_rumi.write(tmp_path / "memory.rumi", data, tile_size=128)
     assert (tmp_path / "cluster.rumi").read_bytes() == (tmp_path / "memory.rumi").read_bytes()
 
 

@@ -67,14 +67,18 @@ class ClusterSession:
         source blocks are kept for the write, not computed a second time.
         """
         graph = task_graph(array)
-        keys = _add_frame_tasks(graph, array, grid, f"frame-{uuid.uuid4().hex}", indices, lambda k: None)
+        keys = _add_frame_tasks(graph, array, grid, f"sample-{uuid.uuid4().hex}", [[k] for k in indices],
+                                lambda k: None)
         needed = _upstream(graph, keys, self._held)
         futures = self.client.get({key: graph[key] for key in needed}, needed, sync=False)
         self._held.update(zip(needed, futures))
-        return self.client.gather([self._held[key] for key in keys])
+        return [frame for frames in self.client.gather([self._held[key] for key in keys]) for frame in frames]
 
-    def encoded(self, array, grid: FrameGrid, windows: list[range], encoder: Callable) -> Iterator[bytes]:
-        """``encoder(k)(frame)`` for each frame ``k`` of ``windows`` in order, ``WINDOWS_AHEAD`` windows ahead."""
+    def encoded(self, array, grid: FrameGrid, windows: list[list[list[int]]], encoder: Callable) -> Iterator[bytes]:
+        """``encoder(k)(frame)`` for each frame ``k`` of ``windows`` in order, ``WINDOWS_AHEAD`` windows ahead.
+
+        A window is a list of groups of frames, each group computed by one task.
+        """
         graph = task_graph(array)
         name = f"encode_one-{uuid.uuid4().hex}"
         outputs = [_add_frame_tasks(graph, array, grid, name, window, encoder) for window in windows]
@@ -97,9 +101,9 @@ class ClusterSession:
             self._held.clear()
 
     def _gathered(self, pending: collections.deque) -> list:
-        frames = self.client.gather(pending[0])  # a failure leaves the window pending, to be cancelled
+        groups = self.client.gather(pending[0])  # a failure leaves the window pending, to be cancelled
         pending.popleft()
-        return frames
+        return [frame for frames in groups for frame in frames]
 
     def _submit(self, graph: dict, outputs: list, index: int, last_use: dict, releases: dict) -> list:
         needed = _upstream(graph, outputs, self._held)
@@ -120,30 +124,72 @@ def task_graph(array) -> dict:
     return convert_legacy_graph(dict(array.__dask_graph__()))
 
 
-def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, indices, finish: Callable) -> list:
-    """Add to ``graph`` a task ``(name, k)`` per frame ``k``: its block cut from ``array``'s, then ``finish(k)``.
+def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, groups: list, finish: Callable) -> list:
+    """Add to ``graph`` a task per group of frames: their blocks cut from ``array``'s, each then ``finish(k)``.
 
-    A frame cut from a block larger than itself is cut by a task of its own
-    and finished by another: the block's other frames are finished where the
-    scheduler finds room, at the cost of moving a frame, not the block.
+    A task per group, not per frame: distributed's cost per task is
+    several times that of encoding a frame.  A block whose data is in the
+    graph (``from_array``) is checked and cut here, and only the part the
+    group needs goes into its task: the data travels once, a window at a
+    time, and the tasks, needing no other, are spread over the workers.  A
+    group cut from a computed block larger than a frame is cut by a task of
+    its own and finished by another, which the scheduler may move to
+    another worker at the cost of moving the frames, not the block.
+    Returns the groups' keys.
     """
-    from dask._task_spec import Task, TaskRef
+    from dask._task_spec import DataNode, Task, TaskRef
 
     starts = [np.cumsum((0,) + sizes).tolist() for sizes in array.chunks]
     cut_name = f"frame-{uuid.uuid4().hex}"
     keys = []
-    for k in indices:
-        pieces = frame_pieces(array.chunks, starts, grid.frame_window(k))
-        shape, finishing = grid.frame_shape(k), finish(k)
-        blocks = [TaskRef((array.name, *block)) for block, *_ in pieces]
-        cut = functools.partial(_frame_task, pieces=pieces, shape=shape, dtype=array.dtype)
-        if finishing is not None and any(np.prod(declared) > np.prod(shape) for _, declared, *_ in pieces):
-            graph[(cut_name, k)] = Task((cut_name, k), cut, *blocks)
-            graph[(name, k)] = Task((name, k), finishing, TaskRef((cut_name, k)))
+    for group in groups:
+        blocks: dict = {}  # block index -> declared shape, in the order the group's frames meet them
+        frames = []
+        for k in group:
+            pieces = frame_pieces(array.chunks, starts, grid.frame_window(k))
+            for index, declared, _, _ in pieces:
+                blocks.setdefault(index, declared)
+            frames.append((grid.frame_shape(k), pieces))
+        arguments, checks, offsets = [], [], {}
+        for index, declared in blocks.items():
+            node = graph.get((array.name, *index))
+            if isinstance(node, DataNode) and isinstance(node.value, np.ndarray):
+                check_declared_block(node.value, index, declared, array.dtype)
+                box = _bounding_box([part for _, pieces in frames for i, _, _, part in pieces if i == index])
+                arguments.append(node.value[box])
+                checks.append(None)
+                offsets[index] = tuple(extent.start for extent in box)
+            else:
+                arguments.append(TaskRef((array.name, *index)))
+                checks.append((index, declared))
+        position = {index: i for i, index in enumerate(blocks)}
+        cut = functools.partial(_cut_frames, checks=tuple(checks), dtype=array.dtype, frames=tuple(
+            (shape, tuple((position[index], into, _shifted(part, offsets.get(index)))
+                          for index, _, into, part in pieces))
+            for shape, pieces in frames))
+        key = (name, group[0])
+        finishers = tuple(finish(k) for k in group)
+        computed_larger = any(check is not None and np.prod(check[1]) > np.prod(shape)
+                              for check in checks for shape, _ in frames)
+        if finishers[0] is None:
+            graph[key] = Task(key, cut, *arguments)
+        elif computed_larger:
+            graph[(cut_name, group[0])] = Task((cut_name, group[0]), cut, *arguments)
+            graph[key] = Task(key, functools.partial(_finished, finishers=finishers), TaskRef((cut_name, group[0])))
         else:
-            graph[(name, k)] = Task((name, k), functools.partial(cut, finish=finishing), *blocks)
-        keys.append((name, k))
+            graph[key] = Task(key, functools.partial(_finished_cut, cut=cut, finishers=finishers), *arguments)
+        keys.append(key)
     return keys
+
+
+def _bounding_box(parts: list[tuple[slice, ...]]) -> tuple[slice, ...]:
+    return tuple(slice(min(part.start for part in axis), max(part.stop for part in axis)) for axis in zip(*parts))
+
+
+def _shifted(part: tuple[slice, ...], offset: tuple[int, ...] | None) -> tuple[slice, ...]:
+    if offset is None:
+        return part
+    return tuple(slice(extent.start - start, extent.stop - start) for extent, start in zip(part, offset))
 
 
 def frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tuple:
@@ -168,16 +214,31 @@ def frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tupl
     return tuple(tuple(zip(*combination)) for combination in itertools.product(*per_axis))
 
 
-def _frame_task(*blocks, pieces: tuple, shape: tuple, dtype: np.dtype, finish: Callable | None = None):
-    for block, (index, declared, _, _) in zip(blocks, pieces):
-        check_declared_block(block, index, declared, dtype)  # a longer block would be cut without a word
-    if len(blocks) == 1:
-        frame = blocks[0][pieces[0][3]]
-    else:
+def _cut_frames(*arrays, checks: tuple, frames: tuple, dtype: np.dtype) -> list[np.ndarray]:
+    """The frames ``(shape, pieces)`` cut from ``arrays``; each block first checked against ``checks``
+    (``(index, declared shape)``, or ``None`` for data checked when the graph was built)."""
+    for array, check in zip(arrays, checks):
+        if check is not None:
+            check_declared_block(array, *check, dtype)  # a longer block would be cut without a word
+    cut = []
+    for shape, pieces in frames:
+        if len(pieces) == 1:
+            position, _, part = pieces[0]
+            cut.append(arrays[position][part])
+            continue
         frame = np.empty(shape, dtype)
-        for block, (_, _, into, part) in zip(blocks, pieces):
-            frame[into] = block[part]
-    return frame if finish is None else finish(frame)
+        for position, into, part in pieces:
+            frame[into] = arrays[position][part]
+        cut.append(frame)
+    return cut
+
+
+def _finished(frames: list, finishers: tuple) -> list:
+    return [finish(frame) for finish, frame in zip(finishers, frames)]
+
+
+def _finished_cut(*arrays, cut: Callable, finishers: tuple) -> list:
+    return _finished(cut(*arrays), finishers)
 
 
 def _upstream(graph: dict, outputs: list, present) -> list:

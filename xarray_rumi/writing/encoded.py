@@ -195,9 +195,11 @@ def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: in
 
 
 def _cluster_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...]):
-    frame_bytes = grid.largest_frame_samples * sample.bytes_per_sample
-    window = max(2 * source.cluster.threads(), LOCAL_WINDOW_BYTES // frame_bytes)
-    windows = [range(start, min(start + window, grid.frame_count)) for start in range(0, grid.frame_count, window)]
+    threads = source.cluster.threads()
+    window = max(2 * threads, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    group = max(1, window // (2 * threads))  # frames a task: two tasks a thread in each window
+    windows = [[list(range(first, min(first + group, stop))) for first in range(start, stop, group)]
+               for start in range(0, grid.frame_count, window) for stop in [min(start + window, grid.frame_count)]]
 
     def encoder(k: int):
         return functools.partial(_encode_one, index=k, grid=grid, dtype=source.dtype, sample=sample,
