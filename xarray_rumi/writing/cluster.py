@@ -1,22 +1,8 @@
-"""Frames encoded on a ``dask.distributed`` cluster, every task of the source's graph run once.
+"""Frames encoded on a ``dask.distributed`` cluster, a window at a time, every task of the source's graph run once.
 
-The frames are asked for a window at a time, so only a few windows are in
-memory, each window its own graph submission.  Submissions share nothing by
-themselves: a source block that spans two windows is released when the first
-is done and computed again for the second (8 blocks of a ``map_blocks``
-chain were computed 35 times), and data in the graph (``from_array``) is sent
-again with each.  So the writer works on the graph: it knows the last window
-that needs each task, holds a future on every result a later window needs,
-and leaves held tasks out of later submissions, which then depend on the
-results already on the workers.  A held result is let go once the last window
-that needs it is submitted; the scheduler keeps it until that window's tasks
-have run.
-
-Each frame is cut from its source blocks by a task run where they are,
-which checks them against their declared chunks: no rechunk tasks stand
-between the source and the frames (distributed's cost per task is several
-times that of slicing a block).  A frame that is a block, or is assembled
-from smaller ones, is encoded by that same task.
+Each window is a graph submission of its own; the results a later window
+needs are held on the workers and left out of its submission, so nothing is
+computed or sent twice (docs/writing.md, "On a cluster").
 """
 
 from __future__ import annotations
@@ -66,7 +52,7 @@ class ClusterSession:
         Choosing recipes computes a few sample frames before the write: their
         source blocks are kept for the write, not computed a second time.
         """
-        graph = task_graph(array)
+        graph = _task_graph(array)
         keys = _add_frame_tasks(graph, array, grid, f"sample-{uuid.uuid4().hex}", [[k] for k in indices],
                                 lambda k: None)
         needed = _upstream(graph, keys, self._held)
@@ -79,7 +65,7 @@ class ClusterSession:
 
         A window is a list of groups of frames, each group computed by one task.
         """
-        graph = task_graph(array)
+        graph = _task_graph(array)
         name = f"encode_one-{uuid.uuid4().hex}"
         outputs = [_add_frame_tasks(graph, array, grid, name, window, encoder) for window in windows]
         last_use = _last_use(graph, outputs)
@@ -117,7 +103,7 @@ class ClusterSession:
         return futures[:len(outputs)]
 
 
-def task_graph(array) -> dict:
+def _task_graph(array) -> dict:
     """Dask ``array``'s graph as a dict of task-spec nodes (``dask._task_spec``), each listing its dependencies."""
     from dask._task_spec import convert_legacy_graph
 
@@ -125,61 +111,67 @@ def task_graph(array) -> dict:
 
 
 def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, groups: list, finish: Callable) -> list:
-    """Add to ``graph`` a task per group of frames: their blocks cut from ``array``'s, each then ``finish(k)``.
+    """Add to ``graph`` a task ``(name, first frame)`` per group of frames: cut from ``array``, each then
+    ``finish(k)`` (``None``: returned as cut); returns their keys.
 
-    A task per group, not per frame: distributed's cost per task is
-    several times that of encoding a frame.  A block whose data is in the
-    graph (``from_array``) is checked and cut here, and only the part the
-    group needs goes into its task: the data travels once, a window at a
-    time, and the tasks, needing no other, are spread over the workers.  A
-    group cut from a computed block larger than a frame is cut by a task of
-    its own and finished by another, which the scheduler may move to
-    another worker at the cost of moving the frames, not the block.
-    Returns the groups' keys.
+    A task per group, not per frame: distributed's cost per task is several
+    times that of encoding a frame.
     """
-    from dask._task_spec import DataNode, Task, TaskRef
+    from dask._task_spec import Task, TaskRef
 
     starts = [np.cumsum((0,) + sizes).tolist() for sizes in array.chunks]
     cut_name = f"frame-{uuid.uuid4().hex}"
     keys = []
     for group in groups:
-        blocks: dict = {}  # block index -> declared shape, in the order the group's frames meet them
-        frames = []
-        for k in group:
-            pieces = frame_pieces(array.chunks, starts, grid.frame_window(k))
-            for index, declared, _, _ in pieces:
-                blocks.setdefault(index, declared)
-            frames.append((grid.frame_shape(k), pieces))
-        arguments, checks, offsets = [], [], {}
-        for index, declared in blocks.items():
-            node = graph.get((array.name, *index))
-            if isinstance(node, DataNode) and isinstance(node.value, np.ndarray):
-                check_declared_block(node.value, index, declared, array.dtype)
-                box = _bounding_box([part for _, pieces in frames for i, _, _, part in pieces if i == index])
-                arguments.append(node.value[box])
-                checks.append(None)
-                offsets[index] = tuple(extent.start for extent in box)
-            else:
-                arguments.append(TaskRef((array.name, *index)))
-                checks.append((index, declared))
-        position = {index: i for i, index in enumerate(blocks)}
-        cut = functools.partial(_cut_frames, checks=tuple(checks), dtype=array.dtype, frames=tuple(
-            (shape, tuple((position[index], into, _shifted(part, offsets.get(index)))
-                          for index, _, into, part in pieces))
-            for shape, pieces in frames))
-        key = (name, group[0])
-        finishers = tuple(finish(k) for k in group)
-        computed_larger = any(check is not None and np.prod(check[1]) > np.prod(shape)
-                              for check in checks for shape, _ in frames)
+        cut, arguments, from_larger = _group_cut(graph, array, starts, grid, group)
+        key, finishers = (name, group[0]), tuple(finish(k) for k in group)
         if finishers[0] is None:
             graph[key] = Task(key, cut, *arguments)
-        elif computed_larger:
-            graph[(cut_name, group[0])] = Task((cut_name, group[0]), cut, *arguments)
-            graph[key] = Task(key, functools.partial(_finished, finishers=finishers), TaskRef((cut_name, group[0])))
+        elif from_larger:  # cut where the block is, finished where the scheduler finds room: frames move, not it
+            cut_key = (cut_name, group[0])
+            graph[cut_key] = Task(cut_key, cut, *arguments)
+            graph[key] = Task(key, functools.partial(_finished, finishers=finishers), TaskRef(cut_key))
         else:
             graph[key] = Task(key, functools.partial(_finished_cut, cut=cut, finishers=finishers), *arguments)
         keys.append(key)
     return keys
+
+
+def _group_cut(graph: dict, array, starts: list, grid: FrameGrid, group: list[int]):
+    """``_cut_frames`` for the frames ``group``, its arguments, and whether a computed block is larger than a frame.
+
+    A block whose data is in the graph (``from_array``) is checked here, and
+    only the part the group needs is passed: the data travels once, a window
+    at a time, in tasks that need no other and so spread over the workers.
+    """
+    from dask._task_spec import DataNode, TaskRef
+
+    blocks: dict = {}  # block index -> declared shape, in the order the group's frames meet them
+    frames = []
+    for k in group:
+        pieces = _frame_pieces(array.chunks, starts, grid.frame_window(k))
+        for index, declared, _, _ in pieces:
+            blocks.setdefault(index, declared)
+        frames.append((grid.frame_shape(k), pieces))
+    arguments, checks, offsets = [], [], {}
+    for index, declared in blocks.items():
+        node = graph.get((array.name, *index))
+        if isinstance(node, DataNode) and isinstance(node.value, np.ndarray):
+            check_declared_block(node.value, index, declared, array.dtype)
+            box = _bounding_box([part for _, pieces in frames for i, _, _, part in pieces if i == index])
+            arguments.append(node.value[box])
+            checks.append(None)
+            offsets[index] = tuple(extent.start for extent in box)
+        else:
+            arguments.append(TaskRef((array.name, *index)))
+            checks.append((index, declared))
+    position = {index: i for i, index in enumerate(blocks)}
+    cut = functools.partial(_cut_frames, checks=tuple(checks), dtype=array.dtype, frames=tuple(
+        (shape, tuple((position[index], into, _shifted(part, offsets.get(index))) for index, _, into, part in pieces))
+        for shape, pieces in frames))
+    from_larger = any(check is not None and np.prod(check[1]) > np.prod(shape)
+                      for check in checks for shape, _ in frames)
+    return cut, arguments, from_larger
 
 
 def _bounding_box(parts: list[tuple[slice, ...]]) -> tuple[slice, ...]:
@@ -192,13 +184,13 @@ def _shifted(part: tuple[slice, ...], offset: tuple[int, ...] | None) -> tuple[s
     return tuple(slice(extent.start - start, extent.stop - start) for extent, start in zip(part, offset))
 
 
-def frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tuple:
+def _frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tuple:
     """``(block index, its declared shape, where it goes in the frame, what of it)`` for each block ``window`` meets.
 
     ``starts`` holds each axis's block offsets, ``0`` to the axis's size.
 
     >>> chunks = ((1,), (3, 3), (4,))
-    >>> [piece[0] for piece in frame_pieces(chunks, [[0, 1], [0, 3, 6], [0, 4]], (slice(0, 1), slice(2, 5), slice(0, 4)))]
+    >>> [piece[0] for piece in _frame_pieces(chunks, [[0, 1], [0, 3, 6], [0, 4]], (slice(0, 1), slice(2, 5), slice(0, 4)))]
     [(0, 0, 0), (0, 1, 0)]
     """
     per_axis = []
