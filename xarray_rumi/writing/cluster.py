@@ -141,47 +141,33 @@ def _group_cut(graph: dict, array, starts: list, grid: FrameGrid, group: list[in
     """``_cut_frames`` for the frames ``group``, its arguments, and whether a computed block is larger than a frame.
 
     A block whose data is in the graph (``from_array``) is checked here, and
-    only the part the group needs is passed: the data travels once, a window
+    only each frame's piece of it is passed: the data travels once, a window
     at a time, in tasks that need no other and so spread over the workers.
     """
     from dask._task_spec import DataNode, TaskRef
 
-    blocks: dict = {}  # block index -> declared shape, in the order the group's frames meet them
-    frames = []
+    arguments, checks, frames = [], [], []
+    computed: dict = {}  # computed block index -> its position among the arguments
     for k in group:
-        pieces = _frame_pieces(array.chunks, starts, grid.frame_window(k))
-        for index, declared, _, _ in pieces:
-            blocks.setdefault(index, declared)
-        frames.append((grid.frame_shape(k), pieces))
-    arguments, checks, offsets = [], [], {}
-    for index, declared in blocks.items():
-        node = graph.get((array.name, *index))
-        if isinstance(node, DataNode) and isinstance(node.value, np.ndarray):
-            check_declared_block(node.value, index, declared, array.dtype)
-            box = _bounding_box([part for _, pieces in frames for i, _, _, part in pieces if i == index])
-            arguments.append(node.value[box])
-            checks.append(None)
-            offsets[index] = tuple(extent.start for extent in box)
-        else:
-            arguments.append(TaskRef((array.name, *index)))
-            checks.append((index, declared))
-    position = {index: i for i, index in enumerate(blocks)}
-    cut = functools.partial(_cut_frames, checks=tuple(checks), dtype=array.dtype, frames=tuple(
-        (shape, tuple((position[index], into, _shifted(part, offsets.get(index))) for index, _, into, part in pieces))
-        for shape, pieces in frames))
+        pieces = []
+        for index, declared, into, part in _frame_pieces(array.chunks, starts, grid.frame_window(k)):
+            node = graph.get((array.name, *index))
+            if isinstance(node, DataNode) and isinstance(node.value, np.ndarray):
+                check_declared_block(node.value, index, declared, array.dtype)
+                pieces.append((len(arguments), into, ...))
+                arguments.append(node.value[part])
+                checks.append(None)
+                continue
+            if index not in computed:
+                computed[index] = len(arguments)
+                arguments.append(TaskRef((array.name, *index)))
+                checks.append((index, declared))
+            pieces.append((computed[index], into, part))
+        frames.append((grid.frame_shape(k), tuple(pieces)))
+    cut = functools.partial(_cut_frames, checks=tuple(checks), dtype=array.dtype, frames=tuple(frames))
     from_larger = any(check is not None and np.prod(check[1]) > np.prod(shape)
                       for check in checks for shape, _ in frames)
     return cut, arguments, from_larger
-
-
-def _bounding_box(parts: list[tuple[slice, ...]]) -> tuple[slice, ...]:
-    return tuple(slice(min(part.start for part in axis), max(part.stop for part in axis)) for axis in zip(*parts))
-
-
-def _shifted(part: tuple[slice, ...], offset: tuple[int, ...] | None) -> tuple[slice, ...]:
-    if offset is None:
-        return part
-    return tuple(slice(extent.start - start, extent.stop - start) for extent, start in zip(part, offset))
 
 
 def _frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tuple:
@@ -208,7 +194,7 @@ def _frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tup
 
 def _cut_frames(*arrays, checks: tuple, frames: tuple, dtype: np.dtype) -> list[np.ndarray]:
     """The frames ``(shape, pieces)`` cut from ``arrays``; each block first checked against ``checks``
-    (``(index, declared shape)``, or ``None`` for data checked when the graph was built)."""
+    (``(index, declared shape)``, or ``None`` for a piece of data checked when the graph was built)."""
     for array, check in zip(arrays, checks):
         if check is not None:
             check_declared_block(array, *check, dtype)  # a longer block would be cut without a word
