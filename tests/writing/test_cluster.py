@@ -118,3 +118,16 @@ def test_a_failing_block_leaves_nothing_on_the_cluster_nor_at_the_target(tmp_pat
         xarray_rumi.write(tmp_path / "short.rumi", lazy, tile_size=64, compression="id>zstd")
     assert list(tmp_path.iterdir()) == []
     assert _forgotten(client)
+
+
+def test_a_persisted_array_is_written_from_the_blocks_already_on_the_workers(tmp_path, client):
+    log = tmp_path / "calls.log"
+    lazy = da.zeros((1, 300, 200), "uint16", chunks=(1, 100, 200)).map_blocks(_recorded, log=str(log),
+                                                                             dtype="uint16")
+    persisted = lazy.persist()
+    distributed.wait(persisted)
+    before = sum(_computations(log).values())
+    blob = xarray_rumi.write(tmp_path / "persisted.rumi", persisted, tile_size=64)
+    assert sum(_computations(log).values()) == before == 3  # nothing computed again
+    assert blob == xarray_rumi.write(tmp_path / "memory.rumi", lazy.compute(), tile_size=64)
+    assert (tmp_path / "persisted.rumi").read_bytes() == (tmp_path / "memory.rumi").read_bytes()
