@@ -76,13 +76,14 @@ def test_blocks_that_are_what_they_declare_write_as_before(tmp_path):
     assert (tmp_path / "lazy.rumi").read_bytes() == (tmp_path / "numpy.rumi").read_bytes()
 
 
-@pytest.mark.parametrize("tile_size", [64, 100], ids=["rechunked", "blocks-are-frames"])
-def test_a_short_block_is_refused_on_a_distributed_cluster_too(tmp_path, tile_size):
+@pytest.mark.parametrize("rows", [99, 101], ids=["short", "long"])
+@pytest.mark.parametrize("tile_size", [64, 100], ids=["cut-to-frames", "blocks-are-frames"])
+def test_a_block_off_its_chunks_is_refused_on_a_distributed_cluster_too(tmp_path, tile_size, rows):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                                   silence_logs=logging.ERROR) as cluster, distributed.Client(cluster):
-        with pytest.raises(ValueError, match=r"shape \(1, 99, 64\)"):
-            xarray_rumi.write(tmp_path / "x.rumi", _one_block_off(99), tile_size=tile_size)
+        with pytest.raises(ValueError, match=rf"shape \(1, {rows}, 64\)"):
+            xarray_rumi.write(tmp_path / "x.rumi", _one_block_off(rows), tile_size=tile_size)
     assert _nothing_written(tmp_path)
 
 

@@ -149,3 +149,9 @@ def test_nothing_written_no_warning(temperature, tmp_path):
         with pytest.raises(ValueError, match="values do not fit"):
             xarray_rumi.write(tmp_path / "b.rumi", array, sample_type="uint8")
     assert not (tmp_path / "b.rumi").exists()
+
+
+def test_per_band_scales_are_named_band_by_band():
+    from xarray_rumi.writing.data_array import scale_note
+
+    assert scale_note({"scales": (0.5, 1.0)}).startswith("scales (0.5, 1) are not stored: rumi has no place for them")

@@ -1,14 +1,8 @@
 """Every block the writer encodes is the frame it stands for, or the write stops.
 
-The IFD and the blob are built from the array's declared shape and dtype;
-the frames from what its blocks hold.  A Dask block that is not what its
-chunks declare (a ``map_blocks`` function returning 99 rows where 100 are
-declared) would otherwise be encoded as it comes: a smaller one makes a
-file that fails ``validate`` and every read, a larger one is cut by the
-rechunk to the frame grid without a word.  So each source block is checked against its
-declared chunk before it is rechunked, each frame's block against the frame
-before it is encoded, and a masked block (its mask would be lost) is
-refused; the error ends the write, and the staging file is discarded.
+The IFD and the blob are built from the array's declared shape and dtype, the
+frames from what its blocks hold: a block off its declared chunk would make a
+file that fails every read, or be cut without a word (docs/writing.md).
 """
 
 from __future__ import annotations
@@ -44,9 +38,6 @@ def check_frame_block(block, index: int, grid: FrameGrid, dtype: np.dtype) -> No
 def checked_blocks(array):
     """``array`` (Dask) whose blocks are each checked against their declared chunk and dtype when computed.
 
-    For a Dask array that is rechunked to the frame grid: the rechunk takes
-    each block's declared rows, so a longer block would be cut silently.
-
     >>> import dask.array as da
     >>> short = da.zeros((1, 8, 4), dtype="uint8").map_blocks(lambda b: b[:, :7], dtype="uint8")
     >>> checked_blocks(short).compute()
@@ -61,25 +52,24 @@ def _declared_block(block, block_info=None):
     if block_info is None:  # Dask working out the output's type on a stand-in: nothing to check
         return block
     declared = block_info[None]
-    shape, dtype = np.shape(block), getattr(block, "dtype", None)
-    if shape != tuple(declared["chunk-shape"]) or dtype != declared["dtype"]:
-        raise ValueError(f"block {tuple(declared['chunk-location'])} of the Dask array came with shape {shape} and "
-                         f"dtype {dtype}, where its chunks declare {tuple(declared['chunk-shape'])} of "
-                         f"{np.dtype(declared['dtype'])}: {_DASK_HINT}")
-    refuse_masked(block, f"block {tuple(declared['chunk-location'])} of the Dask array")
+    check_declared_block(block, tuple(declared["chunk-location"]), tuple(declared["chunk-shape"]),
+                         np.dtype(declared["dtype"]))
     return block
+
+
+def check_declared_block(block, location: tuple, shape: tuple, dtype: np.dtype) -> None:
+    """Refuse a Dask block that is not the ``shape`` and ``dtype`` its chunks declare, or has masked values."""
+    got_shape, got_dtype = np.shape(block), getattr(block, "dtype", None)
+    if got_shape != shape or got_dtype != dtype:
+        raise ValueError(f"block {location} of the Dask array came with shape {got_shape} and dtype {got_dtype}, "
+                         f"where its chunks declare {shape} of {dtype}: {_DASK_HINT}")
+    refuse_masked(block, f"block {location} of the Dask array")
 
 
 def refuse_masked(values, what: str = "the data") -> None:
     """Refuse a numpy masked array with masked values: rumi has no place for a mask (docs/writing.md, "Masks").
 
-    Written, the values under the mask would read back as valid pixels, and
-    which ones were masked would be lost: unlike a DataArray's nodata, which
-    is still in the pixels, warned about and publishable.  Filled (with the
-    nodata to publish) it is written as any array.
-
     >>> data = np.ma.masked_equal(np.array([[1, 0], [0, 3]], "uint8"), 0)
-    >>> refuse_masked(data.filled(0))
     >>> refuse_masked(data)
     Traceback (most recent call last):
     ...
@@ -95,4 +85,4 @@ def refuse_masked(values, what: str = "the data") -> None:
                          "publish that nodata with xarray_rumi.stac.item(..., nodata=)")
 
 
-__all__ = ["check_frame_block", "checked_blocks", "refuse_masked"]
+__all__ = ["check_declared_block", "check_frame_block", "checked_blocks", "refuse_masked"]

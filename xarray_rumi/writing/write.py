@@ -43,82 +43,25 @@ _DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
 
 def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=None, raster_type=None,
           sample_type=None, compression="auto", storage_options=None, write_header=True, progress=None) -> bytes:
-    """Write ``data`` as a rumi file and return its header blob.
+    """Write ``data`` as a rumi file at ``path`` (any fsspec URL) and return its header blob.
 
-    ``data`` is a numpy or Dask array ``(B, Y, X)`` or ``(Y, X)``, taken by
-    position, or an xarray DataArray whose dimensions are taken by name, in
-    any order: y and x are rioxarray's ``rio.y_dim`` and ``rio.x_dim``
-    (``y``/``x``, ``latitude``/``longitude``, coordinates with CF axis
-    attributes, or what ``rio.set_spatial_dims`` set; the same names
-    without rioxarray installed), and the one other dimension, if any, is
-    the band.  The DataArray is transposed to ``(band, y, x)`` lazily (Dask
-    data is not loaded for it); one whose names do not say which
-    dimension is y and which x, or with more than three dimensions, is
-    refused with a ``ValueError`` naming its dimensions.  Its rioxarray CRS
-    (``rio.crs``) is used when ``crs`` is not given, and its transform when
-    ``transform`` is not given and there is a CRS to write: the transform
-    must put every pixel where the DataArray's x and y coordinates say (a
-    y that increases gives a positive y resolution).  One that cannot be
-    told (one row or column, or no coordinates, and no stored
-    ``GeoTransform``) or that no transform reproduces (coordinates not
-    evenly spaced) is refused with a ``ValueError``: pass ``transform=``.
+    ``data`` is a numpy or Dask array ``(B, Y, X)`` or ``(Y, X)``, or a
+    DataArray taken by dimension name, bringing its CRS, transform and
+    encoding; what rumi cannot store (nodata, scale, band labels, GCPs) is
+    named in a warning, a masked array is refused.  Arguments left as
+    ``None`` come from a DataArray's encoding, else 512, ``"tile"``,
+    ``"area"`` and the dtype's own type.  Dask data is computed a window of
+    frames at a time, on a distributed client's workers when it is Dask's
+    scheduler.  A failure leaves nothing at ``path``.  With ``write_header``
+    the blob is also stored as ``<path>.header``; ``progress(1)`` is called
+    after each frame.  The rules, one by one: docs/writing.md.
 
-    rumi has no place for nodata: a DataArray that has one (``rio.nodata``,
-    ``_FillValue`` in its attributes or encoding, a ``nodata`` attribute) is
-    written with its pixels unchanged and a :class:`NodataNotStoredWarning`
-    naming the value, which ``xarray_rumi.stac.item(..., nodata=)`` publishes.
-    Nor for a scale and offset: a DataArray whose attributes carry them
-    (``scale_factor``/``add_offset``, or rioxarray's per-band ``scales``/
-    ``offsets``: raw values, as ``mask_and_scale=False`` leaves them) is
-    written unscaled, with a :class:`ScaleNotStoredWarning` naming them.
-    Nor for band labels: the bands read back as 1..B, in the order written,
-    so a band coordinate that says otherwise (``isel(band=[2, 0])``, dates)
-    is named in a :class:`BandLabelsNotStoredWarning`.
-    Nor for ground control points: a DataArray georeferenced by GCPs (the
-    ``gcps`` attribute of its ``spatial_ref``) is written without
-    georeferencing, its CRS and identity transform not being a location,
-    with a :class:`GcpsNotStoredWarning`, unless both ``crs`` and
-    ``transform`` are given.
-    Nor for a mask: a numpy masked array with masked values is refused
-    (``ValueError``, naming how many) before any work, a Dask array at its
-    first masked block: the values under the mask would read back as valid.
-
-    A Dask block that is not what its chunks declare (shape or dtype)
-    stops the write with a ``ValueError`` naming it; nothing is written.
-
-    ``tile_size`` is an int or ``(tile_length, tile_width)``, 1 to 65535 px
-    (numpy integers too); a string (even ``"64"``), a float or a bool is
-    refused with a ``TypeError``.  An image past what the TIFF fields hold
-    (2**32 - 1 px a side, 65535 bands) is refused from its shape.
-
-    ``tile_size``, ``frame_unit``, ``raster_type`` and ``sample_type`` left
-    as ``None`` come from a DataArray's encoding (what it was read with;
-    its ``AREA_OR_POINT`` attribute for the raster type), else 512,
-    ``"tile"``, ``"area"`` and the dtype's own type (rioxarray's
-    ``rasterio_dtype`` of ``complex_int16``/``complex_int32`` gives ``cint16``/
-    ``cint32`` for values in memory that fit).  ``frame_unit="auto"``
-    lets ``compression="auto"`` write an image of 2 to 4 bands in cell frames
-    when, measured on its sample frames, they are at least 3% smaller, else
-    tile frames (docs/writing.md, "Cell or tile frames"): the smallest file,
-    but images written so may differ in frame unit, and a Cube's images must
-    not.  Dask-backed data is
-    computed a window of frames at a time, and compressed where its blocks
-    live on an active distributed client, else on the process's threads;
-    either way only a few windows of frames are in memory.  ``path`` may be
-    any fsspec URL.  With ``write_header`` the blob is also stored beside
-    the file as ``<path>.header``.  ``progress``, if given, is called with 1
-    after each frame is written (``tqdm(...).update`` fits).
-
-    >>> import numpy as np, xarray as xr, tempfile, os
+    >>> import numpy as np, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
     >>> blob = write(path, np.ones((2, 100, 80), "uint16"), tile_size=64,
     ...              crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
     >>> len(blob), os.path.exists(path + ".header")
     (28, True)
-    >>> rgb = xr.DataArray(np.zeros((100, 80, 3), "uint8"), dims=("y", "x", "band"))  # 3 bands, by name
-    >>> _ = write(path, rgb, tile_size=64)
-    >>> xr.open_dataset(path, engine="rumi").band_data.shape
-    (3, 100, 80)
     """
     check_storage_options(storage_options)
     array, rio_georeferencing, encoding, nodata, scaling, gcps, band_labels = as_band_array(data)
@@ -126,14 +69,13 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         given if given is not None else encoding.get(name, _DEFAULTS[name])
         for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
     )
-    # GCPs are not an affine transform: rioxarray's CRS (the GCPs') with its identity transform is a false location,
-    # so the DataArray's georeferencing is not used; the caller's crs= and transform=, if both given, are
+    # GCPs are not an affine transform: rioxarray's CRS (the GCPs') with its identity transform is a false location
     dropped_gcps = gcps is not None and (crs is None or transform is None)
     if gcps is not None:
         rio_georeferencing = None
     if rio_georeferencing is not None:
         crs = rio_georeferencing.crs if crs is None else crs
-        if transform is None and crs is not None:  # a DataArray without a CRS writes no transform, as before
+        if transform is None and crs is not None:  # a DataArray without a CRS writes no transform
             transform = rio_georeferencing.transform()
             if RasterType.parse(raster_type) is RasterType.POINT:
                 transform = corner_to_centre(transform)   # rioxarray's transform is GDAL's, for pixel corners
@@ -163,7 +105,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
         grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
                                     may_use_cells=may_use_cells)
         if grid != sampled:  # cell frames: blocks of all bands
-            source = DaskFrames(array, grid)
+            source = DaskFrames(array, grid, source.cluster)
         frames = dask_encoded_frames(source, grid, sample, recipes, workers)
     else:
         tiles = grid

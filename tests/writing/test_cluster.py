@@ -1,0 +1,133 @@
+"""Writing on a distributed cluster: each source block computed once, a bounded number of windows in flight."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import pickle
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import xarray_rumi
+from xarray_rumi.writing import encoded
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def _recorded(block, block_info=None, log=None):
+    """A block of a gradient; each computation appends its block's location to ``log``, from any process."""
+    location = tuple(block_info[None]["chunk-location"])
+    with open(log, "a") as f:
+        f.write(f"{location}\n")
+    (_, _), (y0, y1), (x0, x1) = block_info[None]["array-location"]
+    y, x = np.mgrid[y0:y1, x0:x1]
+    return np.broadcast_to(((x + 3 * y) % 1000).astype("uint16"), block.shape).copy()
+
+
+def _computations(log) -> collections.Counter:
+    with open(log) as f:
+        return collections.Counter(f.read().splitlines())
+
+
+def _scheduler_tasks(dask_scheduler=None) -> int:
+    return len(dask_scheduler.tasks)
+
+
+def _forgotten(client, timeout: float = 10) -> bool:
+    """Whether the scheduler holds no task within ``timeout`` s (the client releases its futures asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while client.run_on_scheduler(_scheduler_tasks):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("chunks", [(1, 100, 200), (1, 50, 40)], ids=["blocks-over-frames", "frames-over-blocks"])
+@pytest.mark.parametrize("compression", ["auto", "id>zstd"])
+def test_each_source_block_is_computed_once(tmp_path, client, compression, chunks):
+    log = tmp_path / "calls.log"
+    log.touch()
+    # 64 px frames: a block of 100 rows spans two frame rows, and windows of 4 frames end inside blocks
+    lazy = da.zeros((1, 800, 200), "uint16", chunks=chunks).map_blocks(_recorded, log=str(log), dtype="uint16")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)  # windows of 2 x 2 threads = 4 frames
+        blob = xarray_rumi.write(tmp_path / "cluster.rumi", lazy, tile_size=64, compression=compression)
+    calls = _computations(log)
+    blocks = [str(location) for location in np.ndindex(lazy.numblocks)]
+    assert sorted(calls) == sorted(blocks) and set(calls.values()) == {1}, calls
+    with dask.config.set(scheduler="threads"):
+        assert xarray_rumi.write(tmp_path / "threaded.rumi", lazy, tile_size=64, compression=compression) == blob
+    assert (tmp_path / "cluster.rumi").read_bytes() == (tmp_path / "threaded.rumi").read_bytes()
+    assert _forgotten(client)  # nothing held on the cluster after the write
+
+
+def test_data_in_the_graph_is_sent_once_a_window_at_a_time(tmp_path, client):
+    data = (np.arange(3 * 600 * 520) % 4099).astype("uint16").reshape(3, 600, 520)
+    lazy = da.from_array(data, chunks=(3, 300, 520))  # two blocks of many frames: several windows need each
+    sent = []
+    real_get = distributed.Client.get
+
+    def noting_get(self, graph, keys, **kwargs):
+        sent.append(len(pickle.dumps(graph)))
+        return real_get(self, graph, keys, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)  # windows of 4 frames
+        patch.setattr(distributed.Client, "get", noting_get)
+        blob = xarray_rumi.write(tmp_path / "cluster.rumi", lazy, tile_size=128)
+    assert len(sent) > 10 and sum(sent) < 1.5 * data.nbytes, sent
+    assert max(sent) < data.nbytes / 4  # a window's part of the data, never a block
+    assert blob == xarray_rumi.write(tmp_path / "memory.rumi", data, tile_size=128)
+    assert (tmp_path / "cluster.rumi").read_bytes() == (tmp_path / "memory.rumi").read_bytes()
+
+
+def test_no_more_than_two_windows_of_frames_are_on_the_cluster(tmp_path, client):
+    log = tmp_path / "calls.log"
+    lazy = da.zeros((1, 512, 512), "uint16", chunks=(1, 64, 512)).map_blocks(_recorded, log=str(log),
+                                                                           dtype="uint16")
+    seen = []
+
+    def note(_):
+        seen.append(client.run_on_scheduler(_encode_tasks))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)  # windows of 4 frames, 16 windows
+        xarray_rumi.write(tmp_path / "bounded.rumi", lazy, tile_size=64, compression="id>zstd", progress=note)
+    assert len(seen) == 64 and 0 < max(seen) <= 2 * 4, seen
+
+
+def _encode_tasks(dask_scheduler=None) -> int:
+    return sum(1 for key in dask_scheduler.tasks if isinstance(key, tuple) and key[0].startswith("encode_one"))
+
+
+def test_a_failing_block_leaves_nothing_on_the_cluster_nor_at_the_target(tmp_path, client):
+    lazy = da.zeros((1, 300, 64), "uint16", chunks=(1, 100, 64)).map_blocks(lambda b: b[:, 1:], dtype="uint16")
+    with pytest.raises(ValueError, match="a Dask block must hold exactly what its chunks declare"):
+        xarray_rumi.write(tmp_path / "short.rumi", lazy, tile_size=64, compression="id>zstd")
+    assert list(tmp_path.iterdir()) == []
+    assert _forgotten(client)
+
+
+def test_a_persisted_array_is_written_from_the_blocks_already_on_the_workers(tmp_path, client):
+    log = tmp_path / "calls.log"
+    lazy = da.zeros((1, 300, 200), "uint16", chunks=(1, 100, 200)).map_blocks(_recorded, log=str(log),
+                                                                             dtype="uint16")
+    persisted = lazy.persist()
+    distributed.wait(persisted)
+    before = sum(_computations(log).values())
+    blob = xarray_rumi.write(tmp_path / "persisted.rumi", persisted, tile_size=64)
+    assert sum(_computations(log).values()) == before == 3  # nothing computed again
+    assert blob == xarray_rumi.write(tmp_path / "memory.rumi", lazy.compute(), tile_size=64)
+    assert (tmp_path / "persisted.rumi").read_bytes() == (tmp_path / "memory.rumi").read_bytes()
