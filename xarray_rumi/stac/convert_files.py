@@ -9,14 +9,16 @@ redoes that file.  See docs/stac.md, "Migrating a STAC collection".
 
 from __future__ import annotations
 
-import contextvars
 import os
 import sys
 from dataclasses import dataclass, field
 
+import dask
+
 from ..format.blob import Header
 from ..io.source import ByteSource
 from ..reading.open import header_from_file, open_image, read_blob_file
+from ..runtime.threads import computing_threads
 from ..writing.convert import convert
 from .items import image_fields
 
@@ -75,10 +77,10 @@ def convert_file(job: FileJob) -> FileResult:
         blob = kept_output(job.target, source_shape, job.storage_options)
         status = "kept"
         if blob is None:
-            # Run outside any Dask worker's context: the file is one task, converted on this process's threads,
-            # where on a worker the writer would otherwise send each frame back to the cluster as a task of its own.
-            contextvars.Context().run(convert, job.source, job.target, storage_options=job.storage_options,
-                                      **job.options)
+            # The file is one task, converted on its worker's threads (as many as the worker has, so two
+            # one-thread workers share two cores), not sent back to the cluster a frame a task.
+            with dask.config.set(scheduler="threads", num_workers=computing_threads()):
+                convert(job.source, job.target, storage_options=job.storage_options, **job.options)
             status = "converted"
             blob = read_blob_file(f"{job.target}.header", job.storage_options)
         image = open_image(job.target, blob, storage_options=job.storage_options)
