@@ -31,6 +31,8 @@ those are asked for again.
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 
 #: Gap bytes read through rather than sent as another request: at tens of MB/s a
@@ -106,25 +108,32 @@ def split_answers(starts, stops, requests: list[Request], answers: list) -> list
     """
     out: list = [b""] * len(starts)
     for request, answer in zip(requests, answers):
-        too_long = not isinstance(answer, BaseException) and len(answer) > request.stop - request.start
-        view = None if isinstance(answer, BaseException) or too_long else memoryview(answer)
-        for i in request.ranges:
-            if view is None:
-                out[i] = answer
-            else:
-                out[i] = bytes(view[starts[i] - request.start:stops[i] - request.start])
+        for i, piece in zip(request.ranges, _split(starts, stops, request, answer)):
+            out[i] = piece
     return out
 
 
+def _split(starts, stops, request: Request, answer) -> list:
+    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`)."""
+    if isinstance(answer, BaseException) or len(answer) > request.stop - request.start:
+        return [answer] * len(request.ranges)
+    view = memoryview(answer)
+    return [bytes(view[starts[i] - request.start:stops[i] - request.start]) for i in request.ranges]
+
+
 def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
-                 max_in_flight: int = MAX_IN_FLIGHT, request_options: dict | None = None) -> list:
+                 max_in_flight: int = MAX_IN_FLIGHT, request_options: dict | None = None,
+                 on_ready=None) -> list:
     """The bytes of each range ``[starts[i], stops[i])`` of ``path`` on ``fs``, or the exception its request raised.
 
     Ranges are merged by :func:`plan_requests`, the requests sent at most
     ``max_in_flight`` at a time, their answers split by
     :func:`split_answers`: one item per range, in order, unchecked.
     ``request_options`` go with every request (the ``If-Match`` that keeps
-    a read to one version of the file).
+    a read to one version of the file).  ``on_ready(positions, pieces)`` is
+    called on the calling thread as each request completes, with those of
+    its ranges answered by exactly their length, so decoding starts while
+    later requests are still arriving.
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -134,13 +143,49 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     """
     starts, stops = [int(s) for s in starts], [int(s) for s in stops]
     requests = plan_requests(starts, stops, max_gap=max_gap, max_request=max_request)
+    out: list = [b""] * len(starts)
+    for request, answer in _answers_as_they_come(fs, path, requests, max_in_flight, request_options or {}):
+        pieces = _split(starts, stops, request, answer)
+        for i, piece in zip(request.ranges, pieces):
+            out[i] = piece
+        if on_ready is not None:
+            exact = [(i, piece) for i, piece in zip(request.ranges, pieces)
+                     if not isinstance(piece, BaseException) and len(piece) == stops[i] - starts[i]]
+            if exact:
+                on_ready(*map(list, zip(*exact)))
+    return out
+
+
+def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight: int, options: dict):
+    """``(request, answer or exception)`` for every request, in the order they complete.
+
+    An async file system (fsspec's HTTP, s3fs) runs the requests on its own
+    event loop, at most ``max_in_flight`` at once; any other answers them
+    all in one ``cat_ranges``.
+    """
     if not requests:
-        return [b""] * len(starts)
-    options = {"batch_size": max_in_flight} if getattr(fs, "async_impl", False) else {}
-    options.update(request_options or {})
-    answers = fs.cat_ranges([path] * len(requests), [r.start for r in requests], [r.stop for r in requests],
-                            on_error="return", **options)
-    return split_answers(starts, stops, requests, answers)
+        return
+    if not getattr(fs, "async_impl", False):
+        answers = fs.cat_ranges([path] * len(requests), [r.start for r in requests], [r.stop for r in requests],
+                                on_error="return", **options)
+        yield from zip(requests, answers)
+        return
+    slots = asyncio.Semaphore(max_in_flight)
+
+    async def answer(request: Request):
+        async with slots:
+            try:
+                return await fs._cat_file(path, start=request.start, end=request.stop, **options)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller as this request's answer
+                return exc
+
+    futures = {asyncio.run_coroutine_threadsafe(answer(r), fs.loop): r for r in requests}
+    try:
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:  # the caller stopped early (a frame that does not decode): nothing more is fetched for it
+        for future in futures:
+            future.cancel()
 
 
 __all__ = ["MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges", "plan_requests",

@@ -329,14 +329,15 @@ class ByteSource:
 
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
-    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP) -> list[bytes]:
+    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, on_ready=None) -> list[bytes]:
         """Several exact ranges; remote ones through the read engine (:mod:`xarray_rumi.io.engine`).
 
         Remotely, neighbouring ranges share merged requests, sent together
         (ranges at most ``max_gap`` bytes apart too: ``0`` reads no byte not asked for);
         only the ranges of requests that failed are asked for again, under one
         :class:`RetryPolicy` for the batch; a range past the end of the file
-        (:class:`FileEndedError`) fails the batch at once.
+        (:class:`FileEndedError`) fails the batch at once.  ``on_ready(positions,
+        pieces)`` receives remote ranges answered whole as their requests complete.
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
@@ -350,8 +351,10 @@ class ByteSource:
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
+            ready = None if on_ready is None else lambda positions, pieces: on_ready([missing[p] for p in positions],
+                                                                                      pieces)
             got = fetch_ranges(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
-                               max_gap=max_gap, request_options=self._request_kwargs(fs))
+                               max_gap=max_gap, request_options=self._request_kwargs(fs), on_ready=ready)
             failure, sizes = None, []
             for i, answer in zip(missing, got):
                 try:

@@ -49,7 +49,7 @@ from ..format.layout import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
-from ..runtime.threads import share_work
+from ..runtime.threads import computing_threads, share_work
 from . import readahead
 from .buffers import frame_buffer
 from .checked import checked_blobs, pair_digest, version_key
@@ -163,7 +163,7 @@ class RumiImage:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
-    def fetch(self, starts, stops, *, max_gap: int | None = None) -> list[bytes]:
+    def fetch(self, starts, stops, *, max_gap: int | None = None, on_ready=None) -> list[bytes]:
         """The bytes ``[starts[i], stops[i])`` of frames, once the blob is known to match the file.
 
         On this process's first read of a blob not yet checked, the file's IFD
@@ -174,9 +174,15 @@ class RumiImage:
         past the end of the file is ``frames.truncated``, naming it.
         ``max_gap`` bounds the bytes between remote ranges that a merged
         request reads through (the read engine's own bound when ``None``).
+        ``on_ready(positions, payloads)`` receives remote frames as their
+        requests complete, once the blob is known to match (see
+        :meth:`~xarray_rumi.io.source.ByteSource.read_many`).
         """
+        options = {} if max_gap is None else {"max_gap": max_gap}
+        if on_ready is not None:
+            options["on_ready"] = on_ready
         try:
-            return self._fetch(starts, stops, {} if max_gap is None else {"max_gap": max_gap})
+            return self._fetch(starts, stops, options)
         except FileEndedError as ended:
             raise self.truncated(ended) from None
 
@@ -217,12 +223,35 @@ class RumiImage:
         pin = getattr(self.source, "pin", None)
         return pin() if pin is not None else None
 
-    def _fetch(self, starts, stops, gap: dict) -> list[bytes]:
+    def fetch_as_ready(self, starts, stops, handle) -> list[tuple[int, bytes]]:
+        """Fetch the ranges, calling ``handle(position, payload)`` on each remote request's frames as it completes.
+
+        Decoding so overlaps with the requests still arriving.  The frames of
+        the last request to complete, and any not handed on early (a local
+        file, a retried range, a blob not yet checked), are returned as
+        ``(position, payload)`` pairs, for the caller to share among threads.
+        """
+        handled = np.zeros(len(starts), bool)
+        pending: list = []  # the latest request's frames, handled when the next one arrives
+
+        def ready(positions, payloads) -> None:
+            if pending:
+                for position, payload in zip(*pending.pop()):
+                    handle(position, payload)
+                    handled[position] = True
+            pending.append((positions, payloads))
+
+        payloads = self.fetch(starts, stops, on_ready=None if self.source.is_local else ready)
+        return [(position, payloads[position]) for position in np.flatnonzero(~handled).tolist()]
+
+    def _fetch(self, starts, stops, options: dict) -> list[bytes]:
         if not self.verify:
-            return self._read_ranges(starts, stops, gap)
+            return self._read_ranges(starts, stops, options)
         self._pin_file()
         if self.blob_key in checked_blobs:
-            return self._read_ranges(starts, stops, gap)
+            return self._read_ranges(starts, stops, options)
+        # Frames are handed on only once the blob is checked: a blob of another file decodes to garbage.
+        gap = {k: v for k, v in options.items() if k != "on_ready"}
         key = self.blob_key
         lock = checked_blobs.lock_for(key)
         if not lock.acquire(blocking=False):
@@ -271,10 +300,10 @@ class RumiImage:
             raise
         checked_blobs.add(self.blob_key)
 
-    def _read_ranges(self, starts, stops, gap: dict) -> list[bytes]:
+    def _read_ranges(self, starts, stops, options: dict) -> list[bytes]:
         if len(starts) == 1:  # one range is one plain read (cat_file remotely)
             return [self.source.read(int(starts[0]), int(stops[0]))]
-        return self.source.read_many(starts, stops, **gap)
+        return self.source.read_many(starts, stops, **options)
 
     def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
         """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` a batch.
@@ -423,13 +452,14 @@ def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
 def decode_all(jobs) -> None:
     """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each.
 
-    Frames are fetched in batches of about :data:`DECODE_BATCH` per image (remotely
-    :data:`~xarray_rumi.io.engine.REMOTE_BATCH`, which the read engine sends as
-    few merged requests at once) and
+    Frames are fetched in batches of about :data:`DECODE_BATCH` per image
+    (remotely up to :data:`~xarray_rumi.io.engine.REMOTE_BATCH`, spread over
+    the threads, each batch a few merged requests in flight at once) and
     decoded on the calling thread and the process's idle cores
-    (:func:`~xarray_rumi.runtime.threads.share_work`), each placed by its job's
-    ``place`` into a disjoint part of the output.  A damaged frame or a blob
-    that does not match its file raises here.
+    (:func:`~xarray_rumi.runtime.threads.share_work`), remote ones while later
+    requests still arrive; each is placed by its job's ``place`` into a
+    disjoint part of the output.  A damaged frame or a blob that does not
+    match its file raises here.
     """
     jobs = [(image, np.asarray(touched, np.int64), place) for image, touched, place in jobs]
     frames = sum(touched.size for _, touched, _ in jobs)
@@ -438,16 +468,27 @@ def decode_all(jobs) -> None:
 
     def batches():
         for image, touched, place in jobs:
-            batch_bytes = DECODE_BATCH if image.source.is_local else max(DECODE_BATCH, REMOTE_BATCH)
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=batch_bytes):
-                yield image, place, indices, starts, stops
+            for indices, starts, stops in image.batch_plan(touched, batch_bytes=_batch_bytes(image, touched)):
+                yield image, place, indices.tolist(), starts, stops
 
     def prepare(batch) -> list:
         image, place, indices, starts, stops = batch
-        payloads = image.fetch(starts, stops)
-        return [functools.partial(place, k, payload) for k, payload in zip(indices.tolist(), payloads)]
+        rest = image.fetch_as_ready(starts, stops, lambda i, payload: place(indices[i], payload))
+        return [functools.partial(place, indices[i], payload) for i, payload in rest]
 
     share_work(batches(), prepare, at_most=frames)
+
+
+def _batch_bytes(image: RumiImage, touched: np.ndarray) -> int:
+    """Compressed bytes fetched at a time: locally a few frames a thread, remotely the read spread over the threads.
+
+    Every thread of a remote read then has its own requests in flight at once (one round trip).
+    """
+    if image.source.is_local:
+        return DECODE_BATCH
+    starts, stops = image.header.ranges(touched)
+    share = -(-int((stops - starts).sum()) // computing_threads())
+    return min(max(DECODE_BATCH, share), max(DECODE_BATCH, REMOTE_BATCH))
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
