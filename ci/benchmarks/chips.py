@@ -608,7 +608,7 @@ def python_cost_per_chip(cases: BatchCases, size: int, rounds: int, chips: int =
 
     rng = np.random.default_rng(4)
     fetch, decode = RumiImage.fetch, RumiImage.decode
-    RumiImage.fetch = lambda self, starts, stops: [b""] * len(starts)
+    RumiImage.fetch = lambda self, starts, stops, **options: [b""] * len(starts)
     RumiImage.decode = lambda self, k, payload, out=None: out if out is not None else frame_buffer(
         self.grid.frame_shape(k), self.sample_type.dtype)
     try:
