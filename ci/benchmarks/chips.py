@@ -81,7 +81,7 @@ import xarray_rumi  # noqa: E402
 from _report import Row, environment, text_table  # noqa: E402
 from read import make_raster  # noqa: E402
 from xarray_rumi.frames.codec import decode_frame  # noqa: E402
-from xarray_rumi.reading.buffers import frame_buffer  # noqa: E402
+from xarray_rumi.runtime.scratch import FRAME, scratch  # noqa: E402
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
 CHIP = 256
@@ -188,7 +188,7 @@ class Floor:
 
         def decode(k: int, payload: bytes) -> None:
             shape = grid.frame_shape(k)
-            decode_frame(payload, sample, shape, out=frame_buffer(shape, sample.dtype) if self.into_buffer else None)
+            decode_frame(payload, sample, shape, out=scratch(FRAME, shape, sample.dtype) if self.into_buffer else None)
 
         list(self.pool.map(decode, touched.tolist(), payloads))
 
@@ -253,12 +253,12 @@ def _into_fresh_memory(read):
     """``read()`` with every frame a window cuts decoded into fresh memory, as the reader did before ae3280f."""
     import xarray_rumi.reading.image as reader
 
-    kept = reader.frame_buffer
-    reader.frame_buffer = lambda shape, dtype: np.empty(shape, dtype)
+    kept = reader.scratch
+    reader.scratch = lambda purpose, shape, dtype: np.empty(shape, dtype)
     try:
         return read()
     finally:
-        reader.frame_buffer = kept
+        reader.scratch = kept
 
 
 def _backend_array(image):
@@ -553,7 +553,7 @@ class BatchCases:
 def _decode_into_buffer(work) -> None:
     image, k, payload = work
     shape = image.grid.frame_shape(k)
-    decode_frame(payload, image.sample_type, shape, out=frame_buffer(shape, image.sample_type.dtype))
+    decode_frame(payload, image.sample_type, shape, out=scratch(FRAME, shape, image.sample_type.dtype))
 
 
 def training_batches(root: str, names, size: int, rounds: int, latency_ms: float) -> list[Row]:
@@ -609,8 +609,8 @@ def python_cost_per_chip(cases: BatchCases, size: int, rounds: int, chips: int =
     rng = np.random.default_rng(4)
     fetch, decode = RumiImage.fetch, RumiImage.decode
     RumiImage.fetch = lambda self, starts, stops, **options: [b""] * len(starts)
-    RumiImage.decode = lambda self, k, payload, out=None: out if out is not None else frame_buffer(
-        self.grid.frame_shape(k), self.sample_type.dtype)
+    RumiImage.decode = lambda self, k, payload, out=None: out if out is not None else scratch(
+        FRAME, self.grid.frame_shape(k), self.sample_type.dtype)
     try:
         per_chip = []
         for _ in range(rounds):

@@ -18,6 +18,7 @@ from _rumi_bytes import ramp
 import xarray_rumi
 import xarray_rumi.reading.batch as batch
 from xarray_rumi.reading.image import RumiImage
+from xarray_rumi.runtime.scratch import FRAME, scratch
 
 SHAPE = (3, 70, 90)  # with 16 px tiles: 5 x 6 positions, edge frames of 6 and 10 px
 TILE = 16
@@ -177,7 +178,7 @@ def test_cut_frames_are_decoded_into_the_threads_buffer_and_whole_ones_into_the_
     got = image.read_windows([(0, 0, 32, 40), (16, 24, 32, 40)])
     np.testing.assert_array_equal(got[0, 0], values[0, :32, :40])
     np.testing.assert_array_equal(got[1, 0], values[0, 16:48, 24:64])
-    buffer = batch.frame_buffer((1, TILE, TILE), np.dtype("uint16"))
+    buffer = scratch(FRAME, (1, TILE, TILE), np.dtype("uint16"))
     assert len(outs) == 10
     assert sum(np.shares_memory(out, got) for out in outs) == 8
     assert sum(np.shares_memory(out, buffer) for out in outs) == 2

@@ -182,9 +182,10 @@ def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight:
     futures = {asyncio.run_coroutine_threadsafe(answer(r), fs.loop): r for r in requests}
     try:
         for future in as_completed(futures):
-            yield futures[future], future.result()
+            # popped, so an answer is let go once split: a call holds its pieces, not its answers too
+            yield futures.pop(future), future.result()
     finally:  # the caller stopped early (a frame that does not decode): nothing more is fetched for it
-        for future in futures:
+        for future in list(futures):
             future.cancel()
 
 

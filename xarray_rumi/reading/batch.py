@@ -24,8 +24,8 @@ import operator
 import numpy as np
 
 from ..format.grid import FrameUnit
+from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import computing_threads, share_work
-from .buffers import frame_buffer
 
 #: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
 LOCAL_FETCH_BYTES = 2 * 1024 * 1024
@@ -300,7 +300,7 @@ def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
         decoded = plan.image.decode(index, payload, out=out[slot[whole], b:b + 1, y0[whole]:y1[whole],
                                                             x0[whole]:x1[whole]])[0]
     else:
-        decoded = plan.image.decode(index, payload, out=frame_buffer(plan.shapes[i], out.dtype))[0]
+        decoded = plan.image.decode(index, payload, out=scratch(FRAME, plan.shapes[i], out.dtype))[0]
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
             out[slot[j], band[j], y0[j]:y1[j], x0[j]:x1[j]] = decoded[fy0[j]:fy1[j], fx0[j]:fx1[j]]
@@ -315,7 +315,7 @@ def _decode_cell_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
     if whole >= 0:
         decoded = plan.image.decode(index, payload, out=out[slot[whole], :, y0[whole]:y1[whole], x0[whole]:x1[whole]])
     else:
-        decoded = plan.image.decode(index, payload, out=frame_buffer(plan.shapes[i], out.dtype))
+        decoded = plan.image.decode(index, payload, out=scratch(FRAME, plan.shapes[i], out.dtype))
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
             out[slot[j], :, y0[j]:y1[j], x0[j]:x1[j]] = decoded[bands, fy0[j]:fy1[j], fx0[j]:fx1[j]]

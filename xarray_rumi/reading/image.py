@@ -5,7 +5,7 @@ lazily), ``RumiImage.read``, validation.  A read fetches the frames a
 selection touches in batches of byte ranges and decodes them in parallel
 (the decoder releases the GIL): a frame the selection holds whole straight
 into its place in the result, a frame it cuts into its thread's frame buffer
-(:func:`~xarray_rumi.reading.buffers.frame_buffer`), from which the wanted part is copied.
+(:data:`~xarray_rumi.runtime.scratch.FRAME`), from which the wanted part is copied.
 Remotely, a read of exactly one frame (a ``chunks={}`` task) shares fetches
 with the reads of its neighbours (:mod:`xarray_rumi.reading.readahead`).
 
@@ -49,9 +49,9 @@ from ..format.layout import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
+from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import computing_threads, share_work
 from . import readahead
-from .buffers import frame_buffer
 from .checked import checked_blobs, pair_digest, version_key
 
 log = logging.getLogger(__name__)
@@ -377,7 +377,8 @@ class RumiImage:
             if target.shape == shape:
                 self.decode(k, payload, out=target)  # the whole frame lies in the window
             else:
-                target[...] = self.decode(k, payload, out=frame_buffer(shape, out.dtype))[tuple(i for _, i in spans)]
+                frame = self.decode(k, payload, out=scratch(FRAME, shape, out.dtype))
+                target[...] = frame[tuple(i for _, i in spans)]
 
         return self, grid.frames_touching(*window), decode_into_place
 
@@ -389,7 +390,7 @@ class RumiImage:
         points = self.grid.frames_at_points(bands, rows, cols)
 
         def decode_and_place(k: int, payload: bytes) -> None:
-            frame = self.decode(k, payload, out=frame_buffer(self.grid.frame_shape(k), out.dtype))
+            frame = self.decode(k, payload, out=scratch(FRAME, self.grid.frame_shape(k), out.dtype))
             where, inside = zip(*points.in_frame(k))
             out[np.ix_(*where)] = frame[np.ix_(*inside)]
 
