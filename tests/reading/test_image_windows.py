@@ -126,6 +126,9 @@ def test_a_frame_over_the_bound_gets_memory_of_its_own(image, monkeypatch, one_t
     window = (slice(0, 2), slice(5, 37), slice(3, 19))
     np.testing.assert_array_equal(image.read(*window), values[window])
 
+
+@pytest.mark.parametrize("name", ["cint16", "cfloat16", "uint4", "bool", "bfloat16", "float64", "int8"])
+@pytest.mark.parametrize("unit", ["tile", "cell"])
 def test_windows_that_cut_frames_read_every_sample_type(tmp_path, name, unit):
     """Types that widen (complex integers), pack below a byte or come from ml_dtypes are copied from the buffer."""
     sample = sample_type_from_name(name)

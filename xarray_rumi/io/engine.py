@@ -113,12 +113,13 @@ def split_answers(starts, stops, requests: list[Request], answers: list) -> list
     return out
 
 
-def _split(starts, stops, request: Request, answer) -> list:
-    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`)."""
+def _split(starts, stops, request: Request, answer, *, copy: bool = True) -> list:
+    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`); views of the answer unless ``copy``."""
     if isinstance(answer, BaseException) or len(answer) > request.stop - request.start:
         return [answer] * len(request.ranges)
     view = memoryview(answer)
-    return [bytes(view[starts[i] - request.start:stops[i] - request.start]) for i in request.ranges]
+    pieces = [view[starts[i] - request.start:stops[i] - request.start] for i in request.ranges]
+    return [bytes(piece) for piece in pieces] if copy else pieces
 
 
 def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
@@ -133,7 +134,8 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     a read to one version of the file).  ``on_ready(positions, pieces)`` is
     called on the calling thread as each request completes, with those of
     its ranges answered by exactly their length, so decoding starts while
-    later requests are still arriving.
+    later requests are still arriving; the pieces are then memoryviews of
+    the answers, not copies.
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -145,7 +147,8 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     requests = plan_requests(starts, stops, max_gap=max_gap, max_request=max_request)
     out: list = [b""] * len(starts)
     for request, answer in _answers_as_they_come(fs, path, requests, max_in_flight, request_options or {}):
-        pieces = _split(starts, stops, request, answer)
+        # Handed to a decoder, pieces are views: copies would double the memory a call holds.
+        pieces = _split(starts, stops, request, answer, copy=on_ready is None)
         for i, piece in zip(request.ranges, pieces):
             out[i] = piece
         if on_ready is not None:
