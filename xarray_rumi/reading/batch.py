@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import threading
 
 import numpy as np
 
@@ -62,7 +63,10 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
     height, width = int(windows[0, 2]), int(windows[0, 3])
     shape = (len(pairs), band_indices.size, height, width)
     out = _checked_out(out, shape, dtype)
-    plans = [_ImagePlan(image, windows[members], members, band_indices, out) for image, members in
+    # A remote batch has a fetching thread an image; they decode no more frames at once than there are
+    # cores, so the event loop receiving the bytes keeps its share of the CPU.
+    decoders = threading.Semaphore(computing_threads())
+    plans = [_ImagePlan(image, windows[members], members, band_indices, out, decoders) for image, members in
              zip(images, slots)]
     share_work(_decode_batches(plans), _prepared, threads=_threads(plans),
                at_most=sum(plan.frames.size for plan in plans))
@@ -189,8 +193,9 @@ class _ImagePlan:
     decoded there), or -1.
     """
 
-    def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray):
-        self.image, self.out = image, out
+    def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray,
+                 decoders: threading.Semaphore):
+        self.image, self.out, self.decoders = image, out, decoders
         grid = image.grid
         rows, cols, height, width = windows[:, 0], windows[:, 1], int(windows[0, 2]), int(windows[0, 3])
         ys = _axis_spans(rows, height, grid.tile_length, grid.image_length)
@@ -283,7 +288,12 @@ def _prepared(batch) -> list:
     """Fetch one run of frames; a remote run's frames are decoded here as their requests arrive, the rest shared."""
     plan, first, stop = batch
     frames = plan.frames[first:stop].tolist()
-    place = _decode_cell_frame if plan.cell else _decode_tile_frame
+    decode = _decode_cell_frame if plan.cell else _decode_tile_frame
+
+    def place(plan: _ImagePlan, i: int, index: int, payload) -> None:
+        with plan.decoders:
+            decode(plan, i, index, payload)
+
     rest = plan.image.fetch_as_ready(*plan.image.header.ranges(plan.frames[first:stop]),
                                      lambda j, payload: place(plan, first + j, frames[j], payload))
     return [functools.partial(place, plan, first + j, frames[j], payload) for j, payload in rest]

@@ -483,13 +483,14 @@ def decode_all(jobs) -> None:
 def _batch_bytes(image: RumiImage, touched: np.ndarray) -> int:
     """Compressed bytes fetched at a time: locally a few frames a thread, remotely the read spread over the threads.
 
-    Every thread of a remote read then has its own requests in flight at once (one round trip).
+    Remotely every thread has its share in flight at once (one round trip), the threads together at most
+    :data:`~xarray_rumi.io.engine.REMOTE_BATCH`: what a read holds of compressed bytes.
     """
     if image.source.is_local:
         return DECODE_BATCH
+    threads = computing_threads()
     starts, stops = image.header.ranges(touched)
-    share = -(-int((stops - starts).sum()) // computing_threads())
-    return min(max(DECODE_BATCH, share), max(DECODE_BATCH, REMOTE_BATCH))
+    return max(DECODE_BATCH, min(-(-int((stops - starts).sum()) // threads), REMOTE_BATCH // threads))
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
