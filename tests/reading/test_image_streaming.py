@@ -54,3 +54,21 @@ def test_a_remote_read_decoded_as_it_arrives_is_the_image(http_server, unmerged_
     image = xarray_rumi.open_image(f"{http_server.url}/d.rumi", blob, georeferencing=False)
     np.testing.assert_array_equal(image.read(), values)
     np.testing.assert_array_equal(image.read(rows=slice(5, 50), cols=slice(3, 61)), values[:, 5:50, 3:61])
+
+
+def test_a_remote_read_holds_at_most_remote_batch_across_its_threads(http_server, monkeypatch):
+    import xarray_rumi.reading.image as reader
+
+    blob, values = _write(http_server.root, "e.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/e.rumi", blob, georeferencing=False)
+    image.read(rows=slice(0, 1))
+    largest = int(max(b - a for a, b in zip(*image.header.ranges(np.arange(image.grid.frame_count)))))
+    monkeypatch.setattr(reader, "REMOTE_BATCH", 8 * largest)
+    monkeypatch.setattr(reader, "DECODE_BATCH", 1)
+    monkeypatch.setattr(reader, "computing_threads", lambda: 2)
+    fetched = []
+    fetch = reader.RumiImage.fetch
+    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(int((b - a).sum()))
+                        or fetch(self, a, b, **kw))
+    np.testing.assert_array_equal(image.read(), values)
+    assert len(fetched) > 2 and max(fetched) <= 4 * largest   # each of two threads a half

@@ -1,32 +1,13 @@
 """The remote read engine: the byte ranges a read needs, fetched in few large requests that keep the link full.
 
-A rumi reader knows every byte range it needs before it sends a request (the
-blob locates every frame), which is what object storage rewards: each request
-costs a round trip (tens of milliseconds to S3) and is billed, while the bytes
-of one request stream at the link's speed.  So the engine
-
-1. **plans** (:func:`plan_requests`, pure): sorts the ranges, merges those that
-   touch or overlap, and bridges gaps of at most ``max_gap`` bytes, where reading
-   through costs less than another request; a merged request stops growing at
-   ``max_request`` bytes (a range larger than that is a request of its own),
-   so a request's answer is never more than that in memory and several
-   requests share a wide link;
-2. **fetches** the requests concurrently, at most ``max_in_flight`` at a time,
-   through the file system's own ``cat_ranges`` (fsspec's async HTTP and S3
-   file systems run them on fsspec's event loop);
-3. **splits** each answer back into the exact bytes of every range asked for,
-   in the caller's order (:func:`split_answers`, pure).
-
-Memory: the answers of one call (the bytes asked for plus at most
-``max_gap`` bytes for each bridged gap) and the exact pieces cut from them,
-so at most about twice the bytes of one call; a reader bounds a call
-(:data:`REMOTE_BATCH` a thread).
-
-It checks nothing and retries nothing: an answer of the wrong length is
-handed on as it came, cut at the range's place, for the caller
-(:meth:`xarray_rumi.io.source.ByteSource.read_many`) to judge and retry.  A
-request that failed gives its exception to every range it held, so only
-those are asked for again.
+:func:`plan_requests` merges ranges that touch, overlap or lie at most
+``max_gap`` apart into requests of at most ``max_request`` bytes;
+:func:`fetch_ranges` sends them, at most ``max_in_flight`` at once, and
+hands each request's ranges on as it completes, so decoding overlaps the
+transfer; :func:`split_answers` cuts answers back into ranges.  It checks
+and retries nothing (:meth:`xarray_rumi.io.source.ByteSource.read_many`
+does): a failed request gives its exception to its own ranges only.  The
+sizes, and the memory a read holds: docs/backend.md, "Over HTTP".
 """
 
 from __future__ import annotations
@@ -42,9 +23,8 @@ MAX_GAP = 256 * 1024
 #: per 8 frames or so (S3 bills every GET), and several requests share a wide link.  Larger
 #: requests were slower through fsspec's HTTP client (docs/benchmarks.md, "Remote reads").
 MAX_REQUEST = 2 * 1024 * 1024
-#: Compressed bytes a remote read hands the engine at a time (a local one reads smaller
-#: batches): a 1024 px box of a 4-band image or a quarter of a 4096 px one, in one round
-#: trip of concurrent requests, while a read holds no more than this per thread.
+#: Compressed bytes a remote read has in flight or waiting to be decoded, across its threads:
+#: a 1024 px box of a 4-band image in one round trip, and at 50 ms more than two cores decode.
 REMOTE_BATCH = 16 * 1024 * 1024
 #: Requests one call keeps in flight at most: enough to fill a link of a few
 #: Gbit/s at 50 ms with requests of 2 MiB, few enough not to be throttled.
