@@ -16,18 +16,13 @@ import asyncio
 from concurrent.futures import as_completed
 from dataclasses import dataclass
 
-#: Gap bytes read through rather than sent as another request: at tens of MB/s a
-#: connection, 256 KiB costs a few milliseconds, a fraction of one round trip to a store.
+#: Gap bytes read through rather than sent as another request: a few ms at tens of MB/s, less than a round trip.
 MAX_GAP = 256 * 1024
-#: Bytes of one merged request at most: a full read of 512 px uint16 tiles becomes a GET
-#: per 8 frames or so (S3 bills every GET), and several requests share a wide link.  Larger
-#: requests were slower through fsspec's HTTP client (docs/benchmarks.md, "Remote reads").
+#: Bytes of one merged request at most (larger ones were slower through fsspec's HTTP client).
 MAX_REQUEST = 2 * 1024 * 1024
-#: Compressed bytes a remote read has in flight or waiting to be decoded, across its threads:
-#: a 1024 px box of a 4-band image in one round trip, and at 50 ms more than two cores decode.
+#: Compressed bytes a remote read has in flight or waiting to be decoded, across its threads.
 REMOTE_BATCH = 16 * 1024 * 1024
-#: Requests one call keeps in flight at most: enough to fill a link of a few
-#: Gbit/s at 50 ms with requests of 2 MiB, few enough not to be throttled.
+#: Requests one call keeps in flight at most: 64 MiB, a few Gbit/s at 50 ms.
 MAX_IN_FLIGHT = 32
 
 
@@ -43,15 +38,10 @@ class Request:
 def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST) -> list[Request]:
     """Merged requests covering every non-empty range ``[starts[i], stops[i])``, in file order.
 
-    Ranges that touch or overlap join one request, and so do ranges at most
-    ``max_gap`` bytes apart, while the request stays within ``max_request``
-    bytes; a range larger than that is a request of its own.  Empty ranges
-    need no request and are in none.
+    Ranges at most ``max_gap`` apart share a request of at most ``max_request`` bytes (or one larger range).
 
     >>> [(r.start, r.stop, r.ranges) for r in plan_requests([0, 10, 100, 30], [10, 20, 110, 40], max_gap=5)]
     [(0, 20, (0, 1)), (30, 40, (3,)), (100, 110, (2,))]
-    >>> [(r.start, r.stop) for r in plan_requests([0, 10, 20], [10, 20, 30], max_request=20)]
-    [(0, 20), (20, 30)]
     """
     order = sorted((i for i in range(len(starts)) if stops[i] > starts[i]), key=lambda i: (starts[i], stops[i]))
     requests: list[Request] = []
@@ -74,15 +64,10 @@ def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = M
 def split_answers(starts, stops, requests: list[Request], answers: list) -> list:
     """Each range's bytes cut from its request's answer, in the caller's order; a failed request's exception.
 
-    ``answers[k]`` is request ``k``'s bytes or the exception its fetch raised.
-    An answer shorter than its request gives the ranges past its end fewer
-    bytes (or none); one longer than its request (a server that ignored the
-    ``Range`` header) is given whole to each of its ranges, so the caller sees
-    a range answered by too many bytes.  Empty ranges get ``b""``.
+    A short answer shortens the ranges past its end; one longer than its
+    request (a server that ignored ``Range``) is given whole to each range.
 
     >>> requests = plan_requests([4, 0], [6, 2], max_gap=2)
-    >>> split_answers([4, 0], [6, 2], requests, [b"abcdef"])
-    [b'ef', b'ab']
     >>> split_answers([4, 0], [6, 2], requests, [b"abc"])
     [b'', b'ab']
     """
@@ -94,7 +79,7 @@ def split_answers(starts, stops, requests: list[Request], answers: list) -> list
 
 
 def _split(starts, stops, request: Request, answer, *, copy: bool = True) -> list:
-    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`); views of the answer unless ``copy``."""
+    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`); views unless ``copy``."""
     if isinstance(answer, BaseException) or len(answer) > request.stop - request.start:
         return [answer] * len(request.ranges)
     view = memoryview(answer)
@@ -107,15 +92,10 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
                  on_ready=None) -> list:
     """The bytes of each range ``[starts[i], stops[i])`` of ``path`` on ``fs``, or the exception its request raised.
 
-    Ranges are merged by :func:`plan_requests`, the requests sent at most
-    ``max_in_flight`` at a time, their answers split by
-    :func:`split_answers`: one item per range, in order, unchecked.
-    ``request_options`` go with every request (the ``If-Match`` that keeps
-    a read to one version of the file).  ``on_ready(positions, pieces)`` is
-    called on the calling thread as each request completes, with those of
-    its ranges answered by exactly their length, so decoding starts while
-    later requests are still arriving; the pieces are then memoryviews of
-    the answers, not copies.
+    Unchecked, one item per range, in order; ``request_options`` go with
+    every request (``If-Match``).  ``on_ready(positions, pieces)`` is called
+    on the calling thread as each request completes, with its ranges answered
+    by exactly their length, as memoryviews of the answer.
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -140,12 +120,7 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
 
 
 def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight: int, options: dict):
-    """``(request, answer or exception)`` for every request, in the order they complete.
-
-    An async file system (fsspec's HTTP, s3fs) runs the requests on its own
-    event loop, at most ``max_in_flight`` at once; any other answers them
-    all in one ``cat_ranges``.
-    """
+    """``(request, answer or exception)`` as they complete: on an async file system's loop, else one ``cat_ranges``."""
     if not requests:
         return
     if not getattr(fs, "async_impl", False):

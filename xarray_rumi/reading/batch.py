@@ -269,7 +269,7 @@ def _threads(plans: list[_ImagePlan]) -> int | None:
 
 
 def _decode_batches(plans: list[_ImagePlan]):
-    """``(plan, first, stop)`` runs of each plan's frames: a remote image's whole, first, a local one's a few MiB at a time."""
+    """``(plan, first, stop)`` runs of frames: each remote image's whole (first), local ones a few MiB at a time."""
     for plan in sorted(plans, key=lambda plan: plan.image.source.is_local):
         if not plan.image.source.is_local:
             yield plan, 0, plan.frames.size

@@ -1,9 +1,6 @@
-"""Per-thread scratch memory: where a frame is decoded when it cannot go straight to its place.
+"""Per-thread scratch memory, reused from frame to frame: where a frame is decoded when it cannot go to its place.
 
-A thread uses an array only until it decodes its next frame, so one array
-a thread and purpose is enough; reusing memory the process already holds,
-rather than fresh memory for each frame, is what keeps a small read near
-the cost of decoding its frames (docs/benchmarks.md, "Training chips").
+Fresh memory for each frame costs up to twice the decoding (docs/benchmarks.md, "Training chips").
 """
 
 from __future__ import annotations
@@ -16,9 +13,8 @@ import numpy as np
 #: Bytes of the largest array a thread keeps; a larger one is memory of its own, let go after use.
 KEPT_BYTES = 16 * 1024 * 1024
 
-#: The purposes, each memory of its own as both are in use at once: a read decodes a frame it cuts into
-#: a ``FRAME``, and the decoder, where that array cannot take its bytes as they are (a sample type that
-#: widens), decodes into ``DECODED_BYTES`` first.
+#: Purposes, each its own memory as both are in use at once: a read decodes a frame it cuts into a
+#: ``FRAME``; the decoder, where that array cannot take the bytes as they are, into ``DECODED_BYTES``.
 FRAME, DECODED_BYTES = "decoded frame", "decoded bytes"
 
 _kept = threading.local()
@@ -26,9 +22,6 @@ _kept = threading.local()
 
 def scratch(purpose: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     """This thread's C-contiguous, 8-byte-aligned array of ``shape`` and ``dtype`` for ``purpose``, reused.
-
-    Each purpose is memory of its own, so two may be in use at once (the
-    decoder's raw bytes, the reader's decoded frame).
 
     >>> a = scratch("example", (1, 4, 4), np.dtype("uint16"))
     >>> b = scratch("example", (2, 2, 2), np.dtype("uint8"))
