@@ -265,15 +265,10 @@ class RumiImage:
             yield indices[first:last], starts[first:last], stops[first:last]
             first = last
 
-    def iter_batches(self, indices, *, batch_bytes: int = DECODE_BATCH):
-        """``(indices, compressed frames)`` for frames ``indices`` in order, one :meth:`fetch` per batch."""
-        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
-            yield batch, self.fetch(starts, stops)
-
     def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
         """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
-        for batch, payloads in self.iter_batches(indices, batch_bytes=batch_bytes):
-            yield from zip(batch.tolist(), payloads)
+        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
+            yield from zip(batch.tolist(), self.fetch(starts, stops))
 
     # -- pixels -------------------------------------------------------------
 
