@@ -10,7 +10,7 @@ import pytest
 from fsspec.asyn import AsyncFileSystem, get_loop
 from servers import RangeServer
 
-from xarray_rumi.io.engine import fetch_ranges
+from xarray_rumi.io.engine import HandedOn, fetch_ranges
 from xarray_rumi.io.retry import RetryPolicy
 from xarray_rumi.io.source import ByteSource
 
@@ -55,8 +55,9 @@ def test_a_request_is_handed_on_while_a_later_one_is_still_on_its_way():
             fs.open_gate()
 
     got = fetch_ranges(fs, "x", [8000, 0, 10], [8010, 10, 20], max_gap=0, on_ready=ready)
-    assert got == [DATA[8000:8010], DATA[:10], DATA[10:20]]
     assert seen == [([1, 2], [DATA[:10], DATA[10:20]]), ([0], [DATA[8000:8010]])]
+    # the call keeps no bytes it handed on, only their lengths
+    assert all(isinstance(piece, HandedOn) and len(piece) == 10 for piece in got)
     assert not fs.timed_out
 
 
@@ -66,7 +67,7 @@ def test_failed_short_and_overlong_answers_are_not_handed_on_but_returned():
     seen = []
     got = fetch_ranges(fs, "x", [0, 4000, 8000, 12000], [10, 4010, 8010, 12010], max_gap=0,
                        on_ready=lambda positions, pieces: seen.append(positions))
-    assert got == [failure, b"short", DATA, DATA[12000:12010]]
+    assert got[:3] == [failure, b"short", DATA] and isinstance(got[3], HandedOn)
     assert seen == [[3]]
 
 
@@ -87,8 +88,8 @@ def test_a_synchronous_file_system_hands_on_every_request_after_its_one_call():
     seen = []
     got = fetch_ranges(fs, "/streamed.bin", [8000, 0], [8010, 10], max_gap=0,
                        on_ready=lambda positions, pieces: seen.append((positions, pieces)))
-    assert got == [DATA[8000:8010], DATA[:10]]
-    assert sorted(seen) == [([0], [DATA[8000:8010]]), ([1], [DATA[:10]])]
+    assert [len(piece) for piece in got] == [10, 10]
+    assert sorted(seen, key=str) == [([0], [DATA[8000:8010]]), ([1], [DATA[:10]])]
 
 
 def test_read_many_hands_on_each_range_once_in_the_callers_positions_across_a_retry(tmp_path):
@@ -107,5 +108,5 @@ def test_read_many_hands_on_each_range_once_in_the_callers_positions_across_a_re
         starts = [12000, 0, 6000]
         got = source.read_many(starts, [s + 100 for s in starts], max_gap=0, on_ready=ready)
         assert any(r.fault for r in proxy.requests)   # one request failed and was asked again
-    assert got == [DATA[s:s + 100] for s in starts]
-    assert seen == dict(enumerate(got))
+    assert seen == {i: DATA[s:s + 100] for i, s in enumerate(starts)}
+    assert [len(piece) for piece in got] == [100] * 3

@@ -65,10 +65,29 @@ def test_a_remote_read_holds_at_most_remote_batch_across_its_threads(http_server
     largest = int(max(b - a for a, b in zip(*image.header.ranges(np.arange(image.grid.frame_count)))))
     monkeypatch.setattr(reader, "REMOTE_BATCH", 8 * largest)
     monkeypatch.setattr(reader, "DECODE_BATCH", 1)
-    monkeypatch.setattr(reader, "computing_threads", lambda: 2)
+    monkeypatch.setattr(reader, "idle_threads", lambda: 2)
     fetched = []
     fetch = reader.RumiImage.fetch
     monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(int((b - a).sum()))
                         or fetch(self, a, b, **kw))
     np.testing.assert_array_equal(image.read(), values)
     assert len(fetched) > 2 and max(fetched) <= 4 * largest   # each of two threads a half
+
+
+def test_a_remote_read_with_no_other_thread_free_is_one_fetch(http_server, monkeypatch):
+    """A Dask task whose neighbours keep the other cores busy: its read is one round trip, not one a share."""
+    import xarray_rumi.reading.image as reader
+
+    blob, values = _write(http_server.root, "f.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/f.rumi", blob, georeferencing=False)
+    image.read(rows=slice(0, 1))
+    monkeypatch.setattr(reader, "DECODE_BATCH", 1)
+    fetched = []
+    fetch = reader.RumiImage.fetch
+    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(len(a))
+                        or fetch(self, a, b, **kw))
+    for free, fetches in ((1, 1), (2, 2)):
+        monkeypatch.setattr(reader, "idle_threads", lambda: free)
+        fetched.clear()
+        np.testing.assert_array_equal(image.read(), values)
+        assert len(fetched) == fetches and sum(fetched) == image.grid.frame_count

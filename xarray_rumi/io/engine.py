@@ -26,6 +26,18 @@ REMOTE_BATCH = 16 * 1024 * 1024
 MAX_IN_FLIGHT = 32
 
 
+class HandedOn:
+    """What :func:`fetch_ranges` returns for a range it gave to ``on_ready``: its length, not its bytes."""
+
+    __slots__ = ("length",)
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
 @dataclass(frozen=True)
 class Request:
     """One merged request ``[start, stop)`` and the positions (in the caller's list) of the ranges it holds."""
@@ -95,7 +107,8 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     Unchecked, one item per range, in order; ``request_options`` go with
     every request (``If-Match``).  ``on_ready(positions, pieces)`` is called
     on the calling thread as each request completes, with its ranges answered
-    by exactly their length, as memoryviews of the answer.
+    by exactly their length, as memoryviews of the answer; those are then
+    returned as :class:`HandedOn`, so a call holds no bytes it handed on.
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -112,10 +125,13 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
         for i, piece in zip(request.ranges, pieces):
             out[i] = piece
         if on_ready is not None:
-            exact = [(i, piece) for i, piece in zip(request.ranges, pieces)
+            exact = [i for i, piece in zip(request.ranges, pieces)
                      if not isinstance(piece, BaseException) and len(piece) == stops[i] - starts[i]]
             if exact:
-                on_ready(*map(list, zip(*exact)))
+                on_ready(exact, [out[i] for i in exact])
+                # the handler has them: the call keeps no bytes it handed on, only their lengths
+                for i in exact:
+                    out[i] = HandedOn(stops[i] - starts[i])
     return out
 
 
@@ -147,5 +163,5 @@ def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight:
             future.cancel()
 
 
-__all__ = ["MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges", "plan_requests",
-           "split_answers"]
+__all__ = ["HandedOn", "MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges",
+           "plan_requests", "split_answers"]

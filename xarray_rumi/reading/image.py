@@ -28,7 +28,7 @@ from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
 from ..runtime.scratch import FRAME, scratch
-from ..runtime.threads import computing_threads, share_work
+from ..runtime.threads import idle_threads, share_work
 from . import readahead
 from .checked import checked_blobs, pair_digest, version_key
 
@@ -179,18 +179,18 @@ class RumiImage:
         Returns ``(position, payload)`` of the rest (the last request's, and
         all of a local file's), for the caller to share among threads.
         """
-        handled = np.zeros(len(starts), bool)
-        pending: list = []  # the latest request's frames, handled when the next one arrives
+        handed_on = np.zeros(len(starts), bool)
+        latest: dict = {}  # the latest request's frames, handled when the next one arrives
 
         def ready(positions, payloads) -> None:
-            if pending:
-                for position, payload in zip(*pending.pop()):
-                    handle(position, payload)
-                    handled[position] = True
-            pending.append((positions, payloads))
+            for position, payload in latest.items():
+                handle(position, payload)
+            latest.clear()
+            latest.update(zip(positions, payloads))
+            handed_on[positions] = True
 
         payloads = self.fetch(starts, stops, on_ready=None if self.source.is_local else ready)
-        return [(position, payloads[position]) for position in np.flatnonzero(~handled).tolist()]
+        return [*latest.items(), *((position, payloads[position]) for position in np.flatnonzero(~handed_on).tolist())]
 
     def _fetch(self, starts, stops, options: dict) -> list[bytes]:
         if not self.verify:
@@ -389,9 +389,11 @@ def decode_all(jobs) -> None:
     if not frames:
         return
 
+    threads = idle_threads()  # asked before share_work counts this read's own
+
     def batches():
         for image, touched, place in jobs:
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=_batch_bytes(image, touched)):
+            for indices, starts, stops in image.batch_plan(touched, batch_bytes=_batch_bytes(image, touched, threads)):
                 yield image, place, indices.tolist(), starts, stops
 
     def prepare(batch) -> list:
@@ -402,11 +404,14 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, at_most=frames)
 
 
-def _batch_bytes(image: RumiImage, touched: np.ndarray) -> int:
-    """Compressed bytes a thread fetches at a time: remotely a share of the read, all shares within REMOTE_BATCH."""
+def _batch_bytes(image: RumiImage, touched: np.ndarray, threads: int) -> int:
+    """Compressed bytes a thread fetches at a time: remotely a share of the read, all shares within REMOTE_BATCH.
+
+    Shared among the threads free to join (in a Dask task whose neighbours keep the other cores busy,
+    one: the read is then one round trip, not one a share).
+    """
     if image.source.is_local:
         return DECODE_BATCH
-    threads = computing_threads()
     starts, stops = image.header.ranges(touched)
     return max(DECODE_BATCH, min(-(-int((stops - starts).sum()) // threads), REMOTE_BATCH // threads))
 
