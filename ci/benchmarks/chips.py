@@ -5,6 +5,7 @@ Run from the repository root::
     python ci/benchmarks/chips.py            # 4 images of 4 x 4096 x 4096 uint16, 512 px tiles: ~8 minutes on 2 cores
     python ci/benchmarks/chips.py --quick    # 2 images of 2048 px, fewer windows and rounds: ~3 minutes
     python ci/benchmarks/chips.py --only batches [--quick] [--latency 50]   # table 3 alone: ~2-4 minutes
+    python ci/benchmarks/chips.py --keep DIR ...   # images written into DIR once, reused by later runs
 
 The images are written as rumi (``compression="auto"``, 512 px tile frames,
 one band each) and as COG twins (rasterio's COG driver: ZSTD, horizontal
@@ -39,11 +40,13 @@ noise and warm caches favour none.  Two tables:
    rasterio windows on as many threads as cores (each thread its own
    handles, GDAL one thread each); the same over the loopback server waiting
    ``--latency`` ms before each answer.  Each case runs on the same batches,
-   each first in turn; the ratios are taken batch by batch.  Two more rows:
-   the Python a chip costs (planning and placing 4096 chips of 16 px with
-   fetching and decoding stubbed out), and the peak RSS growth of a fresh
-   process reading one batch against the result plus its touched frames
-   decoded once.
+   each first in turn; the ratios are taken batch by batch.  The remote
+   batch is also set against the longer of fetching its frames alone and
+   the local batch: 1 when fetching and decoding overlap fully, near 2 when
+   one waits for the other.  More rows: the Python a chip costs (planning
+   and placing 4096 chips of 16 px with fetching and decoding stubbed out),
+   and the peak RSS growth of a fresh process reading one batch, locally and
+   over the server, against the result plus its touched frames decoded once.
 
 Values are medians over rounds, with the range of the rounds; ratios are time
 multiples of the decode floor over the same chips (smaller is better), or
@@ -81,7 +84,7 @@ import xarray_rumi  # noqa: E402
 from _report import Row, environment, text_table  # noqa: E402
 from read import make_raster  # noqa: E402
 from xarray_rumi.frames.codec import decode_frame  # noqa: E402
-from xarray_rumi.reading.buffers import frame_buffer  # noqa: E402
+from xarray_rumi.runtime.scratch import FRAME, scratch  # noqa: E402
 
 TRANSFORM = (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
 CHIP = 256
@@ -188,7 +191,7 @@ class Floor:
 
         def decode(k: int, payload: bytes) -> None:
             shape = grid.frame_shape(k)
-            decode_frame(payload, sample, shape, out=frame_buffer(shape, sample.dtype) if self.into_buffer else None)
+            decode_frame(payload, sample, shape, out=scratch(FRAME, shape, sample.dtype) if self.into_buffer else None)
 
         list(self.pool.map(decode, touched.tolist(), payloads))
 
@@ -253,12 +256,12 @@ def _into_fresh_memory(read):
     """``read()`` with every frame a window cuts decoded into fresh memory, as the reader did before ae3280f."""
     import xarray_rumi.reading.image as reader
 
-    kept = reader.frame_buffer
-    reader.frame_buffer = lambda shape, dtype: np.empty(shape, dtype)
+    kept = reader.scratch
+    reader.scratch = lambda purpose, shape, dtype: np.empty(shape, dtype)
     try:
         return read()
     finally:
-        reader.frame_buffer = kept
+        reader.scratch = kept
 
 
 def _backend_array(image):
@@ -553,7 +556,7 @@ class BatchCases:
 def _decode_into_buffer(work) -> None:
     image, k, payload = work
     shape = image.grid.frame_shape(k)
-    decode_frame(payload, image.sample_type, shape, out=frame_buffer(shape, image.sample_type.dtype))
+    decode_frame(payload, image.sample_type, shape, out=scratch(FRAME, shape, image.sample_type.dtype))
 
 
 def training_batches(root: str, names, size: int, rounds: int, latency_ms: float) -> list[Row]:
@@ -569,18 +572,20 @@ def training_batches(root: str, names, size: int, rounds: int, latency_ms: float
     np.testing.assert_array_equal(local.batch(batches[0]), np.stack(local.cog(batches[0])))
     cases = {"decode the distinct touched frames": local.floor, "read_windows": local.batch,
              "one chip at a time": local.loop, "COG twins, rasterio windows": local.cog}
-    seconds = _rotated(cases, batches)
-    local.close()
+    # local and remote cases take turns in one rotation, so the remote batch is set against local batches
+    # read under the same load
     with http_server(root, latency=latency_ms / 1e3) as url:
         remote = BatchCases(root, linked, url)
-        remote_cases = {f"fetch the distinct touched frames, HTTP {latency_ms:g} ms": remote.fetch_only,
-                        f"read_windows, HTTP {latency_ms:g} ms": remote.batch,
-                        f"one chip at a time, HTTP {latency_ms:g} ms": remote.loop,
-                        f"COG twins, rasterio windows, HTTP {latency_ms:g} ms": remote.cog}
-        seconds.update(_rotated(remote_cases, batches))
+        cases.update({f"fetch the distinct touched frames, HTTP {latency_ms:g} ms": remote.fetch_only,
+                      f"read_windows, HTTP {latency_ms:g} ms": remote.batch,
+                      f"one chip at a time, HTTP {latency_ms:g} ms": remote.loop,
+                      f"COG twins, rasterio windows, HTTP {latency_ms:g} ms": remote.cog})
+        seconds = _rotated(cases, batches)
         remote.close()
+        remote_memory = batch_memory(root, linked, size, url, f", HTTP {latency_ms:g} ms")
+    local.close()
     seconds["python cost per chip"] = python_cost_per_chip(local, size, rounds)
-    return [*batch_rows(seconds, latency_ms), batch_memory(root, linked, size)]
+    return [*batch_rows(seconds, latency_ms), batch_memory(root, linked, size), remote_memory]
 
 
 def _rotated(cases: dict, batches) -> dict[str, list[float]]:
@@ -608,9 +613,9 @@ def python_cost_per_chip(cases: BatchCases, size: int, rounds: int, chips: int =
 
     rng = np.random.default_rng(4)
     fetch, decode = RumiImage.fetch, RumiImage.decode
-    RumiImage.fetch = lambda self, starts, stops: [b""] * len(starts)
-    RumiImage.decode = lambda self, k, payload, out=None: out if out is not None else frame_buffer(
-        self.grid.frame_shape(k), self.sample_type.dtype)
+    RumiImage.fetch = lambda self, starts, stops, **options: [b""] * len(starts)
+    RumiImage.decode = lambda self, k, payload, out=None: out if out is not None else scratch(
+        FRAME, self.grid.frame_shape(k), self.sample_type.dtype)
     try:
         per_chip = []
         for _ in range(rounds):
@@ -634,11 +639,11 @@ def high_water():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
 
-root, names, chips = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
-images = [xarray_rumi.open_image(os.path.join(root, n), open(os.path.join(root, n + ".header"), "rb").read(),
+location, root, names, chips = sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5])
+images = [xarray_rumi.open_image(f"{location}/{n}", open(os.path.join(root, n + ".header"), "rb").read(),
                                  georeferencing=False) for n in names]
 for image in images:
-    image.check_blob()
+    image.read(rows=slice(0, 1), cols=slice(0, 1))  # the blob checked against the version reads keep to
 before = high_water()
 result = xarray_rumi.read_windows([(images[i], (y, x, 256, 256)) for i, y, x in chips])
 grown = high_water() - before
@@ -649,15 +654,16 @@ print(json.dumps([grown, result.nbytes, decoded]))
 """
 
 
-def batch_memory(root: str, linked, size: int) -> Row:
+def batch_memory(root: str, linked, size: int, location: str | None = None, where: str = "") -> Row:
     """Peak RSS growth of a fresh process reading one batch, as a multiple of the result plus its touched frames."""
     import json
 
     chips = random_chips(np.random.default_rng(5), len(linked), size, BATCH_CHIPS)
-    done = subprocess.run([sys.executable, "-c", BATCH_MEMORY, str(ROOT), root, json.dumps([r for r, _ in linked]),
-                           json.dumps(chips)], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", BATCH_MEMORY, str(ROOT), location or root, root,
+                           json.dumps([r for r, _ in linked]), json.dumps(chips)], capture_output=True, text=True,
+                          check=True)
     grown, result, decoded = json.loads(done.stdout)
-    return Row("peak RSS growth of one batch (fresh process)", grown / 2**20, "MiB",
+    return Row(f"peak RSS growth of one batch{where} (fresh process)", grown / 2**20, "MiB",
                "result + touched frames decoded", grown / (result + decoded), 1.0, False,
                f"result {result / 2**20:.0f} MiB, touched frames decoded {decoded / 2**20:.0f} MiB")
 
@@ -666,10 +672,11 @@ def batch_rows(seconds: dict[str, list[float]], latency_ms: float) -> list[Row]:
     """The table: each case's median batch time and chips per second, against the anchor its target names."""
     floor, batch = seconds["decode the distinct touched frames"], seconds["read_windows"]
     remote = f"read_windows, HTTP {latency_ms:g} ms"
+    fetched = f"fetch the distinct touched frames, HTTP {latency_ms:g} ms"
 
-    def row(name, anchor, ratios, target=None, higher=False, unit="s"):
+    def row(name, anchor, ratios, target=None, higher=False, unit="s", label=None):
         times = seconds[name]
-        return Row(name, statistics.median(times), unit, anchor, statistics.median(ratios), target, higher,
+        return Row(label or name, statistics.median(times), unit, anchor, statistics.median(ratios), target, higher,
                    f"{BATCH_CHIPS / statistics.median(times):.0f} chips/s; rounds {min(ratios):.2f}-{max(ratios):.2f}")
 
     def over(name, anchor):
@@ -680,12 +687,18 @@ def batch_rows(seconds: dict[str, list[float]], latency_ms: float) -> list[Row]:
         row("read_windows", "decode the distinct touched frames", over("read_windows", "decode the distinct "
                                                                           "touched frames"), 1.1),
         row("one chip at a time", "read_windows: speed-up", over("one chip at a time", "read_windows"), 1.8, True),
+        # no batch reader is faster than the floor, so this bounds the speed-up any batch can have over the loop
+        row("one chip at a time", "decode the distinct touched frames", over("one chip at a time", "decode the "
+            "distinct touched frames"), label="one chip at a time: the ceiling on a batch's speed-up"),
         row("COG twins, rasterio windows", "read_windows: speed-up",
             over("COG twins, rasterio windows", "read_windows"), 2.0, True),
         row(remote, f"{latency_ms:g} ms + 1.2 x local read_windows",
             [r / (latency_ms / 1e3 + 1.2 * b) for r, b in zip(seconds[remote], batch)], 1.0),
         row(f"fetch the distinct touched frames, HTTP {latency_ms:g} ms", "HTTP read_windows",
             over(f"fetch the distinct touched frames, HTTP {latency_ms:g} ms", remote)),
+        # 1 when fetching and decoding overlap fully; near 2 when one waits for the other
+        row(remote, "the longer of fetching alone and the local batch",
+            [r / max(f, b) for r, f, b in zip(seconds[remote], seconds[fetched], batch)], label=remote + ": overlap"),
         row(f"one chip at a time, HTTP {latency_ms:g} ms", "read_windows: speed-up",
             over(f"one chip at a time, HTTP {latency_ms:g} ms", remote), None, True),
         row(f"COG twins, rasterio windows, HTTP {latency_ms:g} ms", "read_windows: speed-up",
@@ -696,6 +709,28 @@ def batch_rows(seconds: dict[str, list[float]], latency_ms: float) -> list[Row]:
                     "50 us", statistics.median(cost) / 50e-6, 1.0, False,
                     f"rounds {min(cost) * 1e6:.0f}-{max(cost) * 1e6:.0f} us"))
     return rows
+
+
+def _images_directory(keep: str | None):
+    if keep is None:
+        return tempfile.TemporaryDirectory(prefix="rumi-chips-")
+    os.makedirs(keep, exist_ok=True)
+    return contextlib.nullcontext(keep)
+
+
+def _written(root: str, args) -> list[tuple[str, str]]:
+    """The images of ``args`` in ``root``: written, or read back from a run that kept them with the same arguments."""
+    import json
+
+    record = os.path.join(root, "images.json")
+    wanted = [args.images, args.bands, args.size, args.tile]
+    if os.path.exists(record):
+        kept = json.loads(pathlib.Path(record).read_text())
+        if kept["arguments"] == wanted:
+            return [tuple(pair) for pair in kept["names"]]
+    names = write_images(root, *wanted)
+    pathlib.Path(record).write_text(json.dumps({"arguments": wanted, "names": names}))
+    return names
 
 
 def main(argv=None) -> None:
@@ -710,13 +745,14 @@ def main(argv=None) -> None:
     parser.add_argument("--latency", type=float, default=50, help="ms the server waits before each answer in table 3")
     parser.add_argument("--quick", action="store_true", help="2 images of 2048 px, 60 windows, 3 rounds")
     parser.add_argument("--only", choices=["windows", "chips", "batches"], help="one table")
+    parser.add_argument("--keep", metavar="DIR", help="write the images into DIR once and reuse them in later runs")
     args = parser.parse_args(argv)
     if args.quick:
         args.images, args.size, args.windows, args.rounds = 2, 2048, 60, 3
     warnings.simplefilter("ignore")
-    with tempfile.TemporaryDirectory(prefix="rumi-chips-") as root:
+    with _images_directory(args.keep) as root:
         started = time.perf_counter()
-        names = write_images(root, args.images, args.bands, args.size, args.tile)
+        names = _written(root, args)
         rumi_chips = cookbook_chips_module(root)
         print(f"{args.images} images of {args.bands} x {args.size} x {args.size} uint16, {args.tile} px tiles; "
               f"{CHIP} px chips of every band at random places of random images; written in "

@@ -18,6 +18,7 @@ from _rumi_bytes import ramp
 import xarray_rumi
 import xarray_rumi.reading.batch as batch
 from xarray_rumi.reading.image import RumiImage
+from xarray_rumi.runtime.scratch import FRAME, scratch
 
 SHAPE = (3, 70, 90)  # with 16 px tiles: 5 x 6 positions, edge frames of 6 and 10 px
 TILE = 16
@@ -124,10 +125,10 @@ def test_each_distinct_frame_is_fetched_once_and_decoded_once(images, monkeypatc
     fetched, decoded, calls = Counter(), Counter(), Counter()
     fetch, decode = RumiImage.fetch, RumiImage.decode
 
-    def counting_fetch(self, starts, stops):
+    def counting_fetch(self, starts, stops, **options):
         calls[self.source.url] += 1
         fetched.update((self.source.url, int(a)) for a in starts)
-        return fetch(self, starts, stops)
+        return fetch(self, starts, stops, **options)
 
     def counting_decode(self, index, payload, out=None):
         decoded[(self.source.url, index)] += 1
@@ -161,7 +162,7 @@ def test_a_local_image_is_fetched_a_few_mib_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(batch, "LOCAL_FETCH_BYTES", 1)  # one frame a fetch
     sizes = []
     fetch = RumiImage.fetch
-    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b: sizes.append(len(a)) or fetch(self, a, b))
+    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b, **kw: sizes.append(len(a)) or fetch(self, a, b, **kw))
     got = image.read_windows([(0, 0, 64, 64)])
     np.testing.assert_array_equal(got[0], values)
     assert sizes == [1] * 16
@@ -177,7 +178,7 @@ def test_cut_frames_are_decoded_into_the_threads_buffer_and_whole_ones_into_the_
     got = image.read_windows([(0, 0, 32, 40), (16, 24, 32, 40)])
     np.testing.assert_array_equal(got[0, 0], values[0, :32, :40])
     np.testing.assert_array_equal(got[1, 0], values[0, 16:48, 24:64])
-    buffer = batch.frame_buffer((1, TILE, TILE), np.dtype("uint16"))
+    buffer = scratch(FRAME, (1, TILE, TILE), np.dtype("uint16"))
     assert len(outs) == 10
     assert sum(np.shares_memory(out, got) for out in outs) == 8
     assert sum(np.shares_memory(out, buffer) for out in outs) == 2
@@ -290,7 +291,7 @@ def test_one_remote_batch_asks_for_each_touched_frame_once_one_fetch_an_image(ht
         image.check_blob()  # the blob check's own request is not the batch's
     calls = Counter()
     fetch = RumiImage.fetch
-    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b: calls.update([self.source.url]) or fetch(self, a, b))
+    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b, **kw: calls.update([self.source.url]) or fetch(self, a, b, **kw))
     rng = np.random.default_rng(8)
     picks = rng.integers(0, 3, 30).tolist()
     windows = random_windows(rng, 30)
@@ -322,7 +323,7 @@ def test_the_remote_images_of_a_batch_are_fetched_at_once(http_server, monkeypat
               for i, image in enumerate(local)]
     all_started = threading.Barrier(len(remote), timeout=10)
     fetch = RumiImage.fetch
-    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b: all_started.wait() * 0 or fetch(self, a, b))
+    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b, **kw: all_started.wait() * 0 or fetch(self, a, b, **kw))
     got = xarray_rumi.read_windows([(image, (5, 7, CHIP, CHIP)) for image in remote])
     monkeypatch.undo()
     for chip, image in zip(got, local):

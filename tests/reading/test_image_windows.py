@@ -2,7 +2,7 @@
 
 A window at a random place takes only part of most frames it touches.  The
 reader decodes such a frame into one buffer its thread keeps
-(``reading.buffers.frame_buffer``) and copies the wanted part out, instead of
+(``runtime.scratch.scratch(FRAME, ...)``) and copies the wanted part out, instead of
 decoding every frame into fresh memory: docs/benchmarks.md ("Training
 chips") has what that saves.  These tests pin that the buffer is used, that
 a result never shares it, that threads never share one, and that sample
@@ -21,6 +21,7 @@ from backend_samples import same_values, sample_values
 import xarray_rumi
 import xarray_rumi.reading.image as reader
 from xarray_rumi.format.dtypes import sample_type_from_name
+from xarray_rumi.runtime.scratch import FRAME, scratch
 
 SHAPE = (2, 40, 44)
 TILE = 16
@@ -52,12 +53,17 @@ def recorded_outs(monkeypatch) -> list:
     return outs
 
 
+def frame_buffer(shape, dtype):
+    """This thread's scratch array for a frame a read cuts."""
+    return scratch(FRAME, shape, dtype)
+
+
 def test_frames_a_window_cuts_are_decoded_into_the_threads_buffer(image, monkeypatch, one_thread):
     image, values = image
     outs = recorded_outs(monkeypatch)
     window = (slice(0, 2), slice(5, 37), slice(3, 19))  # cuts every frame it touches: 2 bands x 3 x 2 positions
     np.testing.assert_array_equal(image.read(*window), values[window])
-    buffer = reader.frame_buffer((1, TILE, TILE), values.dtype)
+    buffer = frame_buffer((1, TILE, TILE), values.dtype)
     assert len(outs) == 12 and all(out is not None and np.shares_memory(out, buffer) for out in outs)
 
 
@@ -67,7 +73,7 @@ def test_frames_a_window_holds_whole_are_decoded_into_the_result(image, monkeypa
     result = image.read(slice(0, 1), slice(0, 32), slice(0, 40))  # two whole frames, two cut
     np.testing.assert_array_equal(result, values[:1, :32, :40])
     whole = [out for out in outs if np.shares_memory(out, result)]
-    cut = [out for out in outs if np.shares_memory(out, reader.frame_buffer((1, TILE, TILE), values.dtype))]
+    cut = [out for out in outs if np.shares_memory(out, frame_buffer((1, TILE, TILE), values.dtype))]
     assert len(outs) == 6 and len(whole) == 4 and len(cut) == 2
 
 
@@ -76,7 +82,7 @@ def test_points_are_decoded_into_the_threads_buffer(image, monkeypatch, one_thre
     outs = recorded_outs(monkeypatch)
     bands, rows, cols = np.array([1]), np.array([0, 39]), np.array([2, 43])
     np.testing.assert_array_equal(image.read_points(bands, rows, cols), values[np.ix_(bands, rows, cols)])
-    buffer = reader.frame_buffer((1, TILE, TILE), values.dtype)
+    buffer = frame_buffer((1, TILE, TILE), values.dtype)
     assert len(outs) == 4 and all(np.shares_memory(out, buffer) for out in outs)
 
 
@@ -85,7 +91,7 @@ def test_a_result_never_shares_the_buffer(image, one_thread):
     first = image.read(slice(0, 1), slice(2, 10), slice(2, 10))  # inside one frame
     points = image.read_points(np.array([0]), np.array([3]), np.array([4]))
     second = image.read(slice(1, 2), slice(20, 30), slice(30, 40))  # another frame, through the same buffer
-    buffer = reader.frame_buffer((1, TILE, TILE), values.dtype)
+    buffer = frame_buffer((1, TILE, TILE), values.dtype)
     assert not any(np.shares_memory(result, buffer) for result in (first, points, second))
     np.testing.assert_array_equal(first, values[:1, 2:10, 2:10])
     np.testing.assert_array_equal(points, values[:1, 3:4, 4:5])
@@ -112,22 +118,13 @@ def test_threads_reading_at_once_each_use_their_own_buffer(image, monkeypatch):
 
 def test_a_frame_over_the_bound_gets_memory_of_its_own(image, monkeypatch, one_thread):
     image, values = image
-    monkeypatch.setattr("xarray_rumi.reading.buffers.FRAME_BUFFER_BYTES", TILE * TILE)  # half a uint16 frame
-    a, b = (reader.frame_buffer((1, TILE, TILE), values.dtype) for _ in range(2))
+    monkeypatch.setattr("xarray_rumi.runtime.scratch.KEPT_BYTES", TILE * TILE)  # half a uint16 frame
+    a, b = (frame_buffer((1, TILE, TILE), values.dtype) for _ in range(2))
     assert not np.shares_memory(a, b)
-    small = reader.frame_buffer((1, 4, 4), values.dtype)
-    assert np.shares_memory(small, reader.frame_buffer((2, 2, 2), np.dtype("uint8")))
+    small = frame_buffer((1, 4, 4), values.dtype)
+    assert np.shares_memory(small, frame_buffer((2, 2, 2), np.dtype("uint8")))
     window = (slice(0, 2), slice(5, 37), slice(3, 19))
     np.testing.assert_array_equal(image.read(*window), values[window])
-
-
-def test_the_buffer_grows_for_a_larger_frame_and_stays_aligned(one_thread):
-    small = reader.frame_buffer((1, 3, 3), np.dtype("uint8"))
-    large = reader.frame_buffer((3, 64, 64), np.dtype("float64"))
-    again = reader.frame_buffer((1, 3, 3), np.dtype("uint8"))
-    assert large.shape == (3, 64, 64) and large.dtype == np.float64 and large.flags.c_contiguous
-    assert large.ctypes.data % 8 == 0 and np.shares_memory(again, large)
-    assert small.shape == (1, 3, 3)
 
 
 @pytest.mark.parametrize("name", ["cint16", "cfloat16", "uint4", "bool", "bfloat16", "float64", "int8"])

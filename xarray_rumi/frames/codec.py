@@ -14,6 +14,7 @@ import openzl.ext
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType
 from ..runtime.heap import keep_heap_top
+from ..runtime.scratch import DECODED_BYTES, scratch
 from ._geozl_into import into_decoder
 
 #: The OpenZL frame format version of every frame this project writes.  24 is
@@ -215,8 +216,6 @@ def _check_out(out: np.ndarray, sample: SampleType, shape: tuple[int, ...]) -> N
 
 _decoder = into_decoder()  # None where this geozl's private decoder is missing or unchecked: out= then copies
 
-_scratch = threading.local()  # one reusable decode buffer per thread
-
 
 def _writes_in_place(out: np.ndarray, sample: SampleType) -> bool:
     """Whether ``out``'s memory is exactly the frame's bytes: contiguous little-endian samples, 8-byte aligned."""
@@ -228,14 +227,6 @@ def _writes_in_place(out: np.ndarray, sample: SampleType) -> bool:
     )
 
 
-def _scratch_bytes(size: int) -> np.ndarray:
-    buffer = getattr(_scratch, "buffer", None)
-    if buffer is None or buffer.size < size:
-        # uint64 storage keeps it 8-byte aligned, as OpenZL needs
-        buffer = _scratch.buffer = np.empty(-(-size // 8), np.uint64).view(np.uint8)
-    return buffer[:size]
-
-
 def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarray, verify: bool) -> np.ndarray:
     payload = np.frombuffer(frame, np.uint8)
     declared = _decoder.declared_size(payload)
@@ -245,7 +236,7 @@ def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarra
         raise _not_decodable(f"the frame declares {declared} bytes of output, above the {expected} allowed")
     _check_length(declared, expected)
     in_place = _writes_in_place(out, sample)
-    target = out.reshape(-1).view(np.uint8) if in_place else _scratch_bytes(expected)
+    target = out.reshape(-1).view(np.uint8) if in_place else scratch(DECODED_BYTES, (expected,), np.uint8)
     try:
         written = _decoder.decompress(payload, target, verify)
     except RuntimeError as exc:

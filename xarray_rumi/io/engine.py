@@ -1,52 +1,41 @@
 """The remote read engine: the byte ranges a read needs, fetched in few large requests that keep the link full.
 
-A rumi reader knows every byte range it needs before it sends a request (the
-blob locates every frame), which is what object storage rewards: each request
-costs a round trip (tens of milliseconds to S3) and is billed, while the bytes
-of one request stream at the link's speed.  So the engine
-
-1. **plans** (:func:`plan_requests`, pure): sorts the ranges, merges those that
-   touch or overlap, and bridges gaps of at most ``max_gap`` bytes, where reading
-   through costs less than another request; a merged request stops growing at
-   ``max_request`` bytes (a range larger than that is a request of its own),
-   so a request's answer is never more than that in memory and several
-   requests share a wide link;
-2. **fetches** the requests concurrently, at most ``max_in_flight`` at a time,
-   through the file system's own ``cat_ranges`` (fsspec's async HTTP and S3
-   file systems run them on fsspec's event loop);
-3. **splits** each answer back into the exact bytes of every range asked for,
-   in the caller's order (:func:`split_answers`, pure).
-
-Memory: the answers of one call (the bytes asked for plus at most
-``max_gap`` bytes for each bridged gap) and the exact pieces cut from them,
-so at most about twice the bytes of one call; a reader bounds a call
-(:data:`REMOTE_BATCH` a thread).
-
-It checks nothing and retries nothing: an answer of the wrong length is
-handed on as it came, cut at the range's place, for the caller
-(:meth:`xarray_rumi.io.source.ByteSource.read_many`) to judge and retry.  A
-request that failed gives its exception to every range it held, so only
-those are asked for again.
+:func:`plan_requests` merges ranges that touch, overlap or lie at most
+``max_gap`` apart into requests of at most ``max_request`` bytes;
+:func:`fetch_ranges` sends them, at most ``max_in_flight`` at once, and
+hands each request's ranges on as it completes, so decoding overlaps the
+transfer; :func:`split_answers` cuts answers back into ranges.  It checks
+and retries nothing (:meth:`xarray_rumi.io.source.ByteSource.read_many`
+does): a failed request gives its exception to its own ranges only.  The
+sizes, and the memory a read holds: docs/backend.md, "Over HTTP".
 """
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 
-#: Gap bytes read through rather than sent as another request: at tens of MB/s a
-#: connection, 256 KiB costs a few milliseconds, a fraction of one round trip to a store.
+#: Gap bytes read through rather than sent as another request: a few ms at tens of MB/s, less than a round trip.
 MAX_GAP = 256 * 1024
-#: Bytes of one merged request at most: a full read of 512 px uint16 tiles becomes a GET
-#: per 8 frames or so (S3 bills every GET), and several requests share a wide link.  Larger
-#: requests were slower through fsspec's HTTP client (docs/benchmarks.md, "Remote reads").
+#: Bytes of one merged request at most (larger ones were slower through fsspec's HTTP client).
 MAX_REQUEST = 2 * 1024 * 1024
-#: Compressed bytes a remote read hands the engine at a time (a local one reads smaller
-#: batches): a 1024 px box of a 4-band image or a quarter of a 4096 px one, in one round
-#: trip of concurrent requests, while a read holds no more than this per thread.
+#: Compressed bytes a remote read has in flight or waiting to be decoded, across its threads.
 REMOTE_BATCH = 16 * 1024 * 1024
-#: Requests one call keeps in flight at most: enough to fill a link of a few
-#: Gbit/s at 50 ms with requests of 2 MiB, few enough not to be throttled.
+#: Requests one call keeps in flight at most: 64 MiB, a few Gbit/s at 50 ms.
 MAX_IN_FLIGHT = 32
+
+
+class HandedOn:
+    """What :func:`fetch_ranges` returns for a range it gave to ``on_ready``: its length, not its bytes."""
+
+    __slots__ = ("length",)
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
 
 
 @dataclass(frozen=True)
@@ -61,15 +50,10 @@ class Request:
 def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST) -> list[Request]:
     """Merged requests covering every non-empty range ``[starts[i], stops[i])``, in file order.
 
-    Ranges that touch or overlap join one request, and so do ranges at most
-    ``max_gap`` bytes apart, while the request stays within ``max_request``
-    bytes; a range larger than that is a request of its own.  Empty ranges
-    need no request and are in none.
+    Ranges at most ``max_gap`` apart share a request of at most ``max_request`` bytes (or one larger range).
 
     >>> [(r.start, r.stop, r.ranges) for r in plan_requests([0, 10, 100, 30], [10, 20, 110, 40], max_gap=5)]
     [(0, 20, (0, 1)), (30, 40, (3,)), (100, 110, (2,))]
-    >>> [(r.start, r.stop) for r in plan_requests([0, 10, 20], [10, 20, 30], max_request=20)]
-    [(0, 20), (20, 30)]
     """
     order = sorted((i for i in range(len(starts)) if stops[i] > starts[i]), key=lambda i: (starts[i], stops[i]))
     requests: list[Request] = []
@@ -92,39 +76,39 @@ def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = M
 def split_answers(starts, stops, requests: list[Request], answers: list) -> list:
     """Each range's bytes cut from its request's answer, in the caller's order; a failed request's exception.
 
-    ``answers[k]`` is request ``k``'s bytes or the exception its fetch raised.
-    An answer shorter than its request gives the ranges past its end fewer
-    bytes (or none); one longer than its request (a server that ignored the
-    ``Range`` header) is given whole to each of its ranges, so the caller sees
-    a range answered by too many bytes.  Empty ranges get ``b""``.
+    A short answer shortens the ranges past its end; one longer than its
+    request (a server that ignored ``Range``) is given whole to each range.
 
     >>> requests = plan_requests([4, 0], [6, 2], max_gap=2)
-    >>> split_answers([4, 0], [6, 2], requests, [b"abcdef"])
-    [b'ef', b'ab']
     >>> split_answers([4, 0], [6, 2], requests, [b"abc"])
     [b'', b'ab']
     """
     out: list = [b""] * len(starts)
     for request, answer in zip(requests, answers):
-        too_long = not isinstance(answer, BaseException) and len(answer) > request.stop - request.start
-        view = None if isinstance(answer, BaseException) or too_long else memoryview(answer)
-        for i in request.ranges:
-            if view is None:
-                out[i] = answer
-            else:
-                out[i] = bytes(view[starts[i] - request.start:stops[i] - request.start])
+        for i, piece in zip(request.ranges, _split(starts, stops, request, answer)):
+            out[i] = piece
     return out
 
 
+def _split(starts, stops, request: Request, answer, *, copy: bool = True) -> list:
+    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`); views unless ``copy``."""
+    if isinstance(answer, BaseException) or len(answer) > request.stop - request.start:
+        return [answer] * len(request.ranges)
+    view = memoryview(answer)
+    pieces = [view[starts[i] - request.start:stops[i] - request.start] for i in request.ranges]
+    return [bytes(piece) for piece in pieces] if copy else pieces
+
+
 def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
-                 max_in_flight: int = MAX_IN_FLIGHT, request_options: dict | None = None) -> list:
+                 max_in_flight: int = MAX_IN_FLIGHT, request_options: dict | None = None,
+                 on_ready=None) -> list:
     """The bytes of each range ``[starts[i], stops[i])`` of ``path`` on ``fs``, or the exception its request raised.
 
-    Ranges are merged by :func:`plan_requests`, the requests sent at most
-    ``max_in_flight`` at a time, their answers split by
-    :func:`split_answers`: one item per range, in order, unchecked.
-    ``request_options`` go with every request (the ``If-Match`` that keeps
-    a read to one version of the file).
+    Unchecked, one item per range, in order; ``request_options`` go with
+    every request (``If-Match``).  ``on_ready(positions, pieces)`` is called
+    on the calling thread as each request completes, with its ranges answered
+    by exactly their length, as memoryviews of the answer; those are then
+    returned as :class:`HandedOn`, so a call holds no bytes it handed on.
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -134,14 +118,50 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     """
     starts, stops = [int(s) for s in starts], [int(s) for s in stops]
     requests = plan_requests(starts, stops, max_gap=max_gap, max_request=max_request)
+    out: list = [b""] * len(starts)
+    for request, answer in _answers_as_they_come(fs, path, requests, max_in_flight, request_options or {}):
+        # Handed to a decoder, pieces are views: copies would double the memory a call holds.
+        pieces = _split(starts, stops, request, answer, copy=on_ready is None)
+        for i, piece in zip(request.ranges, pieces):
+            out[i] = piece
+        if on_ready is not None:
+            exact = [i for i, piece in zip(request.ranges, pieces)
+                     if not isinstance(piece, BaseException) and len(piece) == stops[i] - starts[i]]
+            if exact:
+                on_ready(exact, [out[i] for i in exact])
+                # the handler has them: the call keeps no bytes it handed on, only their lengths
+                for i in exact:
+                    out[i] = HandedOn(stops[i] - starts[i])
+    return out
+
+
+def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight: int, options: dict):
+    """``(request, answer or exception)`` as they complete: on an async file system's loop, else one ``cat_ranges``."""
     if not requests:
-        return [b""] * len(starts)
-    options = {"batch_size": max_in_flight} if getattr(fs, "async_impl", False) else {}
-    options.update(request_options or {})
-    answers = fs.cat_ranges([path] * len(requests), [r.start for r in requests], [r.stop for r in requests],
-                            on_error="return", **options)
-    return split_answers(starts, stops, requests, answers)
+        return
+    if not getattr(fs, "async_impl", False):
+        answers = fs.cat_ranges([path] * len(requests), [r.start for r in requests], [r.stop for r in requests],
+                                on_error="return", **options)
+        yield from zip(requests, answers)
+        return
+    slots = asyncio.Semaphore(max_in_flight)
+
+    async def answer(request: Request):
+        async with slots:
+            try:
+                return await fs._cat_file(path, start=request.start, end=request.stop, **options)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller as this request's answer
+                return exc
+
+    futures = {asyncio.run_coroutine_threadsafe(answer(r), fs.loop): r for r in requests}
+    try:
+        for future in as_completed(futures):
+            # popped, so an answer is let go once split: a call holds its pieces, not its answers too
+            yield futures.pop(future), future.result()
+    finally:  # the caller stopped early (a frame that does not decode): nothing more is fetched for it
+        for future in list(futures):
+            future.cancel()
 
 
-__all__ = ["MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges", "plan_requests",
-           "split_answers"]
+__all__ = ["HandedOn", "MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges",
+           "plan_requests", "split_answers"]

@@ -266,10 +266,11 @@ class ByteSource:
 
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
-    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP) -> list[bytes]:
+    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, on_ready=None) -> list[bytes]:
         """Several exact ranges; remotely the read engine's merged requests (``max_gap``: bytes read through at most).
 
         Only the ranges of failed requests are asked again; a range past the end fails the batch at once.
+        ``on_ready(positions, pieces)`` receives remote ranges answered whole as their requests complete.
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
@@ -283,8 +284,10 @@ class ByteSource:
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
+            ready = None if on_ready is None else lambda positions, pieces: on_ready([missing[p] for p in positions],
+                                                                                      pieces)
             got, found = self._fetch(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
-                                     max_gap=max_gap)
+                                     max_gap=max_gap, on_ready=ready)
             failure, sizes = None, []
             for i, answer, identity in zip(missing, got, found):
                 try:
@@ -303,13 +306,15 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=lambda: (
             first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
-    def _fetch(self, fs, path: str, starts, stops, *, max_gap: int) -> tuple[list, list]:
+    def _fetch(self, fs, path: str, starts, stops, *, max_gap: int, on_ready=None) -> tuple[list, list]:
         """Each range's answer (bytes, or its request's error) and the version its response stated (``None``: unsaid).
 
-        Until the source is pinned, requests go through :mod:`~xarray_rumi.io.ranged`, which keeps what they state.
+        Until the source is pinned, requests go through :mod:`~xarray_rumi.io.ranged`, which keeps what they state
+        (and hands nothing on early: the answers' versions are compared first).
         """
         if self._pin.identity is not None or not reports_versions(fs):
-            answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs))
+            answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs),
+                                   on_ready=on_ready)
             return answers, [None] * len(starts)
         reporting = ReportingFileSystem(fs)
         answers = fetch_ranges(reporting, path, starts, stops, max_gap=max_gap)

@@ -1,33 +1,32 @@
 """Many windows of one size across many images in one call: a training batch.
 
 One plan serves the whole batch.  Every frame any window touches is listed
-once per image, however many windows overlap it; it is fetched once
-(:meth:`RumiImage.fetch`, all of an image's frames in one call where the
-file is remote, so the read engine can merge them into one round trip, and
-every remote image's call in flight at once) and decoded once: straight
-into the output where a window holds it whole, otherwise into a buffer its
-thread keeps, from which each window's part is copied.  Decoding runs on the
-calling thread and the process's idle cores
-(:func:`~xarray_rumi.runtime.threads.share_work`).  Memory is the result,
-the touched frames' compressed bytes and a frame buffer per thread.
+once per image, however many windows overlap it; it is fetched once and
+decoded once: straight into the output where a window holds it whole,
+otherwise into a buffer its thread keeps, from which each window's part is
+copied.  Every remote image's frames are fetched in one call on a thread of
+its own, all at once (one round trip), and decoded as each merged request
+arrives; local frames a few MiB at a time.  Decoding runs on the calling
+thread and the process's idle cores
+(:func:`~xarray_rumi.runtime.threads.share_work`).
 
 Windows are ``(row, col, height, width)`` in pixels.  ``bands`` are band
 numbers counted from 1, as the ``band`` coordinate, ``rumi quicklook`` and
 GDAL count them.  With tile frames only the chosen bands' frames are read;
 a cell frame holds every band, so it is fetched and decoded whole whatever
-``bands`` says.
-"""
+``bands`` says."""
 
 from __future__ import annotations
 
 import functools
 import operator
+import threading
 
 import numpy as np
 
 from ..format.grid import FrameUnit
-from ..runtime.threads import share_work
-from .buffers import frame_buffer
+from ..runtime.scratch import FRAME, scratch
+from ..runtime.threads import computing_threads, share_work
 
 #: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
 LOCAL_FETCH_BYTES = 2 * 1024 * 1024
@@ -64,10 +63,13 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
     height, width = int(windows[0, 2]), int(windows[0, 3])
     shape = (len(pairs), band_indices.size, height, width)
     out = _checked_out(out, shape, dtype)
-    plans = [_ImagePlan(image, windows[members], members, band_indices, out) for image, members in
+    # A remote batch has a fetching thread an image; they decode no more frames at once than there are
+    # cores, so the event loop receiving the bytes keeps its share of the CPU.
+    decoders = threading.Semaphore(computing_threads())
+    plans = [_ImagePlan(image, windows[members], members, band_indices, out, decoders) for image, members in
              zip(images, slots)]
-    _fetch_remote(plans)
-    share_work(_decode_batches(plans), _prepared, at_most=sum(plan.frames.size for plan in plans))
+    share_work(_decode_batches(plans), _prepared, threads=_threads(plans),
+               at_most=sum(plan.frames.size for plan in plans))
     return out
 
 
@@ -191,8 +193,9 @@ class _ImagePlan:
     decoded there), or -1.
     """
 
-    def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray):
-        self.image, self.out, self.payloads = image, out, None
+    def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray,
+                 decoders: threading.Semaphore):
+        self.image, self.out, self.decoders = image, out, decoders
         grid = image.grid
         rows, cols, height, width = windows[:, 0], windows[:, 1], int(windows[0, 2]), int(windows[0, 3])
         ys = _axis_spans(rows, height, grid.tile_length, grid.image_length)
@@ -259,24 +262,16 @@ def _as_slice(indices: np.ndarray):
 # -- fetching and decoding -----------------------------------------------------------
 
 
-def _fetch_remote(plans: list[_ImagePlan]) -> None:
-    """Every remote image's frames, each image's in one fetch, all images' fetches in flight together."""
-    remote = [plan for plan in plans if not plan.image.source.is_local]
-    if not remote:
-        return
-
-    def fetch(plan: _ImagePlan) -> list:
-        plan.payloads = plan.image.fetch(*plan.image.header.ranges(plan.frames))
-        return []
-
-    # Fetching waits on the network, not the CPU: one thread per image, so the requests go out at once.
-    share_work(remote, fetch, threads=min(len(remote), REMOTE_FETCHES_AT_ONCE))
+def _threads(plans: list[_ImagePlan]) -> int | None:
+    """Threads for the batch: one a remote image (up to a bound), so every image's requests go out at once."""
+    remote = sum(not plan.image.source.is_local for plan in plans)
+    return max(computing_threads(), min(remote, REMOTE_FETCHES_AT_ONCE)) if remote else None
 
 
 def _decode_batches(plans: list[_ImagePlan]):
-    """``(plan, first, stop)`` runs of each plan's frames: a local image's a few MiB at a time, a remote one's whole."""
-    for plan in plans:
-        if plan.payloads is not None:
+    """``(plan, first, stop)`` runs of frames: each remote image's whole (first), local ones a few MiB at a time."""
+    for plan in sorted(plans, key=lambda plan: plan.image.source.is_local):
+        if not plan.image.source.is_local:
             yield plan, 0, plan.frames.size
             continue
         starts, stops = plan.image.header.ranges(plan.frames)
@@ -290,15 +285,18 @@ def _decode_batches(plans: list[_ImagePlan]):
 
 
 def _prepared(batch) -> list:
-    """The pieces of one run of frames: fetched here if not yet, one piece a frame."""
+    """Fetch one run of frames; a remote run's frames are decoded here as their requests arrive, the rest shared."""
     plan, first, stop = batch
-    if plan.payloads is None:
-        payloads = plan.image.fetch(*plan.image.header.ranges(plan.frames[first:stop]))
-    else:
-        payloads = plan.payloads[first:stop]
-    place = _decode_cell_frame if plan.cell else _decode_tile_frame
-    return [functools.partial(place, plan, i, k, payload)
-            for i, k, payload in zip(range(first, stop), plan.frames[first:stop].tolist(), payloads)]
+    frames = plan.frames[first:stop].tolist()
+    decode = _decode_cell_frame if plan.cell else _decode_tile_frame
+
+    def place(plan: _ImagePlan, i: int, index: int, payload) -> None:
+        with plan.decoders:
+            decode(plan, i, index, payload)
+
+    rest = plan.image.fetch_as_ready(*plan.image.header.ranges(plan.frames[first:stop]),
+                                     lambda j, payload: place(plan, first + j, frames[j], payload))
+    return [functools.partial(place, plan, first + j, frames[j], payload) for j, payload in rest]
 
 
 def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
@@ -312,7 +310,7 @@ def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
         decoded = plan.image.decode(index, payload, out=out[slot[whole], b:b + 1, y0[whole]:y1[whole],
                                                             x0[whole]:x1[whole]])[0]
     else:
-        decoded = plan.image.decode(index, payload, out=frame_buffer(plan.shapes[i], out.dtype))[0]
+        decoded = plan.image.decode(index, payload, out=scratch(FRAME, plan.shapes[i], out.dtype))[0]
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
             out[slot[j], band[j], y0[j]:y1[j], x0[j]:x1[j]] = decoded[fy0[j]:fy1[j], fx0[j]:fx1[j]]
@@ -327,7 +325,7 @@ def _decode_cell_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
     if whole >= 0:
         decoded = plan.image.decode(index, payload, out=out[slot[whole], :, y0[whole]:y1[whole], x0[whole]:x1[whole]])
     else:
-        decoded = plan.image.decode(index, payload, out=frame_buffer(plan.shapes[i], out.dtype))
+        decoded = plan.image.decode(index, payload, out=scratch(FRAME, plan.shapes[i], out.dtype))
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
             out[slot[j], :, y0[j]:y1[j], x0[j]:x1[j]] = decoded[bands, fy0[j]:fy1[j], fx0[j]:fx1[j]]

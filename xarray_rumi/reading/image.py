@@ -1,33 +1,11 @@
 """An opened rumi image and the one reader of its frames.
 
-Every way of reading pixels comes here: the engine's ``BackendArray`` (through Dask or
-lazily), ``RumiImage.read``, validation.  A read fetches the frames a
-selection touches in batches of byte ranges and decodes them in parallel
-(the decoder releases the GIL): a frame the selection holds whole straight
-into its place in the result, a frame it cuts into its thread's frame buffer
-(:func:`~xarray_rumi.reading.buffers.frame_buffer`), from which the wanted part is copied.
-Remotely, a read of exactly one frame (a ``chunks={}`` task) shares fetches
-with the reads of its neighbours (:mod:`xarray_rumi.reading.readahead`).
-
-A blob is checked against the fixed head of its file's IFD (the first 252
-bytes) before any pixel read through it is returned: at open when the open
-reads the georeferencing anyway (:mod:`xarray_rumi.reading.open`), otherwise
-on the process's first frame read of that file and blob, whose batch then
-also fetches the head (and, where the open took georeferencing on trust
-from an Item, a catalog row or ``crs=``, the file's georeferencing tags,
-which are compared with it).  The record of checked pairs
-(:data:`~xarray_rumi.reading.checked.checked_blobs`) is the only state of
-that check; a pickled image carries the fact that its pair was checked into
-the process that loads it.
-
-A range the blob locates past the end of the file (a file cut after its blob
-was made) is :class:`~xarray_rumi.RumiFormatError` ``frames.truncated``
-naming the frame, never an ``OSError`` and never retried.
-
-Every read keeps to the version of the file the image opened (fixed by the
-open, or by the first read), and the blob is checked against that version:
-a file rewritten or replaced since is refused with
-:class:`~xarray_rumi.io.versions.FileChangedError`, never read in part.
+Every way of reading pixels comes here.  A read fetches the frames a
+selection touches and decodes them on every core: a frame the selection
+holds whole straight into its place, a cut one into its thread's scratch
+frame, from which its part is copied.  Before any pixel is returned the
+blob is checked against its file's IFD head, in the version of the file
+the image keeps to (docs/backend.md).
 """
 
 from __future__ import annotations
@@ -49,16 +27,14 @@ from ..format.placement import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError
-from ..runtime.threads import share_work
+from ..runtime.scratch import FRAME, scratch
+from ..runtime.threads import idle_threads, share_work
 from . import readahead
-from .buffers import frame_buffer
 from .checked import checked_blobs, pair_digest, version_key
 
 log = logging.getLogger(__name__)
 
-#: Compressed bytes a read over many frames fetches at a time: a few frames per
-#: decoding thread, so memory stays near the result's size while a remote read
-#: is still a batch of concurrent requests.
+#: Compressed bytes a local read fetches at a time: a few frames a decoding thread.
 DECODE_BATCH = 2 * 1024 * 1024
 #: Compressed bytes fetched together when frames are only checked, not placed (validation).
 READ_BATCH = 32 * 1024 * 1024
@@ -68,16 +44,10 @@ READ_BATCH = 32 * 1024 * 1024
 class RumiImage:
     """An opened rumi file: where it is, its header, its georeferencing (when known), and how to read it.
 
-    ``verify=False`` trusts the file and the blob: no frame checksums and no
-    check of the blob against the file.  ``opened_size`` is the file's size
-    when the open learned it (see :attr:`file_size`).  ``claimed_by`` names
-    who gave ``georeferencing`` (an Item, a catalog row, ``crs=``) when it
-    has not been compared with the file's tags: the blob's check, which
-    fetches the IFD head anyway, then fetches the tags in the same batch and
-    refuses georeferencing they contradict.  Picklable: the address, the
-    blob and the version of the file its reads keep to (see
-    :meth:`~xarray_rumi.io.source.ByteSource.pin`), never bytes of the file
-    or an open handle.
+    ``verify=False`` trusts the file and the blob (no checksums, no blob
+    check).  ``claimed_by`` names who gave ``georeferencing`` without it being
+    compared with the file's tags; the blob's check then compares them.
+    Pickles as the address, the blob and the file version, never bytes.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -139,13 +109,8 @@ class RumiImage:
 
     @cached_property
     def file_size(self) -> int:
-        """The file's real size in bytes (the header's ``file_size`` is where its frames end, a claim).
-
-        The open learned it when it read the IFD or checked the blob, and
-        refused a file too short for its frames; otherwise (a blob with
-        georeferencing, ``verify=False``) it is the one the first read's answer
-        stated, or else asked here, once.
-        """
+        """The file's real size in bytes (the header's ``frames_end`` is a claim): from the open, from the first
+        read's answer, else asked once."""
         if self.opened_size is not None:
             return self.opened_size
         known = self._pin_file()
@@ -163,20 +128,20 @@ class RumiImage:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
-    def fetch(self, starts, stops, *, max_gap: int | None = None) -> list[bytes]:
+    def fetch(self, starts, stops, *, max_gap: int | None = None, on_ready=None) -> list[bytes]:
         """The bytes ``[starts[i], stops[i])`` of frames, once the blob is known to match the file.
 
-        On this process's first read of a blob not yet checked, the file's IFD
-        head comes in the same batch as the frames and the blob is checked
-        against it before anything is returned: one more small range, no
-        extra round trip.  Threads that meet an unchecked blob together fetch
-        their frames meanwhile and wait for one thread's verdict.  A frame
-        past the end of the file is ``frames.truncated``, naming it.
-        ``max_gap`` bounds the bytes between remote ranges that a merged
-        request reads through (the read engine's own bound when ``None``).
+        An unchecked blob is checked first, its IFD head fetched with the
+        frames; a frame past the end of the file is ``frames.truncated``.
+        ``max_gap`` and ``on_ready`` go to
+        :meth:`~xarray_rumi.io.source.ByteSource.read_many` (``on_ready`` only
+        once the blob is checked).
         """
+        options = {} if max_gap is None else {"max_gap": max_gap}
+        if on_ready is not None:
+            options["on_ready"] = on_ready
         try:
-            return self._fetch(starts, stops, {} if max_gap is None else {"max_gap": max_gap})
+            return self._fetch(starts, stops, options)
         except FileEndedError as ended:
             raise self.truncated(ended) from None
 
@@ -197,8 +162,6 @@ class RumiImage:
             return RumiFormatError(
                 "file-profile.truncated",
                 f"{url} is {ended.size} bytes, but its IFD and external values end at byte {header.base_frame_offset}")
-        # Which frame starts there: arithmetic for equal counts, a binary search otherwise,
-        # so a blob claiming millions of frames costs nothing per frame to name one.
         frame = header.frame_at(ended.start)
         return RumiFormatError(
             "frames.truncated",
@@ -207,25 +170,42 @@ class RumiImage:
             "the file was cut after its blob was made, or the blob is not this file's")
 
     def _pin_file(self):
-        """The version of the file this image reads, fixed on first need; ``None`` for a source that keeps none.
-
-        An open that asked the file fixed it already; otherwise it is asked
-        now, once for this open in this process (a stat locally, one size
-        request remotely): the blob must be checked against that version, and
-        every read after keeps to it.
-        """
+        """The version of the file this image reads, fixed on first need; ``None`` for a source that keeps none."""
         pin = getattr(self.source, "pin", None)
         return pin() if pin is not None else None
 
-    def _fetch(self, starts, stops, gap: dict) -> list[bytes]:
+    def fetch_as_ready(self, starts, stops, handle) -> list[tuple[int, bytes]]:
+        """Fetch the ranges, calling ``handle(position, payload)`` on each remote request's frames as it completes.
+
+        Returns ``(position, payload)`` of the rest (the last request's, and
+        all of a local file's), for the caller to share among threads.
+        """
+        handed_on = np.zeros(len(starts), bool)
+        latest: dict = {}  # the latest request's frames, handled when the next one arrives
+
+        def ready(positions, payloads) -> None:
+            for position, payload in latest.items():
+                handle(position, payload)
+            latest.clear()
+            latest.update(zip(positions, payloads))
+            handed_on[positions] = True
+
+        payloads = self.fetch(starts, stops, on_ready=None if self.source.is_local else ready)
+        return [*latest.items(), *((position, payloads[position]) for position in np.flatnonzero(~handed_on).tolist())]
+
+    def _fetch(self, starts, stops, options: dict) -> list[bytes]:
         if not self.verify:
-            return self._read_ranges(starts, stops, gap)
+            return self._read_ranges(starts, stops, options)
         # A source whose reads pin it learns the file's version from this read's answers: no request asks it first.
         unpinned = getattr(self.source, "identity", True) is None and getattr(self.source, "pins_on_read", False)
         if not unpinned:
             self._pin_file()
-        if checked_blobs.has_pair(self._pair_digest) if unpinned else self.blob_key in checked_blobs:
-            # checked (unpinned: in some version of the file, most likely the one the answers will state)
+            if self.blob_key in checked_blobs:
+                return self._read_ranges(starts, stops, options)
+        # Frames are handed on only once the blob is checked in this version: a blob of another file decodes to garbage.
+        gap = {k: v for k, v in options.items() if k != "on_ready"}
+        if unpinned and checked_blobs.has_pair(self._pair_digest):
+            # checked in some version of the file, most likely the one the answers will state
             payloads = self._read_ranges(starts, stops, gap)
             if self.blob_key not in checked_blobs:
                 self.check_blob()  # another version: its head, a round trip more
@@ -279,18 +259,13 @@ class RumiImage:
             raise
         checked_blobs.add(self.blob_key)
 
-    def _read_ranges(self, starts, stops, gap: dict) -> list[bytes]:
+    def _read_ranges(self, starts, stops, options: dict) -> list[bytes]:
         if len(starts) == 1:  # one range is one plain read (cat_file remotely)
             return [self.source.read(int(starts[0]), int(stops[0]))]
-        return self.source.read_many(starts, stops, **gap)
+        return self.source.read_many(starts, stops, **options)
 
     def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
-        """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` a batch.
-
-        A batch holds at most ``batch_bytes`` of frames (or one larger frame),
-        so a reader holds no more than that of compressed bytes at a time.
-        Reads nothing.
-        """
+        """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` (or one frame) each."""
         indices = np.asarray(indices, dtype=np.int64)
         starts, stops = self.header.ranges(indices)
         ends = np.cumsum(stops - starts)
@@ -301,25 +276,15 @@ class RumiImage:
             yield indices[first:last], starts[first:last], stops[first:last]
             first = last
 
-    def iter_batches(self, indices, *, batch_bytes: int = DECODE_BATCH):
-        """``(indices, compressed frames)`` for frames ``indices`` in order, one :meth:`fetch` per batch."""
-        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
-            yield batch, self.fetch(starts, stops)
-
     def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
         """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
-        for batch, payloads in self.iter_batches(indices, batch_bytes=batch_bytes):
-            yield from zip(batch.tolist(), payloads)
+        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
+            yield from zip(batch.tolist(), self.fetch(starts, stops))
 
     # -- pixels -------------------------------------------------------------
 
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
-        """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given).
-
-        A frame that does not decode is refused under its rule, naming the
-        frame and the file: through a blob, a damaged frame and a blob of
-        another file look alike here.
-        """
+        """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given); errors name it."""
         try:
             return decode_frame(payload, self.sample_type, self.grid.frame_shape(index), verify=self.verify, out=out)
         except RumiFormatError as exc:
@@ -336,9 +301,7 @@ class RumiImage:
         """A contiguous ``(band, y, x)`` window (what every Dask chunk asks for)."""
         frame = self._frame_at(bands, rows, cols)
         if frame is not None:
-            # The window is exactly one frame (a chunks={} task): one range read, or remotely
-            # a share of a read-ahead with the tasks of its neighbours; the decoded frame is
-            # the result as it is, with no copy into an output array.
+            # a chunks={} task: remotely it may share a read-ahead, and the decoded frame is the result, uncopied
             return self.decode(frame, readahead.read_frame(self, frame))
         window = (bands, rows, cols)
         out = np.empty(tuple(len(r) for r in window), self.sample_type.dtype)
@@ -356,7 +319,8 @@ class RumiImage:
             if target.shape == shape:
                 self.decode(k, payload, out=target)  # the whole frame lies in the window
             else:
-                target[...] = self.decode(k, payload, out=frame_buffer(shape, out.dtype))[tuple(i for _, i in spans)]
+                frame = self.decode(k, payload, out=scratch(FRAME, shape, out.dtype))
+                target[...] = frame[tuple(i for _, i in spans)]
 
         return self, grid.frames_touching(*window), decode_into_place
 
@@ -368,7 +332,7 @@ class RumiImage:
         points = self.grid.frames_at_points(bands, rows, cols)
 
         def decode_and_place(k: int, payload: bytes) -> None:
-            frame = self.decode(k, payload, out=frame_buffer(self.grid.frame_shape(k), out.dtype))
+            frame = self.decode(k, payload, out=scratch(FRAME, self.grid.frame_shape(k), out.dtype))
             where, inside = zip(*points.in_frame(k))
             out[np.ix_(*where)] = frame[np.ix_(*inside)]
 
@@ -383,15 +347,14 @@ class RumiImage:
         index = grid.frame_index(rows.start // grid.tile_length, cols.start // grid.tile_width, bands.start)
         if index >= grid.frame_count:
             return None
-        same = all((w.start, w.stop) == (r.start, r.stop) for w, r in zip(grid.frame_window(index), (bands, rows, cols)))
+        window = zip(grid.frame_window(index), (bands, rows, cols))
+        same = all((w.start, w.stop) == (r.start, r.stop) for w, r in window)
         return index if same else None
 
     def read_windows(self, windows, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
         """``(N, B, height, width)``: N windows ``(row, col, height, width)`` of one size, read as one batch.
 
-        Each frame the windows touch is fetched and decoded once, on every
-        core; ``bands`` are band numbers counted from 1 and ``out`` a
-        preallocated result (see :func:`xarray_rumi.reading.batch.read_windows`).
+        See :func:`xarray_rumi.reading.batch.read_windows`.
 
         >>> import numpy as np, tempfile, os, xarray_rumi
         >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -406,9 +369,7 @@ class RumiImage:
 
 
 def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
-    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube.
-
-    All their frames decode together, in parallel, each straight into its place.
+    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube, decoded together.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> root = tempfile.mkdtemp()
@@ -429,33 +390,41 @@ def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
 
 
 def decode_all(jobs) -> None:
-    """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each.
+    """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each, on every core.
 
-    Frames are fetched in batches of about :data:`DECODE_BATCH` per image (remotely
-    :data:`~xarray_rumi.io.engine.REMOTE_BATCH`, which the read engine sends as
-    few merged requests at once) and
-    decoded on the calling thread and the process's idle cores
-    (:func:`~xarray_rumi.runtime.threads.share_work`), each placed by its job's
-    ``place`` into a disjoint part of the output.  A damaged frame or a blob
-    that does not match its file raises here.
+    Each ``place`` writes a disjoint part of the output; remote frames are
+    decoded as their requests arrive (docs/backend.md, "Over HTTP").
     """
     jobs = [(image, np.asarray(touched, np.int64), place) for image, touched, place in jobs]
     frames = sum(touched.size for _, touched, _ in jobs)
     if not frames:
         return
 
+    threads = idle_threads()  # asked before share_work counts this read's own
+
     def batches():
         for image, touched, place in jobs:
-            batch_bytes = DECODE_BATCH if image.source.is_local else max(DECODE_BATCH, REMOTE_BATCH)
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=batch_bytes):
-                yield image, place, indices, starts, stops
+            for indices, starts, stops in image.batch_plan(touched, batch_bytes=_batch_bytes(image, touched, threads)):
+                yield image, place, indices.tolist(), starts, stops
 
     def prepare(batch) -> list:
         image, place, indices, starts, stops = batch
-        payloads = image.fetch(starts, stops)
-        return [functools.partial(place, k, payload) for k, payload in zip(indices.tolist(), payloads)]
+        rest = image.fetch_as_ready(starts, stops, lambda i, payload: place(indices[i], payload))
+        return [functools.partial(place, indices[i], payload) for i, payload in rest]
 
     share_work(batches(), prepare, at_most=frames)
+
+
+def _batch_bytes(image: RumiImage, touched: np.ndarray, threads: int) -> int:
+    """Compressed bytes a thread fetches at a time: remotely a share of the read, all shares within REMOTE_BATCH.
+
+    Shared among the threads free to join (in a Dask task whose neighbours keep the other cores busy,
+    one: the read is then one round trip, not one a share).
+    """
+    if image.source.is_local:
+        return DECODE_BATCH
+    starts, stops = image.header.ranges(touched)
+    return max(DECODE_BATCH, min(-(-int((stops - starts).sum()) // threads), REMOTE_BATCH // threads))
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:

@@ -31,6 +31,15 @@ def computing_threads() -> int:
     return _cores()
 
 
+def idle_threads() -> int:
+    """Threads that could join a :func:`share_work` started now, the caller's own included (at least 1).
+
+    >>> 1 <= idle_threads() <= computing_threads()
+    True
+    """
+    return max(1, computing_threads() - _computing.working)
+
+
 def _cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -277,4 +286,4 @@ def _nothing() -> None:
     pass
 
 
-__all__ = ["cancel_or_wait", "computing_threads", "in_background", "in_processes", "ordered_map", "share_work"]
+__all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map", "share_work"]

@@ -1,0 +1,93 @@
+"""Remote frames are decoded as their requests arrive, once the blob is known to match; the last request's are shared."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import xarray_rumi
+
+SHAPE, TILE = (2, 64, 64), 16   # 32 tile frames
+
+
+def _write(root, name, seed=0):
+    values = np.random.default_rng(seed).integers(0, 2**16, SHAPE, dtype=np.uint16)
+    return xarray_rumi.write(f"{root}/{name}", values, tile_size=TILE), values
+
+
+def _handled_and_rest(image):
+    frames = np.arange(image.grid.frame_count)
+    starts, stops = image.header.ranges(frames)
+    handled = {}
+    rest = image.fetch_as_ready(starts, stops, lambda position, payload: handled.__setitem__(position, payload))
+    return handled, dict(rest), starts, stops
+
+
+def test_all_but_the_last_request_are_handled_as_they_arrive(http_server, unmerged_requests):
+    blob, _ = _write(http_server.root, "a.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/a.rumi", blob, georeferencing=False)
+    image.read(rows=slice(0, 1))   # checks the blob against the version of the file the image keeps to
+    handled, rest, starts, stops = _handled_and_rest(image)
+    assert len(rest) == 1 and len(handled) == len(starts) - 1   # unmerged: one frame a request
+    assert handled.keys() | rest.keys() == set(range(len(starts)))
+    with open(f"{http_server.root}/a.rumi", "rb") as f:
+        data = f.read()
+    assert {**handled, **rest} == {i: data[a:b] for i, (a, b) in enumerate(zip(starts.tolist(), stops.tolist()))}
+
+
+def test_nothing_is_handed_on_before_the_blob_is_checked(http_server, unmerged_requests):
+    blob, _ = _write(http_server.root, "b.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/b.rumi", blob, georeferencing=False)
+    handled, rest, starts, _ = _handled_and_rest(image)   # the first read checks the blob
+    assert handled == {} and len(rest) == len(starts)
+    handled, rest, _, _ = _handled_and_rest(image)   # checked now
+    assert len(handled) == len(starts) - 1 and len(rest) == 1
+
+
+def test_a_local_image_returns_every_frame(tmp_path):
+    blob, _ = _write(tmp_path, "c.rumi")
+    handled, rest, starts, _ = _handled_and_rest(xarray_rumi.open_image(str(tmp_path / "c.rumi"), blob))
+    assert handled == {} and len(rest) == len(starts)
+
+
+def test_a_remote_read_decoded_as_it_arrives_is_the_image(http_server, unmerged_requests):
+    blob, values = _write(http_server.root, "d.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/d.rumi", blob, georeferencing=False)
+    np.testing.assert_array_equal(image.read(), values)
+    np.testing.assert_array_equal(image.read(rows=slice(5, 50), cols=slice(3, 61)), values[:, 5:50, 3:61])
+
+
+def test_a_remote_read_holds_at_most_remote_batch_across_its_threads(http_server, monkeypatch):
+    import xarray_rumi.reading.image as reader
+
+    blob, values = _write(http_server.root, "e.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/e.rumi", blob, georeferencing=False)
+    image.read(rows=slice(0, 1))
+    largest = int(max(b - a for a, b in zip(*image.header.ranges(np.arange(image.grid.frame_count)))))
+    monkeypatch.setattr(reader, "REMOTE_BATCH", 8 * largest)
+    monkeypatch.setattr(reader, "DECODE_BATCH", 1)
+    monkeypatch.setattr(reader, "idle_threads", lambda: 2)
+    fetched = []
+    fetch = reader.RumiImage.fetch
+    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(int((b - a).sum()))
+                        or fetch(self, a, b, **kw))
+    np.testing.assert_array_equal(image.read(), values)
+    assert len(fetched) > 2 and max(fetched) <= 4 * largest   # each of two threads a half
+
+
+def test_a_remote_read_with_no_other_thread_free_is_one_fetch(http_server, monkeypatch):
+    """A Dask task whose neighbours keep the other cores busy: its read is one round trip, not one a share."""
+    import xarray_rumi.reading.image as reader
+
+    blob, values = _write(http_server.root, "f.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/f.rumi", blob, georeferencing=False)
+    image.read(rows=slice(0, 1))
+    monkeypatch.setattr(reader, "DECODE_BATCH", 1)
+    fetched = []
+    fetch = reader.RumiImage.fetch
+    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(len(a))
+                        or fetch(self, a, b, **kw))
+    for free, fetches in ((1, 1), (2, 2)):
+        monkeypatch.setattr(reader, "idle_threads", lambda: free)
+        fetched.clear()
+        np.testing.assert_array_equal(image.read(), values)
+        assert len(fetched) == fetches and sum(fetched) == image.grid.frame_count
