@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import OrderedDict, deque
 
 from ..io.engine import MAX_GAP, MAX_REQUEST
@@ -305,6 +306,25 @@ def _seen_before(grid, frame: int, back: int, seen) -> bool:
 
 #: This process's frames read ahead.
 shared = ReadAhead()
+_first_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source -> lock of its pinning read
+_first_reads_lock = threading.Lock()
+
+
+def _pins_on_this_read(source) -> bool:
+    return getattr(source, "identity", True) is None and getattr(source, "pins_on_read", False)
+
+
+def _first_read_lock(source) -> threading.Lock:
+    with _first_reads_lock:
+        return _first_reads.setdefault(source, threading.Lock())
+
+
+def _forget_first_reads() -> None:
+    global _first_reads, _first_reads_lock
+    _first_reads, _first_reads_lock = weakref.WeakKeyDictionary(), threading.Lock()
+
+
+in_forked_child(_forget_first_reads)
 in_forked_child(lambda: shared._after_fork())  # whichever ReadAhead is ``shared`` then
 
 
@@ -319,11 +339,18 @@ def read_frame(image, frame: int) -> bytes:
     """
     key = _key(image)
     if key is None:
-        payload = image.fetch(*([v] for v in image.frame_range(frame)))[0]
-        key = _key(image)  # a first read that pinned its source names its frames now: a sweep may start here
-        if key is not None:
-            shared.note(key, frame)
-        return payload
+        if not _pins_on_this_read(image.source):
+            return image.fetch(*([v] for v in image.frame_range(frame)))[0]
+        # One task's read pins the source (its answer states the version); the others wait for it rather
+        # than each fetch its frame alone and again in the read-ahead's spans.
+        with _first_read_lock(image.source):
+            key = _key(image)
+            if key is None:
+                payload = image.fetch(*([v] for v in image.frame_range(frame)))[0]
+                key = _key(image)  # pinned now: a sweep may start here
+                if key is not None:
+                    shared.note(key, frame)
+                return payload
     header = image.header
 
     def fetch(frames: list[int]) -> list[bytes]:
