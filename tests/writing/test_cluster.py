@@ -73,24 +73,25 @@ def test_each_source_block_is_computed_once(tmp_path, client, compression, chunk
     assert _forgotten(client)  # nothing held on the cluster after the write
 
 
-def test_data_in_the_graph_is_sent_once_a_window_at_a_time(tmp_path, client):
+def test_data_this_process_holds_is_compressed_here_not_sent_to_the_cluster(tmp_path, client):
     data = (np.arange(3 * 600 * 520) % 4099).astype("uint16").reshape(3, 600, 520)
-    lazy = da.from_array(data, chunks=(3, 300, 520))  # two blocks of many frames: several windows need each
+    lazy = da.from_array(data, chunks=(3, 300, 520))  # nothing to compute: every block is data in the graph
     sent = []
     real_get = distributed.Client.get
 
     def noting_get(self, graph, keys, **kwargs):
-        sent.append(len(pickle.dumps(graph)))
+        sent.append(keys)
         return real_get(self, graph, keys, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(encoded, "LOCAL_WINDOW_BYTES", 1)  # windows of 4 frames
         patch.setattr(distributed.Client, "get", noting_get)
         blob = xarray_rumi.write(tmp_path / "cluster.rumi", lazy, tile_size=128)
-    assert len(sent) > 10 and sum(sent) < 1.5 * data.nbytes, sent
-    assert max(sent) < data.nbytes / 4  # a window's part of the data, never a block
-    assert blob == xarray_rumi.write(tmp_path / "memory.rumi", data, tile_size=128)
+        assert sent == []  # the data alone: nothing submitted
+        computed = xarray_rumi.write(tmp_path / "computed.rumi", lazy + np.uint16(0), tile_size=128)
+        assert sent  # a computation: on the cluster
+    assert blob == computed == xarray_rumi.write(tmp_path / "memory.rumi", data, tile_size=128)
     assert (tmp_path / "cluster.rumi").read_bytes() == (tmp_path / "memory.rumi").read_bytes()
+    assert (tmp_path / "computed.rumi").read_bytes() == (tmp_path / "memory.rumi").read_bytes()
 
 
 def test_no_more_than_two_windows_of_frames_are_on_the_cluster(tmp_path, client):

@@ -103,6 +103,20 @@ class ClusterSession:
         return futures[:len(outputs)]
 
 
+def holds_only_data(array) -> bool:
+    """Whether every block of Dask ``array`` is an array in its graph, nothing to compute.
+
+    >>> import dask.array as da
+    >>> holds_only_data(da.from_array(np.zeros((1, 4, 4)), chunks=2)), holds_only_data(da.zeros((1, 4, 4)))
+    (True, False)
+    """
+    from dask._task_spec import DataNode
+
+    graph = _task_graph(array)
+    return all(isinstance(getattr(graph.get((array.name, *index)), "value", None), np.ndarray)
+               and isinstance(graph[(array.name, *index)], DataNode) for index in np.ndindex(*array.numblocks))
+
+
 def _task_graph(array) -> dict:
     """Dask ``array``'s graph as a dict of task-spec nodes (``dask._task_spec``), each listing its dependencies."""
     from dask._task_spec import convert_legacy_graph

@@ -16,7 +16,7 @@ from ..frames.recipes import Recipes
 from ..frames.codec import ThreadCache
 from ..runtime.threads import computing_threads, ordered_map
 from .blocks import check_frame_block, checked_blocks
-from .cluster import ClusterSession
+from .cluster import ClusterSession, holds_only_data
 
 #: Dask computes about this many bytes of frames at a time; at most two such windows are in memory.
 LOCAL_WINDOW_BYTES = 16 * 2**20
@@ -69,6 +69,11 @@ class DaskFrames:
         self.source_chunks = array.chunks
         self.dtype = array.dtype
         self.cluster = cluster if cluster is not None else ClusterSession.active()
+        # Data this process holds (``da.from_array``): nothing to compute, and compressing it on this process's
+        # threads beats sending every pixel to the workers (docs/writing.md, "On a cluster").
+        self._here = cluster is None and self.cluster is not None and holds_only_data(array)
+        if self._here:
+            self.cluster = None
         self._grid = grid
 
     @functools.cached_property
@@ -116,7 +121,7 @@ class DaskFrames:
         # named after the frame numbers: hashing the blocks themselves would cost more than listing them
         name = f"rumi-window-{self.array.name}-{tokenize(list(indices))}"
         window = dask.delayed(_listed)(*(self.block(k) for k in indices), dask_key_name=name)
-        return dask.compute(window)[0]
+        return dask.compute(window, scheduler="threads" if self._here else None)[0]
 
 
 def _listed(*blocks) -> list:
