@@ -160,11 +160,7 @@ def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample
 
 
 def sample_type_from_name(name: str) -> SampleType:
-    """The sample type named ``name`` (``"cint16"``, ``"uint4"``, ...); ``ValueError`` for another name.
-
-    >>> sample_type_from_name("bfloat16").sample_format
-    102
-    """
+    """The sample type named ``name`` (``"cint16"``, ``"uint4"``, ...); ``ValueError`` for another name."""
     try:
         return _BY_NAME[str(name)]
     except KeyError:
@@ -174,11 +170,7 @@ def sample_type_from_name(name: str) -> SampleType:
 
 
 def sample_type_for_dtype(dtype) -> SampleType:
-    """The sample type that stores a numpy dtype without conversion; ``ValueError`` if none does.
-
-    >>> sample_type_for_dtype("uint16").bits_per_sample
-    16
-    """
+    """The sample type that stores a numpy dtype without conversion; ``ValueError`` if none does."""
     dtype = np.dtype(dtype)
     found = _BY_DTYPE.get(np.dtype(dtype.type))
     if found is None:

@@ -23,11 +23,7 @@ class RasterType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> RasterType:
-        """Accept ``"area"``/``"point"``, 1/2 or a ``RasterType``.
-
-        >>> RasterType.parse("point")
-        <RasterType.POINT: 2>
-        """
+        """Accept ``"area"``/``"point"``, 1/2 or a ``RasterType``; ``ValueError`` otherwise."""
         if isinstance(value, str) and value.lower() in ("area", "point"):
             return cls[value.upper()]
         if isinstance(value, int) and not isinstance(value, bool) and value in (1, 2):
@@ -68,11 +64,7 @@ class Georeferencing:
 
     @property
     def crs_code(self) -> str | None:
-        """The CRS as ``"EPSG:<code>"``, ``None`` without one.
-
-        >>> Georeferencing(4326, ModelType.GEOGRAPHIC).crs_code, Georeferencing().crs_code
-        ('EPSG:4326', None)
-        """
+        """The CRS as ``"EPSG:<code>"``, ``None`` without one."""
         return f"EPSG:{self.epsg}" if self.is_defined else None
 
     def model_transformation(self) -> bytes:
@@ -326,7 +318,6 @@ def check_claimed_georeferencing(claimed: Georeferencing, tags: Georeferencing, 
     """Refuse (``georeferencing.matches-file``) a claim its file's tags contradict; no CRS contradicts nothing.
 
     >>> file = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5, 0, -10, 5e6))
-    >>> check_claimed_georeferencing(file, file, claimed_by="STAC Item 'a'", file="a.rumi")
     >>> moved = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5 + 10, 0, -10, 5e6))
     >>> check_claimed_georeferencing(moved, file, claimed_by="STAC Item 'a'", file="a.rumi")
     Traceback (most recent call last):
@@ -349,11 +340,7 @@ def _same_place(claimed: Georeferencing, tags: Georeferencing) -> bool:
 
 
 def describe(georef: Georeferencing) -> str:
-    """Georeferencing in a few words, for messages.
-
-    >>> describe(Georeferencing())
-    'no CRS, PixelIsArea'
-    """
+    """Georeferencing in a few words, for messages."""
     kind = f"PixelIs{georef.raster_type.name.title()}"
     if not georef.is_defined:
         return f"no CRS, {kind}"

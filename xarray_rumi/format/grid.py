@@ -21,11 +21,7 @@ class FrameUnit(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> FrameUnit:
-        """Accept ``"tile"``/``"cell"``, 0/1 or a ``FrameUnit``.
-
-        >>> FrameUnit.parse("cell")
-        <FrameUnit.CELL: 1>
-        """
+        """Accept ``"tile"``/``"cell"``, 0/1 or a ``FrameUnit``; ``ValueError`` otherwise."""
         if isinstance(value, str):
             try:
                 return cls[value.upper()]
@@ -154,11 +150,7 @@ class FrameGrid:
         return (bands.stop - bands.start, ys.stop - ys.start, xs.stop - xs.start)
 
     def frame_locations(self, indices=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`frame_location` of frames ``indices`` (default: every frame), vectorised.
-
-        >>> [a.tolist() for a in FrameGrid(6, 6, 4, 4, 2).frame_locations([7, 2])]
-        [[1, 0], [1, 1], [1, 0]]
-        """
+        """:meth:`frame_location` of frames ``indices`` (default: every frame), vectorised."""
         per_position, across = self.frames_per_position, self.tiles_across
         if indices is None:   # repeats: cheaper than dividing a million indices
             rows = np.repeat(np.arange(self.tiles_down, dtype=np.int64), across * per_position)
@@ -177,20 +169,12 @@ class FrameGrid:
         return (self.frames_per_position, self.tiles_down, self.tiles_across)
 
     def on_frame_grid(self, values) -> np.ndarray:
-        """Per-frame ``values`` in frame-index order, as a view of :attr:`frame_grid_shape`.
-
-        >>> FrameGrid(6, 6, 4, 4, 2).on_frame_grid(np.arange(8))[1].tolist()
-        [[1, 3], [5, 7]]
-        """
+        """Per-frame ``values`` in frame-index order, as a view of :attr:`frame_grid_shape`."""
         grid = np.asarray(values).reshape(self.tiles_down, self.tiles_across, self.frames_per_position)
         return grid.transpose(2, 0, 1)
 
     def edge_masks(self) -> tuple[np.ndarray, np.ndarray]:
-        """Masks over frame indices: right-edge frames, bottom-edge frames (the corner in neither).
-
-        >>> [m.astype(int).tolist() for m in FrameGrid(6, 6, 4, 4, 2).edge_masks()]
-        [[0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0]]
-        """
+        """Masks over frame indices: right-edge frames, bottom-edge frames (the corner in neither)."""
         right = np.zeros(self.frame_grid_shape[1:] + (self.frames_per_position,), bool)
         bottom = np.zeros_like(right)
         right[:-1, -1] = True
@@ -199,11 +183,7 @@ class FrameGrid:
 
     @cached_property
     def frame_sizes(self) -> frozenset[tuple[int, int]]:
-        """The distinct ``(h, w)`` of the frames.
-
-        >>> sorted(FrameGrid(1000, 600, 512, 256, 1).frame_sizes)
-        [(88, 488), (88, 512), (256, 488), (256, 512)]
-        """
+        """The distinct ``(h, w)`` of the frames."""
         edge_length, edge_width = self.edge_sizes()
         heights = {edge_length, self.tile_length} if self.tiles_down > 1 else {edge_length}
         widths = {edge_width, self.tile_width} if self.tiles_across > 1 else {edge_width}

@@ -58,19 +58,7 @@ def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tu
 
 
 def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes = b"") -> None:
-    """Refuse (``blob.matches-file``) a blob that disagrees with its file's IFD head.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint16"), compression="portable")
-    >>> head = open(path, "rb").read(252)
-    >>> check_blob_against_ifd_head(Header.from_bytes(blob), head)
-    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # sample_format 3: float16, as wide as uint16
-    >>> check_blob_against_ifd_head(Header.from_bytes(lying), head)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says uint16 (sample format 1, 16 bits)
-    """
+    """Refuse (``blob.matches-file``) a blob that disagrees with its file's IFD head (:func:`split_head`)."""
     stated = parse_head(head)
     grid = blob.grid
     _check_sizes(grid, {tag: stated[tag] for tag in _SIZE_TAGS})

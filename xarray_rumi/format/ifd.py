@@ -56,16 +56,9 @@ TAG_TYPES = {tag: type_code for tag, _, type_code in FIXED_TAGS}
 FIELD_MAXIMA = {tag: 2 ** (8 * TYPE_SIZES[type_code]) - 1 for tag, _, type_code in FIXED_TAGS}
 # Tags that explain a rejection better than "not in the fixed IFD".
 _FORBIDDEN = {
-    273: "file-profile.tiled",  # StripOffsets
-    278: "file-profile.tiled",  # RowsPerStrip
-    279: "file-profile.tiled",  # StripByteCounts
-    254: "file-profile.single-image",  # NewSubfileType
-    330: "file-profile.single-image",  # SubIFDs
-    338: "file-profile.single-image",  # ExtraSamples (masks, alpha)
-    33550: "georeferencing.tags",  # ModelPixelScaleTag
-    33922: "georeferencing.tags",  # ModelTiepointTag
-    34736: "georeferencing.tags",  # GeoDoubleParamsTag
-    34737: "georeferencing.tags",  # GeoAsciiParamsTag
+    **dict.fromkeys((273, 278, 279), "file-profile.tiled"),  # strips
+    **dict.fromkeys((254, 330, 338), "file-profile.single-image"),  # NewSubfileType, SubIFDs, ExtraSamples
+    **dict.fromkeys((33550, 33922, 34736, 34737), "georeferencing.tags"),  # GeoTIFF's other tags
 }
 
 
@@ -153,9 +146,8 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
 def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
     """Parse and check the BigTIFF preamble, the IFD and its external values (``RumiFormatError`` names the rule).
 
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
-    >>> parsed = parse_prefix(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 6))
+    >>> parsed = parse_prefix(build_prefix(grid, sample_type(2, 16), Georeferencing(), [9] * 6))
     >>> parsed.grid == grid, parsed.tile_offsets[:3].tolist()
     (True, [484, 493, 502])
     """
@@ -211,9 +203,8 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
 def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     """``{tag: (count, values if inline else None)}`` from a file's first 252 bytes.
 
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2)
-    >>> head = parse_head(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 12)[:252])
+    >>> head = parse_head(build_prefix(grid, sample_type(2, 16), Georeferencing(), [9] * 12)[:252])
     >>> head[IMAGE_WIDTH], head[SAMPLE_FORMAT], head[TILE_OFFSETS]
     ((1, (40,)), (2, (2, 2)), (12, None))
     """
@@ -337,18 +328,7 @@ def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
 
 
 def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Refuse TileOffsets and TileByteCounts that break the spec's frame layout.
-
-    >>> import dataclasses
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> grid = FrameGrid(2, 1, 1, 1, 2)
-    >>> parsed = parse_prefix(build_prefix(grid, sample_type_from_name("uint8"), Georeferencing(), [5] * 4))
-    >>> band_interleaved = parsed.tile_offsets[[0, 2, 1, 3]]
-    >>> check_frame_layout(dataclasses.replace(parsed, tile_offsets=band_interleaved))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: frames.order: frames are not in frame-index order (frame 1 is at byte 470, expected 465); a band-interleaved layout is rejected
-    """
+    """Refuse TileOffsets and TileByteCounts that break the spec's frame layout (``frames.*``, ``placement.*``)."""
     offsets, counts = parsed.tile_offsets, parsed.tile_byte_counts
     if counts.size and counts.min() < 1:
         first = int(np.argmin(counts))

@@ -41,11 +41,7 @@ def external_sizes(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
 
 
 def base_frame_offset(grid: FrameGrid) -> int:
-    """Byte offset of the first frame: ``252 +`` the external values.
-
-    >>> base_frame_offset(FrameGrid(256, 256, 256, 256, 1))
-    412
-    """
+    """Byte offset of the first frame: ``252 +`` the external values."""
     external = sum(external_sizes(grid.samples_per_pixel, grid.frame_count).values())
     return PREAMBLE_SIZE + IFD_SIZE + external
 

@@ -39,11 +39,7 @@ CELL_GAIN = 0.97  # one band decodes alone from a tile frame, worth keeping for 
 
 
 def _at_slow_level(candidate: str, itemsize: int) -> str:
-    """The candidate's predictor with the zstd backend for ``itemsize``-byte elements, at the slow level.
-
-    >>> _at_slow_level("planar>zigzag>transpose>entropy@interband", 2)
-    'planar>zigzag>transpose>zstd:16@interband'
-    """
+    """The candidate's predictor with the zstd backend for ``itemsize``-byte elements, at the slow level."""
     backend = "transpose>zstd" if itemsize > 1 else "zstd"
     recipe = parse_recipe(candidate)
     return f"{recipe.predictor}>{backend}:{SLOW_ZSTD_LEVEL}{INTERBAND if recipe.interband else ''}"
@@ -269,11 +265,7 @@ def sample_frames(grid, compression) -> list[int]:
 
 
 def profile_window(frame_window: tuple[slice, slice, slice]) -> tuple[slice, slice, slice]:
-    """The central profile window of a frame (``grid.frame_window(k)``): the part that choosing measures.
-
-    >>> profile_window((slice(0, 1), slice(512, 1024), slice(0, 100)))
-    (slice(0, 1, None), slice(640, 896, None), slice(0, 100, None))
-    """
+    """The central profile window of a frame (``grid.frame_window(k)``): the part that choosing measures."""
     bands, rows, cols = frame_window
     return bands, _centred(rows, PROFILE_WINDOW), _centred(cols, PROFILE_WINDOW)
 

@@ -138,12 +138,7 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
 
 
 def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np.ndarray, int]:
-    """``(decoded bytes, element width)`` of a frame, refused (``frame.decode``) above ``max_output_size``.
-
-    >>> raw, width = decode_elements(encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd"), 12)
-    >>> raw.size, width
-    (12, 2)
-    """
+    """``(decoded bytes, element width)`` of a frame, refused (``frame.decode``) above ``max_output_size``."""
     frame = bytes(frame)   # OpenZL's Python API takes only bytes
     try:
         info = openzl.ext.FrameInfo(frame)
@@ -168,14 +163,7 @@ def _decompression_context() -> openzl.ext.DCtx:
 
 
 def check_element_width(width: int, sample: SampleType) -> None:
-    """Refuse (``frame.width``) a frame whose elements are not as wide as ``sample`` stores them.
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> check_element_width(2, sample_type_from_name("uint8"))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: frame.width: the frame holds 2-byte elements, but sample type uint8 is stored as 1-byte elements
-    """
+    """Refuse (``frame.width``) a frame whose elements are not as wide as ``sample`` stores them."""
     if width != sample.storage.itemsize:
         raise RumiFormatError("frame.width", f"the frame holds {width}-byte elements, but sample type {sample.name} "
                                              f"is stored as {sample.storage.itemsize}-byte elements")
