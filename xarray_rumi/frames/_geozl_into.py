@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# A signature changed under the same name would write wrong memory: only releases checked are called.
+# geozl major.minor releases checked: a signature changed under one name would write wrong memory.
 CHECKED_VERSIONS = ("0.19",)
 
 _FUNCTIONS = ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")
