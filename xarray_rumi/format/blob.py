@@ -22,11 +22,9 @@ MAGIC = 0x45564F4C
 VERSION = 1
 _FIELDS = struct.Struct("<IHIIHHHBBBIB")
 HEADER_SIZE = _FIELDS.size  # 28
-# Frames unpacked at a time when checking a blob: unpacking holds ~20 bytes a frame in temporaries,
-# so a slice stays well under 1 MiB (the bound tests/properties/test_format_fuzz.py holds the parser to).
+# ~20 bytes of temporaries a frame: a slice stays under the 1 MiB tests/properties/test_format_fuzz.py allows.
 _CHECK_SLICE = 1 << 14
-# Frames of many blobs alike checked at a time (headers_from_bytes): ~16 bytes a frame in temporaries
-# (unpack_rows), so ~1 MiB, in batches large enough that numpy's cost per call is small beside the work.
+# ~1 MiB of temporaries, yet large enough that numpy's cost per call is small beside the work.
 _CHECK_BATCH = 1 << 16
 
 
@@ -46,20 +44,12 @@ class Header:
     sample_type: SampleType
     count_min: int
     count_bits: int
-    #: The bit-packed residuals: bytes, or a view of the blob they were parsed from (which is not copied).
-    packed: bytes | memoryview
-    #: The blob this header was parsed from, which :meth:`to_bytes` gives back; ``None``: built when asked.
+    packed: bytes | memoryview  # a view of the parsed blob, not a copy
     blob: bytes | None = field(default=None, compare=False, repr=False)
-
-    # -- construction ---------------------------------------------------
 
     @classmethod
     def from_byte_counts(cls, grid: FrameGrid, sample: SampleType, byte_counts) -> Header:
-        """Encode counts canonically: the true minimum, the minimum width.
-
-        >>> Header.from_byte_counts(FrameGrid(4, 4, 4, 4, 1, FrameUnit.CELL), sample_type(1, 8), [9]).grid.frame_unit
-        <FrameUnit.TILE: 0>
-        """
+        """Encode counts canonically (the true minimum, the least width); one band is always tile frames."""
         if grid.samples_per_pixel == 1 and grid.frame_unit is not FrameUnit.TILE:
             grid = dataclasses.replace(grid, frame_unit=FrameUnit.TILE)
         counts = np.asarray(byte_counts, dtype=np.int64).ravel()
@@ -80,7 +70,7 @@ class Header:
 
     @classmethod
     def _from_fields(cls, blob: bytes, limits: Limits) -> Header:
-        """What the first 28 bytes of ``blob`` claim, every rule on them checked; no residuals yet."""
+        """The fields of ``blob`` checked, without residuals."""
         try:
             return cls._read_fields(blob, limits)
         except RumiFormatError as refusal:
@@ -108,11 +98,11 @@ class Header:
 
     @property
     def blob_size(self) -> int:
-        """How many bytes the blob of these fields has: the fields, then ``N * count_bits`` bits."""
+        """Bytes of the blob these fields describe."""
         return HEADER_SIZE + -(-self.frame_count * self.count_bits // 8)
 
     def _with_residuals(self, blob: bytes) -> Header:
-        """This header (fields checked) with the residuals of ``blob``, a blob of these fields, whose size is checked."""
+        """This header with the residuals of ``blob``, whose size is checked."""
         if len(blob) != self.blob_size:
             raise RumiFormatError(
                 "blob.size", f"{self.frame_count} frames at {self.count_bits} bits need exactly {self.blob_size} "
@@ -123,7 +113,6 @@ class Header:
                           memoryview(blob)[HEADER_SIZE:], blob)
 
     def _checked(self, blob: bytes, limits: Limits) -> Header:
-        """This header (fields checked) with the residuals of ``blob``, every rule on them checked."""
         header = self._with_residuals(blob)
         header._check_canonical(limits)
         return header
@@ -131,7 +120,6 @@ class Header:
     def _check_canonical(self, limits: Limits) -> None:
         smallest, largest = 0, 0
         if self.count_bits:
-            # In slices, so checking a blob costs a bounded amount of memory.
             smallest, largest = 1 << 32, 0
             for start in range(0, self.frame_count, _CHECK_SLICE):
                 part = self.residuals(start, min(start + _CHECK_SLICE, self.frame_count))
@@ -143,7 +131,7 @@ class Header:
             raise _count_fault(fault, self.count_min, smallest, largest, self.count_bits, limits)
 
     def to_bytes(self) -> bytes:
-        """The blob as stored beside the file or in a catalog: the one parsed, or built once."""
+        """The blob bytes: the one parsed, or built once."""
         return self.blob if self.blob is not None else self._built_blob
 
     @cached_property
@@ -157,15 +145,12 @@ class Header:
         return fields + self.packed
 
     def __getstate__(self):
-        # Dask ships headers to workers: send the blob's fields, not the 8-bytes-a-frame prefix sum
-        # cached here (nor the blob), which are rebuilt on demand; packed as bytes, whatever held it.
+        # Dask ships headers to workers: the fields only, not the cached prefix sum (8 bytes a frame).
         state = {name: self.__dict__[name] for name in ("grid", "sample_type", "count_min", "count_bits")}
         return {**state, "packed": bytes(self.packed)}
 
     def __setstate__(self, state):
         self.__dict__.update(state, blob=None)
-
-    # -- access -----------------------------------------------------------
 
     @property
     def frame_count(self) -> int:
@@ -176,7 +161,7 @@ class Header:
         return base_frame_offset(self.grid)
 
     def residuals(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Residuals of frames ``start:stop`` as uint64, read straight from the bits."""
+        """Residuals of frames ``start:stop`` (uint64)."""
         stop = self.frame_count if stop is None else stop
         return unpack_residuals(self.packed, self.count_bits, start, stop)
 
@@ -185,12 +170,7 @@ class Header:
         return self.residuals(start, stop).astype(np.int64) + self.count_min
 
     def byte_count(self, index: int) -> int:
-        """Byte count of one frame, O(1): at most five bytes of the blob are read.
-
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
-        >>> [h.byte_count(k) for k in range(3)]
-        [7, 9, 8]
-        """
+        """Byte count of one frame, reading at most five bytes of the blob."""
         index = self._checked_index(index)
         if not self.count_bits:
             return self.count_min
@@ -201,8 +181,7 @@ class Header:
 
     @cached_property
     def _residual_prefix(self) -> np.ndarray:
-        # prefix[k] = sum(residual[0:k]): one vectorised pass, 8 bytes a frame,
-        # built on first use; every offset is then a lookup.
+        # prefix[k] = sum(residual[0:k]): every offset is then a lookup.
         prefix = np.zeros(self.frame_count + 1, np.int64)
         np.cumsum(self.residuals(), out=prefix[1:])
         return prefix
@@ -214,7 +193,7 @@ class Header:
         return self.base_frame_offset + index * self.count_min + int(prefix)
 
     def offsets(self, indices=None) -> np.ndarray:
-        """Offsets of ``indices`` (all frames by default), vectorised; ``N`` gives the end."""
+        """Offsets of ``indices`` (default: all frames); ``N`` gives the end."""
         if indices is None:
             indices = np.arange(self.frame_count, dtype=np.int64)
         indices = self._checked_indices(indices, allow_end=True)
@@ -223,7 +202,7 @@ class Header:
 
     @property
     def frames_end(self) -> int:
-        """Where the last frame ends: the size the blob claims for its file (``RumiImage.file_size`` is the real one)."""
+        """The file size the blob claims (``RumiImage.file_size`` is the real one)."""
         return self.offset(self.frame_count)
 
     def ranges(self, indices) -> tuple[np.ndarray, np.ndarray]:
@@ -236,12 +215,7 @@ class Header:
         return starts, starts + counts
 
     def frame_at(self, byte: int) -> int:
-        """The frame whose range holds file position ``byte`` (``-1`` before the first frame, ``N`` past the last).
-
-        >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
-        >>> [h.frame_at(h.offset(k)) for k in range(3)], h.frame_at(h.offset(1) - 1), h.frame_at(h.frames_end)
-        ([0, 1, 2], 0, 3)
-        """
+        """The frame holding file position ``byte`` (``-1`` before the first frame, ``N`` past the last)."""
         if byte < self.base_frame_offset:
             return -1
         if not self.count_bits:
@@ -255,7 +229,7 @@ class Header:
         return index
 
     def _checked_indices(self, indices, allow_end: bool = False) -> np.ndarray:
-        # Negative indices would wrap around in numpy and name the wrong frame.
+        # numpy would wrap negative indices around to the wrong frame
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= self.frame_count + allow_end):
             raise IndexError(f"frame indices must lie in 0..{self.frame_count - 1}")
@@ -263,20 +237,15 @@ class Header:
 
 
 def max_blob_size(limits: Limits = DEFAULT_LIMITS) -> int:
-    """The size of the largest blob ``limits`` admit: ``Limits.max_frames`` counts of 32 bits after the fields.
-
-    >>> max_blob_size(Limits(max_frames=10))
-    68
-    """
+    """The size of the largest blob ``limits`` admit."""
     return HEADER_SIZE + 4 * limits.max_frames
 
 
 def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | None:
-    """The size the fixed part of ``blob`` says the whole blob has, or ``None`` if its 28 bytes say nothing sound.
+    """The size the fixed part of ``blob`` claims for the whole blob, ``None`` if those 28 bytes are unsound.
 
-    >>> h = Header.from_byte_counts(FrameGrid(3, 1, 1, 1, 1), sample_type(1, 8), [7, 9, 8])
-    >>> claimed_blob_size(h.to_bytes()[:28]), claimed_blob_size(b"not a blob"), claimed_blob_size(bytes(28))
-    (29, None, None)
+    >>> claimed_blob_size(b"not a blob") is None
+    True
     """
     try:
         return Header._from_fields(bytes(blob[:HEADER_SIZE]), limits).blob_size
@@ -285,23 +254,18 @@ def claimed_blob_size(blob: bytes, limits: Limits = DEFAULT_LIMITS) -> int | Non
 
 
 def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) -> list[Header]:
-    """:meth:`Header.from_bytes` of many blobs: each distinct blob checked once, blobs of one grid together.
-
-    The first blob that breaks a rule is refused with it, named ``names[position]`` (default: its position).
+    """:meth:`Header.from_bytes` of many blobs, each distinct blob checked once; the first refusal names
+    ``names[position]`` (default: the position).
 
     >>> grid = FrameGrid(600, 600, 512, 512, 1)
     >>> a, b = (Header.from_byte_counts(grid, sample_type(1, 8), c).to_bytes() for c in ([9, 5, 7, 6], [5, 6, 8, 9]))
     >>> headers = headers_from_bytes([a, b, a])
     >>> [h.byte_count(0) for h in headers], headers[0] is headers[2]
     ([9, 5, 9], True)
-    >>> headers_from_bytes([a, b[:-1] + bytes([0xF0 | b[-1]])], names=["a.rumi", "b.rumi"])
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.padding: b.rumi: unused bits in the final byte must be zero
     """
     blobs = [blob if type(blob) is bytes else bytes(blob) for blob in blobs]
     alike: dict[bytes, list[bytes]] = {}
-    for blob in dict.fromkeys(blobs):  # each distinct blob once, in order
+    for blob in dict.fromkeys(blobs):
         alike.setdefault(_grid_fields(blob), []).append(blob)
     parsed: dict[bytes, Header] = {}
     refused: dict[bytes, RumiFormatError] = {}
@@ -315,27 +279,26 @@ def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) ->
     return [parsed[blob] for blob in blobs]
 
 
-#: Where ``count_min`` lies in a blob: the one field that differs between the blobs of one grid.
 _COUNT_MIN = slice(23, 27)
 
 
 def _grid_fields(blob: bytes) -> bytes | None:
-    """Every field of ``blob`` but ``count_min`` (what its blobs of one grid share); ``None`` if too short to have them."""
+    """Every field of ``blob`` but ``count_min``; ``None`` if too short."""
     return blob[:_COUNT_MIN.start] + blob[_COUNT_MIN.stop:HEADER_SIZE] if len(blob) >= HEADER_SIZE else None
 
 
 def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict) -> None:
-    """Parse distinct ``blobs`` of one :func:`_grid_fields` into ``parsed``, or their errors into ``refused``."""
+    """Parse distinct ``blobs`` of one :func:`_grid_fields` into ``parsed``, their errors into ``refused``."""
     fields = None
     if len(blobs) > 1 and _grid_fields(blobs[0]) is not None:
-        try:  # the rules on the shared fields, once: count_min aside, which each blob's own check covers
+        try:  # the shared fields once; each blob's own check covers count_min
             fields = Header._from_fields(blobs[0][:_COUNT_MIN.start] + b"\1\0\0\0" + blobs[0][_COUNT_MIN.stop:], limits)
         except RumiFormatError as error:
-            refused.update(dict.fromkeys(blobs, error))  # a rule every one of them breaks
+            refused.update(dict.fromkeys(blobs, error))
             return
     count_mins = _check_alike(fields, blobs, limits) if fields is not None else [None] * len(blobs)
     for blob, count_min in zip(blobs, count_mins):
-        if count_min is None:  # alone, or it may break a rule: checked by itself
+        if count_min is None:
             try:
                 parsed[blob] = Header.from_bytes(blob, limits)
             except RumiFormatError as error:
@@ -346,14 +309,14 @@ def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict
 
 
 def _count_faults(count_min, smallest, largest, last_byte, count_bits: int, frames: int, limits: Limits) -> np.ndarray:
-    """The first rule on its counts each blob breaks (an index of :func:`_count_fault`'s rules), ``-1`` for none."""
+    """Per blob, the index of the first :func:`_count_fault` rule it breaks, ``-1`` for none."""
     unused_bits = (last_byte >> (frames * count_bits % 8)) if frames * count_bits % 8 else np.zeros_like(last_byte)
     largest_count = count_min + largest.astype(np.int64)
     faults = np.stack([
         count_min < 1,
         unused_bits != 0,
         (smallest != 0) & bool(count_bits),
-        (largest < 1 << max(count_bits - 1, 0)) & bool(count_bits),   # canonical: the least width
+        (largest < 1 << max(count_bits - 1, 0)) & bool(count_bits),
         largest_count > 0xFFFFFFFF,
         largest_count > limits.max_frame_byte_count,
     ])
@@ -362,7 +325,6 @@ def _count_faults(count_min, smallest, largest, last_byte, count_bits: int, fram
 
 def _count_fault(fault: int, count_min: int, smallest: int, largest: int, count_bits: int,
                  limits: Limits) -> RumiFormatError:
-    """The error of rule ``fault`` of :func:`_count_faults`, for one blob."""
     rule, detail = [
         ("blob.byte-counts", "count_min is 0, but every frame byte count must be greater than zero"),
         ("blob.padding", "unused bits in the final byte must be zero"),
@@ -378,7 +340,7 @@ def _count_fault(fault: int, count_min: int, smallest: int, largest: int, count_
 
 
 def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
-    """The ``count_min`` of each of ``blobs`` (of ``fields``) that keeps every rule on the rest; ``None`` for the others."""
+    """The ``count_min`` of each blob that keeps every rule on its counts, else ``None``."""
     frames, bits = fields.frame_count, fields.count_bits
     passed: list[int | None] = [None] * len(blobs)
     if (frames == 1 and bits) or frames > _CHECK_BATCH:
@@ -404,7 +366,7 @@ def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int
 def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
     """Pack residuals LSB-first at ``count_bits`` bits each, no padding.
 
-    >>> pack_residuals(np.array([1, 2, 3]), 2).hex()   # 0b11_10_01
+    >>> pack_residuals(np.array([1, 2, 3]), 2).hex()
     '39'
     """
     if count_bits == 0:
@@ -424,15 +386,11 @@ def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
 
 
 def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> np.ndarray:
-    """Residuals ``start:stop`` (uint64), reading only the bytes that hold them.
-
-    >>> unpack_residuals(bytes([0b11100100]), 2, 1, 4).tolist()
-    [1, 2, 3]
-    """
+    """Residuals ``start:stop`` (uint64), reading only the bytes that hold them."""
     count = max(stop - start, 0)
     if count_bits == 0 or count == 0:
         return np.zeros(count, np.uint64)
-    aligned = start - start % 8  # a group of eight residuals starts on a byte: unpack from there
+    aligned = start - start % 8  # groups of eight residuals start on a byte
     first_byte = aligned * count_bits // 8
     end_byte = -(-(stop * count_bits) // 8)
     window = np.frombuffer(packed, np.uint8, count=end_byte - first_byte, offset=first_byte)
@@ -440,11 +398,7 @@ def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> n
 
 
 def unpack_rows(packed: np.ndarray, count_bits: int, count: int) -> np.ndarray:
-    """The first ``count`` residuals of each row of ``packed`` (uint8, a blob's residual bytes a row), as uint32.
-
-    >>> unpack_rows(np.array([[0b11100100], [0b00011011]], np.uint8), 2, 4).tolist()
-    [[0, 1, 2, 3], [3, 2, 1, 0]]
-    """
+    """The first ``count`` residuals (uint32) of each row of ``packed`` (uint8, one blob's residuals a row)."""
     rows, size = packed.shape
     groups = -(-count // 8)
     grouped = np.zeros((rows, groups * count_bits), np.uint8)
@@ -454,7 +408,6 @@ def unpack_rows(packed: np.ndarray, count_bits: int, count: int) -> np.ndarray:
     out = np.empty((rows, groups, 8), np.uint32)
     for j in range(8):
         first, shift = divmod(j * count_bits, 8)
-        # The bytes residual j touches, all inside its group; a word of 64 bits only where 32 cannot hold them.
         width = -(-(shift + count_bits) // 8)
         word_type = np.uint32 if shift + count_bits <= 32 else np.uint64
         word = grouped[:, :, first].astype(word_type)

@@ -1,5 +1,4 @@
-"""The reference implementation's later container, refused as what it is rather than as a broken 0.1.0 file
-(how it is told apart: docs/format.md, rules ``file-profile.later-container`` and ``blob.later-container``)."""
+"""Refusing the reference implementation's later container as what it is (docs/format.md)."""
 
 from __future__ import annotations
 
@@ -11,18 +10,12 @@ FILE_MAGIC = b"RUMI"
 BLOB_FIXED_SIZE = 32
 _FRAME_TIME_COUNT = struct.Struct("<H")  # at byte 14
 _READS = "this package reads rumi spec 0.1.0 files (BigTIFF profile) and their 28-byte-header blobs"
-#: The 0.1.0 rules a later blob breaks first: its sample and unit bytes, read at 0.1.0's places.
+# The 0.1.0 rules a later blob breaks first.
 _FIELD_VALUE_RULES = frozenset({"blob.sample-encoding", "blob.frame-unit"})
 
 
 def refuse_later_file(head: bytes) -> None:
-    """Refuse a file that begins with ``RUMI``: the later container, not a BigTIFF.
-
-    >>> refuse_later_file(b"RUMI\\x01\\x00")
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: file-profile.later-container: the file begins with RUMI: it is in the ...
-    """
+    """Refuse (``file-profile.later-container``) a file that begins with ``RUMI``."""
     if bytes(head[:4]) == FILE_MAGIC:
         raise RumiFormatError("file-profile.later-container", "the file begins with RUMI: it is in the reference "
                               f"implementation's later container, not a rumi spec 0.1.0 file; {_READS}")
@@ -30,10 +23,6 @@ def refuse_later_file(head: bytes) -> None:
 
 def refuse_later_blob(blob: bytes, refusal: RumiFormatError) -> None:
     """Raise ``blob.later-container`` when 0.1.0's ``refusal`` of ``blob`` is that of a later blob.
-
-    A later blob keeps 0.1.0's magic and version, then breaks a rule on its
-    sample or unit bytes; a 0.1.0 blob damaged there is still a size its grid
-    fields allow, and keeps its rule.
 
     >>> later = bytes.fromhex("4c4f56450100") + bytes(8) + bytes([3, 0]) + bytes(16)
     >>> refuse_later_blob(later, RumiFormatError("blob.sample-encoding", "(0, 0) is not a valid rumi pair"))
@@ -55,7 +44,7 @@ def refuse_later_blob(blob: bytes, refusal: RumiFormatError) -> None:
 
 
 def _sizes_0_1_0(blob: bytes) -> set[int]:
-    """The sizes a 0.1.0 blob of these grid fields may have, whatever its frame unit and count width."""
+    """The sizes a 0.1.0 blob of these grid fields may have, at any frame unit and count width."""
     width, length, tile_width, tile_length, bands = struct.unpack_from("<IIHHH", blob, 6)
     if not (tile_width and tile_length):
         return set()

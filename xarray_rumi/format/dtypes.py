@@ -28,16 +28,15 @@ class SampleType:
 
     @property
     def bytes_per_sample(self) -> int:
-        """Bytes one sample occupies inside a frame."""
         return self.storage.itemsize * self.components
 
     @property
     def sub_byte(self) -> bool:
-        """Whether samples narrower than a byte are padded to one byte each."""
+        """Whether samples are narrower than their one-byte storage."""
         return self.bits_per_sample < 8
 
     def decode(self, raw: np.ndarray | bytes | memoryview, shape: tuple[int, ...]) -> np.ndarray:
-        """Turn exactly ``prod(shape)`` samples of frame bytes into an array.
+        """Exactly ``prod(shape)`` samples of frame bytes as an array; ``frame.sub-byte`` for set padding bits.
 
         >>> sample_type_from_name("uint4").decode(bytes([1, 15]), (2,)).tolist()
         [1, 15]
@@ -59,7 +58,7 @@ class SampleType:
         return stored.view(self.dtype.newbyteorder("<")).reshape(shape).astype(self.dtype, copy=False)
 
     def encode(self, values: np.ndarray) -> np.ndarray:
-        """Return ``values`` as contiguous little-endian storage elements.
+        """``values`` as contiguous little-endian storage elements; ``ValueError`` if one does not fit exactly.
 
         >>> sample_type_from_name("int2").encode(np.array([-1, 1])).tolist()
         [3, 1]
@@ -83,7 +82,6 @@ class SampleType:
 
 
 def _exact_cast(values: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
-    """Cast, refusing any value the target cannot hold exactly."""
     if values.dtype == target:
         return values
     with np.errstate(invalid="ignore", over="ignore"):
@@ -103,7 +101,6 @@ def _t(name, fmt, bits, dtype, storage=None, components=1) -> SampleType:
 
 
 _u8 = np.uint8
-#: Every valid pair, keyed by ``(sample_format, bits_per_sample)``, in spec order.
 SAMPLE_TYPES: dict[tuple[int, int], SampleType] = {
     (t.sample_format, t.bits_per_sample): t
     for t in (
@@ -139,17 +136,14 @@ SAMPLE_TYPES: dict[tuple[int, int], SampleType] = {
 }
 _BY_NAME = {t.name: t for t in SAMPLE_TYPES.values()}
 
-# The natural sample type of each numpy / ml_dtypes type a writer accepts.
 _BY_DTYPE = {
     t.dtype: t for t in SAMPLE_TYPES.values() if t.name not in ("cint16", "cint32", "cfloat16")
 }
 
 
 def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample-encoding") -> SampleType:
-    """Look up a pair, rejecting every pair the spec does not list.
+    """The sample type of a pair; ``RumiFormatError`` for a pair the spec does not list.
 
-    >>> sample_type(3, 32).name
-    'float32'
     >>> sample_type(3, 8)
     Traceback (most recent call last):
     ...
@@ -166,11 +160,7 @@ def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample
 
 
 def sample_type_from_name(name: str) -> SampleType:
-    """The sample type a ``sample_type=`` argument names (``"cint16"``, ``"uint4"``, ...).
-
-    >>> sample_type_from_name("bfloat16").sample_format
-    102
-    """
+    """The sample type named ``name`` (``"cint16"``, ``"uint4"``, ...); ``ValueError`` for another name."""
     try:
         return _BY_NAME[str(name)]
     except KeyError:
@@ -180,11 +170,7 @@ def sample_type_from_name(name: str) -> SampleType:
 
 
 def sample_type_for_dtype(dtype) -> SampleType:
-    """The sample type that stores a numpy dtype without conversion.
-
-    >>> sample_type_for_dtype("uint16").bits_per_sample
-    16
-    """
+    """The sample type that stores a numpy dtype without conversion; ``ValueError`` if none does."""
     dtype = np.dtype(dtype)
     found = _BY_DTYPE.get(np.dtype(dtype.type))
     if found is None:

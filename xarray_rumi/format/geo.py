@@ -23,11 +23,7 @@ class RasterType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> RasterType:
-        """Accept ``"area"``/``"point"``, 1/2 or a ``RasterType``.
-
-        >>> RasterType.parse("point")
-        <RasterType.POINT: 2>
-        """
+        """Accept ``"area"``/``"point"``, 1/2 or a ``RasterType``; ``ValueError`` otherwise."""
         if isinstance(value, str) and value.lower() in ("area", "point"):
             return cls[value.upper()]
         if isinstance(value, int) and not isinstance(value, bool) and value in (1, 2):
@@ -44,7 +40,7 @@ _KEYS = struct.Struct("<16H")
 
 @dataclass(frozen=True)
 class Georeferencing:
-    """What the two georeferencing tags say: ``transform`` is ``affine.Affine``'s ``(a, b, c, d, e, f)``.
+    """What the two georeferencing tags say; ``transform`` is ``affine.Affine``'s ``(a, b, c, d, e, f)``.
 
     >>> g = Georeferencing(epsg=32618, model_type=ModelType.PROJECTED,
     ...                    transform=(30.0, 0.0, 101985.0, 0.0, -30.0, 2826915.0))
@@ -68,11 +64,7 @@ class Georeferencing:
 
     @property
     def crs_code(self) -> str | None:
-        """The CRS as ``"EPSG:<code>"`` (what pyproj, rioxarray and STAC's ``proj:code`` take), ``None`` without one.
-
-        >>> Georeferencing(4326, ModelType.GEOGRAPHIC).crs_code, Georeferencing().crs_code
-        ('EPSG:4326', None)
-        """
+        """The CRS as ``"EPSG:<code>"``, ``None`` without one."""
         return f"EPSG:{self.epsg}" if self.is_defined else None
 
     def model_transformation(self) -> bytes:
@@ -81,7 +73,7 @@ class Georeferencing:
         return _MATRIX.pack(a, b, 0.0, c, d, e, 0.0, f, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
     def geo_keys(self) -> bytes:
-        """The 16 shorts of GeoKeyDirectoryTag: header and three keys."""
+        """The 16 shorts of GeoKeyDirectoryTag."""
         if self.is_defined:
             crs_key = KEY_GEOGRAPHIC if self.model_type is ModelType.GEOGRAPHIC else KEY_PROJECTED
             code = self.epsg
@@ -172,11 +164,9 @@ class Georeferencing:
 
 @lru_cache(maxsize=4096)
 def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
-    """``(kind, model type)`` of an EPSG code, from the EPSG registry (through pyproj).
+    """``(kind, model type)`` of an EPSG code in the EPSG registry; ``None`` for what rumi cannot store.
 
-    >>> registry_entry(4087)
-    ('Projected CRS', <ModelType.PROJECTED: 1>)
-    >>> registry_entry(7405)   # British National Grid + ODN height
+    >>> registry_entry(7405)
     ('Compound CRS', None)
     """
     from pyproj import CRS
@@ -186,7 +176,7 @@ def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
         crs = CRS.from_epsg(int(code))
     except CRSError:
         return None, None
-    # A compound CRS reports is_projected for its horizontal part; its third axis is what rumi cannot store.
+    # A compound CRS reports is_projected for its horizontal part.
     if crs.is_compound or len(crs.axis_info) != 2:
         return crs.type_name, None
     if crs.is_projected:
@@ -197,14 +187,13 @@ def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
 
 
 def resolve_crs(crs) -> tuple[int, ModelType]:
-    """``(epsg, model_type)`` for anything pyproj understands that has an EPSG code.
+    """``(epsg, model_type)`` of anything pyproj reads that has an EPSG code; ``ValueError`` otherwise.
 
     >>> resolve_crs("EPSG:4326")
     (4326, <ModelType.GEOGRAPHIC: 2>)
     """
     if isinstance(crs, (int, str)):
-        # An EPSG code or a string names one CRS for good: resolve it once per process
-        # (pyproj costs as much as the rest of opening an image with a blob: docs/benchmarks.md).
+        # Names one CRS for good: resolved once per process, as pyproj is slow (docs/benchmarks.md).
         return _resolve_named_crs(crs)
     return _resolve_crs(crs)
 
@@ -239,8 +228,7 @@ def _resolve_crs(crs) -> tuple[int, ModelType]:
     return code, model
 
 
-# GDAL's transforms place pixel corners, a PixelIsPoint matrix pixel centres: these two move between them,
-# with GDAL's arithmetic (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
+# GDAL's arithmetic (``a * 0.5 + b * 0.5``), so coordinates agree with GDAL's bit for bit.
 
 
 def corner_to_centre(transform) -> tuple[float, ...]:
@@ -254,20 +242,14 @@ def corner_to_centre(transform) -> tuple[float, ...]:
 
 
 def centre_to_corner(transform) -> tuple[float, ...]:
-    """A PixelIsPoint matrix's (pixel-centre) affine as the GDAL-style (pixel-corner) one: :func:`corner_to_centre` undone.
-
-    >>> centre_to_corner((30, 0, 100015, 0, -30, 199985))
-    (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
-    """
+    """:func:`corner_to_centre` undone."""
     a, b, c, d, e, f = (float(v) for v in tuple(transform)[:6])
     return (a, b, c - (a * 0.5 + b * 0.5), d, e, f - (d * 0.5 + e * 0.5))
 
 
 def affine_coefficients(transform) -> tuple[float, ...]:
-    """``(a, b, c, d, e, f)`` of a transform to store, refusing one that would not place every pixel apart.
+    """``(a, b, c, d, e, f)`` of a transform (6 numbers, or an affine's 9) to store; ``ValueError`` for a singular one.
 
-    >>> affine_coefficients((10, 0, 500000, 0, -10, 4000000, 0, 0, 1))
-    (10.0, 0.0, 500000.0, 0.0, -10.0, 4000000.0)
     >>> affine_coefficients((10, 10, 0, 10, 10, 0))
     Traceback (most recent call last):
     ...
@@ -296,13 +278,9 @@ def affine_coefficients(transform) -> tuple[float, ...]:
 
 def georeferencing(crs=None, transform=None, raster_type="area", *, record: str | None = None,
                    fields=("crs", "transform", "raster_type")) -> Georeferencing:
-    """The georeferencing a writer stores, or that a ``record`` (a STAC Item, a catalog row) says its file has.
+    """The georeferencing a writer stores, or a ``record`` (STAC Item, catalog row) claims; its errors name
+    ``record`` and the field (``fields``). Without a CRS a writer's transform is refused, a record's ignored.
 
-    ``crs=None`` is no georeferencing: a writer's transform is then refused, a record's ignored (as a reader
-    ignores the matrix of a file without a CRS).  A record's errors name it and the field (``fields``).
-
-    >>> georeferencing(4326, (0.1, 0, -180, 0, -0.1, 90)).model_type
-    <ModelType.GEOGRAPHIC: 2>
     >>> georeferencing(32633, [10, 0, 5e5, 0, -10], record="catalog row 0 ('a.rumi')",
     ...                fields=("epsg", "transform", "raster_type"))
     Traceback (most recent call last):
@@ -331,19 +309,15 @@ def _field(record: str | None, name: str, parse, value):
         raise ValueError(f"{record}: {name}: {exc}") from None
 
 
-#: How far a claimed transform may lie from the file's and still be the file's: a billionth of a pixel, and
-#: the rounding of the coordinates (text such as JSON carries every double exactly, but not every writer does).
+# Not every writer carries every double exactly in text: a billionth of a pixel, plus rounding.
 _PIXEL_TOLERANCE = 1e-9
 _ROUNDING = 1e-12
 
 
 def check_claimed_georeferencing(claimed: Georeferencing, tags: Georeferencing, *, claimed_by: str, file: str) -> None:
-    """Refuse georeferencing claimed for a file (by an Item, a catalog row, ``crs=``) that its own tags contradict.
-
-    A file without a CRS contradicts nothing; transforms agree to a billionth of a pixel.
+    """Refuse (``georeferencing.matches-file``) a claim its file's tags contradict; no CRS contradicts nothing.
 
     >>> file = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5, 0, -10, 5e6))
-    >>> check_claimed_georeferencing(file, file, claimed_by="STAC Item 'a'", file="a.rumi")
     >>> moved = Georeferencing(32633, ModelType.PROJECTED, transform=(10, 0, 5e5 + 10, 0, -10, 5e6))
     >>> check_claimed_georeferencing(moved, file, claimed_by="STAC Item 'a'", file="a.rumi")
     Traceback (most recent call last):
@@ -366,13 +340,7 @@ def _same_place(claimed: Georeferencing, tags: Georeferencing) -> bool:
 
 
 def describe(georef: Georeferencing) -> str:
-    """Georeferencing in a few words, for messages.
-
-    >>> describe(Georeferencing(4326, ModelType.GEOGRAPHIC, RasterType.POINT, (0.5, 0, -180, 0, -0.5, 90)))
-    'EPSG:4326, PixelIsPoint, transform (0.5, 0, -180, 0, -0.5, 90)'
-    >>> describe(Georeferencing())
-    'no CRS, PixelIsArea'
-    """
+    """Georeferencing in a few words, for messages."""
     kind = f"PixelIs{georef.raster_type.name.title()}"
     if not georef.is_defined:
         return f"no CRS, {kind}"

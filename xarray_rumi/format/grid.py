@@ -21,11 +21,7 @@ class FrameUnit(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> FrameUnit:
-        """Accept ``"tile"``/``"cell"``, 0/1 or a ``FrameUnit``.
-
-        >>> FrameUnit.parse("cell")
-        <FrameUnit.CELL: 1>
-        """
+        """Accept ``"tile"``/``"cell"``, 0/1 or a ``FrameUnit``; ``ValueError`` otherwise."""
         if isinstance(value, str):
             try:
                 return cls[value.upper()]
@@ -33,7 +29,7 @@ class FrameUnit(enum.IntEnum):
                 pass
         elif not isinstance(value, bool):
             try:
-                return cls(operator.index(value))  # 0 or 1 (numpy integers too), never 0.5
+                return cls(operator.index(value))  # numpy integers too, never 0.5
             except (ValueError, TypeError):
                 pass
         raise ValueError(f"frame_unit must be 'tile', 'cell', 0 or 1, got {value!r}")
@@ -47,9 +43,7 @@ class FrameGrid:
     ...               tile_length=256, samples_per_pixel=3, frame_unit=FrameUnit.TILE)
     >>> (g.tiles_across, g.tiles_down, g.frame_count)
     (2, 3, 18)
-    >>> g.frame_index(row=2, col=1, band=2)
-    17
-    >>> g.frame_shape(17)
+    >>> g.frame_shape(g.frame_index(row=2, col=1, band=2))
     (1, 88, 488)
     """
 
@@ -61,7 +55,6 @@ class FrameGrid:
     frame_unit: FrameUnit = FrameUnit.TILE
 
     def __post_init__(self) -> None:
-        # Fields arrive from struct.unpack, numpy scalars and users alike.
         for name in ("image_width", "image_length", "tile_width", "tile_length", "samples_per_pixel"):
             object.__setattr__(self, name, int(getattr(self, name)))
         object.__setattr__(self, "frame_unit", FrameUnit(int(self.frame_unit)))
@@ -76,7 +69,6 @@ class FrameGrid:
 
     @cached_property
     def positions(self) -> int:
-        """Grid positions, ``tiles_across * tiles_down``."""
         return self.tiles_across * self.tiles_down
 
     @property
@@ -89,7 +81,6 @@ class FrameGrid:
 
     @cached_property
     def frame_count(self) -> int:
-        """N, the number of frames."""
         return self.positions * self.frames_per_position
 
     @property
@@ -99,18 +90,12 @@ class FrameGrid:
 
     @property
     def largest_frame_samples(self) -> int:
-        """Samples of the largest frame (the first one: edge frames are cut, never larger)."""
+        """Samples of the largest frame (the first: edge frames are cut, never larger)."""
         h, w = min(self.tile_length, self.image_length), min(self.tile_width, self.image_width)
         return self.bands_per_frame * h * w
 
     def check(self, limits: Limits = DEFAULT_LIMITS, *, rule: str = "grid", bytes_per_sample: int | None = None) -> FrameGrid:
-        """Refuse a grid the spec forbids or whose size exceeds ``limits``.
-
-        >>> FrameGrid(2**32 - 1, 2**32 - 1, 1, 1, 1).check()
-        Traceback (most recent call last):
-        ...
-        xarray_rumi.errors.RumiFormatError: grid.limits: 18446744065119617025 frames exceed the limit of 16777216 (Limits.max_frames)
-        """
+        """``self``, unless the spec forbids the grid or its size exceeds ``limits`` (``RumiFormatError``)."""
         if self.tile_width < 1 or self.tile_length < 1:
             raise RumiFormatError(f"{rule}.tile-size", "tile_width and tile_length must be greater than zero")
         if self.samples_per_pixel < 1:
@@ -165,16 +150,9 @@ class FrameGrid:
         return (bands.stop - bands.start, ys.stop - ys.start, xs.stop - xs.start)
 
     def frame_locations(self, indices=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, cols, first bands)`` of frames ``indices`` (default: every frame), as :meth:`frame_location` for one.
-
-        >>> g = FrameGrid(6, 6, 4, 4, 2)   # 2 x 2 positions, 2 tile frames each
-        >>> [a.tolist() for a in g.frame_locations()]
-        [[0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 1, 1], [0, 1, 0, 1, 0, 1, 0, 1]]
-        >>> [a.tolist() for a in g.frame_locations([7, 2])]
-        [[1, 0], [1, 1], [1, 0]]
-        """
+        """:meth:`frame_location` of frames ``indices`` (default: every frame), vectorised."""
         per_position, across = self.frames_per_position, self.tiles_across
-        if indices is None:   # every frame: repeats, cheaper than dividing a million indices
+        if indices is None:   # repeats: cheaper than dividing a million indices
             rows = np.repeat(np.arange(self.tiles_down, dtype=np.int64), across * per_position)
             cols = np.tile(np.repeat(np.arange(across, dtype=np.int64), per_position), self.tiles_down)
             return rows, cols, np.tile(np.arange(per_position, dtype=np.int64), self.positions)
@@ -187,29 +165,16 @@ class FrameGrid:
 
     @property
     def frame_grid_shape(self) -> tuple[int, int, int]:
-        """``(frames per position, tiles down, tiles across)``: the frames as a grid of ``(band, row, col)``.
-
-        >>> FrameGrid(1000, 600, 512, 256, 3).frame_grid_shape, FrameGrid(1000, 600, 512, 256, 3, 1).frame_grid_shape
-        ((3, 3, 2), (1, 3, 2))
-        """
+        """``(frames per position, tiles down, tiles across)``."""
         return (self.frames_per_position, self.tiles_down, self.tiles_across)
 
     def on_frame_grid(self, values) -> np.ndarray:
-        """Per-frame ``values`` in frame-index order, laid out as :attr:`frame_grid_shape` (a view, no copy).
-
-        >>> FrameGrid(6, 6, 4, 4, 2).on_frame_grid(np.arange(8))[1].tolist()   # band 1's frames
-        [[1, 3], [5, 7]]
-        """
+        """Per-frame ``values`` in frame-index order, as a view of :attr:`frame_grid_shape`."""
         grid = np.asarray(values).reshape(self.tiles_down, self.tiles_across, self.frames_per_position)
         return grid.transpose(2, 0, 1)
 
     def edge_masks(self) -> tuple[np.ndarray, np.ndarray]:
-        """Boolean masks over frame indices: right-edge frames, bottom-edge frames (the corner in neither).
-
-        >>> right, bottom = FrameGrid(6, 6, 4, 4, 2).edge_masks()   # 2 x 2 positions, 2 bands
-        >>> right.astype(int).tolist(), bottom.astype(int).tolist()
-        ([0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0])
-        """
+        """Masks over frame indices: right-edge frames, bottom-edge frames (the corner in neither)."""
         right = np.zeros(self.frame_grid_shape[1:] + (self.frames_per_position,), bool)
         bottom = np.zeros_like(right)
         right[:-1, -1] = True
@@ -218,13 +183,7 @@ class FrameGrid:
 
     @cached_property
     def frame_sizes(self) -> frozenset[tuple[int, int]]:
-        """The distinct ``(h, w)`` of the frames: whole tiles, the cut last row and column, the cut corner.
-
-        >>> sorted(FrameGrid(1000, 600, 512, 256, 1).frame_sizes)
-        [(88, 488), (88, 512), (256, 488), (256, 512)]
-        >>> sorted(FrameGrid(100, 60, 512, 256, 1).frame_sizes)   # one frame, cut both ways
-        [(60, 100)]
-        """
+        """The distinct ``(h, w)`` of the frames."""
         edge_length, edge_width = self.edge_sizes()
         heights = {edge_length, self.tile_length} if self.tiles_down > 1 else {edge_length}
         widths = {edge_width, self.tile_width} if self.tiles_across > 1 else {edge_width}
@@ -232,11 +191,7 @@ class FrameGrid:
 
     @property
     def frame_chunks(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        """The ``(band, y, x)`` chunks of the image, one chunk a frame, as Dask writes chunks.
-
-        >>> FrameGrid(1000, 600, 512, 256, 2).frame_chunks
-        ((1, 1), (256, 256, 88), (512, 488))
-        """
+        """The ``(band, y, x)`` Dask chunks of one frame each."""
         return (
             (self.bands_per_frame,) * self.frames_per_position,
             axis_sizes(self.image_length, self.tile_length),
@@ -256,14 +211,11 @@ class FrameGrid:
         return (positions[:, None] * self.samples_per_pixel + b[None, :]).ravel().astype(np.int64)
 
     def frames_at_points(self, bands, rows, cols) -> FramePoints:
-        """The outer selection ``bands x rows x cols`` of in-range indices, grouped by the frames holding them.
+        """The outer selection ``bands x rows x cols`` (in-range indices), grouped by the frames holding them.
 
-        >>> g = FrameGrid(50, 40, 16, 16, 3)
-        >>> points = g.frames_at_points(np.array([2]), np.array([39, 1]), np.array([20, 0, 17]))
-        >>> points.frames.tolist()   # rows 0 and 2 of the grid, columns 0 and 1, band 2
-        [2, 5, 26, 29]
-        >>> [(where.tolist(), inside.tolist()) for where, inside in points.in_frame(29)]
-        [([0], [0]), ([0], [7]), ([0, 2], [4, 1])]
+        >>> points = FrameGrid(50, 40, 16, 16, 3).frames_at_points(np.array([2]), np.array([39, 1]), np.array([20, 0, 17]))
+        >>> points.frames.tolist(), [(where.tolist(), inside.tolist()) for where, inside in points.in_frame(29)]
+        ([2, 5, 26, 29], [([0], [0]), ([0], [7]), ([0, 2], [4, 1])])
         """
         return FramePoints(self, bands, rows, cols)
 
@@ -276,7 +228,7 @@ class FrameGrid:
 
 
 class FramePoints:
-    """An outer selection of pixel indices, grouped by the frames that hold them (:meth:`FrameGrid.frames_at_points`)."""
+    """What :meth:`FrameGrid.frames_at_points` returns."""
 
     def __init__(self, grid: FrameGrid, bands, rows, cols):
         self.grid = grid
@@ -295,7 +247,7 @@ class FramePoints:
 
 
 class _AxisPoints:
-    """The points along one axis, grouped by the block (of ``size`` indices) holding them."""
+    """The points along one axis, grouped by block of ``size``."""
 
     def __init__(self, points, size: int):
         points = np.asarray(points, dtype=np.int64)
@@ -310,17 +262,17 @@ class _AxisPoints:
 
 
 def axis_sizes(extent: int, tile: int) -> tuple[int, ...]:
-    """The frame sizes along one axis of ``extent`` pixels in tiles of ``tile``: whole tiles, then the cut edge.
+    """The frame sizes along one axis: whole tiles, then the cut edge.
 
-    >>> axis_sizes(1000, 256), axis_sizes(512, 256)
-    ((256, 256, 256, 232), (256, 256))
+    >>> axis_sizes(1000, 256)
+    (256, 256, 256, 232)
     """
     full, rest = divmod(extent, tile)
     return (tile,) * full + ((rest,) if rest else ())
 
 
 def overlap(frame: slice, window: range) -> tuple[slice, slice]:
-    """``(slice into the window, slice into the frame)`` where one axis of a frame and a window intersect.
+    """``(slice into the window, slice into the frame)`` of one axis where a frame and a window meet.
 
     >>> overlap(slice(32, 64), range(40, 100))
     (slice(0, 24, None), slice(8, 32, None))

@@ -23,19 +23,12 @@ from .ifd import (
 )
 from .placement import GEOREFERENCING_SIZE, IFD_SIZE, PREAMBLE_SIZE, external_sizes, georeferencing_offset
 
-#: The fixed head of every rumi file: the BigTIFF preamble and the IFD (spec: *Placement*).
 IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE
 
 
 def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:
     """The byte ranges of a file that :func:`check_blob_against_ifd_head` needs for ``grid``.
 
-    >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3))
-    [(0, 252)]
-    >>> ifd_head_ranges(FrameGrid(100, 100, 32, 32, 3), georeferencing=True)
-    [(0, 252), (828, 988)]
-    >>> ifd_head_ranges(FrameGrid(100, 100, 100, 100, 13))
-    [(0, 278), (434, 460)]
     >>> ifd_head_ranges(FrameGrid(100, 100, 100, 100, 13), georeferencing=True)
     [(0, 278), (434, 620)]
     """
@@ -52,10 +45,8 @@ def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tu
 def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tuple[bytes, bytes, bytes]:
     """``(head, sample_formats, georeferencing tags)``: the bytes of :func:`ifd_head_ranges` taken apart.
 
-    >>> head, sample_formats, tags = split_head(FrameGrid(100, 100, 32, 32, 3), [b"h" * 252, b"g" * 160],
-    ...                                         georeferencing=True)
-    >>> len(head), sample_formats, len(tags)
-    (252, b'', 160)
+    >>> [len(p) for p in split_head(FrameGrid(9, 9, 9, 9, 3), [b"h" * 252, b"g" * 160], georeferencing=True)]
+    [252, 0, 160]
     """
     head, *rest = payloads
     tail = rest[0] if rest else b""
@@ -67,19 +58,7 @@ def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tu
 
 
 def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes = b"") -> None:
-    """Refuse a blob that disagrees with what its file's IFD head states (``blob.matches-file``).
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint16"), compression="portable")
-    >>> head = open(path, "rb").read(252)
-    >>> check_blob_against_ifd_head(Header.from_bytes(blob), head)
-    >>> lying = blob[:21] + bytes([3]) + blob[22:]   # sample_format 3: float16, as wide as uint16
-    >>> check_blob_against_ifd_head(Header.from_bytes(lying), head)
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says float16 (sample format 3, 16 bits), the file's IFD says uint16 (sample format 1, 16 bits)
-    """
+    """Refuse (``blob.matches-file``) a blob that disagrees with its file's IFD head (:func:`split_head`)."""
     stated = parse_head(head)
     grid = blob.grid
     _check_sizes(grid, {tag: stated[tag] for tag in _SIZE_TAGS})
@@ -94,17 +73,15 @@ def check_blob_against_ifd_head(blob: Header, head: bytes, sample_formats: bytes
 
 
 def check_blob_against_file(blob: Header, file_header: Header) -> None:
-    """Refuse a blob that disagrees with its file's whole IFD (``blob.matches-file``).
+    """Refuse (``blob.matches-file``) a blob that disagrees with its file's whole IFD, read as a Header.
 
     >>> from .dtypes import sample_type_from_name
-    >>> grid = FrameGrid(8, 8, 4, 4, 1)
-    >>> file_header = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [10, 11, 12, 13])
-    >>> check_blob_against_file(file_header, file_header)
-    >>> check_blob_against_file(Header.from_byte_counts(grid, sample_type_from_name("uint8"), [10, 11, 12, 14]),
-    ...                         file_header)
+    >>> grid, uint8 = FrameGrid(8, 8, 4, 4, 1), sample_type_from_name("uint8")
+    >>> check_blob_against_file(Header.from_byte_counts(grid, uint8, [1, 2, 3, 5]),
+    ...                         Header.from_byte_counts(grid, uint8, [1, 2, 3, 4]))
     Traceback (most recent call last):
     ...
-    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says frame 3 holds 14 bytes, the file's IFD says 13 (TileByteCounts)
+    xarray_rumi.errors.RumiFormatError: blob.matches-file: blob says frame 3 holds 5 bytes, the file's IFD says 4 (TileByteCounts)
     """
     file_grid = file_header.grid
     _check_sizes(blob.grid, {tag: (1, (getattr(file_grid, name),)) for tag, name in _SIZE_TAGS.items()})
@@ -119,7 +96,6 @@ def check_blob_against_file(blob: Header, file_header: Header) -> None:
                               f"the file's IFD says {file_header.byte_count(k)} (TileByteCounts)")
 
 
-#: The size tags of the IFD head and the grid fields they state.
 _SIZE_TAGS = {IMAGE_WIDTH: "image_width", IMAGE_LENGTH: "image_length", TILE_WIDTH: "tile_width",
               TILE_LENGTH: "tile_length", SAMPLES_PER_PIXEL: "samples_per_pixel"}
 
@@ -130,7 +106,7 @@ def _check_sizes(grid: FrameGrid, stated: dict) -> None:
 
 
 def _agree(blob_says: str, stated: tuple[int, tuple | None], expected: tuple | None, tag_name: str) -> None:
-    """Raise unless a tag the head states inline holds ``expected`` (``None``: the blob does not say)."""
+    """Raise unless an inline tag holds ``expected`` (``None``: the blob does not say)."""
     count, values = stated
     if expected is None or values == expected:
         return
@@ -140,8 +116,7 @@ def _agree(blob_says: str, stated: tuple[int, tuple | None], expected: tuple | N
 
 
 def _check_sample_type(sample, bits: tuple, formats: tuple) -> None:
-    # Same-width types (uint16, int16, float16, bfloat16) decode from the same bytes:
-    # only these two tags tell them apart.
+    # Same-width types (uint16, float16, ...) decode from the same bytes: only these tags tell them apart.
     if set(bits) == {sample.bits_per_sample} and set(formats) == {sample.sample_format}:
         return
     if len(set(bits)) == 1 and len(set(formats)) == 1:
@@ -154,7 +129,7 @@ def _check_sample_type(sample, bits: tuple, formats: tuple) -> None:
 
 
 def _per_band(inline: tuple | None, out_of_line: bytes, bands: int) -> tuple:
-    """A per-band SHORT tag's values: inline in its entry, or the bytes fetched from after the IFD."""
+    """A per-band SHORT tag's values: inline, or from the bytes after the IFD."""
     if inline is not None:
         return inline
     return tuple(np.frombuffer(out_of_line, "<u2", count=min(bands, len(out_of_line) // 2)).tolist())

@@ -37,7 +37,7 @@ SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
 TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
 _TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
 
-#: (tag, name, type); counts depend on B and N, see :func:`expected_counts`.
+#: (tag, name, type), in the IFD's order.
 FIXED_TAGS = (
     (IMAGE_WIDTH, "ImageWidth", LONG),
     (IMAGE_LENGTH, "ImageLength", LONG),
@@ -53,29 +53,17 @@ FIXED_TAGS = (
 )
 TAG_NAMES = {tag: name for tag, name, _ in FIXED_TAGS}
 TAG_TYPES = {tag: type_code for tag, _, type_code in FIXED_TAGS}
-#: The largest value one element of each tag holds (ImageWidth, a LONG: 2**32 - 1; TileWidth, a SHORT: 65535).
 FIELD_MAXIMA = {tag: 2 ** (8 * TYPE_SIZES[type_code]) - 1 for tag, _, type_code in FIXED_TAGS}
 # Tags that explain a rejection better than "not in the fixed IFD".
 _FORBIDDEN = {
-    273: "file-profile.tiled",  # StripOffsets
-    278: "file-profile.tiled",  # RowsPerStrip
-    279: "file-profile.tiled",  # StripByteCounts
-    254: "file-profile.single-image",  # NewSubfileType
-    330: "file-profile.single-image",  # SubIFDs
-    338: "file-profile.single-image",  # ExtraSamples (masks, alpha)
-    33550: "georeferencing.tags",  # ModelPixelScaleTag
-    33922: "georeferencing.tags",  # ModelTiepointTag
-    34736: "georeferencing.tags",  # GeoDoubleParamsTag
-    34737: "georeferencing.tags",  # GeoAsciiParamsTag
+    **dict.fromkeys((273, 278, 279), "file-profile.tiled"),  # strips
+    **dict.fromkeys((254, 330, 338), "file-profile.single-image"),  # NewSubfileType, SubIFDs, ExtraSamples
+    **dict.fromkeys((33550, 33922, 34736, 34737), "georeferencing.tags"),  # GeoTIFF's other tags
 }
 
 
 def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
-    """The count every tag must have for ``B`` bands and ``N`` frames.
-
-    >>> expected_counts(3, 36)[TILE_OFFSETS], expected_counts(3, 36)[SAMPLE_FORMAT]
-    (36, 3)
-    """
+    """The count every tag must have for ``B`` bands and ``N`` frames."""
     b, n = samples_per_pixel, frame_count
     return {
         IMAGE_WIDTH: 1, IMAGE_LENGTH: 1, BITS_PER_SAMPLE: b, SAMPLES_PER_PIXEL: 1,
@@ -85,13 +73,7 @@ def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
 
 
 def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, byte_counts) -> bytes:
-    """Everything before the first frame: BigTIFF preamble, IFD and external values.
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> prefix = build_prefix(FrameGrid(1, 1, 1, 1, 1), sample_type_from_name("uint8"), Georeferencing(), [30])
-    >>> len(prefix), prefix[:4].hex()
-    (412, '49492b00')
-    """
+    """Everything before the first frame: BigTIFF preamble, IFD and external values (see :func:`parse_prefix`)."""
     counts = np.asarray(byte_counts, dtype=np.int64)
     n, b = grid.frame_count, grid.samples_per_pixel
     if counts.shape != (n,) or counts.min() < 1 or counts.max() > 0xFFFFFFFF:
@@ -126,7 +108,7 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
     preamble = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
     ifd = struct.pack("<Q", TAG_COUNT) + b"".join(entries) + struct.pack("<Q", 0)
     prefix = preamble + ifd + b"".join(external)
-    if len(prefix) != base:  # a bug here, never bad input: frames written after it would be located wrong
+    if len(prefix) != base:  # a bug, never bad input: frames written after it would be located wrong
         raise RuntimeError(f"internal error: the IFD writer made {len(prefix)} bytes before the frames, "
                            f"placement.base_frame_offset says {base}")
     return prefix
@@ -134,14 +116,14 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
 
 @dataclass(frozen=True)
 class ParsedIFD:
-    """What the fixed IFD says, after every structural check has passed."""
+    """What the fixed IFD says, every structural check passed."""
 
     grid: FrameGrid
     sample_type: SampleType
     georeferencing: Georeferencing
     tile_offsets: np.ndarray
     tile_byte_counts: np.ndarray
-    frame_data_offset: int  # where the frame data must start (base_frame_offset)
+    frame_data_offset: int
 
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
@@ -162,17 +144,12 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
 
 
 def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
-    """Parse and check the BigTIFF preamble, the IFD and its external values.
+    """Parse and check the BigTIFF preamble, the IFD and its external values (``RumiFormatError`` names the rule).
 
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
-    >>> parsed = parse_prefix(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 6))
+    >>> parsed = parse_prefix(build_prefix(grid, sample_type(2, 16), Georeferencing(), [9] * 6))
     >>> parsed.grid == grid, parsed.tile_offsets[:3].tolist()
     (True, [484, 493, 502])
-    >>> parse_prefix(b"MM" + bytes(250))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: file-profile.little-endian: not a rumi file: a big-endian TIFF (it begins with MM); rumi files are little-endian BigTIFF (II, version 43): rumi convert makes one from it
     """
     _check_preamble(data)
     by_tag = _tag_table(_entries(data))
@@ -187,11 +164,10 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     spp = inline_scalar(SAMPLES_PER_PIXEL)
     tile_width, tile_length = inline_scalar(TILE_WIDTH), inline_scalar(TILE_LENGTH)
     offsets_count = by_tag[TILE_OFFSETS][0]
-    # Cell frames are the fewer, so a grid that fails the frame limit as cells fails it either way.
+    # Cell frames are the fewer: a grid that fails the frame limit as cells fails it either way.
     provisional = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit.CELL).check(limits, rule="fixed-ifd")
     positions = provisional.positions
-    # With one band both counts agree and both layouts are one: read it as tile frames,
-    # the unit every single-band blob records (see Header.from_byte_counts).
+    # One band: both units agree; tile frames, as every single-band blob records.
     if offsets_count == positions * spp:
         unit = FrameUnit.TILE
     elif offsets_count == positions:
@@ -225,11 +201,10 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
 
 
 def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
-    """Each tag's count and, when stored inline, its values, from a file's first 252 bytes.
+    """``{tag: (count, values if inline else None)}`` from a file's first 252 bytes.
 
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(40, 30, 16, 16, 2)
-    >>> head = parse_head(build_prefix(grid, sample_type_from_name("int16"), Georeferencing(), [9] * 12)[:252])
+    >>> head = parse_head(build_prefix(grid, sample_type(2, 16), Georeferencing(), [9] * 12)[:252])
     >>> head[IMAGE_WIDTH], head[SAMPLE_FORMAT], head[TILE_OFFSETS]
     ((1, (40,)), (2, (2, 2)), (12, None))
     """
@@ -266,13 +241,7 @@ def _check_preamble(data: bytes) -> None:
 
 
 def _check_file_kind(head: bytes) -> None:
-    """Refuse, from its first bytes, a file that is not little-endian BigTIFF, saying what it is instead.
-
-    >>> _check_file_kind(b"\\x89PNG\\r\\n\\x1a\\n")
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: file-profile.little-endian: not a rumi file: it does not begin with a TIFF header (II, got b'\\x89P')
-    """
+    """Refuse a file that is not little-endian BigTIFF, saying what it is instead."""
     refuse_later_file(head)
     if not head:
         raise RumiFormatError("file-profile.truncated", "not a rumi file: the file is empty")
@@ -312,7 +281,7 @@ def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
 
 
 def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[int, bytes]]:
-    """``{tag: (count, value field)}`` once the entries are exactly the fixed tags, in order, with their types."""
+    """``{tag: (count, value field)}``, once the entries are exactly the fixed tags with their types."""
     tags = [e[0] for e in entries]
     for tag in tags:
         if tag not in TAG_NAMES:
@@ -334,7 +303,7 @@ def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[in
 
 
 def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
-    """Each tag's value bytes, checking external placement exactly."""
+    """Each tag's value bytes, external placement checked."""
     cursor = PREAMBLE_SIZE + IFD_SIZE
     values = {}
     for tag, name, type_code in FIXED_TAGS:
@@ -345,7 +314,6 @@ def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
                 raise RumiFormatError("placement.inline", f"{name}: the unused bytes of an inline value must be zero")
             values[tag] = field[:size]
             continue
-        # parse_prefix checked every count against expected_counts: size is external_sizes()'s for the tag
         offset, = struct.unpack("<Q", field)
         if offset != cursor:
             raise RumiFormatError(
@@ -360,19 +328,7 @@ def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
 
 
 def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Check TileOffsets and TileByteCounts against the spec's frame layout.
-
-    >>> import dataclasses
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> grid = FrameGrid(2, 1, 1, 1, 2)   # one pixel wide, two positions, two bands: 4 frames
-    >>> parsed = parse_prefix(build_prefix(grid, sample_type_from_name("uint8"), Georeferencing(), [5] * 4))
-    >>> check_frame_layout(parsed)        # contiguous, in frame-index order
-    >>> band_interleaved = parsed.tile_offsets[[0, 2, 1, 3]]
-    >>> check_frame_layout(dataclasses.replace(parsed, tile_offsets=band_interleaved))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: frames.order: frames are not in frame-index order (frame 1 is at byte 470, expected 465); a band-interleaved layout is rejected
-    """
+    """Refuse TileOffsets and TileByteCounts that break the spec's frame layout (``frames.*``, ``placement.*``)."""
     offsets, counts = parsed.tile_offsets, parsed.tile_byte_counts
     if counts.size and counts.min() < 1:
         first = int(np.argmin(counts))
@@ -387,8 +343,7 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
     if not mismatch.size:
         return
     k = int(mismatch[0])
-    # Sorted only to say why the check failed: frames that are all there, back to back
-    # from the base, but not in frame-index order (band-interleaved, say) break the order.
+    # Sorted only to say why: frames all there, back to back, but not in frame-index order.
     order = np.argsort(offsets, kind="stable")
     by_position = offsets[order]
     if by_position[0] == base and np.array_equal(by_position[1:], (by_position + counts[order])[:-1]):

@@ -7,21 +7,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Limits:
-    """Upper bounds on what a file or blob may claim.
+    """Upper bounds on what a file or blob may claim (each field: docs/limits.md).
 
-    >>> Limits().max_frames
-    16777216
-    >>> Limits(max_frames=10).max_frames
-    10
+    >>> Limits(max_frames=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: Limits.max_frames must be at least 1
     """
 
-    #: frames per image (N); offsets and counts take 8-16 bytes per frame in memory.
     max_frames: int = 1 << 24
-    #: decoded bytes of one frame (B * h * w * bytes per sample).
     max_frame_bytes: int = 1 << 30
-    #: compressed bytes of one frame; a larger TileByteCounts entry is refused.
     max_frame_byte_count: int = (1 << 31) - 1
-    #: decoded bytes of a whole image (B * Y * X * bytes per sample), 1 TiB.
     max_image_bytes: int = 1 << 40
 
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 2
 TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
 SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
 
-# What TIFF calls its header (byte order, version 43, offset size, IFD offset): "header" means the blob here.
+# TIFF's header is the "preamble" here, as "header" means the blob.
 PREAMBLE_SIZE = 16
 IFD_OFFSET = 16
 TAG_COUNT = 11
@@ -41,12 +41,7 @@ def external_sizes(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
 
 
 def base_frame_offset(grid: FrameGrid) -> int:
-    """Byte offset of the first frame: ``252 + external``.
-
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> base_frame_offset(FrameGrid(256, 256, 256, 256, 1))
-    412
-    """
+    """Byte offset of the first frame: ``252 +`` the external values."""
     external = sum(external_sizes(grid.samples_per_pixel, grid.frame_count).values())
     return PREAMBLE_SIZE + IFD_SIZE + external
 
@@ -60,9 +55,7 @@ def check_frames_inside(offsets, byte_counts, file_size: int, *, from_blob: bool
                         name: str = "the file") -> None:
     """Refuse (``frames.truncated``) a file of ``file_size`` bytes that does not hold every frame whole.
 
-    >>> offsets, counts = np.array([412, 512, 612]), np.array([100, 100, 50])
-    >>> check_frames_inside(offsets, counts, 662)
-    >>> check_frames_inside(offsets, counts, 600)
+    >>> check_frames_inside(np.array([412, 512, 612]), np.array([100, 100, 50]), 600)
     Traceback (most recent call last):
     ...
     xarray_rumi.errors.RumiFormatError: frames.truncated: the file is 600 bytes, but its frames end at byte 662 (62 bytes missing): frame 1 of 3 is the first cut short or absent, 2 in all

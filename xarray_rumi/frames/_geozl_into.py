@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: geozl releases (``major.minor``) whose private C entry points match the calls below: a signature changed
-#: under the same name would not fail, it would write wrong memory, so no other release is called this way.
+# geozl major.minor releases checked: a signature changed under one name would write wrong memory.
 CHECKED_VERSIONS = ("0.19",)
 
 _FUNCTIONS = ("geozl_2d_frame_dsize_c", "geozl_2d_decompress_c")
@@ -18,11 +17,11 @@ class IntoDecoder:
         self._library, self._ffi = library, ffi
 
     def declared_size(self, payload: np.ndarray) -> int:
-        """The decoded length a frame declares in its header, 0 if it is unreadable."""
+        """The decoded length a frame declares, 0 if it is unreadable."""
         return int(self._library.geozl_2d_frame_dsize_c(self._ffi.from_buffer(payload), payload.size))
 
     def decompress(self, payload: np.ndarray, target: np.ndarray, verify: bool) -> int:
-        """Decode ``payload`` into ``target``; the length written.  ``RuntimeError`` with OpenZL's reason if it fails."""
+        """Decode ``payload`` into ``target``: the length written, or ``RuntimeError`` with OpenZL's reason."""
         written = self._ffi.new("size_t*")
         error = self._ffi.new("char[]", 256)
         # cffi releases the GIL around the call, as geozl.decompress does.
@@ -53,7 +52,7 @@ def into_decoder(version: str | None = None) -> IntoDecoder | None:
         if not all(hasattr(library, name) for name in _FUNCTIONS):
             return None
         return IntoDecoder(library, ffi)
-    except (ImportError, OSError, AttributeError):  # another geozl build
+    except (ImportError, OSError, AttributeError):
         return None
 
 

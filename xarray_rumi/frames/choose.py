@@ -19,53 +19,34 @@ from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, pars
 
 logger = logging.getLogger(__name__)
 
+# The rounds of choosing and their thresholds: docs/writing.md, *Choosing compression*.
 SAMPLE_FRAMES = 3
-#: The quick pass sees this many rows x columns at the centre of each sample, stacked as planes.
 QUICK_WINDOW = 40
-#: The backend the quick pass tries every predictor with (the first it has): LZ ranks their residuals.
 REFERENCE_BACKENDS = ("transpose>zstd", "zstd")
-#: The best predictors by their reference, tried with every backend (one more for one-byte elements).
 PREDICTORS = 2
-#: Quick windows whose best frame is smaller are nearly empty (mostly frame header): they cannot rank graphs.
-QUICK_MIN_BYTES = 1024
-#: How many graphs, distinct in size on the quick windows, go on to the trial window.
+QUICK_MIN_BYTES = 1024  # quick windows whose best frame is smaller are mostly frame header
 SHORTLIST = 4
-#: The shortlist is tried on this many rows x columns at the centre of the middle sample.
 TRIAL_WINDOW = 128
-#: How many of the shortlist, best on the trial window, compete on the profile windows.
 CONTENDERS = 2
-#: The same for ``"portable"``, whose five recipes are its shortlist.
 PORTABLE_CONTENDERS = 3
-#: The contenders compete on this many rows x columns at the centre of each sample.
 PROFILE_WINDOW = 256
-#: Terminal codecs that need an OpenZL frame format newer than the pinned one.
-_UNPINNED_CODECS = ("pivco", "sparse")
-#: Images of at most this many bytes of storage elements are small: zstd's slow levels cost them little.
+_UNPINNED_CODECS = ("pivco", "sparse")  # they need an OpenZL frame format newer than the pinned one
 SMALL_IMAGE_BYTES = 4 * 2**20
-#: The level small images try: the first of zstd's slow strategies, btultra (docs/writing.md measures it).
-SLOW_ZSTD_LEVEL = 16
-#: A slower level is kept only when it makes the middle profile window this much smaller.
+SLOW_ZSTD_LEVEL = 16  # the first of zstd's slow strategies, btultra
 SLOW_LEVEL_GAIN = 0.97
-#: Where the writer may choose the frame unit, cell frames compete for images of at most this many bands ...
 CELL_MAX_BANDS = 4
-#: ... and win when this much smaller than tile frames of ``QUICK_MIN_BYTES`` or more: one band decodes alone
-#: from a tile frame, which is worth keeping for less.
-CELL_GAIN = 0.97
+CELL_GAIN = 0.97  # one band decodes alone from a tile frame, worth keeping for less
 
 
 def _at_slow_level(candidate: str, itemsize: int) -> str:
-    """The candidate's predictor with the zstd backend that suits ``itemsize``-byte elements, at the slow level.
-
-    >>> _at_slow_level("planar>zigzag>transpose>entropy@interband", 2)
-    'planar>zigzag>transpose>zstd:16@interband'
-    """
+    """The candidate's predictor with the zstd backend for ``itemsize``-byte elements, at the slow level."""
     backend = "transpose>zstd" if itemsize > 1 else "zstd"
     recipe = parse_recipe(candidate)
     return f"{recipe.predictor}>{backend}:{SLOW_ZSTD_LEVEL}{INTERBAND if recipe.interband else ''}"
 
 
 def lossy_error(compression: str):
-    """The error bound of a ``"lossy:<error>"`` compression, else ``None``.
+    """The error bound of a ``"lossy:<error>"`` compression, else ``None``; ``ValueError`` for one not above 0.
 
     >>> lossy_error("lossy:0.5"), lossy_error("lossy:1%"), lossy_error("auto")
     (0.5, '1%', None)
@@ -106,7 +87,7 @@ def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
 
 @functools.cache
 def _graph_names(storage: str, error) -> tuple[str, ...]:
-    """Every GeoZL graph for elements of ``storage`` at the pinned version: a property of geozl, not of data."""
+    """Every GeoZL graph for elements of ``storage`` at the pinned version."""
     ramp = (np.arange(256) % 61).astype(storage).reshape(1, 16, 16)
     rows = geozl.profile(ramp, prior=None, reps=1, planes=1, error=error)
     return tuple(sorted((row["graph"] for row in rows if not any(c in row["graph"] for c in _UNPINNED_CODECS)),
@@ -114,7 +95,7 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
 
 
 def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
-    """The ``count`` smallest, simplest first on a tie, one graph per size (or per ``by(graph)``)."""
+    """The ``count`` smallest, simplest first, one graph per size (or per ``by(graph)``)."""
     kept, seen = [], set()
     for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
         key = by(graph) if by else sizes[graph]
@@ -127,7 +108,7 @@ def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
 
 
 def _fixed(compression) -> Recipes | None:
-    """The recipes of a ``compression`` that needs no measuring, else ``None`` (it is chosen)."""
+    """The recipes of a ``compression`` that needs no measuring, else ``None``."""
     if isinstance(compression, openzl.ext.Compressor):
         # Compressors hold native state; their serialised form travels to Dask workers.
         return Recipes(None, compressor=compression.serialize())
@@ -138,7 +119,7 @@ def _fixed(compression) -> Recipes | None:
             "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
             f"'planar>zigzag>zstd', got {compression!r}"
         )
-    recipe = parse_recipe(compression)  # a bad level or graph refused now, not when the first frame is encoded
+    recipe = parse_recipe(compression)  # refused now, not at the first frame
     if recipe.level is not None:
         check_at_level(recipe)
     return Recipes(compression)
@@ -147,7 +128,6 @@ def _fixed(compression) -> Recipes | None:
 def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
     """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
 
-    >>> import numpy as np
     >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
     >>> choose([ramp], "portable").recipe in PORTABLE_RECIPES
     True
@@ -161,8 +141,8 @@ def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, sma
 @dataclass(frozen=True)
 class _Choice:
     recipes: Recipes
-    size: float  # bytes of the profile windows with the recipes (inf where none applied)
-    lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: frame length on each profile window}
+    size: float  # bytes of the profile windows (inf where none applied)
+    lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: [length on each profile window]}
 
 
 def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, across_only=()) -> list[_Choice]:
@@ -179,7 +159,6 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
     else:
         shortlists = _shortlists(sample_sets, trial_windows, compression, error, measurer, across_only)
         contenders = CONTENDERS
-    # the shortlist on the middle sample's trial window, the best of it on every profile window
     trials = _measure_all(measurer, trial_windows, shortlists)
     finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
     windows = [[_central_window(s) for s in samples] for samples in sample_sets]
@@ -195,7 +174,7 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
 
 
 def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
-    """The choices with each winner's predictor at zstd's slow level where that pays, for a small image."""
+    """The choices with each winner's predictor at zstd's slow level where that pays."""
     middle = [len(samples) // 2 for samples in sample_sets]
     slow = [_at_slow_level(c.recipes.recipe, samples[0].dtype.itemsize)
             for c, samples in zip(chosen, sample_sets)]
@@ -213,7 +192,7 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
 
 
 def _predictor(candidate: str) -> tuple[str, bool]:
-    """What a candidate predicts with: its predictor, within bands or across them."""
+    """``(predictor, interband)`` of a candidate."""
     recipe = parse_recipe(candidate)
     return recipe.predictor, recipe.interband
 
@@ -248,7 +227,7 @@ def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measur
 
 
 def _references(candidates: list[str]) -> list[str]:
-    """Each predictor with its reference backend (the first of ``REFERENCE_BACKENDS`` it has)."""
+    """Each predictor with the first of ``REFERENCE_BACKENDS`` it has."""
     backends: dict[str, dict[str, str]] = {}
     for c in candidates:
         backends.setdefault(_predictor(c), {})[parse_recipe(c).backend] = c
@@ -257,7 +236,7 @@ def _references(candidates: list[str]) -> list[str]:
 
 
 def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]]:
-    """``{candidate: size}`` of each raster's candidates, those that apply."""
+    """``{candidate: size}`` of each raster's candidates that apply."""
     jobs = [(raster, c) for raster, cs in zip(rasters, candidates) for c in cs]
     sizes = iter(measurer.sizes(jobs))
     return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
@@ -266,8 +245,8 @@ def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]
 def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
     """Frames spread evenly over the image, first and last included.
 
-    >>> spread_indices(10), spread_indices(2)
-    ([0, 4, 9], [0, 1])
+    >>> spread_indices(10)
+    [0, 4, 9]
     """
     return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
 
@@ -275,8 +254,7 @@ def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
 def sample_frames(grid, compression) -> list[int]:
     """The frame indices :func:`plan_frames` asks ``frame_at`` for, in order (none when nothing is chosen).
 
-    >>> from xarray_rumi.format.grid import FrameGrid
-    >>> grid = FrameGrid(96, 32, 32, 32, 2)  # 3 positions, 2 bands: frames 0..5, band-interleaved
+    >>> grid = FrameGrid(96, 32, 32, 32, 2)
     >>> sample_frames(grid, "auto"), sample_frames(grid, "id>zstd")
     ([0, 2, 4, 1, 3, 5], [])
     """
@@ -287,11 +265,7 @@ def sample_frames(grid, compression) -> list[int]:
 
 
 def profile_window(frame_window: tuple[slice, slice, slice]) -> tuple[slice, slice, slice]:
-    """The part of a frame (``grid.frame_window(k)``) that choosing measures: its central profile window.
-
-    >>> profile_window((slice(0, 1), slice(512, 1024), slice(0, 100)))
-    (slice(0, 1, None), slice(640, 896, None), slice(0, 100, None))
-    """
+    """The central profile window of a frame (``grid.frame_window(k)``): the part that choosing measures."""
     bands, rows, cols = frame_window
     return bands, _centred(rows, PROFILE_WINDOW), _centred(cols, PROFILE_WINDOW)
 
@@ -303,12 +277,12 @@ def _centred(extent: slice, size: int) -> slice:
 
 def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
                 may_use_cells: bool = False) -> tuple[FrameGrid, tuple[Recipes, ...]]:
-    """``(grid, recipes)``: the recipes per band slot (one per band for tile frames, one for cell frames) and,
-    with ``may_use_cells``, the frame unit chosen.
+    """``(grid, recipes)``: the recipes per band slot (one per band, or one for cell frames), and with
+    ``may_use_cells`` the frame unit chosen.
 
     >>> grid = FrameGrid(128, 128, 64, 64, 3)
     >>> texture = np.random.default_rng(0).integers(0, 200, (128, 128), dtype=np.uint8)
-    >>> rgb = np.stack([texture + 10 * band for band in range(3)])  # each band predicts the next exactly
+    >>> rgb = np.stack([texture + 10 * band for band in range(3)])
     >>> chosen, _ = plan_frames(grid, lambda k: rgb[grid.frame_window(k)], "auto", may_use_cells=True)
     >>> chosen.frame_unit, plan_frames(grid, lambda k: rgb[grid.frame_window(k)], "auto")[0].frame_unit
     (<FrameUnit.CELL: 1>, <FrameUnit.TILE: 0>)
@@ -322,9 +296,9 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
     sample_sets = [[_central_window(frame_at(next(frames))) for _ in positions] for _ in range(slots)]
     cells = (may_use_cells and compression == "auto" and grid.frame_unit is FrameUnit.TILE
              and 1 < grid.samples_per_pixel <= CELL_MAX_BANDS)
-    if cells:  # the same windows of every band, stacked
+    if cells:
         sample_sets.append([np.concatenate(windows) for windows in zip(*sample_sets)])
-    # cells that predict each band alone are what the tile frames measure, but for one shared backend
+    # cells that predict each band alone are the tile frames' candidates, with one shared backend
     choices = _choose_each(sample_sets, compression, workers, across_only={slots} if cells else ())
     if cells:
         tiles, cell = sum(c.size for c in choices[:-1]), choices[-1].size
@@ -336,7 +310,7 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
         else:
             choices, sample_sets = choices[:-1], sample_sets[:-1]
     if compression == "auto" and _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES:
-        choices = _slower(choices, sample_sets, workers)  # for the frame unit chosen only: it costs
+        choices = _slower(choices, sample_sets, workers)  # for the chosen frame unit only: it costs
     chosen = tuple(c.recipes for c in choices)
     if logger.isEnabledFor(logging.DEBUG):
         for slot, recipes in enumerate(chosen):
@@ -346,7 +320,7 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
 
 
 def _image_bytes(grid: FrameGrid, sample_sets) -> int:
-    """Bytes of storage elements in the whole image, from the first sample of each band slot."""
+    """Bytes of storage elements in the image, from the first sample of each band slot."""
     per_pixel = sum(samples[0].nbytes // (samples[0].shape[1] * samples[0].shape[2])
                     for samples in sample_sets[:grid.frames_per_position])
     return per_pixel * grid.image_length * grid.image_width

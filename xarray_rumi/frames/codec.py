@@ -17,18 +17,15 @@ from ..runtime.heap import keep_heap_top
 from ..runtime.scratch import DECODED_BYTES, scratch
 from ._geozl_into import into_decoder
 
-#: The OpenZL frame format version of every frame this project writes.  24 is
-#: read by decoders built on openzl 0.2 and 0.3 alike.
-FORMAT_VERSION = 24
+FORMAT_VERSION = 24  # of every frame written: decoders of openzl 0.2 and 0.3 alike read it
 MIN_READ_VERSION, MAX_READ_VERSION = 8, 27
-#: Bytes 1..3 of every OpenZL frame; byte 0 is ``0xC0`` + the frame format version.
 MAGIC_TAIL = bytes.fromhex("a5b1d7")
 
-#: Recipes that use only OpenZL's built-in codecs: any OpenZL decoder reads them.
+# Only OpenZL's built-in codecs: any OpenZL decoder reads them.
 PORTABLE_RECIPES = ("id>zstd", "delta_1d>zstd", "id>transpose>zstd", "delta_1d>transpose>zstd", "id>field_lz")
 
 def frame_version(frame: bytes | memoryview) -> int:
-    """The OpenZL frame format version a frame was written at (its first byte).
+    """The OpenZL frame format version of a frame; ``frame.openzl`` if it is not an OpenZL frame.
 
     >>> frame_version(bytes.fromhex("d8a5b1d7"))
     24
@@ -42,8 +39,8 @@ def frame_version(frame: bytes | memoryview) -> int:
 def applicable(recipe: str, storage: np.dtype) -> bool:
     """Whether ``recipe`` can encode elements of ``storage`` (transpose needs 2..8 bytes).
 
-    >>> applicable("id>transpose>zstd", np.dtype("uint8")), applicable("id>transpose>zstd", np.dtype("uint16"))
-    (False, True)
+    >>> applicable("id>transpose>zstd", np.dtype("uint8"))
+    False
     """
     return not ("transpose" in recipe and storage.itemsize == 1)
 
@@ -56,16 +53,15 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     >>> frame_version(frame)
     24
     """
-    keep_heap_top()  # see decode_frame
+    keep_heap_top()
     bands, h = stored.shape[:2]
-    # Arrays that crossed a process boundary (dask.distributed) can sit in an
-    # unaligned buffer, which OpenZL cannot wrap as a numeric stream.
+    # Arrays from dask.distributed can sit unaligned, which OpenZL cannot wrap as a numeric stream.
     raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
     if interband:
         raster = raster.reshape(1, bands, -1)
     planes, width = raster.shape[0], raster.shape[-1]
     if error is not None:
-        # a lossy graph fixes its quantiser's domain from the data it is built on
+        # a lossy graph fixes its quantiser's domain from its data: never reused
         graph = geozl.graph(raster, recipe, width=width, planes=planes, error=error)
     else:
         graph = (cache or PROCESS_CACHE).get(("graph", recipe, raster.dtype.str, width, planes),
@@ -76,13 +72,12 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     return frame
 
 
-#: Built graphs a thread keeps: enough for every recipe a write of one image
-#: measures and uses, bounded because the pool's threads live as long as the process.
+# Every recipe one write measures and uses; bounded as pool threads live as long as the process.
 GRAPHS_PER_THREAD = 96
 
 
 class ThreadCache:
-    """Compression state built on first use, one per thread, the least recently used dropped.
+    """Per-thread state built on first use, the least recently used dropped past ``size``.
 
     >>> cache = ThreadCache()
     >>> cache.get("key", lambda: ["built"]) is cache.get("key", lambda: ["built again"])
@@ -94,7 +89,6 @@ class ThreadCache:
         self._local = threading.local()
 
     def get(self, key, build):
-        """This thread's object for ``key``, made by ``build()`` the first time."""
         entries = self._local.__dict__.get("entries")
         if entries is None:
             entries = self._local.entries = OrderedDict()
@@ -108,29 +102,23 @@ class ThreadCache:
         return value
 
 
-#: The graphs kept for the process: the measurer's (see ``measure.py``), and any caller's that names no cache.
 PROCESS_CACHE = ThreadCache()
 
 
 def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int, int, int], *,
                  verify: bool = True, out: np.ndarray | None = None) -> np.ndarray:
-    """Decompress one frame into an array of ``shape`` ``(bands, h, w)``.
+    """Decompress one frame into an array of ``shape`` ``(bands, h, w)`` (or into ``out``); ``RumiFormatError``
+    for a frame that does not decode to exactly that.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> frame = encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd")
-    >>> decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 3)).tolist()
-    [[[0, 1, 2], [3, 4, 5]]]
     >>> image = np.zeros((1, 2, 5), np.uint16)
     >>> _ = decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 3), out=image[:, :, 1:4])
     >>> image.tolist()
     [[[0, 0, 1, 2, 0], [0, 3, 4, 5, 0]]]
-    >>> decode_frame(frame, sample_type_from_name("uint16"), (1, 2, 2))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: frame.decode: the frame does not decode: ...
     """
     frame_version(frame)
-    keep_heap_top()  # in a Dask worker, the decoder's buffers would otherwise go back to the system each frame
+    keep_heap_top()  # else, in a Dask worker, the decoder's buffers go back to the system each frame
     shape = tuple(int(n) for n in shape)
     expected = math.prod(shape) * sample.bytes_per_sample  # math.prod: np.prod's overhead shows per frame
     if out is not None:
@@ -150,13 +138,8 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
 
 
 def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np.ndarray, int]:
-    """A frame's decoded bytes and the width of the elements it records.
-
-    >>> raw, width = decode_elements(encode_frame(np.arange(6, dtype=np.uint16).reshape(1, 2, 3), "id>zstd"), 12)
-    >>> raw.size, width
-    (12, 2)
-    """
-    frame = bytes(frame)   # OpenZL's Python API takes bytes only
+    """``(decoded bytes, element width)`` of a frame, refused (``frame.decode``) above ``max_output_size``."""
+    frame = bytes(frame)   # OpenZL's Python API takes only bytes
     try:
         info = openzl.ext.FrameInfo(frame)
     except RuntimeError as exc:
@@ -175,19 +158,12 @@ def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np
 
 def _decompression_context() -> openzl.ext.DCtx:
     dctx = openzl.ext.DCtx()
-    geozl.register_decoders(dctx)   # the reference writer's frames use GeoZL codecs
+    geozl.register_decoders(dctx)
     return dctx
 
 
 def check_element_width(width: int, sample: SampleType) -> None:
-    """Refuse a frame whose elements are not as wide as ``sample`` stores them.
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> check_element_width(2, sample_type_from_name("uint8"))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: frame.width: the frame holds 2-byte elements, but sample type uint8 is stored as 1-byte elements
-    """
+    """Refuse (``frame.width``) a frame whose elements are not as wide as ``sample`` stores them."""
     if width != sample.storage.itemsize:
         raise RumiFormatError("frame.width", f"the frame holds {width}-byte elements, but sample type {sample.name} "
                                              f"is stored as {sample.storage.itemsize}-byte elements")
@@ -214,14 +190,14 @@ def _check_out(out: np.ndarray, sample: SampleType, shape: tuple[int, ...]) -> N
         raise ValueError("out must be writeable")
 
 
-_decoder = into_decoder()  # None where this geozl's private decoder is missing or unchecked: out= then copies
+_decoder = into_decoder()  # None: out= then copies
 
 
 def _writes_in_place(out: np.ndarray, sample: SampleType) -> bool:
-    """Whether ``out``'s memory is exactly the frame's bytes: contiguous little-endian samples, 8-byte aligned."""
+    """Whether ``out``'s memory can take the frame's bytes as they are."""
     return (
         out.flags.c_contiguous
-        and sample.dtype.itemsize == sample.bytes_per_sample  # not cint16/cint32/cfloat16, which widen
+        and sample.dtype.itemsize == sample.bytes_per_sample  # not cint16/cint32/cfloat16: they widen
         and (sample.dtype.byteorder == "<" or (sample.dtype.byteorder in "=|" and sys.byteorder == "little"))
         and out.ctypes.data % 8 == 0  # OpenZL writes numeric streams aligned
     )
@@ -232,7 +208,7 @@ def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarra
     declared = _decoder.declared_size(payload)
     if declared == 0:
         raise _not_decodable("unreadable frame")
-    if declared > expected:  # refused before anything is expanded
+    if declared > expected:
         raise _not_decodable(f"the frame declares {declared} bytes of output, above the {expected} allowed")
     _check_length(declared, expected)
     in_place = _writes_in_place(out, sample)
@@ -243,7 +219,7 @@ def _decode_into(frame, sample: SampleType, shape, expected: int, out: np.ndarra
         raise _not_decodable(str(exc)) from None
     _check_length(written, expected)
     if in_place:
-        sample.decode(target, shape)  # checks sub-byte padding bits; a view, nothing copied
+        sample.decode(target, shape)  # checks sub-byte padding bits; a view, no copy
         return out
     out[...] = sample.decode(target, shape)
     return out

@@ -10,9 +10,9 @@ from ..runtime.threads import share_work
 
 
 class Measurer:
-    """Sizes of many (stored, candidate) encodings, on the calling thread and up to ``workers - 1`` helpers.
+    """Sizes of many ``(stored, candidate)`` encodings, on the calling thread and ``workers - 1`` helpers.
 
-    >>> def encode(stored, candidate):  # a stand-in for a GeoZL graph
+    >>> def encode(stored, candidate):
     ...     if candidate == "never":
     ...         raise RuntimeError("this graph does not apply")
     ...     return bytes(stored.size // candidate)
@@ -25,7 +25,7 @@ class Measurer:
         self._workers = max(1, workers)
 
     def sizes(self, jobs: list[tuple[np.ndarray, str]]) -> list[int | None]:
-        """The frame length of each job, ``None`` where the candidate does not apply."""
+        """The frame length of each job, ``None`` where the candidate does not apply (``RuntimeError``)."""
         sizes: list[int | None] = [None] * len(jobs)
 
         def measure(i: int) -> None:

@@ -1,4 +1,4 @@
-"""What a frame is encoded with: :class:`Recipes`, and a recipe string turned into a frame."""
+"""What a frame is encoded with: :class:`Recipes`, and recipe strings turned into frames."""
 
 from __future__ import annotations
 
@@ -13,30 +13,30 @@ import openzl.ext
 from ..runtime.heap import keep_heap_top
 from .codec import FORMAT_VERSION, PROCESS_CACHE, ThreadCache, encode_frame
 
-#: Always applicable, always at the pinned version: the last resort for any frame.
-FALLBACK = "id>zstd"
+FALLBACK = "id>zstd"  # applies to any frame, at the pinned version
 
 
 @dataclass(frozen=True)
 class Recipes:
-    """What the frames of one band slot are encoded with: a recipe, or a caller's OpenZL graph.
+    """What the frames of one band slot are encoded with: a recipe (lossy with an ``error`` bound), or a caller's
+    serialised OpenZL graph (``compressor``).
 
-    >>> import numpy as np
-    >>> len(Recipes("id>zstd").encode(np.zeros((1, 8, 8), np.uint8))) > 0
+    >>> stored = np.zeros((1, 8, 8), np.uint8)   # transpose does not apply to one-byte elements
+    >>> Recipes("id>transpose>zstd").encode(stored) == Recipes(FALLBACK).encode(stored)
     True
     """
 
     recipe: str | None
-    error: float | str | None = None  # a GeoZL error bound: lossy; None: lossless
-    compressor: bytes | None = None  # a serialised openzl.ext.Compressor, used instead of the recipe
+    error: float | str | None = None
+    compressor: bytes | None = None
 
     def encode(self, stored: np.ndarray, cache: ThreadCache | None = None) -> bytes:
-        """One frame of ``stored``; graphs are kept in ``cache``."""
+        """One frame of ``stored``, in ``FALLBACK`` where the recipe does not apply; graphs kept in ``cache``."""
         if self.compressor is not None:
             return _encode_with_compressor(stored, self.compressor, cache or PROCESS_CACHE)
         try:
             return _encode(stored, self.recipe, self.error, cache)
-        except RuntimeError:  # the recipe does not apply to this frame
+        except RuntimeError:
             return encode_frame(stored, FALLBACK, cache=cache)
 
 
@@ -44,10 +44,10 @@ INTERBAND = "@interband"
 
 
 class ParsedRecipe(NamedTuple):
-    graph: str  # the GeoZL graph name
-    predictor: str  # its stages before the backend: "planar>zigzag" of "planar>zigzag>transpose>zstd"
+    graph: str
+    predictor: str  # "planar>zigzag" of "planar>zigzag>transpose>zstd"
     backend: str
-    level: int | None  # zstd's level, where the recipe names one
+    level: int | None
     interband: bool
 
 
@@ -74,7 +74,6 @@ def _encode(stored: np.ndarray, candidate: str, error=None, cache: ThreadCache |
 
 
 def _encode_with_compressor(stored: np.ndarray, serialized: bytes, cache: ThreadCache) -> bytes:
-    """One frame through a caller's OpenZL graph, at the pinned format version, with checksums."""
     def build():
         compressor = openzl.ext.Compressor()
         compressor.deserialize(serialized)
@@ -84,7 +83,7 @@ def _encode_with_compressor(stored: np.ndarray, serialized: bytes, cache: Thread
 
 
 def _compression_context(compressor):
-    """``(context, compressor)`` for an OpenZL graph: the context refers to the compressor, keep both alive."""
+    """``(context, compressor)``: the context refers to the compressor, so both are kept alive."""
     cctx = openzl.ext.CCtx()
     cctx.ref_compressor(compressor)
     # parameters otherwise reset after each frame, and the context then refuses the next one
@@ -101,7 +100,7 @@ def _compress(cctx, values: np.ndarray) -> bytes:
     return frame
 
 
-#: GeoZL's predictors as OpenZL nodes: the codecs GeoZL's own graphs write, so every reader decodes them.
+# The codecs GeoZL's own graphs write, so every reader decodes them.
 _FUSED_PREDICTORS = {"planar>zigzag": geozl.lossless.PlanarZigzag, "med>zigzag": geozl.lossless.MedZigzag}
 _PREDICTORS = {"planar": geozl.lossless.Planar, "med": geozl.lossless.Med, "delta_w": geozl.lossless.DeltaW,
                "delta_n": geozl.lossless.DeltaN, "average": geozl.lossless.Average,
@@ -110,8 +109,8 @@ _ZSTD_BACKENDS = ("zstd", "transpose>zstd")
 
 
 def _encode_at_level(stored: np.ndarray, recipe: ParsedRecipe, cache: ThreadCache) -> bytes:
-    """One frame of a GeoZL graph ending in zstd, rebuilt with OpenZL's nodes to run zstd at ``level``."""
-    keep_heap_top()  # as encode_frame does
+    """One frame of a GeoZL graph ending in zstd, rebuilt from OpenZL's nodes to run zstd at ``level``."""
+    keep_heap_top()
     bands, h = stored.shape[:2]
     raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
     if recipe.interband:
@@ -123,7 +122,6 @@ def _encode_at_level(stored: np.ndarray, recipe: ParsedRecipe, cache: ThreadCach
 
 
 def _graph_at_level(recipe: ParsedRecipe, width: int, planes: int):
-    """An OpenZL compressor for ``recipe`` (a predictor, then ``zstd`` or ``transpose>zstd``) with zstd at its level."""
     compressor = openzl.ext.Compressor()
     nodes = openzl.ext.nodes
     check_at_level(recipe)
@@ -147,7 +145,7 @@ def _graph_at_level(recipe: ParsedRecipe, width: int, planes: int):
 
 
 def check_at_level(recipe: ParsedRecipe) -> None:
-    """Refuse (``ValueError``) a recipe naming a zstd level whose graph cannot run at one.
+    """Refuse (``ValueError``) a zstd level on a graph that cannot run at one.
 
     >>> check_at_level(parse_recipe("planar>zigzag>entropy:16"))
     Traceback (most recent call last):
