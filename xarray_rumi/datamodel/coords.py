@@ -12,10 +12,9 @@ GRID_MAPPING = "spatial_ref"
 
 
 def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
-    """GDAL's corner affine ``(a, b, c, d, e, f)``: PixelIsPoint shifted half a pixel; the identity without georeferencing.
+    """GDAL's corner affine ``(a, b, c, d, e, f)`` (PixelIsPoint shifted half a pixel), or the identity.
 
-    >>> g = Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985))
-    >>> corner_transform(g)
+    >>> corner_transform(Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985)))
     (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
     """
     if georef is None or not georef.is_defined:
@@ -70,8 +69,7 @@ def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
 def grid_mapping_attrs(georef: Georeferencing | None) -> dict:
     """``spatial_ref``'s attributes: CF grid mapping, WKT, GeoTransform (only that without a CRS).
 
-    >>> g = Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90))
-    >>> grid_mapping_attrs(g)["grid_mapping_name"]
+    >>> grid_mapping_attrs(Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90)))["grid_mapping_name"]
     'latitude_longitude'
     """
     attrs = dict(_crs_attrs(georef.epsg)) if georef is not None and georef.is_defined else {}

@@ -36,8 +36,6 @@ class Layout:
     >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
     >>> layout.dims, layout.shape, layout.chunks, layout.attrs
     (('band', 'y', 'x'), (2, 30, 20), (1, 16, 16), {'AREA_OR_POINT': 'Area'})
-    >>> list(layout.coords), layout.coords["x"].values[:2].tolist()
-    (['band', 'x', 'y', 'spatial_ref'], [500005.0, 500015.0])
     """
 
     headers: tuple[Header, ...]

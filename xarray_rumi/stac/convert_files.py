@@ -84,7 +84,7 @@ def convert_file(job: FileJob) -> FileResult:
 
 
 def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes | None:
-    """The blob of ``target`` if it is a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``, else ``None``."""
+    """``target``'s blob if it is a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``."""
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
         header = Header.from_bytes(blob)

@@ -37,7 +37,7 @@ class RumiAsset:
 
 @dataclass(frozen=True)
 class ChunkRequest:
-    """0-based ``bands`` of one rumi file under odc's ``RasterLoadParams`` ``cfg``; ``src_nodata`` from ``raster:bands``.
+    """0-based ``bands`` of one rumi file under odc's ``RasterLoadParams``; ``src_nodata`` from ``raster:bands``.
 
     ``bands`` is filled as odc asks band by band, so at compute time it holds every band the load wants.
     """
@@ -51,7 +51,7 @@ class ChunkRequest:
 
 @dataclass(frozen=True)
 class ChunkPixels:
-    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst``; ``failed`` names the skipped read error (``fail_on_error=False``)."""
+    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst``; ``failed``: the skipped read error (fail_on_error=False)."""
 
     roi_dst: tuple[slice, slice]
     bands: tuple[int, ...]
@@ -182,7 +182,7 @@ def gdal_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
-    """``pixels`` cast as GDAL casts a read into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type not every value fits.
+    """``pixels`` cast as GDAL casts into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type that loses values.
 
     >>> cast_as_gdal(np.array([1.6, -5, 300.7, 1e6, 2.5, -2.5, np.nan], "float32"), "int8").tolist()
     [2, -5, 127, 127, 3, -3, 0]

@@ -64,7 +64,7 @@ class ItemImage:
 
 
 def item_images(items, asset: str | None = None) -> list[ItemImage]:
-    """The rumi image of each STAC Item, reading no file; ``asset=None`` takes the one asset with a blob, else ``ValueError``.
+    """Each STAC Item's rumi image, reading no file; ``asset=None``: the one asset with a blob, else ``ValueError``.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
