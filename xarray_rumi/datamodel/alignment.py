@@ -1,8 +1,4 @@
-"""When rumi Images form a Cube: what must agree (from headers and georeferencing), and the error naming what does not.
-
-:func:`check_aligned` decides it for one Cube, :func:`aligned_groups` splits
-a collection by the same key, so a collection's Cube is one ``open_cube`` makes.
-"""
+"""When rumi Images form a Cube, from headers and georeferencing alone, and the error naming what differs."""
 
 from __future__ import annotations
 
@@ -13,13 +9,11 @@ ALIGNMENT = ("shape", "transform", "crs", "tile size", "frame unit", "sample typ
 
 
 def alignment_key(image) -> dict:
-    """The properties :func:`check_aligned` compares, named as in its error messages."""
     grid, georef = image.grid, image.georeferencing
     defined = georef is not None and georef.is_defined
     return {
         "shape": grid.shape,
-        # The raster type belongs with the transform: the same matrix read as
-        # PixelIsArea or PixelIsPoint puts pixels half a pixel apart.
+        # the same matrix as PixelIsArea or PixelIsPoint puts pixels half a pixel apart
         "transform": (georef.transform, georef.raster_type.name.lower()) if defined else None,
         "crs": georef.crs_code if defined else None,
         "tile size": (grid.tile_length, grid.tile_width),
@@ -29,7 +23,7 @@ def alignment_key(image) -> dict:
 
 
 def _aligns_by(image) -> tuple:
-    """What :func:`alignment_key` is a function of: often shared objects, so comparing them is cheap."""
+    # often shared objects, so comparing them is cheap
     return image.grid, image.sample_type, image.georeferencing
 
 
@@ -56,7 +50,7 @@ def _describe(value) -> str:
 def aligned_groups(images: Sequence) -> list[list[int]]:
     """The positions of ``images`` grouped into Cubes, groups in order of their first image."""
     groups: dict[tuple, list[int]] = {}
-    group_by: dict[tuple, list[int]] = {}  # _aligns_by -> its group: the key is built once per distinct value
+    group_by: dict[tuple, list[int]] = {}  # the key built once per distinct _aligns_by
     for position, image in enumerate(images):
         by = _aligns_by(image)
         group = group_by.get(by)

@@ -1,8 +1,4 @@
-"""Spatial coordinates and the CF grid mapping, exactly as rioxarray's engine builds them (numpy and pyproj only).
-
-rioxarray follows GDAL, whose geotransform refers to pixel corners; a rumi
-PixelIsPoint matrix refers to centres, so it is shifted back half a pixel.
-"""
+"""Spatial coordinates and the CF grid mapping, exactly as rioxarray's engine builds them (numpy and pyproj only)."""
 
 from __future__ import annotations
 
@@ -16,10 +12,9 @@ GRID_MAPPING = "spatial_ref"
 
 
 def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
-    """The GDAL-style affine ``(a, b, c, d, e, f)``, pixel (0, 0) the outer corner; without georeferencing the identity.
+    """GDAL's corner affine ``(a, b, c, d, e, f)`` (PixelIsPoint shifted half a pixel), or the identity.
 
-    >>> g = Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985))
-    >>> corner_transform(g)
+    >>> corner_transform(Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985)))
     (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
     """
     if georef is None or not georef.is_defined:
@@ -37,8 +32,7 @@ def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dic
     ([115.0, 145.0, 175.0], [885.0, 855.0])
     """
     a, b, c, d, e, f = transform
-    # ``affine * Affine.translation(0.5, 0.5)`` then applied to integer indices, in
-    # the same order of operations as the affine package, so values are identical.
+    # the affine package's order of operations, so values are identical to rioxarray's
     c, f = a * 0.5 + b * 0.5 + c, d * 0.5 + e * 0.5 + f
     cols, rows = np.arange(width), np.arange(height)
     if b == 0 and d == 0:
@@ -64,9 +58,7 @@ def gdal_geotransform(transform: tuple[float, ...]) -> str:
 def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
     from pyproj import CRS
 
-    # rioxarray takes the WKT from rasterio, i.e. GDAL's WKT1 with its AXIS
-    # clauses, and derives the CF attributes from that same WKT; doing the same
-    # keeps the attributes identical.
+    # rioxarray's WKT is GDAL's WKT1 with AXIS clauses, its CF attributes derived from it
     wkt = CRS.from_epsg(epsg).to_wkt("WKT1_GDAL", output_axis_rule=True)
     attrs = CRS.from_wkt(wkt).to_cf()
     attrs["spatial_ref"] = wkt
@@ -75,10 +67,9 @@ def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
 
 
 def grid_mapping_attrs(georef: Georeferencing | None) -> dict:
-    """Attributes of ``spatial_ref``: CF grid mapping, WKT, GeoTransform (only that without a CRS, as rioxarray).
+    """``spatial_ref``'s attributes: CF grid mapping, WKT, GeoTransform (only that without a CRS).
 
-    >>> g = Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90))
-    >>> grid_mapping_attrs(g)["grid_mapping_name"]
+    >>> grid_mapping_attrs(Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90)))["grid_mapping_name"]
     'latitude_longitude'
     """
     attrs = dict(_crs_attrs(georef.epsg)) if georef is not None and georef.is_defined else {}

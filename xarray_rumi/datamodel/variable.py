@@ -1,9 +1,4 @@
-"""What an opened image or a Cube shows, in xarray and in Zarr: one pure description (numpy and pyproj, no I/O).
-
-The engine, Cubes, catalogs, Kerchunk references and the VirtualiZarr parser
-all adapt the :class:`Layout` built here, as rioxarray's engine presents a
-GeoTIFF, so their dims, coordinates and attributes cannot drift apart.
-"""
+"""The one :class:`Layout` every view of an image or Cube adapts, so dims, coords and attrs cannot drift (no I/O)."""
 
 from __future__ import annotations
 
@@ -24,7 +19,6 @@ VARIABLE = "band_data"
 
 @dataclass(frozen=True)
 class Coordinate:
-    """One coordinate variable: its dimensions, values and attributes."""
 
     dims: tuple[str, ...]
     values: np.ndarray
@@ -42,8 +36,6 @@ class Layout:
     >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
     >>> layout.dims, layout.shape, layout.chunks, layout.attrs
     (('band', 'y', 'x'), (2, 30, 20), (1, 16, 16), {'AREA_OR_POINT': 'Area'})
-    >>> list(layout.coords), layout.coords["x"].values[:2].tolist()
-    (['band', 'x', 'y', 'spatial_ref'], [500005.0, 500015.0])
     """
 
     headers: tuple[Header, ...]
@@ -74,13 +66,13 @@ class Layout:
 
     @property
     def chunks(self) -> tuple[int, ...]:
-        """One frame: ``(1, T_l, T_w)`` for tile frames, ``(B, T_l, T_w)`` for cell frames (1 image deep)."""
+        """One frame, one image deep."""
         grid = self.grid
         return (*self._stack(1), grid.bands_per_frame, grid.tile_length, grid.tile_width)
 
     @property
     def dtype(self) -> np.dtype:
-        """What the reader returns (Kerchunk and VirtualiZarr may widen it: ``virtual.codec.zarr_dtype``)."""
+        """What the reader returns (``virtual.codec.zarr_dtype`` may widen it)."""
         return self.sample_type.dtype
 
     @property
@@ -90,13 +82,11 @@ class Layout:
 
     @property
     def attrs(self) -> dict:
-        """``band_data``'s attributes: ``AREA_OR_POINT`` where the image has georeferencing."""
         georef = self.georeferencing
         return {"AREA_OR_POINT": self.raster_type.name.title()} if georef is not None and georef.is_defined else {}
 
     @cached_property
     def coords(self) -> dict[str, Coordinate]:
-        """``band``, the spatial coordinates and ``spatial_ref``, in that order."""
         grid = self.grid
         coords = {"band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
         for name, (dims, values) in spatial_coords(corner_transform(self.georeferencing),
@@ -113,12 +103,10 @@ class Layout:
 
     @property
     def encoding(self) -> dict:
-        """What the engine records in ``band_data.encoding``: how the file was written and where it is."""
         grid = self.grid
         encoding = {"source": self.sources[0]} if self.stack_dim is None else {}
         encoding.update({
             "grid_mapping": GRID_MAPPING,
-            # One Dask chunk per frame: chunks={} follows these.
             "preferred_chunks": {"band": grid.bands_per_frame, "y": grid.tile_length, "x": grid.tile_width},
             "tile_size": (grid.tile_length, grid.tile_width),
             "frame_unit": grid.frame_unit.name.lower(),
@@ -127,7 +115,7 @@ class Layout:
         })
         if self.stack_dim is None:
             encoding["header"] = self.header.to_bytes()
-        else:  # one blob per image, in stacking order
+        else:
             encoding["headers"] = [h.to_bytes() for h in self.headers]
             encoding["sources"] = list(self.sources)
         return encoding
@@ -137,7 +125,7 @@ class Layout:
 
 
 def image_layout(image) -> Layout:
-    """The :class:`Layout` of one opened image (a :class:`~xarray_rumi.reading.image.RumiImage`)."""
+    """The :class:`Layout` of one opened image."""
     return Layout((image.header,), (image.source.url,), image.georeferencing)
 
 

@@ -1,9 +1,4 @@
-"""What STAC Items say of a variable's bands, as rioxarray's ``open_rasterio`` gives a GeoTIFF's (docs/stac.md).
-
-``_FillValue``, ``scale_factor``/``add_offset`` (``scales``/``offsets`` where
-bands differ), ``long_name`` (the band names) and ``units`` go to ``attrs``,
-values untouched; ``mask_and_scale=True`` decodes them as xarray does.
-"""
+"""What STAC Items say of a variable's bands, as rioxarray's ``open_rasterio`` attributes (docs/stac.md)."""
 
 from __future__ import annotations
 
@@ -59,7 +54,6 @@ def _hashable_nodata(nodata):
 
 
 def _fill_value(nodata, dtype: np.dtype, record: str):
-    """STAC's nodata (a number, or ``"nan"``, ``"inf"``, ``"-inf"``) as a scalar of the samples' type."""
     value = float(nodata) if isinstance(nodata, str) else nodata
     if dtype.kind in "iub" and not (float(value).is_integer()
                                     and np.can_cast(np.min_scalar_type(int(value)), dtype)):

@@ -1,8 +1,4 @@
-"""Catalogs: a Parquet table of one row per image with its blob, so thousands of images open with no read.
-
-With geopandas installed it is GeoParquet, each geometry the image's
-footprint in its own CRS (``geo`` names no CRS: rows may differ).
-"""
+"""Catalogs: a Parquet table, one row per image with its blob, so images open with no read (docs/backend.md)."""
 
 from __future__ import annotations
 
@@ -44,7 +40,6 @@ def _image_row(url: str, header: Header, georef: Georeferencing) -> dict:
 
 
 def _bounds(georef: Georeferencing, width: int, height: int) -> tuple[float, float, float, float]:
-    """Outer bounds of the pixels (pixel edges, also for PixelIsPoint)."""
     transform = georef.transform
     a, b, c, d, e, f = centre_to_corner(transform) if georef.raster_type is RasterType.POINT else transform
     cols, rows = np.array([0, width, 0, width]), np.array([0, 0, height, height])
@@ -53,7 +48,7 @@ def _bounds(georef: Georeferencing, width: int, height: int) -> tuple[float, flo
 
 
 def build(paths_or_urls, out, *, storage_options=None):
-    """Write a catalog of rumi images to ``out`` (Parquet), reading each IFD once, and return it as a DataFrame.
+    """Write a Parquet catalog of rumi images to ``out`` (GeoParquet with geopandas); return it as a DataFrame.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -74,7 +69,7 @@ def build(paths_or_urls, out, *, storage_options=None):
         table.to_parquet(out, index=False)
         return table
     geometry = [box(r.minx, r.miny, r.maxx, r.maxy) for r in table.itertuples()]
-    frame = geopandas.GeoDataFrame(table, geometry=geometry, crs=None)
+    frame = geopandas.GeoDataFrame(table, geometry=geometry, crs=None)  # no CRS: rows may differ
     frame.to_parquet(out, index=False)
     return frame
 
@@ -85,8 +80,7 @@ def read(catalog):
 
 
 def _read_checked(catalog, asset=None):
-    """The catalog's DataFrame, each row's checked ``Header`` where making the rows checked them, and the
-    :class:`~xarray_rumi.stac.read.ItemImage` of each row where they are STAC Items (else ``None`` twice)."""
+    """``(DataFrame, checked headers, ItemImages)``; the last two ``None`` for a rumi catalog."""
     if is_stac(catalog):
         return _rows_and_headers(item_images(catalog, asset))
     if isinstance(catalog, (list, tuple)):
@@ -106,8 +100,6 @@ def _read_checked(catalog, asset=None):
 
 
 def _rows_and_headers(images):
-    """The catalog DataFrame of :class:`~xarray_rumi.stac.read.ItemImage` s, each row's checked ``Header``, and
-    the images."""
     import pandas as pd
 
     images = list(images)
@@ -128,13 +120,11 @@ def _rows_and_headers(images):
 
 
 def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
-    """What a row's ``epsg``, ``raster_type`` and ``transform`` say, checked as an Item's are (one function)."""
     return georeferencing(_epsg(epsg), transform, raster_type, record=record,
                           fields=("epsg", "transform", "raster_type"))
 
 
 def _epsg(value):
-    """A row's ``epsg``: ``None`` where null, a Python int where Parquet or pandas gave another kind of number."""
     import pandas as pd
 
     if value is None or (not isinstance(value, (str, bytes)) and pd.isna(value)):
@@ -145,16 +135,14 @@ def _epsg(value):
 
 
 def _said(epsg, raster_type, transform) -> tuple:
-    """What a row says of its georeferencing, as a key: rows that say the same share one ``Georeferencing``."""
     try:
         numbers = tuple(transform)
-    except TypeError:  # not a sequence: refused, naming the row, when the first row saying it is read
+    except TypeError:  # refused, naming the row, by _georeferencing
         numbers = repr(transform)
     return repr(_epsg(epsg)), repr(raster_type), numbers
 
 
 def _row_names(table, urls: list[str]) -> list[str]:
-    """The rows as errors name them: the STAC Item each came from, else its position and URL."""
     if "id" in table.columns:
         return [f"STAC Item {item_id!r}" for item_id in table["id"].tolist()]
     return [f"catalog row {position} ({url!r})" for position, url in enumerate(urls)]
@@ -167,10 +155,7 @@ def _row_blob(blob, name: str) -> bytes:
 
 
 def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
-    """``(DataFrame, opened images, ItemImages or None)`` of a catalog, its blobs checked together, nothing read.
-
-    ``asset``: the key of the Items' rumi asset to open (``None``: their one rumi asset).
-    """
+    """``(DataFrame, opened images, ItemImages or None)`` of a catalog, nothing read."""
     table, headers, recorded = _read_checked(catalog, asset)
     urls = [str(url) for url in table["url"]]
     names = _row_names(table, urls)
@@ -190,14 +175,7 @@ def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
 
 
 def open_catalog(catalog, *, chunks=None, storage_options=None, assets=None, mask_and_scale=False) -> CatalogDatasets:
-    """Open every image of a catalog with zero reads of the files: one Dataset per row, in order.
-
-    ``catalog`` is a Parquet path, a DataFrame from :func:`build` or STAC
-    Items.  Every row's blob is checked and its image opened here; each
-    Dataset, what ``xr.open_dataset(..., engine="rumi", chunks=chunks)``
-    gives, is built when first asked for, then kept (docs/backend.md, Cubes).
-    From Items, ``assets`` (one key) and ``mask_and_scale`` are
-    :func:`~xarray_rumi.open_cube`'s, and so are the band attributes.
+    """One lazily built Dataset per row of a Parquet catalog, DataFrame or STAC Items, with zero reads of the files.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -227,14 +205,13 @@ def open_catalog(catalog, *, chunks=None, storage_options=None, assets=None, mas
 
 
 class CatalogDatasets(Sequence):
-    """The Datasets of a catalog's opened images (``len``, indexing, slicing), each built when first asked for."""
+    """A catalog's Datasets, each built when first asked for."""
 
     def __init__(self, images: list[RumiImage], chunks, recorded=None, *, mask_and_scale=False, name=VARIABLE):
         self._images, self._chunks = images, chunks
-        # what each row's Item says of its bands (None: a rumi catalog's rows, which say nothing of them)
         self._recorded, self._mask_and_scale, self._name = recorded, mask_and_scale, name
         self._built: list = [None] * len(images)
-        self._coordinates: dict[tuple, object] = {}  # by grid and georeferencing: built once, shared
+        self._coordinates: dict[tuple, object] = {}  # shared by images of one grid and georeferencing
 
     def __len__(self) -> int:
         return len(self._images)
@@ -242,7 +219,7 @@ class CatalogDatasets(Sequence):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        index = range(len(self))[index]  # negative indices, and IndexError out of range
+        index = range(len(self))[index]
         if self._built[index] is None:
             self._built[index] = self._dataset(self._images[index],
                                                None if self._recorded is None else self._recorded[index])

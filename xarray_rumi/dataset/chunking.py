@@ -1,9 +1,4 @@
-"""Dask chunks of rumi arrays: ``chunks`` as ``xr.open_dataset`` means them, the frame being the preferred chunk.
-
-The array is one ``dask.array.from_array`` over the backend array: one value
-in the graph (a worker receives the blobs once) and a Blockwise layer of
-tasks that Dask materialises only when it schedules them.
-"""
+"""Dask chunks of rumi arrays, ``chunks`` as ``xr.open_dataset`` means them, the frame the preferred chunk."""
 
 from __future__ import annotations
 
@@ -44,11 +39,7 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
 
 
 def cube_auto_chunks(layout: Layout) -> tuple[tuple[int, ...], ...]:
-    """``"auto"`` for a Cube: columns of whole frames through the stack, sized by Dask's ``array.chunk-size``.
-
-    As many images deep as fit; when all fit, widened by whole frames up to a
-    quarter of ``array.chunk-size`` (docs/backend.md, Decisions).
-    """
+    """``"auto"`` for a Cube: columns of whole frames through the stack (docs/backend.md, Decisions)."""
     import dask
     from dask.array.core import normalize_chunks
     from dask.utils import parse_bytes
@@ -79,12 +70,7 @@ def _warn_cut_frames(layout: Layout, chunks: tuple[tuple[int, ...], ...]) -> Non
 
 
 def dask_array(backend_array, layout: Layout, chunks, *, verify: bool):
-    """The Dask array reading ``backend_array`` (shape ``layout.shape``) in :func:`frame_chunks`.
-
-    Named by what is read (addresses, blobs, verification, chunks), so the
-    same images opened twice share Dask keys and an unverified read never
-    stands in for a verified one.
-    """
+    """The Dask array reading ``backend_array`` in :func:`frame_chunks`, named by what it reads and how."""
     import dask.array
 
     named = hashlib.blake2b(digest_size=16)
@@ -92,7 +78,7 @@ def dask_array(backend_array, layout: Layout, chunks, *, verify: bool):
         named.update(source.encode() + b"\0" + header.to_bytes())
     named.update(b"" if verify else b"\0unverified")
     blocks = frame_chunks(layout, chunks)
-    named.update(repr(blocks).encode())  # other chunks are other keys
+    named.update(repr(blocks).encode())
     return dask.array.from_array(
         backend_array, chunks=blocks, name=f"rumi-{named.hexdigest()}", lock=False, meta=np.ndarray,
         inline_array=False,

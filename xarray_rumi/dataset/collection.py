@@ -14,15 +14,9 @@ from .cube import DEFAULT_DIM, cube_dataset
 
 def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, storage_options=None, assets=None,
                     mask_and_scale=False) -> xr.DataTree:
-    """Open images as a CubeCollection: one DataTree node (a Cube) per grid, numbered in order of first appearance.
+    """Paths, a catalog or STAC Items as a DataTree of one Cube per grid (``grid_<i>``, in order of first appearance).
 
-    ``paths_or_catalog``: paths/URLs (each IFD read once), a catalog (Parquet
-    path or DataFrame) or STAC Items of rumi files (nothing read; ``dim``'s
-    coordinate their datetimes, or a ``datetime`` coordinate where one has
-    none).  Each ``grid_<i>`` holds ``band_data`` on ``(dim, band, y, x)`` and
-    a ``url`` coordinate.  ``assets`` (Items): key(s), each a node of its own
-    holding its ``grid_<i>`` nodes, the variable named by the key.  The rest
-    is :func:`~xarray_rumi.open_cube`'s.
+    ``assets`` puts each key's grids under a node of its own; the rest is :func:`~xarray_rumi.open_cube`'s.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> d = tempfile.mkdtemp()
@@ -49,11 +43,10 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
 
 
 def _grid_nodes(catalog, asset, dim, chunks, storage_options, mask_and_scale) -> dict[str, xr.Dataset]:
-    """``{"grid_<i>": Cube}`` of one asset of the catalog's rows (``None``: each row's one image)."""
     import pandas as pd
 
     table, images, recorded = catalog_module.catalog_images(catalog, storage_options, asset)
-    all_urls = table["url"].to_numpy()  # one array: a pandas lookup a row costs seconds at 100,000 rows
+    all_urls = table["url"].to_numpy()  # a pandas lookup a row costs seconds at 100,000 rows
     all_datetimes = table["datetime"].to_numpy() if "datetime" in table else None
     nodes = {}
     for number, members in enumerate(aligned_groups(images)):
@@ -61,14 +54,14 @@ def _grid_nodes(catalog, asset, dim, chunks, storage_options, mask_and_scale) ->
         datetimes = None if all_datetimes is None else all_datetimes[members]
         stack = dim
         if datetimes is not None and not pd.isna(datetimes).any():
-            stack = pd.DatetimeIndex(datetimes, name=dim)  # as open_cube gives a Cube of Items
+            stack = pd.DatetimeIndex(datetimes, name=dim)
         cube = cube_dataset([images[i] for i in members], stack, chunks, urls)
         if recorded is not None:
             described = [recorded[i] for i in members]
             cube[VARIABLE] = described_variable(cube[VARIABLE].variable, shared_bands(described),
                                                 described[0].record, mask_and_scale=mask_and_scale)
         cube = cube.assign_coords(url=(dim, urls))
-        if datetimes is not None and stack is dim:  # some Items without a datetime: kept, NaT where missing
+        if datetimes is not None and stack is dim:  # some Items without a datetime: NaT where missing
             cube = cube.assign_coords(datetime=(dim, datetimes))
         nodes[f"grid_{number}"] = cube if asset is None else cube.rename({VARIABLE: asset})
     return nodes

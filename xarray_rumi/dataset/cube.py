@@ -23,19 +23,10 @@ DEFAULT_DIM = "time"
 
 def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=None, chunks=None, index=None,
               assets=None, mask_and_scale=False, **open_kwargs) -> xr.Dataset:
-    """Open grid-aligned rumi images as one ``(dim, band, y, x)`` dataset; opening reads no frame.
+    """Grid-aligned rumi images (paths or STAC Items) as one ``(dim, band, y, x)`` dataset, reading no frame.
 
-    ``paths_or_items``: paths/URLs, or STAC Items of rumi files (blobs,
-    georeferencing, datetimes for a named ``dim`` and band metadata taken from
-    them).  ``headers``: ``None`` (rebuilt from each IFD), ``"sidecar"`` or one
-    per path.  ``dim``: a name, or an index / ``DataArray`` as ``xr.concat``
-    takes it.  ``chunks`` as ``xr.open_dataset``'s: ``None`` lazy without
-    Dask, ``{}`` one chunk per frame, ``"auto"`` or sizes in whole frames.
-    ``assets`` (Items): the rumi asset key(s) to open, each a variable named
-    by its key (default: the one rumi asset, as ``band_data``).  Band metadata
-    goes to rioxarray's attributes, values as stored unless
-    ``mask_and_scale=True`` (docs/stac.md).  ``index`` and ``open_kwargs``
-    are the engine's.  A misaligned image is a ``ValueError`` naming how.
+    ``headers``: ``None``, ``"sidecar"`` or one per path; ``dim`` as ``xr.concat`` takes it; ``assets`` (Items): a
+    variable per key.  A misaligned image is a ``ValueError`` naming how (docs/backend.md, docs/stac.md).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{i}.rumi") for i in range(3)]
@@ -44,7 +35,7 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
     >>> cube.band_data.dims, cube.band_data[2, :, 5:8, 0].values.tolist()
     (('time', 'band', 'y', 'x'), [[2, 2, 2], [2, 2, 2]])
     """
-    index = index_kind(index)  # before anything is opened
+    index = index_kind(index)
     if is_stac(paths_or_items):
         if headers is not None:
             raise ValueError("STAC Items carry their blobs; pass headers= only with paths")
@@ -53,7 +44,7 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
     if assets is not None:
         raise ValueError("assets= chooses among the rumi assets of STAC Items; paths are one image each")
     if isinstance(paths_or_items, (str, bytes, os.PathLike)):
-        # a string is a sequence too: each of its characters would be taken for a path
+        # else each character would be taken for a path
         raise TypeError(f"open_cube takes a list of paths or URLs, got one: {paths_or_items!r}; pass "
                         f"[{paths_or_items!r}] for a Cube of one image, or open it with xr.open_dataset")
     paths = [os.fspath(p) for p in paths_or_items]
@@ -64,8 +55,7 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
 def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
     if not paths:
         raise ValueError("open_cube needs at least one path")
-    # What the images share (the caller's georeferencing) is built once, not once an image; so are the
-    # blobs' checks: each distinct blob once, those of one grid together (reading.open.load_headers).
+    # the caller's georeferencing built once for all images, not once an image
     shared = _shared_georeferencing(open_kwargs)
     headers = load_headers(headers, paths, storage_options, **_header_kwargs(open_kwargs))
     return [open_image(path, header=header, storage_options=storage_options, **shared, **georef)
@@ -73,7 +63,6 @@ def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
 
 
 def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:
-    """The Cube of STAC Items: one variable per asset of ``assets`` (``None``: the one rumi asset, ``band_data``)."""
     keys = [None] if assets is None else [assets] if isinstance(assets, str) else list(assets)
     if not keys:
         raise ValueError("assets= names no asset; give the key of at least one rumi asset of the Items")
@@ -95,12 +84,11 @@ def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_
     return _as_variables(cubes)
 
 
-#: What assets must share to be variables of one Cube: their coordinates; tiles and sample types may differ.
+#: What assets must share to be variables of one Cube; tiles and sample types may differ.
 _ONE_GRID = ("shape", "transform", "crs")
 
 
 def _as_variables(cubes: dict[str, tuple[xr.Dataset, object]]) -> xr.Dataset:
-    """One Dataset of the assets' Cubes, each a variable named by its asset, on the first one's coordinates."""
     (first_name, (combined, first_image)), *others = cubes.items()
     if first_name != VARIABLE:
         combined = combined.rename({VARIABLE: first_name})
@@ -117,7 +105,7 @@ def _as_variables(cubes: dict[str, tuple[xr.Dataset, object]]) -> xr.Dataset:
 
 
 def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None) -> xr.Dataset:
-    """The Cube of opened, aligned images, ``chunks`` as :func:`open_cube` takes them; ``names`` name them in errors."""
+    """The Cube of opened, aligned images; ``names`` name them in errors."""
     layout = cube_layout(images, _dimension_name(dim), names)
     array = RumiCubeArray(images)
     if chunks is None:
@@ -136,7 +124,6 @@ _GEOREFERENCING_KWARGS = ("crs", "transform", "raster_type", "georeferencing")
 
 
 def _shared_georeferencing(open_kwargs: dict) -> dict:
-    """``open_kwargs`` with the caller's georeferencing, if any, as one :class:`Georeferencing`."""
     given = {k: open_kwargs[k] for k in _GEOREFERENCING_KWARGS if k in open_kwargs}
     rest = {k: v for k, v in open_kwargs.items() if k not in given}
     supplied = caller_georeferencing(**given)
@@ -144,12 +131,10 @@ def _shared_georeferencing(open_kwargs: dict) -> dict:
 
 
 def _header_kwargs(open_kwargs: dict) -> dict:
-    """What of ``open_kwargs`` governs reading the blobs: the limits they are held to, how blob files are fetched."""
     return {k: open_kwargs[k] for k in ("limits", "retry") if k in open_kwargs}
 
 
 def _dimension_name(dim):
-    """The new dimension's name, as ``xr.concat`` takes it from a name, an index or a 1-D array."""
     if isinstance(dim, xr.DataArray | xr.Variable):
         (name,) = dim.dims
         return name

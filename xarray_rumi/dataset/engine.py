@@ -1,7 +1,4 @@
-"""The ``rumi`` engine for ``xarray.open_dataset``: an image's Layout as xarray objects, read lazily.
-
-With a blob, opening reads nothing; the backend array holds only a URL,
-storage options and the blob, so Dask tasks run on worker processes.
+"""The ``rumi`` engine for ``xarray.open_dataset``: an image's Layout as lazily read xarray objects.
 
 >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
 >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -35,11 +32,7 @@ from .chunking import dask_array
 
 
 class _WindowsAndPoints(BackendArray):
-    """Translates xarray's keys into contiguous windows or outer selections of index arrays.
-
-    Subclasses read them: ``read_window(ranges)`` (one ``range`` of step 1 per
-    axis) and ``read_points(indices)`` (one array of in-range indices per axis).
-    """
+    """xarray's keys as ``read_window(ranges)`` (step 1) or ``read_points(indices)`` calls, for subclasses."""
 
     shape: tuple[int, ...]
 
@@ -50,13 +43,11 @@ class _WindowsAndPoints(BackendArray):
         if isinstance(key, (indexing.BasicIndexer, indexing.OuterIndexer)) and all(
             _is_int(k) or (isinstance(k, slice) and k.step in (None, 1)) for k in parts
         ):
-            # What Dask asks for: a contiguous window, which needs no splitting into
-            # a backend part and a numpy part (that costs more than a small frame).
+            # Dask's contiguous window: skipping xarray's adapter costs less than a small frame
             return self._read(parts)
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
 
     def _read(self, key: tuple) -> np.ndarray:
-        # Integers select one element and drop the axis; read them as length-1 slices.
         squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
         key = tuple(_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
         if all(isinstance(k, slice) for k in key):
@@ -67,7 +58,7 @@ class _WindowsAndPoints(BackendArray):
 
 
 class RumiBackendArray(_WindowsAndPoints):
-    """A lazily read ``(band, y, x)`` rumi image: translates xarray's keys for the image's reader."""
+    """A lazily read ``(band, y, x)`` rumi image."""
 
     def __init__(self, image: RumiImage):
         self.image = image
@@ -123,26 +114,19 @@ def _index_array(k, size: int) -> np.ndarray:
     return a
 
 
-# -- the layout as xarray objects ---------------------------------------------
-
-
 def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
-    """``band_data`` of an opened image, ``chunks`` as ``xr.open_dataset`` takes them (``None``: lazy, no Dask).
-
-    Built directly, not through ``xr.open_dataset``: catalogs open thousands
-    of images, so what one costs counts (docs/benchmarks.md, scenario 3).
-    """
+    """``band_data`` of an opened image; ``chunks`` as ``xr.open_dataset`` takes them (``None``: no Dask)."""
     layout = image_layout(image)
     array = RumiBackendArray(image)
     if chunks is None:
         data = indexing.LazilyIndexedArray(array)
-    else:  # the Dask array a Cube's is: named by the blob and the address (a stable name)
+    else:
         data = dask_array(array, layout, chunks, verify=image.verify)
     return xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
 
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
-    """The layout's coordinates with the indexes xarray would infer, built directly (inferring them costs more)."""
+    """The layout's coordinates with the indexes xarray would infer (built directly: inferring costs more)."""
     variables = {name: xr.Variable(c.dims, c.values, attrs=dict(c.attrs)) for name, c in layout.coords.items()}
     indexes = {name: PandasIndex(pd.Index(variable.values, name=name), name)
                for name, variable in variables.items() if variable.dims == (name,)}
@@ -150,24 +134,21 @@ def layout_coordinates(layout: Layout) -> xr.Coordinates:
 
 
 def image_coordinates(image: RumiImage) -> xr.Coordinates:
-    """``band``, the spatial coordinates and ``spatial_ref`` of an opened image, with their indexes."""
     return layout_coordinates(image_layout(image))
 
 
 def image_dataset(image: RumiImage, *, index=None) -> xr.Dataset:
-    """The dataset of an opened image: ``band_data`` on ``(band, y, x)`` plus coordinates; ``index`` the engine's."""
+    """The dataset of an opened image; ``index`` as the engine's."""
     dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=image_coordinates(image))
     return spatially_indexed(dataset, index, image.georeferencing, repr(image.source.url))
 
 
-# -- x and y: pandas indexes, or rasterix's ------------------------------------
-
-#: What ``index=`` takes, besides ``None`` (the default index).
+#: What ``index=`` takes, besides ``None``.
 INDEXES = ("default", "raster")
 
 
 def index_kind(index) -> str:
-    """``index=`` checked before anything is opened: ``"default"`` or ``"raster"`` (ImportError without rasterix)."""
+    """``index=`` checked: ``"default"`` or ``"raster"``; ``ImportError`` for ``"raster"`` without rasterix."""
     if index is None:
         return "default"
     if not isinstance(index, str) or index not in INDEXES:
@@ -184,7 +165,7 @@ def _raster_index():
     except ModuleNotFoundError as err:
         if err.name not in ("rasterix", "xproj"):
             raise
-        # The words of cli/shared.install_hint, which the layering keeps out of reach here.
+        # cli/shared.install_hint's words: the layering keeps it out of reach
         raise ImportError(
             f'index="raster" needs rasterix and xproj ({err.name} is not installed), the rasterix extra: '
             'pip install "xarray-rumi[rasterix]" (in a clone: pip install ".[rasterix]")'
@@ -193,21 +174,14 @@ def _raster_index():
 
 
 def spatially_indexed(dataset: xr.Dataset, index, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
-    """``dataset`` with ``x``/``y`` indexed as ``index`` says: pandas indexes, or a ``rasterix.RasterIndex``.
-
-    ``what`` names the image(s) in the ``ValueError`` raised for ``"raster"`` without georeferencing.
-    """
+    """``dataset`` with ``x``/``y`` indexed by pandas or a ``rasterix.RasterIndex``; ``what`` names it in errors."""
     if index_kind(index) == "default":
         return dataset
     return _raster_index().raster_indexed(dataset, georeferencing, what)
 
 
 class RumiBackendEntrypoint(BackendEntrypoint):
-    """``xr.open_dataset(path_or_url, engine="rumi", header=None, ...)``: :func:`xarray_rumi.open_image`'s parameters.
-
-    ``header``: the blob's bytes, a blob path/URL, or ``None`` (rebuilt from
-    the IFD); ``index="raster"``: a ``rasterix.RasterIndex`` on ``x``/``y``.
-    """
+    """``xr.open_dataset(path_or_url, engine="rumi", ...)`` with :func:`xarray_rumi.open_image`'s parameters."""
 
     description = "Open rumi rasters (BigTIFF + OpenZL frames + header blob) lazily; chunks={}: one Dask chunk a frame"
     url = "https://pypi.org/project/xarray-rumi/"
@@ -222,7 +196,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
                      retry: RetryPolicy = DEFAULT_POLICY, index=None) -> xr.Dataset:
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
-        index = index_kind(index)  # before anything is read
+        index = index_kind(index)
         image = open_image(
             filename_or_obj, header=header, storage_options=storage_options, crs=crs, transform=transform,
             raster_type=raster_type, georeferencing=georeferencing, limits=limits, verify=verify, retry=retry,

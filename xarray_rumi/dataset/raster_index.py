@@ -1,7 +1,4 @@
-"""``index="raster"``: ``x`` and ``y`` indexed by a ``rasterix.RasterIndex`` built from the file's georeferencing.
-
-Imports rasterix and xproj (the ``rasterix`` extra); docs/backend.md says what the index gives.
-"""
+"""``index="raster"``: ``x``/``y`` indexed by a ``rasterix.RasterIndex`` (the ``rasterix`` extra; docs/backend.md)."""
 
 from __future__ import annotations
 
@@ -17,21 +14,16 @@ from ..format.geo import Georeferencing
 
 
 class InMemoryRasterIndex(rasterix.RasterIndex):
-    """A ``rasterix.RasterIndex`` whose coordinate variables hold their values in memory.
-
-    rasterix's are lazy, and xarray chunks a lazy coordinate with the data,
-    which breaks ``.rio.transform()``; in memory they stay numpy.
-    """
+    """A ``rasterix.RasterIndex`` with in-memory coordinates: xarray chunks lazy ones, breaking ``.rio.transform()``."""
 
     def create_variables(self, variables=None) -> dict:
         held = self.__dict__.get("_held_coordinates")
-        if held is None:  # the values come from the transform alone
+        if held is None:
             held = {name: (v.dims, np.asarray(v.values), v.attrs) for name, v in super().create_variables().items()}
             self._held_coordinates = held
         created = {}
         for name, (dims, values, attrs) in held.items():
-            # A copy keeps what the caller set on the coordinate, as pandas indexes do; each variable gets
-            # its own dicts, so that no two datasets share one.
+            # keeps the caller's attrs, as pandas indexes do, in dicts no two datasets share
             given = variables[name] if variables is not None and name in variables else None
             kind = xr.IndexVariable if len(dims) == 1 else xr.Variable
             created[name] = kind(dims, values, attrs=dict(attrs if given is None else given.attrs),
@@ -40,16 +32,13 @@ class InMemoryRasterIndex(rasterix.RasterIndex):
 
     def isel(self, indexers):
         sliced = super().isel(indexers)
-        if type(sliced) is rasterix.RasterIndex:  # a new index, which rasterix makes of its own class
+        if type(sliced) is rasterix.RasterIndex:
             sliced.__class__ = InMemoryRasterIndex
         return sliced
 
 
 def raster_indexed(dataset: xr.Dataset, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
-    """``dataset`` with its spatial coordinates indexed by an :class:`InMemoryRasterIndex`, its CRS assigned with xproj.
-
-    ``what`` names the image(s) in the ``ValueError`` raised without georeferencing.
-    """
+    """``dataset`` indexed by an :class:`InMemoryRasterIndex`, CRS set with xproj; ``ValueError`` naming ``what``."""
     if georeferencing is None or not georeferencing.is_defined:
         raise ValueError(
             f'index="raster" needs georeferencing, and there is none in {what}: give crs= and transform=, '

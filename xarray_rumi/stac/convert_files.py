@@ -1,11 +1,4 @@
-"""One task per file of a migration: convert a GeoTIFF, or keep the rumi file already there if it is valid.
-
-A task runs anywhere (a local process, a Dask worker) from pickled arguments
-and returns a :class:`FileResult`; it never raises for a bad source, so one
-file cannot stop the others.  Outputs appear whole or not at all (the
-writer's staging), so a task killed mid-file leaves nothing, and the rerun
-redoes that file.  See docs/stac.md, "Migrating a STAC collection".
-"""
+"""One picklable task per file of a migration (docs/stac.md, "Restartable and safe")."""
 
 from __future__ import annotations
 
@@ -25,7 +18,7 @@ from .items import image_fields
 
 @dataclass(frozen=True)
 class FileJob:
-    """One raster asset to convert: where it is, where it goes, and ``convert``'s options."""
+    """One raster asset to convert, with ``convert``'s options."""
 
     item_id: str
     asset: str
@@ -37,7 +30,7 @@ class FileJob:
 
 @dataclass(frozen=True)
 class SourceBands:
-    """What the GeoTIFF says of its bands that the rumi file cannot hold (one entry per band)."""
+    """GeoTIFF band metadata a rumi file cannot hold, one entry per band."""
 
     nodata: float | None
     scales: tuple
@@ -48,20 +41,19 @@ class SourceBands:
 
 @dataclass(frozen=True)
 class FileResult:
-    """What a task did: ``"converted"``, ``"kept"`` (a valid output was there) or ``"failed"`` (``reason``)."""
+    """``status`` ``"converted"``, ``"kept"`` or ``"failed"`` (then ``reason``)."""
 
     job: FileJob
     status: str
     reason: str | None = None
     source_bytes: int | None = None
     target_bytes: int | None = None
-    #: The rumi asset's STAC fields (:func:`~.items.image_fields`), and the source's band metadata.
     fields: dict | None = None
     bands: SourceBands | None = None
 
 
 def convert_file(job: FileJob) -> FileResult:
-    """Convert ``job.source`` to ``job.target`` unless a valid output is there; any refusal is the result's reason.
+    """Convert ``job.source`` unless a valid output is there; never raises for a bad file (its ``reason``).
 
     >>> import numpy as np, rasterio, tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -77,15 +69,14 @@ def convert_file(job: FileJob) -> FileResult:
         blob = kept_output(job.target, source_shape, job.storage_options)
         status = "kept"
         if blob is None:
-            # The file is one task, converted on its worker's threads (as many as the worker has, so two
-            # one-thread workers share two cores), not sent back to the cluster a frame a task.
+            # on this worker's threads, not back to the cluster a frame a task
             with dask.config.set(scheduler="threads", num_workers=computing_threads()):
                 convert(job.source, job.target, storage_options=job.storage_options, **job.options)
             status = "converted"
             blob = read_blob_file(f"{job.target}.header", job.storage_options)
         image = open_image(job.target, blob, storage_options=job.storage_options)
         fields = image_fields(image)
-    except (ValueError, OSError) as exc:  # a refusal or a read error, whose message says what is wrong
+    except (ValueError, OSError) as exc:
         return FileResult(job, "failed", reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
         return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
@@ -93,13 +84,7 @@ def convert_file(job: FileJob) -> FileResult:
 
 
 def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes | None:
-    """The blob of ``target`` if it holds a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``.
-
-    Checked against its blob (``<target>.header``): the file's IFD gives the
-    same blob, its size is where the blob says its frames end, and its grid
-    and sample type are the source's.  Anything missing or different is not
-    kept (``None``): the file is converted again.
-    """
+    """``target``'s blob if it is a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``."""
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
         header = Header.from_bytes(blob)
@@ -107,7 +92,7 @@ def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes
             return None
         if ByteSource.of(target, storage_options).size() != header.frames_end:
             return None
-    except (OSError, ValueError):  # absent, unreadable, or not a rumi file (RumiFormatError is a ValueError)
+    except (OSError, ValueError):
         return None
     grid = header.grid
     shape = (grid.samples_per_pixel, grid.image_length, grid.image_width, header.sample_type.dtype.name)
@@ -137,14 +122,7 @@ def _size(source: str) -> int | None:
 
 
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:
-    """:func:`convert_file` of every job, in order: on ``scheduler`` or, without one, on local processes.
-
-    ``scheduler``: a ``distributed.Client`` (one task per file, results
-    as they finish), any other Dask scheduler (``"threads"``, a ``get``
-    function), or ``None``: the active ``distributed`` client if there
-    is one, else ``processes`` spawned processes (default: one per core).
-    ``progress(result)`` is called as each file finishes.
-    """
+    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes."""
     if not jobs:
         return []
     if scheduler is None:
@@ -186,13 +164,12 @@ def _reported(result: FileResult, progress) -> FileResult:
 
 
 def _active_client():
-    """The active ``distributed`` client, or ``None``; ``distributed`` is asked only when it is imported."""
     distributed = sys.modules.get("distributed")
     if distributed is None:
         return None
     try:
         return distributed.default_client()
-    except ValueError:  # no client
+    except ValueError:
         return None
 
 

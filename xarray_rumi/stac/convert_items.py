@@ -1,12 +1,4 @@
-"""Migrating STAC Items of GeoTIFFs to rumi: each raster asset converted, new Items carrying what the files cannot.
-
-Each GeoTIFF asset becomes one rumi file and its blob, at
-``<destination>/<item id>/<asset key>.rumi``, and keeps its key in the new
-Item, so loaders name its bands as they named the GeoTIFF's (docs/stac.md,
-"Migrating a STAC collection").  The files are converted by
-:mod:`.convert_files`, one task per file, on a Dask cluster or local
-processes.
-"""
+"""Migrating STAC Items of GeoTIFFs to rumi (docs/stac.md, "Migrating a STAC collection")."""
 
 from __future__ import annotations
 
@@ -26,22 +18,15 @@ from .read import STAC_CRS_FIELDS, STAC_HEADER, STAC_MEDIA_TYPE, read_stac_geopa
 EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
 #: Media types of a GeoTIFF (COGs add parameters after ``;``); an asset with no type is one when its href says so.
 GEOTIFF_TYPES = ("image/tiff", "image/geotiff", "image/x.geotiff")
-#: The field of an asset left as it was because its conversion failed: the reason.
+#: The reason an asset's conversion failed, on the asset left as it was.
 REFUSED = "rumi:refused"
 
 
 def convert_items(items, destination, *, assets=None, tile_size=512, frame_unit="tile", compression="auto",
                   scheduler=None, processes=None, storage_options=None, progress=None) -> list:
-    """Convert the GeoTIFF assets of STAC Items to rumi files under ``destination``; the new ``pystac.Item`` s.
+    """Convert Items' GeoTIFF assets (or ``assets``) to rumi files under ``destination``; the new ``pystac.Item`` s.
 
-    ``items``: pystac Items, an ItemCollection, their dicts, or the path of
-    an ItemCollection (GeoJSON) or stac-geoparquet file.  ``assets``: the
-    keys to convert (default: every GeoTIFF asset).  Files run on
-    ``scheduler`` (a ``distributed.Client`` or any Dask scheduler; default:
-    the active client, else ``processes`` local processes).  An output
-    already there and valid is kept, not rewritten; an asset that fails
-    stays as it was, its reason in ``rumi:refused``.  ``progress(result)``
-    is called as each file finishes.
+    Valid outputs already there are kept; a failed asset stays, its reason in ``rumi:refused``.
 
     >>> import numpy as np, pystac, rasterio, tempfile, os, datetime
     >>> d = tempfile.mkdtemp()
@@ -62,7 +47,7 @@ def convert_items(items, destination, *, assets=None, tile_size=512, frame_unit=
 
 
 def source_item_dicts(items) -> list[dict]:
-    """Item dicts, asset hrefs absolute, from what :func:`convert_items` takes (a file's relative hrefs resolved)."""
+    """Item dicts, asset hrefs absolute, from what :func:`convert_items` takes."""
     if isinstance(items, (str, os.PathLike)):
         path = os.fspath(items)
         if path.endswith((".parquet", ".geoparquet")):
@@ -79,7 +64,7 @@ def source_item_dicts(items) -> list[dict]:
 
 
 def is_geotiff_asset(asset: dict) -> bool:
-    """Whether an asset dict is a GeoTIFF to convert: its media type says so, or, without one, its href does.
+    """Whether an asset dict is a GeoTIFF, by media type or else by href.
 
     >>> is_geotiff_asset({"href": "b.tif", "type": "image/tiff; application=geotiff; profile=cloud-optimized"})
     True
@@ -95,7 +80,7 @@ def is_geotiff_asset(asset: dict) -> bool:
 
 
 def plan_jobs(dicts: list[dict], destination, *, assets=None, options=None, storage_options=None) -> list[FileJob]:
-    """One :class:`FileJob` per asset to convert, in Item and asset order; local folders are made here."""
+    """One :class:`FileJob` per asset to convert, in order; makes the folders."""
     destination = os.fspath(destination)
     jobs = []
     for item in dicts:
@@ -112,7 +97,7 @@ def plan_jobs(dicts: list[dict], destination, *, assets=None, options=None, stor
 
 
 def converted_items(dicts: list[dict], results: list[FileResult]) -> list:
-    """The new ``pystac.Item`` of each Item dict: its converted assets replaced by rumi assets, the rest kept."""
+    """Each Item dict as a ``pystac.Item`` with its converted assets replaced."""
     import pystac
 
     by_item: dict[str, dict[str, FileResult]] = {}
@@ -136,12 +121,12 @@ def _converted(item: dict, results: dict[str, FileResult]) -> dict:
 
 
 def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
-    """The asset dict of a converted file: the source asset's fields, the rumi file's, and the band metadata."""
+    """The asset dict of a converted file."""
     fields = dict(result.fields)
     header = Header.from_bytes(base64.b64decode(fields[STAC_HEADER]))
     asset = {name: value for name, value in source.items()
              if not name.startswith("file:") and name not in ("alternate", "raster:bands", *STAC_CRS_FIELDS)}
-    # the asset's CRS is the rumi file's: a CRS field the Item gives is overridden here by a null
+    # a null overrides the Item's CRS fields: the asset's CRS is the rumi file's
     asset.update({name: None for name in STAC_CRS_FIELDS if name in properties})
     asset.update(fields)
     asset.update(href=_absolute(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
@@ -156,10 +141,7 @@ def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
 
 
 def band_fields(described: list[dict], rumi: list[dict], geotiff: SourceBands, sample_type) -> list[dict]:
-    """``raster:bands``: the Item's own entries, the rumi file's ``data_type``, and what the GeoTIFF says besides.
-
-    The GeoTIFF's nodata, scale, offset and unit fill what the Item leaves
-    out; what the Item says wins (it is what loaders read already).
+    """``raster:bands``: the Item's entries win, the rumi ``data_type``, the GeoTIFF's fields fill the rest.
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> geotiff = SourceBands(0.0, (0.01,), (-1.0,), ("m",), (None,))
@@ -182,7 +164,6 @@ def band_fields(described: list[dict], rumi: list[dict], geotiff: SourceBands, s
 
 
 def _source_bands(asset: dict) -> list[dict]:
-    """The Item's band entries of an asset: ``raster:bands``, else STAC 1.1 ``bands``' raster fields."""
     if "raster:bands" in asset:
         return [dict(band) for band in asset["raster:bands"]]
     renamed = {"nodata": "nodata", "unit": "unit", "scale": "scale", "offset": "offset",
@@ -191,7 +172,7 @@ def _source_bands(asset: dict) -> list[dict]:
 
 
 def summary(results: list[FileResult]) -> dict:
-    """Counts and sizes of a migration: files converted, kept and failed, bytes in and out, their ratio."""
+    """A migration's counts (converted, kept, failed), bytes in and out, and their ratio."""
     done = [r for r in results if r.status != "failed"]
     source_bytes = sum(r.source_bytes or 0 for r in done)
     target_bytes = sum(r.target_bytes or 0 for r in done)
@@ -201,7 +182,6 @@ def summary(results: list[FileResult]) -> dict:
 
 
 def _segment(name, what: str) -> str:
-    """``name`` as one path segment of the destination, or a ``ValueError`` naming it."""
     if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or os.sep in name:
         raise ValueError(f"{what} {name!r} cannot name a folder or file under the destination "
                          "(it must be non-empty, not '.' or '..', and hold no '/')")

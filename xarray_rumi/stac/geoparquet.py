@@ -9,7 +9,7 @@ from .read import read_stac_geoparquet, stac_item_dicts
 
 
 def write_stac_geoparquet(items, out) -> None:
-    """Write STAC Items (pystac Items, an ItemCollection, or their dicts) to ``out`` as stac-geoparquet."""
+    """Write STAC Items or their dicts to ``out`` as stac-geoparquet."""
     from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
 
     dicts = stac_item_dicts(items)

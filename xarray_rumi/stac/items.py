@@ -1,9 +1,4 @@
-"""STAC Items for rumi files: footprint, projection, bands, and the blob that opens the file with no read.
-
-Field by field in ``docs/stac.md``.  Opening from an Item
-(:func:`xarray_rumi.open_cube`, :func:`xarray_rumi.open_collection`) takes the
-blob and the georeferencing from it, so it reads nothing of the file.
-"""
+"""STAC Items for rumi files, field by field as docs/stac.md gives them."""
 
 from __future__ import annotations
 
@@ -21,17 +16,14 @@ from ..io.urls import is_url
 from ..reading.open import open_image
 from .read import STAC_HEADER, STAC_MEDIA_TYPE, STAC_RASTER_TYPE, STAC_TRANSFORM
 
-#: The data asset's media type: a TIFF file (BigTIFF) whose frames only a rumi reader decodes.
 MEDIA_TYPE = STAC_MEDIA_TYPE
 PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
 RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
 FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
-#: The projection fields of an image: the Item's for a one-asset Item, its asset's when assets differ in grid.
 PROJECTION_FIELDS = ("proj:code", "proj:shape", "proj:transform")
 #: Points along each edge of the footprint before reprojection, so curved edges stay inside the polygon.
 EDGE_POINTS = 21
 
-#: STAC raster ``data_type`` of each sample type that is not already one of STAC's names.
 _STAC_DATA_TYPES = {
     "bool": "uint8", "uint2": "uint8", "uint4": "uint8", "int2": "int8", "int4": "int8",
     "complex64": "cfloat32", "complex128": "cfloat64",
@@ -41,12 +33,7 @@ _STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "
 
 
 def item(path, header=None, *, href=None, datetime=None, properties=None, nodata=None, storage_options=None):
-    """A ``pystac.Item`` describing the rumi file at ``path``, its header blob included.
-
-    ``header``: the blob, a blob path, or ``None`` (rebuilt from the IFD).  ``href``: where the asset
-    points (default ``path``).  ``datetime`` defaults to ``properties["datetime"]``, then the file's
-    modification time.  ``nodata`` (a value the samples can hold, or ``"nan"``...) goes to every
-    band's ``raster:bands``.
+    """A ``pystac.Item`` of the rumi file at ``path``, blob included; ``datetime`` defaults to the file's mtime.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -77,7 +64,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
 
 
 def image_fields(image, nodata=None) -> dict:
-    """The STAC fields of an opened rumi image: projection (:data:`PROJECTION_FIELDS`), file size, bands, blob.
+    """The STAC fields of an opened rumi image.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -96,12 +83,12 @@ def image_fields(image, nodata=None) -> dict:
         STAC_RASTER_TYPE: georef.raster_type.name.lower(),
     }
     if georef.is_defined and georef.raster_type is RasterType.POINT:
-        fields[STAC_TRANSFORM] = list(georef.transform)  # the file's own matrix: pixel centres
+        fields[STAC_TRANSFORM] = list(georef.transform)  # pixel centres, which proj:transform cannot say
     return fields
 
 
 def item_collection(paths, headers=None, **kwargs):
-    """A ``pystac.ItemCollection`` of :func:`item` for each path (``headers``: one per path, or ``None``)."""
+    """A ``pystac.ItemCollection`` of :func:`item` for each path."""
     import pystac
 
     paths = list(paths)
@@ -110,9 +97,7 @@ def item_collection(paths, headers=None, **kwargs):
 
 
 def footprint(georef: Georeferencing, width: int, height: int):
-    """The image's outline in longitude/latitude (GeoJSON polygon) and its bbox; ``(None, None)`` without a CRS.
-
-    Footprints crossing the antimeridian are not split.
+    """The image's lon/lat GeoJSON polygon (not split at the antimeridian) and bbox; ``(None, None)`` without a CRS.
 
     >>> from xarray_rumi.format.geo import Georeferencing
     >>> geometry, bbox = footprint(Georeferencing(4326, 2, 1, (1, 0, 10, 0, -1, 50)), 4, 2)
@@ -148,8 +133,7 @@ def _band(sample_type, nodata=None) -> dict:
 
 
 def stac_nodata(nodata, sample_type):
-    """``nodata`` as the raster extension writes it (a number, ``"nan"``, ``"inf"``, ``"-inf"``); ``ValueError``
-    when no sample of ``sample_type`` can equal it."""
+    """``nodata`` as the raster extension writes it; ``ValueError`` when no sample can equal it."""
     value = _number(nodata)
     integer_range = _integer_range(sample_type)
     if integer_range is None:
@@ -163,7 +147,6 @@ def stac_nodata(nodata, sample_type):
 
 
 def _number(nodata) -> int | float:
-    """``nodata`` as a Python int (kept exact, however large) or float; strings as STAC writes them too."""
     if isinstance(nodata, (bool, np.bool_)):
         raise TypeError(f"nodata must be a number, got {nodata!r}")
     if isinstance(nodata, (int, np.integer)):
@@ -180,7 +163,6 @@ def _number(nodata) -> int | float:
 
 
 def _integer_range(sample_type) -> tuple[int, int] | None:
-    """The lowest and highest value of an integer sample type (of each component if complex), else ``None``."""
     signed = {1: False, 2: True, 5: True}.get(sample_type.sample_format)  # unsigned, signed, complex int
     if signed is None:
         return None

@@ -1,10 +1,4 @@
-"""odc-stac's reader driver for rumi files: ``odc.stac.load(items, ..., driver=RumiDriver())``.
-
-Building the load reads nothing: each rumi asset's bands, type and georeferencing come from its Item
-(the blob, the projection fields, ``raster:bands``).  Each chunk decodes only the frames its window
-overlaps (:mod:`.odc_read`); assets that are not rumi files go to odc's own GeoTIFF reader in the same
-load.  Needs the ``odc`` extra, imported here only.  See docs/stac.md.
-"""
+"""odc-stac's reader driver for rumi files (the ``odc`` extra, imported here only; docs/stac.md)."""
 
 from __future__ import annotations
 
@@ -19,12 +13,9 @@ from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_it
 
 
 class RumiDriver:
-    """odc-loader reader driver for rumi files (and odc's GeoTIFF reader for every other asset).
+    """odc-loader driver for rumi assets (odc's GeoTIFF reader for the others); picklable.
 
-    ``stac_cfg`` is odc-stac's ``stac_cfg``: odc hands its own ``stac_cfg=``
-    only to its own metadata parser, which a driver with a parser replaces,
-    so give it here (or call :func:`load`, which does).  Picklable: a driver
-    carries its configuration, never a handle or a lock.
+    Give odc-stac's ``stac_cfg`` here: odc passes its own only to the parser this driver replaces.
 
     >>> import numpy as np, tempfile, os, odc.stac, xarray_rumi, xarray_rumi.stac
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -42,8 +33,6 @@ class RumiDriver:
     def __repr__(self) -> str:
         return f"RumiDriver(stac_cfg={self.stac_cfg!r})" if self.stac_cfg else "RumiDriver()"
 
-    # -- a load's state and environment: odc's GeoTIFF reader's (which reads the other assets), and the bands asked --
-
     def new_load(self, geobox, *, chunks=None) -> RumiLoad:
         return RumiLoad(_rio_driver().new_load(geobox, chunks=chunks))
 
@@ -56,10 +45,7 @@ class RumiDriver:
     def restore_env(self, env: dict, load_state: RumiLoad) -> contextlib.AbstractContextManager:
         return _rio_driver().restore_env(env, load_state.rio)
 
-    # -- readers --
-
     def open(self, src, ctx):
-        """The reader of one source: a :class:`RumiReader` for a rumi asset, odc's ``RioReader`` otherwise."""
         if isinstance(src.driver_data, RumiAsset):
             return RumiReader(src)
         from odc.loader import RioReader
@@ -80,10 +66,7 @@ class RumiDriver:
 
 
 class RumiMDParser:
-    """odc's metadata parser, with each rumi asset's bands (count, numpy type) from its blob, whatever its media type.
-
-    Nodata and units are odc's reading of ``raster:bands`` (or ``stac_cfg``).
-    """
+    """odc's metadata parser, with each rumi asset's band count and type from its blob."""
 
     def __init__(self, stac_cfg: dict | None = None) -> None:
         self.stac_cfg = dict(stac_cfg or {})
@@ -113,7 +96,6 @@ class RumiMDParser:
         return group.patch(bands=bands)
 
     def driver_data(self, md, band_key):
-        """A rumi band's :class:`RumiAsset` (the blob, the georeferencing); ``None`` for any other band."""
         asset = md.assets.get(band_key[0])
         if asset is None or STAC_HEADER not in asset.extra_fields:
             return None
@@ -122,11 +104,7 @@ class RumiMDParser:
 
 @dataclass
 class RumiLoad:
-    """One load's state: odc's GeoTIFF reader's, and the bands the load asks of each rumi file.
-
-    ``asked`` maps a file and a load configuration to its bands asked for so far: odc builds the whole
-    graph before computing, so each chunk task finds every band the load wants.  Picklable; no lock.
-    """
+    """odc's GeoTIFF load state, and the bands asked so far per rumi file and configuration."""
 
     rio: object
     asked: dict = field(default_factory=dict)
@@ -137,12 +115,11 @@ class RumiLoad:
 
 @dataclass(frozen=True)
 class RumiReader:
-    """Reads one band of one rumi asset onto an output chunk (odc's ``RasterReader`` protocol, used without Dask)."""
+    """One band of one rumi asset onto an output chunk (odc's ``RasterReader``, without Dask)."""
 
     src: object
 
     def read(self, cfg, dst_geobox, *, dst=None, selection=None):
-        """``(roi, pixels)``: the part of ``dst_geobox`` this source covers and its pixels, as odc's readers return."""
         band = _band_index(self.src)
         request = ChunkRequest(self.src.uri, self.src.driver_data, (band,), cfg, _nodata(self.src))
         return read_chunk(request, dst_geobox).band(band, dst)
@@ -150,11 +127,7 @@ class RumiReader:
 
 @dataclass(frozen=True)
 class RumiDaskReader:
-    """odc's ``DaskRasterReader`` protocol: a file's bands share one task per chunk, so each frame decodes once.
-
-    A rumi band's read is that shared task (:func:`~.odc_read.read_chunk`) and one taking the band from it;
-    other assets are read by odc's GeoTIFF reader, one task each.
-    """
+    """odc's ``DaskRasterReader``: a rumi file's bands share one task per chunk, so each frame decodes once."""
 
     driver: RumiDriver
     env: dict | None = None
@@ -165,7 +138,7 @@ class RumiDaskReader:
 
     def open(self, src, cfg, ctx, *, layer_name: str, idx: int) -> RumiDaskReader:
         if isinstance(src.driver_data, RumiAsset):
-            # a dtype= no chunk can give is refused while the load is built, not in every task
+            # refused while the load is built, not in every task
             refuse_unloadable_dtype(src.uri, blob_header(src.driver_data.blob).sample_type.dtype, cfg)
         env = self.env if self.env is not None else self.driver.capture_env()
         return RumiDaskReader(self.driver, env, ctx, src, cfg, layer_name)
@@ -199,19 +172,12 @@ def _band_of(chunk, band: int):
 
 
 def _read_other(src, load, cfg, dst_geobox, driver, env, selection):
-    """A source that is not rumi, read by odc's GeoTIFF reader in its environment (as odc's own Dask tasks do)."""
     with driver.restore_env(env, load) as local_ctx:
         return driver.open(src, local_ctx).read(cfg, dst_geobox, selection=selection)
 
 
 def load(items, bands=None, **kwargs):
-    """``odc.stac.load`` with :class:`RumiDriver`: the same parameters, the same defaults.
-
-    ``items`` is what :func:`xarray_rumi.open_cube` takes (pystac Items, an
-    ItemCollection, their dicts, a GeoJSON FeatureCollection dict), any
-    iterable of Items (a search's ``items()``), or a stac-geoparquet file's
-    path.  ``stac_cfg=`` goes to the driver's metadata parser too, where
-    odc's own parser would have used it.  Needs the ``odc`` extra.
+    """``odc.stac.load`` with :class:`RumiDriver`; ``items`` as :func:`pystac_items` takes them.
 
     >>> import numpy as np, tempfile, os, xarray_rumi, xarray_rumi.stac
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -232,10 +198,7 @@ def load(items, bands=None, **kwargs):
 
 
 def pystac_items(items):
-    """The pystac Items ``odc.stac.load`` iterates, from what :func:`load` takes; an iterable stays lazy.
-
-    Dicts become Items through :func:`~.read.stac_item_dicts`, as
-    ``open_cube`` reads them; pystac Items pass as they are.
+    """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path.
 
     >>> import pystac
     >>> feature = {"type": "Feature", "stac_version": "1.1.0", "id": "a", "geometry": None, "properties":
@@ -251,7 +214,6 @@ def pystac_items(items):
 
 
 def _as_pystac(given) -> list:
-    """One of the Items given, as pystac Items: a dict (an Item, a FeatureCollection) made Items, else as it is."""
     return _pystac(stac_item_dicts(given)) if isinstance(given, dict) else [given]
 
 
@@ -262,7 +224,6 @@ def _pystac(item_dicts) -> list:
 
 
 def _stac_geoparquet_dicts(path) -> list[dict]:
-    """The Item dicts of a stac-geoparquet file; any other path is refused, naming it."""
     path = os.fsdecode(path)
     try:
         geoparquet = is_stac_geoparquet(path)
@@ -286,16 +247,14 @@ def _header(encoded: str) -> Header:
 
 
 def _rumi_asset(item, name: str) -> RumiAsset:
-    """The blob and georeferencing of the Item's asset ``name``, read from the Item alone."""
     asset = item.assets[name]
-    # The georeferencing of this asset: the Item's projection fields, the asset's own over them.
+    # the asset's own projection fields override the Item's
     record = {"id": item.id, "properties": item.properties, "assets": {name: asset.extra_fields}}
     return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record),
                      claimed_by=f"STAC Item {item.id!r}")
 
 
 def _band_index(src) -> int:
-    """The 0-based band of a source; odc's "all bands" (band 0, for ``dims=`` configurations) is refused."""
     if src.band < 1:
         raise ValueError(f"{src.uri}: loading a rumi asset's bands as one variable with extra dims is not supported; "
                          "load them as one variable per band (the default)")

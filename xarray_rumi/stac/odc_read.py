@@ -1,11 +1,4 @@
-"""What the odc-stac driver does for one rumi source and one output chunk: read a source window, then paste or warp it.
-
-Step by step as odc-loader's GeoTIFF reader (``odc.loader.RioReader``), so a rumi file and its GeoTIFF
-twin load to the same pixels; where it cannot be the same (only the frames a chunk's window overlaps are
-decoded, with a margin), docs/stac.md, "Equal to odc-stac's GeoTIFF path", says what that changes.
-:func:`read_chunk` puts every band a load wants of a file on a chunk at once, so each frame is decoded
-once per chunk.  No open handle, no lock: it runs in any process, from pickled arguments.
-"""
+"""One rumi source on one odc-stac output chunk, step by step as ``odc.loader.RioReader`` (docs/stac.md)."""
 
 from __future__ import annotations
 
@@ -24,8 +17,7 @@ log = logging.getLogger(__name__)
 
 #: How far (in source pixels, before scaling) each GDAL resampling kernel reaches from a pixel's centre.
 KERNEL_RADIUS = {"nearest": 1, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "lanczos": 3}
-#: Source pixels added to the kernel's reach, both scaled by how much the warp shrinks the source: GDAL sizes its
-#: window from the raster it is handed, so a narrower cut-out changes pixels (the margins measured: docs/stac.md).
+#: Source pixels added to the kernel's reach: GDAL sizes its window from the raster it is handed (docs/stac.md).
 EXTRA_MARGIN = 20
 #: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
 WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
@@ -36,10 +28,7 @@ READ_ERRORS = (OSError, RumiFormatError)
 
 @dataclass(frozen=True)
 class RumiAsset:
-    """What an Item records of one rumi asset: its blob and its georeferencing (the driver data of its bands).
-
-    ``claimed_by`` names the Item, for the refusal of georeferencing the file's tags contradict.
-    """
+    """An Item's rumi asset: its blob, its georeferencing, and the Item that claims it (named in refusals)."""
 
     blob: bytes
     georeferencing: Georeferencing
@@ -48,15 +37,9 @@ class RumiAsset:
 
 @dataclass(frozen=True)
 class ChunkRequest:
-    """Bands of one rumi file to put on output chunks, under one load configuration.
+    """0-based ``bands`` of one rumi file under odc's ``RasterLoadParams``; ``src_nodata`` from ``raster:bands``.
 
-    ``bands`` are 0-based; odc asks for them one at a time, so a load keeps
-    one list per file and configuration and adds each band it is asked for
-    (:class:`~xarray_rumi.stac.odc.RumiDaskReader`): when the chunks are
-    computed it holds every band the load wants.  ``cfg`` is odc's
-    ``RasterLoadParams`` (output type, fill value, resampling,
-    ``fail_on_error``) and ``src_nodata`` the source's nodata (the Item's
-    ``raster:bands`` value).
+    ``bands`` is filled as odc asks band by band, so at compute time it holds every band the load wants.
     """
 
     href: str
@@ -68,11 +51,7 @@ class ChunkRequest:
 
 @dataclass(frozen=True)
 class ChunkPixels:
-    """The bands of one source on one output chunk: ``pixels[i]`` is band ``bands[i]`` on ``roi_dst``.
-
-    ``failed`` names the error a read met under ``fail_on_error=False``
-    (then there are no pixels), as odc's reader skips a file it cannot read.
-    """
+    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst``; ``failed``: the skipped read error (fail_on_error=False)."""
 
     roi_dst: tuple[slice, slice]
     bands: tuple[int, ...]
@@ -91,7 +70,7 @@ class ChunkPixels:
 
 
 def source_geobox(asset: RumiAsset):
-    """The source image's ``odc.geo.GeoBox``: its shape and the corner transform GDAL reports for its twin."""
+    """The source image's ``odc.geo.GeoBox``, with the corner transform GDAL reports for its GeoTIFF twin."""
     from affine import Affine
     from odc.geo.geobox import GeoBox
 
@@ -104,10 +83,7 @@ def source_geobox(asset: RumiAsset):
 
 
 def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
-    """``request``'s bands on the output chunk ``dst_geobox``: pasted or warped as odc's GeoTIFF reader does.
-
-    Only the frames the chunk's source window overlaps are fetched and decoded, every band at once.
-    """
+    """``request``'s bands on the output chunk ``dst_geobox``, pasted or warped as odc's GeoTIFF reader does."""
     from odc.geo.overlap import compute_reproject_roi
     from odc.geo.roi import roi_is_empty
     from odc.loader import resolve_dst_dtype, resolve_dst_nodata, resolve_src_nodata
@@ -144,24 +120,18 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     if paste:
         tile_width = blob_header(request.asset.blob).grid.tile_width
         out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, tile_width))
-        # odc's order: the nodata test is on the cast pixels (a clamped nodata is no longer nodata)
+        # odc's order: the nodata test is on the cast pixels, where a clamped nodata does not count
         if dst_nodata is not None and not _same_nodata(src_nodata, dst_nodata):
             np.copyto(out, dst_nodata, where=_nodata_mask(out, src_nodata))
     else:
         window = src_geobox[rows.start:rows.stop, cols.start:cols.stop]
-        # warped from the type GDAL holds them in (their GeoTIFF twin's), as odc warps the twin
         twin_pixels = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
         _warp(twin_pixels, out, window, dst_geobox[info.roi_dst], cfg.resampling, src_nodata, dst_nodata)
     return ChunkPixels(roi_dst, bands, out)
 
 
 def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_nodata) -> None:
-    """odc's reader's call: ``rasterio.warp.reproject(band, dst, src_nodata, dst_crs, dst_transform, dst_nodata, ...)``.
-
-    All bands in one call where that gives each band's own result (one
-    coordinate transformation for them all); with a source nodata GDAL
-    would merge the bands' validity, so then band by band.
-    """
+    """odc's ``rasterio.warp.reproject``; band by band with a source nodata, as GDAL would merge the bands' validity."""
     import rasterio.warp
     from odc.geo.warp import resampling_s2rio
 
@@ -176,8 +146,7 @@ def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_
 
 
 def _refuse_what_gdal_cannot_give(href: str, samples: np.dtype, out: np.dtype, paste: bool, resampling: str) -> None:
-    """A ``ValueError`` naming the file and ``dtype=`` where GDAL, which odc's GeoTIFF path casts and warps with, has
-    no such output type: warped, any type GDAL lacks; pasted, one that does not hold every sample exactly."""
+    """``ValueError`` where GDAL has no ``out`` type for this paste or warp."""
     if out in WARPABLE or (paste and (out == samples or _holds_exactly(out, samples))):
         return
     if paste:
@@ -213,10 +182,7 @@ def gdal_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
-    """``pixels`` as ``dtype``, cast as GDAL casts a read into a buffer of that type (docs/stac.md, "``dtype=``").
-
-    A type GDAL cannot read into is cast to only when every value fits, else ``ValueError``.
-    ``one_at_a_time``: the columns GDAL converts one value at a time (:func:`one_value_columns`).
+    """``pixels`` cast as GDAL casts into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type that loses values.
 
     >>> cast_as_gdal(np.array([1.6, -5, 300.7, 1e6, 2.5, -2.5, np.nan], "float32"), "int8").tolist()
     [2, -5, 127, 127, 3, -3, 0]
@@ -246,15 +212,11 @@ def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = N
 
 
 def _rounded_and_clamped(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """GDAL's float to integer: ``x + 0.5`` (``x - 0.5`` below zero) truncated, clamped, NaN 0.
-
-    GDAL 3.10 makes float64 exactly 2**64 0 as uint64.
-    """
+    """GDAL's float to integer: ``x ± 0.5`` truncated, clamped, NaN 0 (and float64 2**64 to uint64 0, as GDAL 3.10)."""
     info, half = np.iinfo(dtype), values.dtype.type(0.5)
     with np.errstate(invalid="ignore"):
         rounded = np.where(values >= 0, np.trunc(values + half), np.trunc(values - half))
-        # The type's ends in the float type: the top may round up past the type, so every value at or above
-        # it is past the type too; the bottom (0 or minus a power of two) is exact.
+        # the type's top may round up past the type in float; the bottom (0 or -2**n) is exact
         top, bottom = values.dtype.type(info.max), values.dtype.type(info.min)
         out = np.zeros(values.shape, dtype)
         inside = (rounded > bottom) & (rounded < top)
@@ -276,11 +238,7 @@ def _as_eight_at_a_time(values: np.ndarray, out: np.ndarray, one_at_a_time: np.n
 
 
 def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
-    """Which columns of a window GDAL converts one value at a time when it reads them from a tiled GeoTIFF.
-
-    GDAL copies a window tile by tile: each row's run inside one tile is
-    converted eight values at a time, and the last ``len(run) % 8`` one at
-    a time.  The GeoTIFF twin of a rumi file has its frames for tiles.
+    """Columns GDAL converts one value at a time: the last ``len(run) % 8`` of each row's run inside a tile.
 
     >>> np.flatnonzero(one_value_columns(range(0, 20), 16)).tolist()    # runs 0-15, 16-19
     [16, 17, 18, 19]
@@ -292,7 +250,6 @@ def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
 
 
 def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
-    """Whether every value of ``narrow`` (numpy or ml_dtypes) is a value of ``wide``."""
     if narrow == np.bool_:
         return True
     try:
@@ -311,11 +268,7 @@ def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
 
 
 def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.ndarray:
-    """The window of ``bands`` (sorted), one window read per run of consecutive bands.
-
-    Where a frame holds every band (cell frames) one read covers them all:
-    the frames are decoded whole anyway.
-    """
+    """The window of sorted ``bands``: one read per run of consecutive bands, or one for cell frames."""
     runs = [[bands[0]]]
     for band in bands[1:]:
         if band == runs[-1][-1] + 1 or image.grid.bands_per_frame > 1:
@@ -331,11 +284,7 @@ def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.n
 
 
 def _grown(rows: range, cols: range, shape, resampling: str, scale: float) -> tuple[range, range]:
-    """odc's source window grown by what GDAL's kernel can reach at this scale, within the image.
-
-    Wider than GDAL's own source window, so that GDAL sees the pixels it
-    would read from the whole file and treats none of them as outside it.
-    """
+    """odc's source window grown by GDAL's kernel reach, so GDAL treats no pixel it would read as outside."""
     margin = math.ceil((KERNEL_RADIUS.get(resampling, 1) + EXTRA_MARGIN) * max(1.0, float(scale)))
     height, width = shape
     return (range(max(0, rows.start - margin), min(height, rows.stop + margin)),
@@ -344,7 +293,7 @@ def _grown(rows: range, cols: range, shape, resampling: str, scale: float) -> tu
 
 @functools.lru_cache(maxsize=64)
 def blob_header(blob: bytes):
-    """The parsed blob, once per process for the few files a load's tasks read (the opener takes it as it is)."""
+    """The parsed blob, cached per process."""
     from ..format.blob import Header
 
     return Header.from_bytes(blob)

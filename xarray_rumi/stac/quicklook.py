@@ -12,9 +12,7 @@ from ..io.source import ByteSource
 from ..reading.open import open_image
 from ..writing.staging import write_small
 
-#: The quicklook's longest side, in pixels, by default.
 SIZE = 1024
-#: The percentiles each band is stretched between, by default.
 PERCENTILES = (2.0, 98.0)
 #: The grey of a band of one value.
 MID_GREY = 128
@@ -23,7 +21,7 @@ _COLOUR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}
 
 
 def sample_step(length: int, width: int, size: int) -> int:
-    """One stride for both axes, so the longest side has at most ``size`` samples and the aspect is kept.
+    """One stride for both axes, so the longest side has at most ``size`` samples.
 
     >>> sample_step(40, 60, 20), sample_step(3, 5, 1024)
     (3, 1)
@@ -34,7 +32,7 @@ def sample_step(length: int, width: int, size: int) -> int:
 
 
 def strided_indices(length: int, step: int) -> np.ndarray:
-    """Every ``step``-th index of ``range(length)``, each centred in the span of pixels it stands for.
+    """Every ``step``-th index, centred in the span it stands for.
 
     >>> strided_indices(10, 3).tolist(), strided_indices(3, 1).tolist()
     ([1, 4, 7], [0, 1, 2])
@@ -43,15 +41,12 @@ def strided_indices(length: int, step: int) -> np.ndarray:
 
 
 def default_bands(count: int) -> list[int]:
-    """1-based bands shown by default: the first three as RGB when there are three or more, else the first as grey."""
     return [1, 2, 3] if count >= 3 else [1]
 
 
 def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES,
               storage_options=None) -> np.ndarray:
-    """The quicklook of a rumi file as ``uint8`` ``(rows, cols)`` (grey) or ``(rows, cols, 3)`` (RGB).
-
-    ``bands``: 1-based, one or three (default :func:`default_bands`); no data (NaN, infinities) adds alpha.
+    """A rumi file's quicklook, ``uint8`` grey or RGB from one or three 1-based ``bands``; no data adds alpha.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -69,7 +64,7 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
 
 
 def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
-    """``(bands, rows, cols)`` samples as ``uint8`` grey ``(rows, cols)`` or RGB ``(rows, cols, 3)``.
+    """``(bands, rows, cols)`` samples as ``uint8`` grey or RGB.
 
     >>> stretch(np.array([[[0, 5, 10]]]), (0, 100)).tolist()
     [[0, 128, 255]]
@@ -79,7 +74,7 @@ def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
     percentiles = checked_percentiles(percentiles)
     values = np.asarray(samples)
     if np.iscomplexobj(values):
-        values = np.abs(values * 0.5)  # halved, so no magnitude overflows; a linear stretch ignores the scale
+        values = np.abs(values * 0.5)  # halved, so no magnitude overflows
     values = values.astype(np.float64)
     finite = np.isfinite(values)
     layers = [_stretch_band(band, known, percentiles) for band, known in zip(values, finite)]
@@ -92,8 +87,6 @@ def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
 def checked_percentiles(percentiles) -> tuple[float, float]:
     """``(low, high)`` with ``0 <= low < high <= 100``, else ``ValueError``.
 
-    >>> checked_percentiles([2, 98])
-    (2.0, 98.0)
     >>> checked_percentiles((98, 2))
     Traceback (most recent call last):
     ...
@@ -110,7 +103,6 @@ def checked_percentiles(percentiles) -> tuple[float, float]:
 
 
 def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarray:
-    """One ``float64`` band as ``uint8``; samples that are not finite are 0 (the alpha channel says why)."""
     known = band[finite]
     if known.size == 0:
         return np.zeros(band.shape, np.uint8)
@@ -120,19 +112,19 @@ def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarr
     with np.errstate(over="ignore"):
         spread = highest - lowest
     if not np.isfinite(spread):
-        # a quarter is exact for these magnitudes and keeps every difference finite; the stretch ignores the scale
+        # a quarter is exact here and keeps every difference finite
         band, known = band / 4, known / 4
     low, high = np.percentile(known, percentiles)
     if high > low:
         with np.errstate(over="ignore", invalid="ignore"):  # a spread of subnormals may overflow: clipped
             scaled = np.clip((band - low) / (high - low) * 255.0, 0, 255)
     else:
-        scaled = np.where(band > low, 255.0, 0.0)  # percentiles that meet: above them white, the rest black
+        scaled = np.where(band > low, 255.0, 0.0)
     return np.where(finite, np.rint(scaled), 0).astype(np.uint8)
 
 
 def encode_png(pixels: np.ndarray) -> bytes:
-    """An 8-bit PNG of ``uint8`` grey ``(rows, cols)`` or ``(rows, cols, channels)`` pixels.
+    """An 8-bit PNG of ``uint8`` ``(rows, cols)`` or ``(rows, cols, channels)`` pixels.
 
     >>> encode_png(np.zeros((2, 3), np.uint8))[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'
@@ -143,7 +135,7 @@ def encode_png(pixels: np.ndarray) -> bytes:
         raise ValueError(f"a PNG is made of (rows, cols) or (rows, cols, 1 to 4) pixels, not {pixels.shape}")
     colour_type = _COLOUR_TYPES[channels]
     rows, cols = pixels.shape[:2]
-    # Every scanline starts with its filter type, 0 (none): zlib does the compressing.
+    # filter type 0 (none) on every scanline: zlib does the compressing
     scanlines = np.concatenate([np.zeros((rows, 1), np.uint8), pixels.reshape(rows, -1)], axis=1)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -155,7 +147,7 @@ def encode_png(pixels: np.ndarray) -> bytes:
 
 
 def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
-    """Write ``pixels`` as a PNG to a path or fsspec URL, whole or not at all; a missing local folder is an error.
+    """Write ``pixels`` as a PNG to a path or fsspec URL, whole or not at all.
 
     >>> import tempfile, os
     >>> write_quicklook(os.path.join(tempfile.mkdtemp(), "no", "such", "look.png"), np.zeros((2, 2), np.uint8))
@@ -177,7 +169,7 @@ def _check_bands(bands, count: int) -> list[int]:
 
 
 def data_array_quicklook(array, *, bands=None, size: int = SIZE, percentiles=PERCENTILES) -> np.ndarray:
-    """The quicklook of a ``(band, y, x)`` or ``(y, x)`` DataArray, strided before loading: a lazy one reads little."""
+    """The quicklook of a ``(band, y, x)`` or ``(y, x)`` DataArray, strided before loading."""
     if array.ndim == 2:
         array = array.expand_dims("band")
     if array.ndim != 3:

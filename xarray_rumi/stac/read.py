@@ -34,28 +34,23 @@ class StacBand:
 
 @dataclass(frozen=True)
 class ItemImage:
-    """A rumi image as a STAC Item records it: where it is, its blob, its georeferencing, and the Item's id and date."""
+    """A rumi image as a STAC Item records it; ``blob`` unparsed (the opener parses it under its limits)."""
 
     href: str
-    #: The header blob as the Item carries it, unparsed: the opener parses it, under its own limits.
     blob: bytes
     georeferencing: Georeferencing
     id: str | None
-    #: The Item's ``datetime`` (or ``start_datetime``) in UTC, ``NaT`` when it has none.
+    #: UTC, ``NaT`` when the Item has no date.
     datetime: np.datetime64
-    #: The rumi asset's key in the Item.
     asset: str | None = None
-    #: One per band where the asset has ``raster:bands``, ``eo:bands`` or ``bands``; else empty.
     bands: tuple[StacBand, ...] = ()
 
     @property
     def record(self) -> str:
-        """The Item, as errors name it: ``STAC Item 'scene-1'``."""
         return _record(self.id)
 
     def __eq__(self, other) -> bool:
-        # A value's == gives a bool: the dataclass's compares field by field (Python 3.13), where numpy's
-        # datetime64 gives numpy.bool_, and NaT (an Item without a date) would make an image unequal to itself.
+        # field-wise == would give numpy.bool_, and NaT would make an image unequal to itself
         if not isinstance(other, ItemImage):
             return NotImplemented
         return self._compared() == other._compared()
@@ -69,11 +64,7 @@ class ItemImage:
 
 
 def item_images(items, asset: str | None = None) -> list[ItemImage]:
-    """The rumi image of each STAC Item, in order: nothing of the files is read.
-
-    ``items`` is a pystac Item, an ItemCollection, their dicts, or a list of
-    Items.  ``asset``: the key of the rumi asset to take; ``None`` takes the
-    one asset carrying a ``rumi:header`` blob (several or none: ``ValueError``).
+    """Each STAC Item's rumi image, reading no file; ``asset=None``: the one asset with a blob, else ``ValueError``.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -93,8 +84,7 @@ def item_images(items, asset: str | None = None) -> list[ItemImage]:
 
 
 def asset_bands(asset: dict) -> tuple[StacBand, ...]:
-    """The bands an asset dict describes: names from ``eo:bands`` or STAC 1.1 ``bands``, the rest from
-    ``raster:bands`` (or ``bands``' ``nodata``, ``unit``, ``raster:scale``, ``raster:offset``).
+    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values).
 
     >>> asset_bands({"eo:bands": [{"name": "red"}], "raster:bands": [{"nodata": 0, "scale": 0.01}]})
     (StacBand(name='red', nodata=0, scale=0.01, offset=None, unit=None),)
@@ -120,7 +110,7 @@ def _record(item_id) -> str:
 
 
 def decode_blob(encoded, record: str) -> bytes:
-    """The header blob of an Item's ``rumi:header`` (base64), or a ``ValueError`` naming ``record`` and the field."""
+    """The blob of a base64 ``rumi:header``, or a ``ValueError`` naming ``record``."""
     if not isinstance(encoded, str | bytes):
         raise ValueError(f"{record}: {STAC_HEADER} must be the blob in base64 text, got {type(encoded).__name__}")
     try:
@@ -162,18 +152,14 @@ def read_stac_geoparquet(path) -> list[dict]:
     return list(stac_table_to_items(pq.read_table(path)))
 
 
-#: The properties of a stac-geoparquet table (columns of their own) that say what :func:`item_images` takes
-#: from an Item; the rest (geometry, bbox, links, ...) is not read.
+#: The columns :func:`stac_geoparquet_images` reads.
 _ITEM_PROPERTIES = ("datetime", "start_datetime", *STAC_CRS_FIELDS, "proj:transform")
-#: The fields of an asset that do.
 _ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, *STAC_CRS_FIELDS, "proj:transform")
 _BAND_FIELDS = ("eo:bands", "bands", "raster:bands")
 
 
 def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
-    """What ``item_images(read_stac_geoparquet(path), asset)`` gives, reading only the columns it needs, with pyarrow
-    alone: dates a column at a time, a georeferencing that Items share built once (docs/backend.md gives the times).
-    """
+    """``item_images(read_stac_geoparquet(path), asset)``, reading only the columns it needs with pyarrow."""
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
@@ -182,13 +168,13 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
     properties = {name: table[name].to_pylist() for name in _ITEM_PROPERTIES[2:] if name in names}
     assets = _blob_assets(table["assets"].combine_chunks()) if "assets" in names else {}
     datetimes = _utc_datetimes(table)
-    # Items that record the same georeferencing share it: keyed by the fields that say it, row by row.
+    # Items that record the same georeferencing share one, built once
     said_by = _rows(properties.values(), len(ids))
     asset_says = {key: _rows([v for name, v in fields.items() if name not in ("href", STAC_HEADER, *_BAND_FIELDS)],
                              len(ids))
                   for key, fields in assets.items()}
     georeferencing: dict[tuple, Georeferencing] = {}
-    blobs: dict[str, bytes] = {}  # each blob decoded once, and a repeated blob one bytes object
+    blobs: dict[str, bytes] = {}
     bands: dict[tuple, tuple] = {}
     images = []
     for row, item_id in enumerate(ids):
@@ -210,7 +196,7 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
         if encoded not in blobs:
             blobs[encoded] = decode_blob(encoded, _record(item_id))
         said_of_bands = tuple(fields[name][row] for name in _BAND_FIELDS if name in fields)
-        key_of_bands = (key, repr(said_of_bands))  # Items that say the same of their bands share one tuple
+        key_of_bands = (key, repr(said_of_bands))
         if key_of_bands not in bands:
             bands[key_of_bands] = asset_bands(dict(zip([n for n in _BAND_FIELDS if n in fields], said_of_bands)))
         images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row],
@@ -223,7 +209,6 @@ def _present(fields: dict) -> dict:
 
 
 def _rows(columns, count: int) -> list[tuple]:
-    """The values of ``columns`` row by row, as tuples that can be keys (lists made tuples, dicts JSON)."""
     hashable = [[_hashable(v) for v in values] for values in columns]
     return list(zip(*hashable)) if hashable else [()] * count
 
@@ -237,12 +222,7 @@ def _hashable(value):
 
 
 def _blob_assets(assets) -> dict[str, dict[str, list]]:
-    """The fields :func:`item_images` reads of each asset that may carry a blob: ``{asset: {field: values}}``.
-
-    Arrow gives every field of the table's struct in every row (``None``
-    where an Item lacks it); flattening applies the nulls of the enclosing
-    structs, so an asset an Item lacks holds no value.
-    """
+    """``{asset: {field: values}}`` of each asset that may carry a blob; flattening keeps the parents' nulls."""
     found = {}
     for field, values in zip(assets.type, assets.flatten()):
         fields = {f.name: column for f, column in zip(values.type, values.flatten())
@@ -253,7 +233,6 @@ def _blob_assets(assets) -> dict[str, dict[str, list]]:
 
 
 def _utc_datetimes(table) -> np.ndarray:
-    """:func:`stac_datetime` of every row, for the whole column at once: ``datetime``, else ``start_datetime``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -282,7 +261,7 @@ def stac_item_dicts(items) -> list[dict]:
 
 
 def _pystac_item_dict(item) -> dict:
-    """A pystac Item as a dict, its asset hrefs made absolute (relative ones resolve against the Item's file)."""
+    """A pystac Item as a dict, with absolute asset hrefs."""
     as_dict = item.to_dict(include_self_link=False)
     for key, asset in item.assets.items():
         as_dict["assets"][key]["href"] = asset.get_absolute_href() or asset.href
@@ -295,7 +274,7 @@ def rumi_asset(item: dict, asset: str | None = None) -> dict:
 
 
 def rumi_asset_entry(item: dict, asset: str | None = None) -> tuple[str, dict]:
-    """``(key, asset dict)`` of :func:`rumi_asset`; a ``ValueError`` naming the Item where there is none."""
+    """``(key, asset dict)`` of :func:`rumi_asset`."""
     assets = item.get("assets", {})
     if asset is not None:
         if STAC_HEADER not in assets.get(asset, {}):
@@ -320,11 +299,7 @@ def _not_one_rumi_asset(item_id, keys: list[str]) -> ValueError:
 
 
 def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
-    """The georeferencing a STAC Item of a rumi file records (its file's own, exactly; docs/stac.md, "The fields").
-
-    A field of the rumi asset overrides the Item's, a null included; what cannot be read is a
-    ``ValueError`` naming the Item and the field.
-    """
+    """The georeferencing an Item records, the asset's fields over the Item's; ``ValueError`` naming a bad field."""
     asset = rumi_asset(item, asset)
     fields = {**(item.get("properties") or {}), **asset}
     record = _record(item.get("id"))
@@ -340,7 +315,6 @@ def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
 
 
 def _item_crs(fields: dict, record: str) -> tuple[str, object]:
-    """``(field, value)`` of the CRS an Item's fields give (``value`` ``None``: no CRS), the forms checked to agree."""
     given = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
     if not given:
         return STAC_CRS_FIELDS[0], None
@@ -359,19 +333,17 @@ def _item_crs(fields: dict, record: str) -> tuple[str, object]:
 
 
 def _epsg(name: str, value, record: str) -> int:
-    """The EPSG code of one CRS field, refused as :func:`~xarray_rumi.format.geo.georeferencing` refuses it."""
     return georeferencing(value, IDENTITY, None, record=record, fields=(name, "proj:transform", STAC_RASTER_TYPE)).epsg
 
 
 def _crs_value(value):
-    """A CRS field's value as pyproj takes it: ``proj:epsg`` a number, PROJJSON as text (resolved once per text)."""
     if isinstance(value, dict):
         return json.dumps(_without_nulls(value), sort_keys=True)
     return value
 
 
 def _without_nulls(value):
-    # A PROJJSON struct read from Parquet has every member any row has, null where this one has none.
+    # Parquet gives a PROJJSON struct every member any row has
     if isinstance(value, dict):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
