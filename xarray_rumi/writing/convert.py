@@ -135,7 +135,7 @@ def is_rumi_file(source) -> bool:
 
 
 def refuse_rumi_source(source: str) -> None:
-    # before GDAL fails on it after a page of warnings
+    """Refuse a rumi file as the source, before GDAL fails on it after a page of warnings."""
     if is_rumi_file(source):
         raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
                          "nothing to convert (rumi info describes it)")

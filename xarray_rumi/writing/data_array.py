@@ -182,7 +182,7 @@ def _irregular(data, dim: str) -> ValueError:
 
 
 def _on_grid(data, dim: str, origin: float, resolution: float) -> bool:
-    # within a thousandth of a pixel plus the coordinates' own precision (a float32 northing's half metre)
+    """Whether ``dim``'s coordinates are the pixel centres, within 1/1000 pixel plus their own precision."""
     values = _coordinates(data, dim)
     if values is None:
         return True
