@@ -6,10 +6,7 @@ import os
 
 
 def in_forked_child(reset) -> None:
-    """Call ``reset()`` in the child after every ``os.fork`` (nowhere that cannot fork).
-
-    >>> in_forked_child(lambda: None)
-    """
+    """Call ``reset()`` in the child after every ``os.fork`` (nowhere that cannot fork)."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=reset)
 

@@ -1,7 +1,4 @@
-"""Keep frame and chunk buffers in the heap in processes that trim it eagerly (Dask workers).
-
-Kept because ``ci/benchmarks/runtime.py`` shows it matters (docs/benchmarks.md, *Measurements the code relies on*).
-"""
+"""Keep frame buffers in the heap where Dask workers trim it eagerly (docs/benchmarks.md shows why)."""
 
 from __future__ import annotations
 
@@ -14,22 +11,16 @@ from .fork import in_forked_child
 
 logger = logging.getLogger(__name__)
 
-#: Allocations below this come from the heap, not a mapping of their own (glibc's dynamic ceiling).
 MMAP_THRESHOLD = 32 * 1024 * 1024
-#: What glibc keeps at the top of the heap when it trims: about one Cube chunk.
+#: About one Cube chunk.
 TOP_PAD = 16 * 1024 * 1024
 _SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, MMAP_THRESHOLD), "MALLOC_TOP_PAD_": (-2, TOP_PAD)}  # glibc's malloc.h
-#: The environment variable that turns the tuning off (``0``) or leaves it on (``1``, or unset).
 SWITCH = "XARRAY_RUMI_HEAP_TUNING"
 
 
 def keep_heap_top() -> bool:
-    """Adjust glibc once, where this process started with eager trimming; whether anything was set.
-
-    >>> isinstance(keep_heap_top(), bool)
-    True
-    """
-    if not _decided:  # decided once, whichever decoding thread comes first
+    """Tune glibc once, if this process started with eager trimming; whether anything was set."""
+    if not _decided:
         with _deciding:
             if not _decided:
                 _decided.append(_tune())
@@ -52,7 +43,7 @@ def _tune() -> bool:
     if libc is None:
         return False
     applied = [name for name, (option, value) in _SETTINGS.items()
-               if name not in environment and libc.mallopt(option, value) == 1]  # each one the caller left to us
+               if name not in environment and libc.mallopt(option, value) == 1]
     if applied:
         logger.info("set glibc's %s for this process (mallopt): it started with MALLOC_TRIM_THRESHOLD_ set, as "
                     "distributed's workers do, which makes every frame buffer a fresh mapping and halves decoding "
@@ -77,7 +68,7 @@ def tuning_wanted(environment) -> bool:
 
 
 def _startup_environment() -> set[str]:
-    """The names in the environment this process started with, which is what glibc read."""
+    # glibc read the environment the process started with, not today's os.environ
     try:
         with open("/proc/self/environ", "rb") as f:
             return {entry.split(b"=", 1)[0].decode(errors="replace") for entry in f.read().split(b"\0") if entry}
@@ -87,7 +78,7 @@ def _startup_environment() -> set[str]:
 
 def _glibc():
     try:
-        # The process's own symbols, libc's among them: no search for the library (find_library runs ldconfig).
+        # the process's own symbols: find_library would run ldconfig
         libc = ctypes.CDLL(None)
     except OSError:
         return None

@@ -1,7 +1,4 @@
-"""Per-thread scratch memory, reused from frame to frame: where a frame is decoded when it cannot go to its place.
-
-Fresh memory for each frame costs up to twice the decoding (docs/benchmarks.md, "Training chips").
-"""
+"""Per-thread scratch memory, reused from frame to frame (docs/benchmarks.md, "Training chips", shows why)."""
 
 from __future__ import annotations
 
@@ -10,18 +7,16 @@ import threading
 
 import numpy as np
 
-#: Bytes of the largest array a thread keeps; a larger one is memory of its own, let go after use.
 KEPT_BYTES = 16 * 1024 * 1024
 
-#: Purposes, each its own memory as both are in use at once: a read decodes a frame it cuts into a
-#: ``FRAME``; the decoder, where that array cannot take the bytes as they are, into ``DECODED_BYTES``.
+#: Purposes in use at once, so each has its own memory.
 FRAME, DECODED_BYTES = "decoded frame", "decoded bytes"
 
 _kept = threading.local()
 
 
 def scratch(purpose: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-    """This thread's C-contiguous, 8-byte-aligned array of ``shape`` and ``dtype`` for ``purpose``, reused.
+    """This thread's reused C-contiguous, 8-byte-aligned array for ``purpose``.
 
     >>> a = scratch("example", (1, 4, 4), np.dtype("uint16"))
     >>> b = scratch("example", (2, 2, 2), np.dtype("uint8"))
@@ -35,7 +30,7 @@ def scratch(purpose: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     buffers = _kept.__dict__.setdefault("buffers", {})
     buffer = buffers.get(purpose)
     if buffer is None or buffer.size < size:
-        # uint64 storage keeps it 8-byte aligned: OpenZL writes its numeric streams aligned
+        # OpenZL writes its numeric streams 8-byte aligned
         buffer = buffers[purpose] = np.empty(-(-size // 8), np.uint64).view(np.uint8)
     return buffer[:size].view(dtype).reshape(shape)
 

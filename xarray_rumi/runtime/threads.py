@@ -1,8 +1,4 @@
-"""The package's threads: the one module that starts them and hands them work.
-
-Sharing the cores (``share_work``) is kept because ``ci/benchmarks/runtime.py`` shows it matters
-(docs/benchmarks.md, *Measurements the code relies on*).
-"""
+"""The one module that starts the package's threads (docs/benchmarks.md shows why ``share_work`` is kept)."""
 
 from __future__ import annotations
 
@@ -17,11 +13,7 @@ from .fork import in_forked_child
 
 
 def computing_threads() -> int:
-    """Threads that may compute at once in this process: its cores, or its Dask worker's threads.
-
-    >>> computing_threads() >= 1
-    True
-    """
+    """Threads that may compute at once in this process: its cores, or its Dask worker's threads."""
     distributed = sys.modules.get("distributed")
     if distributed is not None:
         try:
@@ -32,11 +24,7 @@ def computing_threads() -> int:
 
 
 def idle_threads() -> int:
-    """Threads that could join a :func:`share_work` started now, the caller's own included (at least 1).
-
-    >>> 1 <= idle_threads() <= computing_threads()
-    True
-    """
+    """Threads that could join a :func:`share_work` started now, the caller's own included (at least 1)."""
     return max(1, computing_threads() - _computing.working)
 
 
@@ -52,12 +40,9 @@ def cancel_or_wait(future: Future) -> bool:
 
     >>> gate, started = threading.Event(), threading.Event()
     >>> busy = in_background(lambda: started.set() or gate.wait())
-    >>> started.wait()                                  # the background thread is taken...
+    >>> started.wait() and cancel_or_wait(in_background(len, b"abc"))  # queued: never started
     True
-    >>> cancel_or_wait(in_background(len, b"abc"))      # ...so this one never started
-    True
-    >>> gate.set()
-    >>> cancel_or_wait(busy)                            # started: waited for
+    >>> gate.set(); cancel_or_wait(busy)  # started: waited for
     False
     """
     if future.cancel():
@@ -66,25 +51,21 @@ def cancel_or_wait(future: Future) -> bool:
     return False
 
 
-# -- the pools ------------------------------------------------------------------
-
-
 class _ProcessThreads:
-    """A thread pool made on first use, kept for the process, grown on demand, new in a forked child."""
+    """A thread pool made on first use, grown on demand, new in a forked child."""
 
     def __init__(self, name: str):
         self._name = name
         self._lock = threading.Lock()
-        self._pool: tuple[ThreadPoolExecutor, int] | None = None  # the pool and its size
+        self._pool: tuple[ThreadPoolExecutor, int] | None = None
         in_forked_child(self._forget)
 
     def get(self, size: int) -> ThreadPoolExecutor:
-        """The pool, with at least ``size`` threads."""
         with self._lock:
             if self._pool is None or self._pool[1] < size:
                 old, self._pool = self._pool, (ThreadPoolExecutor(size, thread_name_prefix=self._name), size)
                 if old is not None:
-                    old[0].shutdown(wait=False)  # what it runs or has queued still finishes
+                    old[0].shutdown(wait=False)
             return self._pool[0]
 
     def _forget(self) -> None:
@@ -97,20 +78,12 @@ _background = _ProcessThreads("rumi-background")
 
 
 def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
-    """The process's pool of computing threads, with at least ``size`` (and :func:`computing_threads`) threads."""
     return _shared.get(max(size, computing_threads()))
 
 
 def in_background(function, *args) -> Future:
-    """Run ``function(*args)`` on the process's background thread: for work that waits on the disk, not the CPU.
-
-    >>> in_background(len, b"abc").result()
-    3
-    """
+    """Run ``function(*args)`` on the process's one background thread (for disk waits)."""
     return _background.get(1).submit(function, *args)
-
-
-# -- ordered results: the writer's frames ---------------------------------------
 
 
 def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator:
@@ -130,7 +103,7 @@ def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator
         while pending:
             yield _claimed(function, *pending.popleft())
     finally:
-        for _, future in pending:  # the caller stopped early (a failed write, say): unstarted work is dropped
+        for _, future in pending:  # the caller stopped early
             future.cancel()
 
 
@@ -138,15 +111,8 @@ def _claimed(function, item, future: Future):
     return function(item) if cancel_or_wait(future) else future.result()
 
 
-# -- whole jobs in processes: rumi convert -j -----------------------------------
-
-
 def in_processes(function: Callable, items: Iterable, processes: int) -> Iterator:
-    """``function(item)`` for each of ``items`` on ``processes`` spawned processes, the results in order.
-
-    >>> list(in_processes(abs, [-3, 1, -2], processes=2))
-    [3, 1, 2]
-    """
+    """``function(item)`` for each of ``items`` on ``processes`` spawned processes, the results in order."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -155,18 +121,12 @@ def in_processes(function: Callable, items: Iterable, processes: int) -> Iterato
         yield from pool.map(function, items)
 
 
-# -- sharing the cores: the reader's and the measurer's work --------------------
-
-
 class _Computing:
-    """How many threads of this process are running :func:`share_work` now (callers and helpers)."""
-
     def __init__(self):
         self.lock = threading.Lock()
         self.working = 0
 
     def enter(self, limit: int, wanted: int) -> int:
-        """Count the caller in; return how many helpers (at most ``wanted``) fit under ``limit``."""
         with self.lock:
             self.working += 1
             helpers = max(0, min(wanted, limit - self.working))
@@ -174,7 +134,7 @@ class _Computing:
             return helpers
 
     def more_than(self, limit: int) -> bool:
-        """Whether more than ``limit`` threads are working (read without the lock: a helper checks it often)."""
+        # read without the lock: a helper checks it after every piece
         return self.working > limit
 
     def leave(self) -> None:
@@ -183,17 +143,12 @@ class _Computing:
 
 
 _computing = _Computing()
-# A forked child has none of the parent's threads, and a lock they held would never be released.
 in_forked_child(_computing.__init__)
 
 
 def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], None]]], *,
                threads: int | None = None, at_most: int | None = None) -> None:
-    """Run the work of ``batches`` on the calling thread and on as many idle cores as there are.
-
-    ``prepare(batch)`` fetches what a batch needs and returns its pieces (callables); at most ``threads``
-    (default :func:`computing_threads`) threads of the process work, and at most ``at_most`` here.  The
-    first failure stops the work and is raised once every helper has finished its piece.
+    """Run ``prepare(batch)``'s pieces for each batch on this thread and idle cores; raise the first failure.
 
     >>> out = [0] * 6
     >>> share_work([range(0, 3), range(3, 6)], lambda batch: [lambda k=k: out.__setitem__(k, k * k) for k in batch])
@@ -210,9 +165,7 @@ def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], 
         shared.work(None)
     finally:
         for future in started:
-            # A helper no thread has started is not waited for (the pool may be
-            # busy with other callers' helpers); its reserved place is given back.
-            # A helper never raises: failures are kept in shared.failure.
+            # an unstarted helper gives its place back rather than wait on a busy pool
             if cancel_or_wait(future):
                 _computing.leave()
         shared.work(None)  # the pieces a helper left behind when it made way for a caller
@@ -222,7 +175,6 @@ def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], 
 
 
 class _SharedWork:
-    """What :func:`share_work`'s threads share: unclaimed batches, prepared pieces, the first failure."""
 
     def __init__(self, batches, prepare):
         self.changed = threading.Condition()
@@ -233,7 +185,6 @@ class _SharedWork:
         self.failure: BaseException | None = None
 
     def work(self, limit: int | None) -> None:
-        """Take pieces (or claim and prepare a batch) until none is left; a helper (``limit``) may leave early."""
         try:
             while (job := self._next()) is not None:
                 piece, batch = job
@@ -251,7 +202,6 @@ class _SharedWork:
                 _computing.leave()
 
     def _next(self):
-        """``(piece, None)``, ``(None, batch)`` to prepare, or ``None`` when nothing is left to do."""
         with self.changed:
             while self.failure is None:
                 if self.pieces:

@@ -1,9 +1,4 @@
-"""Every block the writer encodes is the frame it stands for, or the write stops.
-
-The IFD and the blob are built from the array's declared shape and dtype, the
-frames from what its blocks hold: a block off its declared chunk would make a
-file that fails every read, or be cut without a word (docs/writing.md).
-"""
+"""Every block the writer encodes is the frame it stands for, or the write stops (docs/writing.md)."""
 
 from __future__ import annotations
 
@@ -49,7 +44,7 @@ def checked_blocks(array):
 
 
 def _declared_block(block, block_info=None):
-    if block_info is None:  # Dask working out the output's type on a stand-in: nothing to check
+    if block_info is None:  # Dask inferring the output's type on a stand-in
         return block
     declared = block_info[None]
     check_declared_block(block, tuple(declared["chunk-location"]), tuple(declared["chunk-shape"]),
@@ -58,7 +53,6 @@ def _declared_block(block, block_info=None):
 
 
 def check_declared_block(block, location: tuple, shape: tuple, dtype: np.dtype) -> None:
-    """Refuse a Dask block that is not the ``shape`` and ``dtype`` its chunks declare, or has masked values."""
     got_shape, got_dtype = np.shape(block), getattr(block, "dtype", None)
     if got_shape != shape or got_dtype != dtype:
         raise ValueError(f"block {location} of the Dask array came with shape {got_shape} and dtype {got_dtype}, "
@@ -67,14 +61,7 @@ def check_declared_block(block, location: tuple, shape: tuple, dtype: np.dtype) 
 
 
 def refuse_masked(values, what: str = "the data") -> None:
-    """Refuse a numpy masked array with masked values: rumi has no place for a mask (docs/writing.md, "Masks").
-
-    >>> data = np.ma.masked_equal(np.array([[1, 0], [0, 3]], "uint8"), 0)
-    >>> refuse_masked(data)
-    Traceback (most recent call last):
-    ...
-    ValueError: the data is a masked array with 2 masked values of 4; rumi has no place for a mask, and the values under it would be stored as they are and read back as valid pixels: fill them first (data.filled(nodata), or dask.array.ma.filled(data, nodata)), and publish that nodata with xarray_rumi.stac.item(..., nodata=)
-    """
+    """Refuse a numpy masked array with masked values: rumi has no place for a mask (docs/writing.md, "Masks")."""
     if not isinstance(values, np.ma.MaskedArray):
         return
     masked = int(np.ma.count_masked(values))

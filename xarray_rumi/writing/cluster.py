@@ -1,9 +1,4 @@
-"""Frames encoded on a ``dask.distributed`` cluster, a window at a time, every task of the source's graph run once.
-
-Each window is a graph submission of its own; the results a later window
-needs are held on the workers and left out of its submission, so nothing is
-computed or sent twice (docs/writing.md, "On a cluster").
-"""
+"""Frames encoded on a ``dask.distributed`` cluster a window at a time, each task run once (docs/writing.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ import numpy as np
 from ..format.grid import FrameGrid
 from .blocks import check_declared_block
 
-#: Windows submitted ahead of the one being gathered: the cluster computes the next while the file takes this one.
+#: The cluster computes the next window while the file takes this one.
 WINDOWS_AHEAD = 1
 
 
@@ -29,11 +24,11 @@ class ClusterSession:
 
     def __init__(self, client):
         self.client = client
-        self._held: dict = {}  # key -> Future, for each result a later window needs
+        self._held: dict = {}  # key -> Future of a result a later window needs
 
     @classmethod
     def active(cls) -> ClusterSession | None:
-        """A session on the distributed client Dask would compute on (``dask.compute``'s choice), else ``None``."""
+        """A session on the distributed client ``dask.compute`` would use, else ``None``."""
         if "distributed" not in sys.modules:  # no client without it; importing it would cost every write
             return None
         from dask.base import get_scheduler
@@ -43,15 +38,10 @@ class ClusterSession:
         return cls(client) if isinstance(client, Client) else None
 
     def threads(self) -> int:
-        """Threads across the cluster's workers."""
         return sum(worker["nthreads"] for worker in self.client.scheduler_info()["workers"].values()) or 1
 
     def frames(self, array, grid: FrameGrid, indices: list[int]) -> list[np.ndarray]:
-        """Frames ``indices`` of Dask ``array`` (``(band, y, x)``); every result computed for them is held.
-
-        Choosing recipes computes a few sample frames before the write: their
-        source blocks are kept for the write, not computed a second time.
-        """
+        """Frames ``indices`` of Dask ``array``, every result computed for them held for the write."""
         graph = _task_graph(array)
         keys = _add_frame_tasks(graph, array, grid, f"sample-{uuid.uuid4().hex}", [[k] for k in indices],
                                 lambda k: None)
@@ -61,15 +51,12 @@ class ClusterSession:
         return [frame for frames in self.client.gather([self._held[key] for key in keys]) for frame in frames]
 
     def encoded(self, array, grid: FrameGrid, windows: list[list[list[int]]], encoder: Callable) -> Iterator[bytes]:
-        """``encoder(k)(frame)`` for each frame ``k`` of ``windows`` in order, ``WINDOWS_AHEAD`` windows ahead.
-
-        A window is a list of groups of frames, each group computed by one task.
-        """
+        """``encoder(k)(frame)`` for each frame ``k`` of ``windows`` (lists of groups, a task each), in order."""
         graph = _task_graph(array)
         name = f"encode_one-{uuid.uuid4().hex}"
         outputs = [_add_frame_tasks(graph, array, grid, name, window, encoder) for window in windows]
         last_use = _last_use(graph, outputs)
-        # results held for frames of another grid (samples of tile frames, cell frames written) serve no window
+        # results held for another grid (tile samples, cell frames written) serve no window
         self._held = {key: future for key, future in self._held.items() if key in last_use}
         releases = collections.defaultdict(list)
         for key in self._held:
@@ -118,19 +105,14 @@ def holds_only_data(array) -> bool:
 
 
 def _task_graph(array) -> dict:
-    """Dask ``array``'s graph as a dict of task-spec nodes (``dask._task_spec``), each listing its dependencies."""
     from dask._task_spec import convert_legacy_graph
 
     return convert_legacy_graph(dict(array.__dask_graph__()))
 
 
 def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, groups: list, finish: Callable) -> list:
-    """Add to ``graph`` a task ``(name, first frame)`` per group of frames: cut from ``array``, each then
-    ``finish(k)`` (``None``: returned as cut); returns their keys.
-
-    A task per group, not per frame: distributed's cost per task is several
-    times that of encoding a frame.
-    """
+    """Add a task ``(name, first frame)`` per group of frames, each frame cut then ``finish(k)``-ed; their keys."""
+    # a task per group: distributed's cost per task is several times that of encoding a frame
     from dask._task_spec import Task, TaskRef
 
     starts = [np.cumsum((0,) + sizes).tolist() for sizes in array.chunks]
@@ -152,12 +134,8 @@ def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, groups: lis
 
 
 def _group_cut(graph: dict, array, starts: list, grid: FrameGrid, group: list[int]):
-    """``_cut_frames`` for the frames ``group``, its arguments, and whether a computed block is larger than a frame.
-
-    A block whose data is in the graph (``from_array``) is checked here, and
-    only each frame's piece of it is passed: the data travels once, a window
-    at a time, in tasks that need no other and so spread over the workers.
-    """
+    """``_cut_frames`` for the frames ``group``, its arguments, and whether a computed block is larger than a frame."""
+    # data in the graph (from_array) is checked here and passed piece by piece: tasks that need no other spread
     from dask._task_spec import DataNode, TaskRef
 
     arguments, checks, frames = [], [], []
@@ -185,14 +163,7 @@ def _group_cut(graph: dict, array, starts: list, grid: FrameGrid, group: list[in
 
 
 def _frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tuple:
-    """``(block index, its declared shape, where it goes in the frame, what of it)`` for each block ``window`` meets.
-
-    ``starts`` holds each axis's block offsets, ``0`` to the axis's size.
-
-    >>> chunks = ((1,), (3, 3), (4,))
-    >>> [piece[0] for piece in _frame_pieces(chunks, [[0, 1], [0, 3, 6], [0, 4]], (slice(0, 1), slice(2, 5), slice(0, 4)))]
-    [(0, 0, 0), (0, 1, 0)]
-    """
+    """``(block index, declared shape, place in the frame, part of the block)`` for each block ``window`` meets."""
     per_axis = []
     for sizes, offsets, want in zip(chunks, starts, window):
         first = bisect.bisect_right(offsets, want.start) - 1
@@ -207,8 +178,7 @@ def _frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tup
 
 
 def _cut_frames(*arrays, checks: tuple, frames: tuple, dtype: np.dtype) -> list[np.ndarray]:
-    """The frames ``(shape, pieces)`` cut from ``arrays``; each block first checked against ``checks``
-    (``(index, declared shape)``, or ``None`` for a piece of data checked when the graph was built)."""
+    """The frames ``(shape, pieces)`` cut from ``arrays``, each first checked against ``checks`` unless ``None``."""
     for array, check in zip(arrays, checks):
         if check is not None:
             check_declared_block(array, *check, dtype)  # a longer block would be cut without a word
@@ -234,8 +204,7 @@ def _finished_cut(*arrays, cut: Callable, finishers: tuple) -> list:
 
 
 def _upstream(graph: dict, outputs: list, present) -> list:
-    """The keys ``outputs`` need computed, stopping at results ``present`` on the cluster; keys not in ``graph``
-    (a persisted collection's futures) are present already."""
+    """The keys ``outputs`` need computed; keys ``present`` or not in ``graph`` (persisted futures) are not."""
     found, stack = {}, list(outputs)
     while stack:
         key = stack.pop()
@@ -247,11 +216,8 @@ def _upstream(graph: dict, outputs: list, present) -> list:
 
 
 def _last_use(graph: dict, windows: list[list]) -> dict:
-    """For each key the ``windows`` need, the index of the last window that needs it.
-
-    Walked from the last window back, each key once: a key already seen was
-    needed by a window at least as late, and so were all its dependencies.
-    """
+    """For each key the ``windows`` need, the index of the last window that needs it."""
+    # from the last window back: a key seen already, and its dependencies, were needed as late
     last = {}
     for index in reversed(range(len(windows))):
         stack = list(windows[index])

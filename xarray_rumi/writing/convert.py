@@ -1,9 +1,4 @@
-"""Converting GeoTIFFs (and anything rasterio opens, URLs included) to rumi, written through fsspec.
-
-Pixels are read as a Dask array of tile rows, so a conversion holds a few frames, not the image
-(docs/writing.md, "Memory").  What rumi cannot store is refused before any output exists, or, for
-nodata, scales, mask bands and colour tables, named in the :class:`Conversion`.
-"""
+"""Converting anything rasterio opens (URLs included) to rumi, a few frames in memory (docs/writing.md)."""
 
 from __future__ import annotations
 
@@ -31,13 +26,11 @@ from .write import write
 GDAL_CACHE_FLOOR = 32 * 2**20
 GDAL_CACHE_BLOCK_ROWS = 4
 
-#: The lowest confidence (0-100) of pyproj's identification at which an EPSG code is taken for a WKT CRS: pyproj's
-#: default, which PROJ gives a definition equal in every parameter but its name; the looser matches it also admits
-#: are kept out by checking the code's definition is equivalent (``CRS.equals``).
+#: pyproj's default; the looser matches it admits are kept out by ``CRS.equals`` in :func:`identify_epsg`.
 CRS_CONFIDENCE = 70
 
-# GDAL types with no numpy twin, and the rumi sample type that keeps them exact.
-_GDAL_ITEMSIZES = {"complex_int16": 4, "complex_int32": 8}
+# bytes per sample of the GDAL type with no numpy twin
+_GDAL_ITEMSIZES = {"complex_int16": 4}
 
 
 @dataclass(frozen=True)
@@ -50,33 +43,26 @@ class Conversion:
     target_bytes: int
     raw_bytes: int
     nodata: float | None
-    #: ``"EPSG:n"`` stored, or ``None`` (no CRS); and how it was found: ``"named"`` (the source names the code),
-    #: ``"identified"`` (equivalent WKT), ``"assigned"`` (``crs=``).
+    #: ``"EPSG:n"`` or ``None``; found ``"named"``, ``"identified"`` (equivalent WKT) or ``"assigned"`` (``crs=``).
     crs: str | None = None
     crs_source: str | None = None
-    #: The source's scales and offsets that change its values (``{"scale_factor": 0.01}``, rioxarray's names), or
-    #: ``None``: the pixels are written raw, as they are stored.
+    #: Scales and offsets not stored (rioxarray's names): the pixels are written raw.
     scaling: dict | None = None
-    #: Where the source's GDAL mask band lies, ``"internal"`` or its sidecar's name (``"in.tif.msk"``), or ``None``:
-    #: not stored, so masked pixels read back as their stored values.
+    #: The GDAL mask band not stored: ``"internal"``, its sidecar's name, or ``None``.
     mask: str | None = None
-    #: The bands (1-based) whose colour table (palette) was not stored: their pixels are the palette's indices.
+    #: Bands (1-based) whose colour table was not stored.
     palette: tuple[int, ...] = ()
 
     @property
     def ratio(self) -> float:
-        """Compression ratio of the rumi file against the raw pixels."""
         return self.raw_bytes / self.target_bytes
 
 
 def convert(source, target, *, tile_size=512, frame_unit="tile", compression="auto", drop_georeferencing=False,
             crs=None, storage_options=None, progress=None) -> Conversion:
-    """Convert one raster that rasterio opens (a path or URL) into a rumi file and its ``.header``.
+    """Convert a raster rasterio opens into a rumi file and its ``.header`` at ``target`` (path or fsspec URL).
 
-    ``target`` is a path or fsspec URL.  ``crs`` replaces the source's CRS,
-    keeping its transform, as ``gdal_translate -a_srs`` does; a WKT CRS is
-    stored as the EPSG code it is equivalent to.  The other options are
-    :func:`~xarray_rumi.write`'s.
+    ``crs`` replaces the source's CRS as ``gdal_translate -a_srs`` does; the other options are ``write``'s.
 
     >>> import numpy as np, rasterio, tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -90,7 +76,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     import rioxarray
 
     source, target = os.fspath(source), os.fspath(target)
-    # write checks these too, but only once the source is open; a bad one would fail inside Dask before that
+    # checked before the source is open: a bad one would fail inside Dask
     tile_rows, _ = tile_shape(tile_size)
     parse_frame_unit(frame_unit)
     check_storage_options(storage_options)
@@ -127,9 +113,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
 
 
 def is_rumi_file(source) -> bool:
-    """Whether ``source`` is a rumi file already: the fixed IFD, and an OpenZL frame where the frames begin.
-
-    A source fsspec cannot read (a GDAL ``/vsi`` path) is not one: rasterio says what is wrong with it.
+    """Whether ``source`` is a rumi file: rumi's fixed IFD, and an OpenZL frame where the frames begin.
 
     >>> import tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -140,37 +124,25 @@ def is_rumi_file(source) -> bool:
     reader = ByteSource.of(source, retry=RetryPolicy(attempts=1))
     try:
         head = reader.read(0, PREAMBLE_SIZE + IFD_SIZE, exact=False)
-        parse_head(head)                      # a BigTIFF whose IFD is rumi's fixed one, tag for tag
+        parse_head(head)
         first_frame = prefix_size(head)
         frame_version(reader.read(first_frame, first_frame + 4, exact=False))
     except RumiFormatError:
         return False
-    except Exception:  # noqa: BLE001 - unreadable here (see above): rasterio opens it, or names the problem
+    except Exception:  # noqa: BLE001 - fsspec cannot read it (a GDAL /vsi path): rasterio names the problem
         return False
     return True
 
 
 def refuse_rumi_source(source: str) -> None:
-    """Raise ``ValueError`` when ``source`` is a rumi file, before GDAL fails on it after a page of warnings."""
+    """Refuse a rumi file as the source, before GDAL fails on it after a page of warnings."""
     if is_rumi_file(source):
         raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
                          "nothing to convert (rumi info describes it)")
 
 
 def mask_band(src) -> str | None:
-    """Where the GDAL mask band of ``src`` (an open rasterio dataset) lies: ``"internal"``, the sidecar's name, or ``None``.
-
-    ``None`` also for a nodata or alpha mask, which the pixels keep.
-
-    >>> import rasterio, tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "masked.tif")
-    >>> with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False):
-    ...     with rasterio.open(path, "w", driver="GTiff", width=8, height=8, count=1, dtype="uint8") as dst:
-    ...         dst.write(np.ones((1, 8, 8), "uint8")); dst.write_mask(np.full((8, 8), 255, "uint8"))
-    >>> with rasterio.open(path) as src:
-    ...     mask_band(src)
-    'masked.tif.msk'
-    """
+    """Where the GDAL mask band of ``src`` lies: ``"internal"``, the sidecar's name, or ``None`` (none, nodata, alpha)."""
     from rasterio.enums import MaskFlags
 
     kept = {MaskFlags.all_valid, MaskFlags.nodata, MaskFlags.alpha}
@@ -181,18 +153,14 @@ def mask_band(src) -> str | None:
 
 
 def palette_bands(src) -> tuple[int, ...]:
-    """The bands (1-based) of ``src`` whose colour interpretation is a palette, whose colour table rumi cannot store."""
+    """The bands (1-based) of ``src`` whose colour interpretation is a palette."""
     from rasterio.enums import ColorInterp
 
     return tuple(band for band, meaning in enumerate(src.colorinterp, 1) if meaning == ColorInterp.palette)
 
 
 def mask_note(where: str) -> str:
-    """What ``rumi convert`` prints when the source's GDAL mask band is not stored.
-
-    >>> mask_note("in.tif.msk").split(";")[0]
-    'the GDAL mask band (in in.tif.msk, beside the source) is not stored: rumi has no place for it'
-    """
+    """What ``rumi convert`` prints when the source's GDAL mask band is not stored."""
     place = "internal to the source" if where == "internal" else f"in {where}, beside the source"
     return (f"the GDAL mask band ({place}) is not stored: rumi has no place for it; masked pixels keep their "
             "stored values and read back as valid; burn it into nodata values, or write it as a band "
@@ -200,11 +168,7 @@ def mask_note(where: str) -> str:
 
 
 def palette_note(bands: tuple[int, ...]) -> str:
-    """What ``rumi convert`` prints when the source's colour table is not stored.
-
-    >>> palette_note((1,)).split(";")[0]
-    'the colour table (palette) of band 1 is not stored: rumi has no place for it'
-    """
+    """What ``rumi convert`` prints when the source's colour table is not stored."""
     named = ", ".join(str(band) for band in bands)
     return (f"the colour table (palette) of band{'s' if len(bands) > 1 else ''} {named} is not stored: rumi has "
             "no place for it; pixel values are the palette's indices, unchanged; expand it first "
@@ -212,16 +176,7 @@ def palette_note(bands: tuple[int, ...]) -> str:
 
 
 def gdal_cache_bytes(src) -> int:
-    """The bound on GDAL's block cache while ``src`` (an open rasterio dataset) is converted (docs/writing.md, "Memory").
-
-    >>> import rasterio, numpy as np, tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "strips.tif")
-    >>> with rasterio.open(path, "w", driver="GTiff", width=4096, height=64, count=1, dtype="uint16") as f:
-    ...     f.write(np.zeros((1, 64, 4096), "uint16"))
-    >>> with rasterio.open(path) as src:
-    ...     gdal_cache_bytes(src) == GDAL_CACHE_FLOOR
-    True
-    """
+    """The bound on GDAL's block cache while ``src`` is converted (docs/writing.md, "Memory")."""
     from rasterio.env import get_gdal_config
 
     block_rows = src.block_shapes[0][0]
@@ -232,7 +187,7 @@ def gdal_cache_bytes(src) -> int:
 
 @contextmanager
 def _gdal_cache(limit: int):
-    """GDAL's block cache bounded to ``limit`` bytes, then set back (``rasterio.Env`` does not: it is process-wide)."""
+    # set back by hand: rasterio.Env does not restore this process-wide setting
     from rasterio.env import get_gdal_config, set_gdal_config
 
     before = get_gdal_config("GDAL_CACHEMAX")
@@ -244,10 +199,7 @@ def _gdal_cache(limit: int):
 
 
 def identify_epsg(crs, min_confidence: int = CRS_CONFIDENCE) -> tuple[int, str]:
-    """The EPSG code of ``crs`` (WKT, a pyproj or rasterio CRS...), and ``"named"`` or ``"identified"``.
-
-    ``"identified"``: pyproj proposes the code at ``min_confidence`` or more and
-    its definition is equivalent to ``crs``.  Anything else is a ``ValueError``.
+    """``(EPSG code, "named" or "identified")`` of ``crs`` (WKT, pyproj or rasterio CRS); ``ValueError`` otherwise.
 
     >>> from pyproj import CRS
     >>> wkt = CRS.from_epsg(32633).to_wkt("WKT1_GDAL").replace("WGS 84 / UTM zone 33N", "UTM 33 North")

@@ -1,8 +1,4 @@
-"""What a DataArray brings to a write: its dimensions by name, its georeferencing, and what rumi cannot store.
-
-What rumi cannot store (nodata, scale and offset, GCPs, band labels) is named
-in a warning, never dropped without a word (docs/writing.md).
-"""
+"""What a DataArray brings to a write: dimensions by name, georeferencing, and what rumi cannot store."""
 
 from __future__ import annotations
 
@@ -14,21 +10,21 @@ import numpy as np
 from .blocks import refuse_masked
 
 
-#: GDAL types with no numpy twin (rioxarray's ``encoding["rasterio_dtype"]``; ``rumi convert`` reads them from
-#: rasterio), and the rumi sample type that keeps them exact, where numpy widens them to complex64/complex128.
-GDAL_SAMPLE_TYPES = {"complex_int16": "cint16", "complex_int32": "cint32"}
+#: The rumi sample type of the GDAL type numpy widens to complex64 (rioxarray's ``encoding["rasterio_dtype"]``).
+GDAL_SAMPLE_TYPES = {"complex_int16": "cint16"}
 
 
 class WriteInput(NamedTuple):
     """What ``write`` takes from its ``data`` argument."""
 
     values: object             #: numpy or Dask array, ``(B, Y, X)``
-    georeferencing: RioGeoreferencing | None  #: a DataArray's CRS and transform, as rioxarray sees them
-    encoding: dict             #: what a DataArray was read with (tile size, frame unit, raster type, sample type)
-    nodata: object = None      #: the value marking missing pixels in a DataArray (not stored: rumi has no place)
-    scaling: dict | None = None  #: a DataArray's scale and offset attributes that are not 1 and 0 (not stored)
-    gcps: int | None = None    #: how many ground control points georeference a DataArray (not stored), or ``None``
-    band_labels: tuple | None = None  #: ``(dimension, labels)`` of a band coordinate other than 1..B (not stored)
+    georeferencing: RioGeoreferencing | None
+    encoding: dict
+    # what a DataArray has that rumi cannot store, each named in a warning
+    nodata: object = None
+    scaling: dict | None = None
+    gcps: int | None = None
+    band_labels: tuple | None = None  #: ``(dimension, labels)``
 
 
 def as_band_array(data) -> WriteInput:
@@ -41,7 +37,7 @@ def as_band_array(data) -> WriteInput:
             values = values[None]
         if values.ndim != 3:
             raise ValueError(f"data must be (B, Y, X) or (Y, X), got shape {values.shape}")
-        refuse_masked(values)  # before any work; a Dask array's masked blocks are refused as they are computed
+        refuse_masked(values)  # a Dask array's blocks are refused as they are computed
         found = WriteInput(np.ma.getdata(values) if isinstance(values, np.ma.MaskedArray) else values, None, {})
     if 0 in found.values.shape:
         raise ValueError(f"cannot write an empty raster of shape {found.values.shape}")
@@ -49,7 +45,6 @@ def as_band_array(data) -> WriteInput:
 
 
 def _data_array_input(data) -> WriteInput:
-    """A DataArray's values as ``(band, y, x)``, its dimensions found by name, transposed lazily."""
     band, y, x = band_y_x(data)
     encoding = dict(data.encoding)
     if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
@@ -62,12 +57,7 @@ def _data_array_input(data) -> WriteInput:
 
 
 def band_y_x(data) -> tuple:
-    """The names of a DataArray's band (``None`` if 2-D), y and x dimensions (rioxarray's), whatever their order.
-
-    >>> import numpy as np, xarray as xr
-    >>> band_y_x(xr.DataArray(np.zeros((4, 5, 3)), dims=("y", "x", "band")))
-    ('band', 'y', 'x')
-    """
+    """The names of a DataArray's band (``None`` if 2-D), y and x dimensions (rioxarray's), whatever their order."""
     if data.ndim not in (2, 3):
         raise ValueError(f"a DataArray to write has a y, an x and at most one band dimension, got dims {data.dims}; "
                          "select one band dimension's worth with .sel or .isel")
@@ -83,7 +73,6 @@ def band_y_x(data) -> tuple:
 
 
 def _spatial_dims(data) -> tuple | None:
-    """rioxarray's ``(y_dim, x_dim)`` of ``data``, or ``None`` where it finds none."""
     try:
         import rioxarray  # noqa: F401  (registers the .rio accessor)
         from rioxarray.exceptions import MissingSpatialDimensionError
@@ -96,7 +85,7 @@ def _spatial_dims(data) -> tuple | None:
 
 
 def _named_spatial_dims(data) -> tuple | None:
-    """``(y, x)`` as rioxarray finds them (``XRasterBase.__init__``, rioxarray 0.19), for when it is not installed."""
+    """``(y, x)`` as rioxarray 0.19's ``XRasterBase.__init__`` finds them, for when it is not installed."""
     if "x" in data.dims and "y" in data.dims:
         return "y", "x"
     if "longitude" in data.dims and "latitude" in data.dims:
@@ -121,27 +110,16 @@ def _rio_georeferencing(data, y: str, x: str) -> RioGeoreferencing | None:
     return RioGeoreferencing(data, y, x, data.rio.crs)
 
 
-# --- georeferencing: the transform must put the pixels where the coordinates say --------------------------------
-
-
 class RioGeoreferencing(NamedTuple):
     """A DataArray's CRS, and its transform computed only when one is to be written."""
 
-    data: object  #: the DataArray as given: dimensions named with rio.set_spatial_dims are known to its accessor only
+    data: object  #: as given: dimensions named with rio.set_spatial_dims are known to its accessor only
     y: str
     x: str
-    crs: object   #: ``rio.crs``, or ``None``
+    crs: object
 
     def transform(self) -> tuple:
-        """rioxarray's ``rio.transform()``, refused where it would put pixels anywhere but at their coordinates
-        (docs/writing.md, "The transform a DataArray brings").
-
-        >>> import numpy as np, xarray as xr, rioxarray
-        >>> da = xr.DataArray(np.zeros((2, 3)), dims=("y", "x"),
-        ...                   coords={"y": [15.0, 5.0], "x": [5.0, 15.0, 25.0]}).rio.write_crs(4326)
-        >>> RioGeoreferencing(da, "y", "x", da.rio.crs).transform()
-        (10.0, 0.0, 0.0, 0.0, -10.0, 20.0)
-        """
+        """``rio.transform()``, refused unless it puts the pixels at their coordinates (docs/writing.md)."""
         stored = _stored_transform(self.data)
         if stored is not None and (stored[1] or stored[3]):
             return stored  # rotated: 1-D coordinates cannot express it, and rioxarray uses it as stored
@@ -159,14 +137,12 @@ class RioGeoreferencing(NamedTuple):
         return recalculated
 
     def _misplaced(self, transform) -> list[str]:
-        """The dimensions whose coordinates are not the pixel centres ``transform`` gives."""
         a, _, c, _, e, f = transform
         return [dim for dim, origin, resolution in ((self.y, f, e), (self.x, c, a))
                 if not _on_grid(self.data, dim, origin, resolution)]
 
 
 def _stored_transform(data) -> tuple | None:
-    """The transform rioxarray keeps (``GeoTransform`` of the grid mapping, else a ``transform`` attribute), if any."""
     grid_mapping = data.rio.grid_mapping
     if grid_mapping in data.coords and "GeoTransform" in data.coords[grid_mapping].attrs:
         text = str(data.coords[grid_mapping].attrs["GeoTransform"])
@@ -186,7 +162,6 @@ def _coordinates(data, dim: str) -> np.ndarray | None:
 
 
 def _check_spacing_known(data, dim: str) -> None:
-    """Refuse a dimension whose pixel size neither a stored transform nor two coordinates say."""
     values = _coordinates(data, dim)
     if values is not None and values.size >= 2:
         return
@@ -198,7 +173,6 @@ def _check_spacing_known(data, dim: str) -> None:
 
 
 def _irregular(data, dim: str) -> ValueError:
-    """The refusal of coordinates that no transform reproduces, with the steps between them."""
     steps = np.diff(_coordinates(data, dim))
     between = f" (steps from {steps.min():g} to {steps.max():g})" if steps.size else ""
     return ValueError(
@@ -208,8 +182,7 @@ def _irregular(data, dim: str) -> ValueError:
 
 
 def _on_grid(data, dim: str, origin: float, resolution: float) -> bool:
-    """Whether the pixel centres ``origin + resolution * (i + 0.5)`` are ``dim``'s coordinates (where it has them),
-    within a thousandth of a pixel plus the coordinates' own precision (a float32 northing's half metre)."""
+    """Whether ``dim``'s coordinates are the pixel centres, within 1/1000 pixel plus their own precision."""
     values = _coordinates(data, dim)
     if values is None:
         return True
@@ -221,22 +194,12 @@ def _on_grid(data, dim: str, origin: float, resolution: float) -> bool:
     return bool(np.all(np.abs(centres - values) <= 1e-3 * abs(resolution) + precision))
 
 
-# --- ground control points: not an affine transform, so rumi cannot store them -------------------------------------
-
-
 class GcpsNotStoredWarning(UserWarning):
     """The array written was georeferenced by ground control points, which a rumi file cannot record."""
 
 
 def gcp_count(data) -> int | None:
-    """How many GCPs rioxarray keeps for a DataArray (the ``gcps`` attribute of its grid mapping), else ``None``.
-
-    >>> import numpy as np, xarray as xr
-    >>> da = xr.DataArray(np.zeros((2, 2)), dims=("y", "x"), coords={"spatial_ref": ((), 0, {
-    ...     "gcps": '{"type": "FeatureCollection", "features": [{}, {}, {}]}'})})
-    >>> gcp_count(da), gcp_count(da.drop_vars("spatial_ref"))
-    (3, None)
-    """
+    """How many GCPs rioxarray keeps for a DataArray (its grid mapping's ``gcps``), else ``None``."""
     name = data.encoding.get("grid_mapping", data.attrs.get("grid_mapping", "spatial_ref"))
     if name not in data.coords or "gcps" not in data.coords[name].attrs:
         return None
@@ -249,18 +212,11 @@ def gcp_count(data) -> int | None:
 
 
 def gcps_note(count: int) -> str:
-    """What ``write`` warns when a DataArray georeferenced by GCPs is written without them.
-
-    >>> gcps_note(210).split(";")[0]
-    'the DataArray is georeferenced by 210 ground control points (GCPs), which are not stored'
-    """
+    """What ``write`` warns when a DataArray georeferenced by GCPs is written without them."""
     points = f"{count} ground control points" if count else "ground control points"
     return (f"the DataArray is georeferenced by {points} (GCPs), which are not stored; rumi stores only an affine "
             "transform, so the file has no georeferencing; warp it to an affine grid first "
             "(da.rio.reproject(da.rio.crs) uses the GCPs), or pass crs= and transform= to write your own")
-
-
-# --- band labels: a rumi file numbers its bands 1..B, whatever they were called -----------------------------------
 
 
 class BandLabelsNotStoredWarning(UserWarning):
@@ -268,13 +224,7 @@ class BandLabelsNotStoredWarning(UserWarning):
 
 
 def changed_band_labels(data, band: str | None) -> tuple | None:
-    """``(band dimension, its labels)`` when they are not 1..B, what the file reads back as; else ``None``.
-
-    >>> import numpy as np, xarray as xr
-    >>> da = xr.DataArray(np.zeros((2, 4, 5)), dims=("band", "y", "x"), coords={"band": [3, 1]})
-    >>> changed_band_labels(da, "band")
-    ('band', array([3, 1]))
-    """
+    """``(band dimension, its labels)`` when they are not 1..B, what the file reads back as; else ``None``."""
     if band is None or band not in data.coords:
         return None
     labels = np.asarray(data.coords[band].values)
@@ -284,20 +234,13 @@ def changed_band_labels(data, band: str | None) -> tuple | None:
 
 
 def band_labels_note(dimension: str, labels) -> str:
-    """What ``write`` warns when band labels other than 1..B are dropped (long lists abbreviated).
-
-    >>> band_labels_note("time", np.arange(10)).split(";")[1]
-    " dimension 'time' labelled [0, 1, 2, ..., 8, 9] reads back as band 1..10, in the order written"
-    """
+    """What ``write`` warns when band labels other than 1..B are dropped (long lists abbreviated)."""
     labels = np.asarray(labels)
     texts = (list(np.datetime_as_string(labels, unit="auto")) if labels.dtype.kind == "M"
              else [_number_text(v) if labels.dtype.kind in "iuf" else str(v) for v in labels.tolist()])
     shown = texts if len(texts) <= 6 else texts[:3] + ["..."] + texts[-2:]
     return (f"band labels are not stored: rumi has no place for them; dimension {dimension!r} labelled "
             f"[{', '.join(shown)}] reads back as band 1..{len(texts)}, in the order written")
-
-
-# --- nodata: rumi has no place for it, so a write says so -----------------------------------------------------
 
 
 class NodataNotStoredWarning(UserWarning):
@@ -315,7 +258,7 @@ def nodata_note(value) -> str:
 
 
 def _number_text(value) -> str:
-    """``-9999``, ``nan``, ``0.5``: a number as a person writes it (numpy scalars in their own precision)."""
+    """``-9999``, ``nan``, ``0.5``: numpy scalars in their own precision."""
     if np.iscomplexobj(value):  # float() of a numpy complex warns and drops the imaginary part
         if np.imag(value) != 0:
             return str(value)
@@ -330,7 +273,6 @@ def _number_text(value) -> str:
 
 
 def _nodata(data):
-    """The value marking missing pixels in a DataArray, as rioxarray's ``rio.nodata`` finds it, or ``None``."""
     try:
         import rioxarray  # noqa: F401  (registers the .rio accessor)
     except ImportError:
@@ -342,7 +284,7 @@ def _nodata(data):
 
 
 def _attribute_nodata(data):
-    """``rio.nodata`` without rioxarray: where rioxarray and xarray keep it, in the same order."""
+    """``rio.nodata`` without rioxarray, looked up in rioxarray's order."""
     encoded = data.encoding.get("_FillValue")
     if encoded is not None:  # masked when read: the missing pixels are NaN in memory
         return np.nan if data.dtype.kind in "fc" else encoded
@@ -353,23 +295,16 @@ def _attribute_nodata(data):
     return listed[0] if listed else None
 
 
-# --- scale and offset: rumi has no place for them either, so a write of raw values says so -------------------------
-
-
 class ScaleNotStoredWarning(UserWarning):
     """The array written carried a scale or an offset in its attributes, which a rumi file cannot record."""
 
 
-#: The attributes that say how raw values scale (CF's, and rioxarray's per band), and their identity values.
+#: CF's and rioxarray's (per band) scaling attributes, and the values that change nothing.
 _SCALING = {"scale_factor": 1, "add_offset": 0, "scales": 1, "offsets": 0}
 
 
 def scale_note(scaling: dict) -> str:
-    """What ``write`` warns when raw values carried a scale or an offset: their attribute names and values.
-
-    >>> scale_note({"scale_factor": 0.01, "add_offset": -273.15}).split(";")[0]
-    'scale_factor 0.01 and add_offset -273.15 are not stored: rumi has no place for them'
-    """
+    """What ``write`` warns when raw values carried a scale or an offset: their attribute names and values."""
     plural = len(scaling) > 1 or any(name in ("scales", "offsets") for name in scaling)
     verb, pronoun = ("are", "them") if plural else ("is", "it")
     named = " and ".join(f"{name} {_scaling_text(value)}" for name, value in scaling.items())
@@ -379,15 +314,13 @@ def scale_note(scaling: dict) -> str:
 
 
 def _scaling_text(value) -> str:
-    """``0.01``, or ``(0.5, 1)`` for rioxarray's per-band ``scales``."""
     if np.ndim(value) == 0:
         return _number_text(value)
     return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
 
 
 def scaling_attributes(data) -> dict | None:
-    """The scale and offset attributes (on raw values) of a DataArray that change its values, or ``None``;
-    decoded data keeps them in its encoding, holding the scaled values written (docs/writing.md)."""
+    """A DataArray's scale and offset attributes that change its values, or ``None`` (decoded data has none)."""
     changing = {}
     for name, identity in _SCALING.items():
         value = data.attrs.get(name)

@@ -1,8 +1,4 @@
-"""Encoded frames in frame order, from a numpy array or a Dask array, a few frames or windows in memory.
-
-Frames are compressed on the process's threads (the encoder releases the
-GIL), or on a distributed cluster's workers (``cluster.py``).
-"""
+"""Encoded frames in frame order from numpy or Dask, a few frames or windows in memory."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from ..runtime.threads import computing_threads, ordered_map
 from .blocks import check_frame_block, checked_blocks
 from .cluster import ClusterSession, holds_only_data
 
-#: Dask computes about this many bytes of frames at a time; at most two such windows are in memory.
+#: At most two such windows of frames are in memory.
 LOCAL_WINDOW_BYTES = 16 * 2**20
 
 
@@ -28,8 +24,7 @@ def _encode_one(block, index: int, grid: FrameGrid, dtype: np.dtype, sample: Sam
     return recipes.encode(sample.encode(np.asarray(block)), cache)
 
 
-# Each write encodes with graphs of its own (a ThreadCache), dropped when it ends: graphs kept from one write to
-# the next made later writes slower, glibc trimming the heap on every encode (docs/benchmarks.md).
+# Each write has its own ThreadCache: graphs kept across writes slow later ones (docs/benchmarks.md).
 
 
 def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
@@ -55,14 +50,7 @@ def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes:
 
 
 class DaskFrames:
-    """A Dask array's frames, computed a window at a time on the cluster, else by ``dask.compute``.
-
-    >>> import dask.array as da
-    >>> grid = FrameGrid(64, 32, 32, 32, 1)
-    >>> frames = DaskFrames(da.arange(2048, dtype="uint16").reshape(1, 32, 64), grid)
-    >>> [int(block[0, 0, 0]) for block in frames.compute([1, 0])]
-    [32, 0]
-    """
+    """A Dask array's frames, computed a window at a time on the cluster, else by ``dask.compute``."""
 
     def __init__(self, array, grid: FrameGrid, cluster: ClusterSession | None = None):
         self.source = array
@@ -78,10 +66,8 @@ class DaskFrames:
 
     @functools.cached_property
     def array(self):
-        """The source rechunked to the frame grid, for ``dask.compute``: one ``Delayed`` a window, not a frame
-        (Dask's cost per collection), without Dask's array optimisation (it changed no task; docs/benchmarks.md)."""
-        # a rechunk takes a block's declared rows, so a longer block would be cut silently: blocks are checked
-        # before it (blocks that are frames are checked when encoded)
+        """The source rechunked to frames: one unoptimised ``Delayed`` a window (docs/benchmarks.md)."""
+        # a rechunk cuts a longer block to its declared rows without a word: check before
         source, frame_chunks = self.source, self._grid.frame_chunks
         return (source if source.chunks == frame_chunks else checked_blocks(source)).rechunk(frame_chunks)
 
@@ -90,18 +76,11 @@ class DaskFrames:
         return self.array.to_delayed(optimize_graph=False)
 
     def block(self, k: int):
-        """Frame ``k``'s block, a ``Delayed``."""
         row, col, band = self._grid.frame_location(k)
         return self._blocks[band, row, col]
 
     def frames_per_block(self) -> int | None:
-        """Frames in each source block when blocks span the width and whole frame rows (``convert``'s), else ``None``.
-
-        >>> import dask.array as da
-        >>> DaskFrames(da.zeros((2, 96, 64), chunks=(2, 64, 64)), FrameGrid(64, 96, 32, 32, 2)).frames_per_block()
-        8
-        >>> DaskFrames(da.zeros((1, 64, 64), chunks=(1, 64, 32)), FrameGrid(64, 64, 32, 32, 1)).frames_per_block()
-        """
+        """Frames in each source block when blocks span the width and whole frame rows, else ``None``."""
         bands, rows, cols = self.source_chunks
         grid = self._grid
         if len(bands) != 1 or len(cols) != 1 or len(set(rows[:-1])) > 1 or rows[0] % grid.tile_length:
@@ -110,7 +89,6 @@ class DaskFrames:
         return frame_rows * grid.tiles_across * grid.frames_per_position
 
     def compute(self, indices) -> list:
-        """The blocks of frames ``indices``, in order."""
         import dask
         from dask.base import tokenize
 
@@ -130,15 +108,7 @@ def _listed(*blocks) -> list:
 
 def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
                          workers: int | None = None):
-    """Encoded frames in frame order, a window of frames at a time (compressed while the next is computed).
-
-    >>> import dask.array as da
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> grid = FrameGrid(64, 32, 32, 32, 1)
-    >>> source = DaskFrames(da.zeros((1, 32, 64), "uint8", chunks=(1, 16, 16)), grid)
-    >>> len(list(dask_encoded_frames(source, grid, sample_type_from_name("uint8"), (Recipes("id>zstd"),))))
-    2
-    """
+    """Encoded frames in frame order, a window of frames at a time (compressed while the next is computed)."""
     if source.cluster is not None:
         yield from _cluster_encoded_frames(source, grid, sample, recipes)
         return
@@ -155,13 +125,11 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
         k, block = item
         return _encode_one(block, k, grid, source.dtype, sample, recipes[k % grid.frames_per_position], cache)
 
-    # a window in flight while the next is computed: at most two windows of blocks in memory
     yield from ordered_map(encode, blocks(), in_flight=window)
 
 
 def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: int) -> int:
-    """Frames computed at a time: about ``LOCAL_WINDOW_BYTES``, in whole source blocks when they span the width
-    (a window ending inside a block computes it again for the next; docs/writing.md, "Memory")."""
+    """Frames computed at a time: about ``LOCAL_WINDOW_BYTES``, in whole source blocks (docs/writing.md, "Memory")."""
     window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
     per_block = source.frames_per_block()
     if per_block is None:

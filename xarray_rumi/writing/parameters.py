@@ -9,13 +9,11 @@ import numpy as np
 from ..format.grid import FrameGrid, FrameUnit
 from ..format.ifd import FIELD_MAXIMA, IMAGE_LENGTH, IMAGE_WIDTH, SAMPLES_PER_PIXEL, TAG_NAMES, TILE_LENGTH, TILE_WIDTH
 
-#: The largest tile side: TileWidth and TileLength are TIFF SHORTs (and uint16 in the blob).
 MAX_TILE_SIDE = min(FIELD_MAXIMA[TILE_WIDTH], FIELD_MAXIMA[TILE_LENGTH])
 
 
 def tile_shape(tile_size) -> tuple[int, int]:
-    """``(tile_length, tile_width)`` from an int or a pair of ints, each 1..65535; ``TypeError`` for anything
-    else (a float, a bool, a string), ``ValueError`` out of range.
+    """``(tile_length, tile_width)`` from an int or a pair of ints; ``TypeError`` otherwise, ``ValueError`` out of range.
 
     >>> tile_shape(256), tile_shape((128, np.int64(64)))
     ((256, 256), (128, 64))
@@ -35,7 +33,6 @@ def tile_shape(tile_size) -> tuple[int, int]:
 
 
 def _is_count(value) -> bool:
-    """An int or a numpy integer, never a bool (``True`` is not a tile size)."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
@@ -60,26 +57,14 @@ def parse_frame_unit(value) -> FrameUnit | None:
 
 
 def check_storage_options(storage_options) -> None:
-    """Refuse ``storage_options`` that are not a mapping (or ``None``) before any work.
-
-    >>> check_storage_options("anon")
-    Traceback (most recent call last):
-    ...
-    TypeError: storage_options must be a dict of fsspec options or None, got 'anon' (a str)
-    """
+    """Refuse ``storage_options`` that are not a mapping (or ``None``) before any work."""
     if storage_options is not None and not isinstance(storage_options, Mapping):
         raise TypeError(f"storage_options must be a dict of fsspec options or None, got {storage_options!r} "
                         f"(a {type(storage_options).__name__})")
 
 
 def check_fits_tiff(grid: FrameGrid) -> None:
-    """Refuse an image whose size does not fit its TIFF field (the IFD is built last), from the shape alone.
-
-    >>> check_fits_tiff(FrameGrid(2**32, 1, 65535, 1, 1))
-    Traceback (most recent call last):
-    ...
-    ValueError: an image 4294967296 px wide does not fit a TIFF file: ImageWidth is at most 4294967295 px; write it as several images
-    """
+    """Refuse an image whose size does not fit its TIFF field, from the shape alone (the IFD is built last)."""
     sizes = ((IMAGE_WIDTH, grid.image_width, "an image {} px wide", "px"),
              (IMAGE_LENGTH, grid.image_length, "an image {} px tall", "px"),
              (SAMPLES_PER_PIXEL, grid.samples_per_pixel, "an image of {} bands", "bands"))

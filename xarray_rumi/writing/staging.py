@@ -13,7 +13,6 @@ from ..io.source import ByteSource
 from ..io.urls import absolute, is_local, local_path
 from ..runtime.threads import cancel_or_wait, in_background
 
-#: A local file is handed to the disk each time this much more has been written.
 WRITEBACK_BYTES = 4 * 2**20
 
 
@@ -71,18 +70,16 @@ def same_place(first, second) -> bool:
     first, second = local_path(first), local_path(second)
     if os.path.exists(first) and os.path.exists(second):
         return os.path.samefile(first, second)
-    # a file not there yet: the same name once links in its folders are resolved
     return os.path.realpath(first) == os.path.realpath(second)
 
 
 def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
     """Raise ``ValueError`` when writing one of ``outputs`` would replace one of ``inputs``, or another output.
 
-    >>> refuse_overwriting(["a.rumi"], ["a.rumi.json", "b.rumi.json"])
-    >>> refuse_overwriting(["a.rumi", "a.rumi.header"], ["./a.rumi.header"], "the raster's blob")
+    >>> refuse_overwriting(["a.rumi"], ["./a.rumi"])
     Traceback (most recent call last):
     ...
-    ValueError: the output is the input: writing ./a.rumi.header would replace a.rumi.header (the raster's blob); ...
+    ValueError: the output is the input: writing ./a.rumi would replace a.rumi (an input); choose another output
     """
     outputs = [os.fspath(o) for o in outputs]
     for number, written in enumerate(outputs):
@@ -97,32 +94,16 @@ def refuse_overwriting(inputs, outputs, what: str = "an input") -> None:
 
 
 def write_small(target: ByteSource, data: bytes) -> None:
-    """Write ``data`` at ``target`` whole or not at all.
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "blob.header")
-    >>> write_small(ByteSource.of(path), b"blob")
-    >>> open(path, "rb").read()
-    b'blob'
-    """
+    """Write ``data`` at ``target`` whole or not at all."""
     with staged(target) as f:
         f.write(data)
 
 
 @contextlib.contextmanager
 def staged_directory(target: ByteSource, *, last=()):
-    """A local directory to fill, which appears at ``target`` when the block ends, or not at all.
+    """A local directory to fill that appears at ``target`` when the block ends, or not at all.
 
     Remotely the names in ``last`` (what a reader opens first) are uploaded after all the others.
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "refs.parq")
-    >>> with staged_directory(ByteSource.of(path)) as built:
-    ...     _ = open(os.path.join(built, "part.0"), "wb").write(b"rows")
-    ...     os.path.exists(path)
-    False
-    >>> os.listdir(path)
-    ['part.0']
     """
     parent = os.path.dirname(os.path.abspath(target.local_path)) if target.is_local else None
     with tempfile.TemporaryDirectory(dir=parent, prefix=".rumi-") as staging:
@@ -137,7 +118,7 @@ def staged_directory(target: ByteSource, *, last=()):
 
 
 def _replace_directory(built: str, path: str, previous: str) -> None:
-    """Rename ``built`` to ``path``, an older ``path`` moved aside to ``previous`` (and back if that fails)."""
+    """Rename ``built`` to ``path``, an older ``path`` moved aside to ``previous`` and back on failure."""
     if os.path.lexists(path):
         os.replace(path, previous)
     try:
@@ -149,7 +130,6 @@ def _replace_directory(built: str, path: str, previous: str) -> None:
 
 
 def _upload_directory(fs, built: str, path: str, last) -> None:
-    """Upload the files under ``built`` to ``path``, those named in ``last`` last."""
     files = sorted(
         (os.path.relpath(os.path.join(root, name), built) for root, _, names in os.walk(built) for name in names),
         key=lambda name: (name in last, name),
@@ -168,19 +148,12 @@ def _upload_directory(fs, built: str, path: str, last) -> None:
 
 
 class Writeback:
-    """Hands a staged local file to the disk while later frames are still being encoded.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryFile() as f, Writeback(f) as writeback:
-    ...     writeback.wrote(f.write(b"frame"))
-    5
-    """
+    """Hands a staged local file to the disk every ``WRITEBACK_BYTES`` while later frames are encoded."""
 
     def __init__(self, f):
         self._f, self._unflushed, self._flushing = f, 0, None
 
     def wrote(self, count: int) -> int:
-        """Note ``count`` more bytes written; returns ``count``."""
         self._unflushed += count
         if self._f is not None and self._unflushed >= WRITEBACK_BYTES and (
                 self._flushing is None or self._flushing.done()):
@@ -206,7 +179,6 @@ class Writeback:
 
 
 def _release(descriptor: int) -> None:
-    """Close a replaced file's descriptor in the background: that frees its blocks (see :func:`_hold`)."""
     try:
         in_background(os.close, descriptor)
     except RuntimeError:  # the interpreter is shutting down: no new threads
@@ -214,11 +186,8 @@ def _release(descriptor: int) -> None:
 
 
 def _hold(path: str) -> int | None:
-    """A descriptor that keeps the file at ``path`` alive past its replacement, or ``None``.
-
-    Freeing a replaced file's blocks (slow where the file system trims them on ``discard``) then waits for
-    :func:`_release`, off the rename.
-    """
+    """A descriptor that keeps a replaced file alive, so freeing its blocks (slow with ``discard``) waits for
+    :func:`_release`, off the rename; or ``None``."""
     if os.name != "posix":
         return None
     try:
@@ -229,7 +198,7 @@ def _hold(path: str) -> int | None:
 
 
 def _anonymous_file(directory: str | None):
-    """``(file, name)``: an unnamed file in ``directory`` where possible (``name`` None)."""
+    """``(file, name)``, ``name`` ``None`` for an unnamed ``O_TMPFILE`` file."""
     flags = getattr(os, "O_TMPFILE", 0)
     if flags:
         try:
@@ -246,10 +215,8 @@ def _anonymous_file(directory: str | None):
 
 
 def _link_anonymous(f, directory: str) -> str:
-    """Give an ``O_TMPFILE`` file a temporary name in ``directory``, to rename it into place."""
     name = os.path.join(directory, f".rumi-{os.getpid()}-{uuid.uuid4().hex}.tmp")
-    # CPython calls linkat(AT_SYMLINK_FOLLOW), which an O_TMPFILE link needs, only
-    # when a dir_fd is given; the absolute paths make the dir_fd itself irrelevant.
+    # CPython passes AT_SYMLINK_FOLLOW, which an O_TMPFILE link needs, only with a dir_fd (irrelevant here)
     root = os.open("/", os.O_RDONLY)
     try:
         os.link(f"/proc/self/fd/{f.fileno()}", name, src_dir_fd=root, follow_symlinks=True)

@@ -1,11 +1,4 @@
-"""Writing compliant rumi files from numpy, xarray and Dask: the entry point.
-
-Recipes are chosen on a few sample frames (``frames/choose.py``), frames are
-encoded in frame-index order with a bounded number in flight
-(``encoded.py``), and streamed to a staging file after the fixed-size
-prefix, which is renamed into place only when complete (``staging.py``): a
-failure leaves nothing at the target path.
-"""
+"""Writing rumi files from numpy, xarray and Dask: the entry point (docs/writing.md, docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -35,9 +28,7 @@ from .staging import Writeback, staged, write_small
 
 logger = logging.getLogger(__name__)
 
-#: What a DataArray read from a rumi file keeps in its encoding, and the defaults otherwise.  Tile frames
-#: unless asked: the frame unit is part of what a Cube's images share, so it must not depend on the data
-#: (``frame_unit="auto"`` lets ``compression="auto"`` choose; docs/writing.md).
+# tile frames unless asked: a Cube's images share the frame unit, so it must not depend on the data
 _DEFAULTS = {"tile_size": 512, "frame_unit": "tile", "raster_type": "area"}
 
 
@@ -45,16 +36,10 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
           sample_type=None, compression="auto", storage_options=None, write_header=True, progress=None) -> bytes:
     """Write ``data`` as a rumi file at ``path`` (any fsspec URL) and return its header blob.
 
-    ``data`` is a numpy or Dask array ``(B, Y, X)`` or ``(Y, X)``, or a
-    DataArray taken by dimension name, bringing its CRS, transform and
-    encoding; what rumi cannot store (nodata, scale, band labels, GCPs) is
-    named in a warning, a masked array is refused.  Arguments left as
-    ``None`` come from a DataArray's encoding, else 512, ``"tile"``,
-    ``"area"`` and the dtype's own type.  Dask data is computed a window of
-    frames at a time, on a distributed client's workers when it is Dask's
-    scheduler.  A failure leaves nothing at ``path``.  With ``write_header``
-    the blob is also stored as ``<path>.header``; ``progress(1)`` is called
-    after each frame.  The rules, one by one: docs/writing.md.
+    ``data``: numpy or Dask ``(B, Y, X)`` or ``(Y, X)``, or a DataArray read by dimension name, its CRS,
+    transform and encoding used where arguments are ``None``.  What rumi cannot store is named in a warning;
+    a failure leaves nothing at ``path``.  ``write_header`` also stores ``<path>.header``; ``progress(1)``
+    follows each frame.  The rules: docs/writing.md.
 
     >>> import numpy as np, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
@@ -87,12 +72,12 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     chosen_unit = named_unit is None
     unit = FrameUnit.TILE if chosen_unit else named_unit
     grid = FrameGrid(width, length, tile_width, tile_length, bands, unit)
-    check_fits_tiff(grid)  # the IFD is built last: its fields' limits are checked first
+    check_fits_tiff(grid)  # the IFD is built last
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
     may_use_cells = chosen_unit and _cells_allowed(grid, sample)
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
-    from dask import is_dask_collection  # imported here: importing xarray_rumi does not load Dask
+    from dask import is_dask_collection  # importing xarray_rumi does not load Dask
 
     lazy = is_dask_collection(array)
     workers = computing_threads()
@@ -141,7 +126,7 @@ def _checked(block, index: int, grid: FrameGrid, dtype):
 
 
 def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
-    """Whether a cell grid of these tiles is within what a reader accepts, so that the writer may choose it."""
+    """Whether a cell grid of these tiles is within what a reader accepts."""
     try:
         dataclasses.replace(tiles, frame_unit=FrameUnit.CELL).check(DEFAULT_LIMITS,
                                                                     bytes_per_sample=sample.bytes_per_sample)
@@ -151,7 +136,6 @@ def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
 
 
 def _sample_type(requested, encoding, array) -> SampleType:
-    """``sample_type=``, else the one the array was read with (encoding), else its dtype's own."""
     dtype = array.dtype
     if requested is not None:
         return requested if isinstance(requested, SampleType) else sample_type_from_name(requested)
@@ -161,8 +145,7 @@ def _sample_type(requested, encoding, array) -> SampleType:
             return candidate
     gdal = GDAL_SAMPLE_TYPES.get(encoding.get("rasterio_dtype"))
     if gdal is not None and sample_type_from_name(gdal).dtype == dtype:
-        # rioxarray widened a complex integer GeoTIFF to complex floats; keep its type as rumi convert does, but
-        # only for values in memory that fit it exactly: Dask data would have to be computed twice to know
+        # rioxarray widened complex integers; kept for values in memory that fit (Dask would compute twice)
         candidate = sample_type_from_name(gdal)
         if isinstance(array, np.ndarray) and _fits(candidate, array):
             return candidate
@@ -184,7 +167,6 @@ def _reporting(frames, progress):
 
 
 def _write_atomically(target: ByteSource, grid: FrameGrid, frames, make_prefix) -> np.ndarray:
-    """Write encoded frames after room for the prefix, then the prefix, then publish."""
     with staged(target) as f:
         f.seek(base_frame_offset(grid))
         with Writeback(f if target.is_local else None) as writeback:
