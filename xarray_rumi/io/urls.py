@@ -1,22 +1,15 @@
-"""Paths and URLs: telling them apart (a ``file://`` URL is local), and the one form each consumer wants.
-
-No percent-encoding: fsspec, obstore and Kerchunk take a path with a space as it is.
-"""
+"""Paths and URLs: telling them apart, and the one form each consumer wants (unencoded: fsspec, obstore and
+Kerchunk take a path with a space as it is)."""
 
 from __future__ import annotations
 
 import os
 
-#: The scheme of a local file written as a URL.
 FILE_SCHEME = "file://"
 
 
 def is_url(location) -> bool:
-    """Whether ``location`` is written as a URL (``file://`` included), not as a bare path.
-
-    >>> is_url("s3://bucket/a.rumi"), is_url("file:///data/a.rumi"), is_url("data/a.rumi")
-    (True, True, False)
-    """
+    """Whether ``location`` is written as a URL (``file://`` included), not as a bare path."""
     return "://" in os.fspath(location)
 
 
@@ -31,11 +24,7 @@ def is_local(location) -> bool:
 
 
 def local_path(location) -> str:
-    """The path of a local ``location``: a bare path as it is, a ``file://`` URL without its scheme.
-
-    >>> local_path("file:///data/a.rumi"), local_path("data/a.rumi")
-    ('/data/a.rumi', 'data/a.rumi')
-    """
+    """The path of a local ``location``: a bare path as it is, a ``file://`` URL without its scheme."""
     return os.fspath(location).removeprefix(FILE_SCHEME)
 
 
