@@ -41,11 +41,7 @@ class Request:
 
 
 def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST) -> list[Request]:
-    """Merged requests, in file order: non-empty ranges at most ``max_gap`` apart within ``max_request`` bytes.
-
-    >>> [(r.start, r.stop, r.ranges) for r in plan_requests([0, 10, 100, 30], [10, 20, 110, 40], max_gap=5)]
-    [(0, 20, (0, 1)), (30, 40, (3,)), (100, 110, (2,))]
-    """
+    """Merged requests, in file order: non-empty ranges at most ``max_gap`` apart within ``max_request`` bytes."""
     order = sorted((i for i in range(len(starts)) if stops[i] > starts[i]), key=lambda i: (starts[i], stops[i]))
     requests: list[Request] = []
     start = stop = 0
@@ -65,12 +61,7 @@ def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = M
 
 
 def split_answers(starts, stops, requests: list[Request], answers: list) -> list:
-    """Each range's bytes cut from its request's answer (an answer longer than its request: whole), or its error.
-
-    >>> requests = plan_requests([4, 0], [6, 2], max_gap=2)
-    >>> split_answers([4, 0], [6, 2], requests, [b"abc"])
-    [b'', b'ab']
-    """
+    """Each range's bytes cut from its request's answer (an answer longer than its request: whole), or its error."""
     out: list = [b""] * len(starts)
     for request, answer in zip(requests, answers):
         for i, piece in zip(request.ranges, _split(starts, stops, request, answer)):
@@ -92,12 +83,6 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
     """The unchecked bytes of each range of ``path`` on ``fs``, or the exception its request raised.
 
     ``on_ready(positions, pieces)`` gets each request's exact ranges as it completes; they return as :class:`HandedOn`.
-
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> fs.pipe("/engine-example.bin", b"0123456789")
-    >>> fetch_ranges(fs, "/engine-example.bin", [6, 0, 2], [8, 2, 4])
-    [b'67', b'01', b'23']
     """
     starts, stops = [int(s) for s in starts], [int(s) for s in stops]
     requests = plan_requests(starts, stops, max_gap=max_gap, max_request=max_request)

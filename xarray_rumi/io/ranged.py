@@ -18,12 +18,7 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
 def reports_versions(fs) -> bool:
-    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3).
-
-    >>> import fsspec
-    >>> reports_versions(fsspec.filesystem("http")), reports_versions(fsspec.filesystem("memory"))
-    (True, False)
-    """
+    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3)."""
     return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
 
 

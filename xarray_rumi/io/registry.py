@@ -25,15 +25,7 @@ class StoreStatusError(OSError):
 
 
 def as_os_error(exc: BaseException) -> BaseException:
-    """``exc``, an obstore error, as the ``OSError`` that says the same: missing, refused, a status, in transit.
-
-    >>> from xarray_rumi.io.retry import is_transient
-    >>> class GenericError(Exception): pass
-    >>> error = as_os_error(GenericError("Error performing GET http://h/a - Server returned non-2xx status code: "
-    ...                                  "503 Service Unavailable\\n\\nDebug source: ..."))
-    >>> error.status, is_transient(error), str(error)
-    (503, True, 'Error performing GET http://h/a - Server returned non-2xx status code: 503 Service Unavailable')
-    """
+    """``exc``, an obstore error, as the ``OSError`` that says the same: missing, refused, a status, in transit."""
     if isinstance(exc, OSError):   # obstore raises FileNotFoundError itself for a missing object
         return exc
     message = str(exc).split("\n\nDebug source:")[0].strip() or type(exc).__name__

@@ -127,17 +127,7 @@ def _status(exc: BaseException | None) -> int | None:
 
 
 def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
-    """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it.
-
-    >>> calls = []
-    >>> def flaky():
-    ...     calls.append(1)
-    ...     if len(calls) < 3:
-    ...         raise ConnectionResetError("dropped")
-    ...     return b"ok"
-    >>> retried(flaky, policy=RetryPolicy(backoff=0.0), describe="bytes 0-2 of x"), len(calls)
-    (b'ok', 3)
-    """
+    """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it."""
     waits = policy.waits()
     for attempt in range(1, policy.attempts + 1):
         try:

@@ -25,12 +25,7 @@ from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
 
 class FileEndedError(OSError):
-    """A range that runs past the end of the file, which is ``size`` bytes: asking again gets the same.
-
-    >>> error = FileEndedError("x.rumi", 100, 300, 250)
-    >>> str(error), error.missing
-    ('short read from x.rumi: bytes 100-300 run past its end at byte 250 (50 bytes missing)', 50)
-    """
+    """A range that runs past the end of the file, which is ``size`` bytes: asking again gets the same."""
 
     def __init__(self, url: str, start: int, stop: int, size: int) -> None:
         self.url, self.start, self.stop, self.size = url, start, stop, size
@@ -135,19 +130,7 @@ class ByteSource:
         return self._pin.identity
 
     def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
-        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version.
-
-        >>> import tempfile, pathlib, os
-        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
-        >>> source = ByteSource(str(p))
-        >>> source.pin().size
-        6
-        >>> _ = p.write_bytes(b"abcdefgh")
-        >>> source.read(0, 2)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        xarray_rumi.io.versions.FileChangedError: ... changed since it was opened: it was 6 bytes, ...
-        """
+        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version."""
         pinned = self._pin.identity
         if pinned is not None:
             return pinned
@@ -373,13 +356,7 @@ def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], in
 
 def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
                max_size: int | None = None, claimed_size=None) -> bytes:
-    """A whole small file, at most ``max_size + 1`` bytes; ``claimed_size(first_bytes)``: the length it claims.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.rumi.header"; _ = p.write_bytes(b"blob")
-    >>> read_bytes(p, max_size=2)
-    b'blo'
-    """
+    """A whole small file, at most ``max_size + 1`` bytes; ``claimed_size(first_bytes)``: the length it claims."""
     url = os.fspath(path_or_url)
     limit = None if max_size is None else max_size + 1
     if is_local(url):

@@ -14,11 +14,7 @@ def is_url(location) -> bool:
 
 
 def is_local(location) -> bool:
-    """Whether ``location`` is a file on this machine: a bare path or a ``file://`` URL.
-
-    >>> is_local("data/a.rumi"), is_local("file:///data/a.rumi"), is_local("https://example.com/a.rumi")
-    (True, True, False)
-    """
+    """Whether ``location`` is a file on this machine: a bare path or a ``file://`` URL."""
     location = os.fspath(location)
     return not is_url(location) or location.startswith(FILE_SCHEME)
 
@@ -29,21 +25,13 @@ def local_path(location) -> str:
 
 
 def absolute(location) -> str:
-    """A URL as it is; a local file as an absolute path (what Kerchunk references point at).
-
-    >>> absolute("https://example.com/a.rumi"), absolute("file:///data/a.rumi")
-    ('https://example.com/a.rumi', '/data/a.rumi')
-    """
+    """A URL as it is; a local file as an absolute path (what Kerchunk references point at)."""
     location = os.fspath(location)
     return os.path.abspath(local_path(location)) if is_local(location) else location
 
 
 def as_url(location) -> str:
-    """A URL as it is; a local file as a ``file://`` URL of its absolute path (what object stores resolve).
-
-    >>> as_url("s3://bucket/a.rumi"), as_url("/data/a b.rumi")
-    ('s3://bucket/a.rumi', 'file:///data/a b.rumi')
-    """
+    """A URL as it is; a local file as a ``file://`` URL of its absolute path (what object stores resolve)."""
     location = os.fspath(location)
     return FILE_SCHEME + absolute(location) if is_local(location) else location
 

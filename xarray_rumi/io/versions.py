@@ -14,11 +14,7 @@ from ..runtime.fork import in_forked_child
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """Which version of a file: its size and, locally, device, inode and mtime; remotely ETag and version id.
-
-    >>> FileIdentity(10, etag='"abc"').describe()
-    '10 bytes, ETag "abc"'
-    """
+    """Which version of a file: its size and, locally, device, inode and mtime; remotely ETag and version id."""
 
     size: int | None
     device: int | None = None
@@ -56,13 +52,7 @@ class FileIdentity:
 
 
 class FileChangedError(OSError):
-    """The file is no longer the version a source opened (``now``: ``None`` after a 412); never retried.
-
-    >>> was = FileIdentity(10, etag='"a"')
-    >>> str(FileChangedError("s3://b/x.rumi", was, FileIdentity(12, etag='"b"')))  # doctest: +NORMALIZE_WHITESPACE
-    's3://b/x.rumi changed since it was opened: it was 10 bytes, ETag "a", it is now 12 bytes, ETag "b";
-     a read keeps to the file it opened: open it again to read the new one'
-    """
+    """The file is no longer the version a source opened (``now``: ``None`` after a 412); never retried."""
 
     def __init__(self, url: str, was: FileIdentity, now: FileIdentity | None) -> None:
         self.url, self.was, self.now = url, was, now
