@@ -58,8 +58,7 @@ def _installed(packages) -> bool:
         return False
 
 
-# Lazy names are listed only where their extra is installed: pydoc (help(xarray_rumi)) and
-# ``from xarray_rumi import *`` fetch every listed name and would fail on the others.
+# only names whose extra is installed: pydoc and ``import *`` fetch every listed name
 __all__ = sorted([
     "BandLabelsNotStoredWarning", "GcpsNotStoredWarning", "Georeferencing", "Limits", "NodataNotStoredWarning",
     "RetryPolicy", "RumiFormatError", "ScaleNotStoredWarning", "__version__", "header_from_file", "open_image",
@@ -71,5 +70,4 @@ _PUBLIC_SUBMODULES = ["stac"]
 
 
 def __dir__():
-    """The public names, lazily loaded ones included, and not what the imports above leave behind."""
     return sorted({*__all__, *_PUBLIC_SUBMODULES})

@@ -25,28 +25,14 @@ class RumiDataArrayAccessor:
     def to_rumi(self, path, **kwargs) -> bytes:
         """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults.
 
-        Dimensions are taken by name (rioxarray's ``y_dim``/``x_dim``, the other one the band); a nodata
-        value or a scale/offset is not stored, and a ``NodataNotStoredWarning``/``ScaleNotStoredWarning`` says so.
-
-        >>> import numpy as np, xarray as xr, tempfile, os, xarray_rumi
-        >>> rgb = xr.DataArray(np.zeros((16, 24, 3), "uint8"), dims=("y", "x", "band"))
-        >>> path = os.path.join(tempfile.mkdtemp(), "rgb.rumi")
-        >>> _ = rgb.rumi.to_rumi(path, tile_size=8)
-        >>> xarray_rumi.open_image(path).read().shape
-        (3, 16, 24)
+        Nodata and scale/offset are not stored: ``NodataNotStoredWarning``/``ScaleNotStoredWarning`` say so.
         """
         return write(path, self._array, **kwargs)
 
     def quicklook(self, path=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES, storage_options=None):
-        """A small 8-bit image of the array: grey for one band, RGB for three (1-based ``bands``).
+        """A small 8-bit image of the array (grey, or RGB of three 1-based ``bands``), longest side ``size``.
 
-        Sampled with one stride (longest side at most ``size``) before anything loads, each band stretched
-        between ``percentiles``.  With ``path`` the PNG is written there and ``None`` returned, else the pixels.
-
-        >>> import numpy as np, xarray as xr, xarray_rumi
-        >>> da = xr.DataArray(np.arange(2 * 30 * 50).reshape(2, 30, 50), dims=("band", "y", "x"))
-        >>> da.rumi.quicklook(size=25).shape
-        (15, 25)
+        Each band is stretched between ``percentiles``; with ``path`` the PNG is written there, else returned.
         """
         pixels = data_array_quicklook(self._array, bands=bands, size=size, percentiles=percentiles)
         if path is None:

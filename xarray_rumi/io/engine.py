@@ -1,13 +1,6 @@
-"""The remote read engine: the byte ranges a read needs, fetched in few large requests that keep the link full.
+"""The remote read engine: byte ranges in few merged requests that keep the link full (docs/backend.md, "Over HTTP").
 
-:func:`plan_requests` merges ranges that touch, overlap or lie at most
-``max_gap`` apart into requests of at most ``max_request`` bytes;
-:func:`fetch_ranges` sends them, at most ``max_in_flight`` at once, and
-hands each request's ranges on as it completes, so decoding overlaps the
-transfer; :func:`split_answers` cuts answers back into ranges.  It checks
-and retries nothing (:meth:`xarray_rumi.io.source.ByteSource.read_many`
-does): a failed request gives its exception to its own ranges only.  The
-sizes, and the memory a read holds: docs/backend.md, "Over HTTP".
+It checks and retries nothing (``ByteSource.read_many`` does): a failed request's exception goes to its ranges only.
 """
 
 from __future__ import annotations
@@ -48,13 +41,7 @@ class Request:
 
 
 def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST) -> list[Request]:
-    """Merged requests covering every non-empty range ``[starts[i], stops[i])``, in file order.
-
-    Ranges at most ``max_gap`` apart share a request of at most ``max_request`` bytes (or one larger range).
-
-    >>> [(r.start, r.stop, r.ranges) for r in plan_requests([0, 10, 100, 30], [10, 20, 110, 40], max_gap=5)]
-    [(0, 20, (0, 1)), (30, 40, (3,)), (100, 110, (2,))]
-    """
+    """Merged requests, in file order: non-empty ranges at most ``max_gap`` apart within ``max_request`` bytes."""
     order = sorted((i for i in range(len(starts)) if stops[i] > starts[i]), key=lambda i: (starts[i], stops[i]))
     requests: list[Request] = []
     start = stop = 0
@@ -74,15 +61,7 @@ def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = M
 
 
 def split_answers(starts, stops, requests: list[Request], answers: list) -> list:
-    """Each range's bytes cut from its request's answer, in the caller's order; a failed request's exception.
-
-    A short answer shortens the ranges past its end; one longer than its
-    request (a server that ignored ``Range``) is given whole to each range.
-
-    >>> requests = plan_requests([4, 0], [6, 2], max_gap=2)
-    >>> split_answers([4, 0], [6, 2], requests, [b"abc"])
-    [b'', b'ab']
-    """
+    """Each range's bytes cut from its request's answer (an answer longer than its request: whole), or its error."""
     out: list = [b""] * len(starts)
     for request, answer in zip(requests, answers):
         for i, piece in zip(request.ranges, _split(starts, stops, request, answer)):
@@ -91,7 +70,6 @@ def split_answers(starts, stops, requests: list[Request], answers: list) -> list
 
 
 def _split(starts, stops, request: Request, answer, *, copy: bool = True) -> list:
-    """The pieces of ``request``'s ranges, in its order (see :func:`split_answers`); views unless ``copy``."""
     if isinstance(answer, BaseException) or len(answer) > request.stop - request.start:
         return [answer] * len(request.ranges)
     view = memoryview(answer)
@@ -102,25 +80,15 @@ def _split(starts, stops, request: Request, answer, *, copy: bool = True) -> lis
 def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
                  max_in_flight: int = MAX_IN_FLIGHT, request_options: dict | None = None,
                  on_ready=None) -> list:
-    """The bytes of each range ``[starts[i], stops[i])`` of ``path`` on ``fs``, or the exception its request raised.
+    """The unchecked bytes of each range of ``path`` on ``fs``, or the exception its request raised.
 
-    Unchecked, one item per range, in order; ``request_options`` go with
-    every request (``If-Match``).  ``on_ready(positions, pieces)`` is called
-    on the calling thread as each request completes, with its ranges answered
-    by exactly their length, as memoryviews of the answer; those are then
-    returned as :class:`HandedOn`, so a call holds no bytes it handed on.
-
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> fs.pipe("/engine-example.bin", b"0123456789")
-    >>> fetch_ranges(fs, "/engine-example.bin", [6, 0, 2], [8, 2, 4])
-    [b'67', b'01', b'23']
+    ``on_ready(positions, pieces)`` gets each request's exact ranges as it completes; they return as :class:`HandedOn`.
     """
     starts, stops = [int(s) for s in starts], [int(s) for s in stops]
     requests = plan_requests(starts, stops, max_gap=max_gap, max_request=max_request)
     out: list = [b""] * len(starts)
     for request, answer in _answers_as_they_come(fs, path, requests, max_in_flight, request_options or {}):
-        # Handed to a decoder, pieces are views: copies would double the memory a call holds.
+        # views for a decoder: copies would double the memory a call holds
         pieces = _split(starts, stops, request, answer, copy=on_ready is None)
         for i, piece in zip(request.ranges, pieces):
             out[i] = piece
@@ -129,14 +97,12 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
                      if not isinstance(piece, BaseException) and len(piece) == stops[i] - starts[i]]
             if exact:
                 on_ready(exact, [out[i] for i in exact])
-                # the handler has them: the call keeps no bytes it handed on, only their lengths
                 for i in exact:
                     out[i] = HandedOn(stops[i] - starts[i])
     return out
 
 
 def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight: int, options: dict):
-    """``(request, answer or exception)`` as they complete: on an async file system's loop, else one ``cat_ranges``."""
     if not requests:
         return
     if not getattr(fs, "async_impl", False):
@@ -156,9 +122,9 @@ def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight:
     futures = {asyncio.run_coroutine_threadsafe(answer(r), fs.loop): r for r in requests}
     try:
         for future in as_completed(futures):
-            # popped, so an answer is let go once split: a call holds its pieces, not its answers too
+            # popped: an answer is let go once split
             yield futures.pop(future), future.result()
-    finally:  # the caller stopped early (a frame that does not decode): nothing more is fetched for it
+    finally:  # the caller stopped early: fetch nothing more for it
         for future in list(futures):
             future.cancel()
 

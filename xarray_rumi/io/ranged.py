@@ -1,7 +1,6 @@
 """Ranged GETs that also say which version of the file answered (``Content-Range`` total, ``ETag``): no HEAD first.
 
-fsspec's ``cat_file`` keeps response headers to itself, so the request is made
-here as fsspec's HTTP file system and s3fs make it; docs/backend.md ("Over HTTP") says why.
+fsspec's ``cat_file`` keeps response headers to itself, so the request is made here as fsspec and s3fs make it.
 """
 
 from __future__ import annotations
@@ -19,20 +18,12 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
 def reports_versions(fs) -> bool:
-    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3).
-
-    >>> import fsspec
-    >>> reports_versions(fsspec.filesystem("http")), reports_versions(fsspec.filesystem("memory"))
-    (True, False)
-    """
+    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3)."""
     return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
 
 
 def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_options: dict | None = None) -> list:
-    """``(bytes, FileIdentity | None)`` of each range, or its request's exception; ``max_in_flight`` at a time.
-
-    A range past the end answers ``b""`` with the size an HTTP 416 states.
-    """
+    """``(bytes, FileIdentity | None)`` of each range (past the end: ``b""``), or its request's exception."""
     get = _get_http if _http_class(fs) else get_s3
 
     async def every():
@@ -50,12 +41,12 @@ def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_opti
 class ReportingFileSystem:
     """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`, keeping what answers stated."""
 
-    # The engine calls its ``cat_ranges`` (no event loop of its own), which sends the requests together itself.
+    # the engine then calls cat_ranges, which sends the requests together itself
     async_impl = False
 
     def __init__(self, fs) -> None:
         self.fs = fs
-        self._answered: list[tuple[int, int, FileIdentity | None]] = []  # (start, stop, stated) of each request
+        self._answered: list[tuple[int, int, FileIdentity | None]] = []  # (start, stop, stated)
 
     def cat_ranges(self, paths, starts, stops, *, on_error: str = "return", batch_size: int = 32, **options) -> list:
         got = get_ranges(self.fs, paths[0], starts, stops, max_in_flight=batch_size, request_options=options)
@@ -65,7 +56,7 @@ class ReportingFileSystem:
         return [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
 
     def stated(self, start: int, stop: int) -> FileIdentity | None:
-        """The version stated by the answer of the request that held ``[start, stop)``; ``None`` if none did."""
+        """The version stated by the answer holding ``[start, stop)``, if any."""
         for a, b, identity in self._answered:
             if a <= start and stop <= b and stop > start:
                 return identity
@@ -80,7 +71,7 @@ def identity_of_headers(headers) -> FileIdentity | None:
     """
     found = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
     if found is None:
-        return None  # a 200 (the Range ignored) or a size the server does not know
+        return None
     return FileIdentity(int(found.group(1)), etag=headers.get("ETag"))
 
 

@@ -1,10 +1,4 @@
-"""Exact byte ranges through an obstore registry: how VirtualiZarr hands a parser its file.
-
-Read as :class:`~xarray_rumi.io.source.ByteSource` reads through fsspec:
-checked by length, retried under a :class:`~xarray_rumi.io.retry.RetryPolicy`
-(on top of the stores' own retries), a range past the end a
-:class:`~xarray_rumi.io.source.FileEndedError`.
-"""
+"""Exact byte ranges through an obstore registry (VirtualiZarr's), checked and retried as ``ByteSource``'s."""
 
 from __future__ import annotations
 
@@ -15,16 +9,15 @@ from functools import cached_property
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, retried
 from .source import FileEndedError
 
-#: How obstore's messages name a failed request's HTTP status.
 _STATUS = re.compile(r"status code: (\d{3})")
-#: How obstore's messages (its reqwest client's) name a connection or a body that broke in transit.
+#: How obstore's reqwest client names a connection or a body that broke in transit.
 _IN_TRANSIT = ("error sending request", "body error", "connection closed", "connection reset", "timed out")
 #: How a local store names a range that starts at or past the end of the file.
 _INVALID_RANGE = ("range was invalid", "InvalidRange")
 
 
 class StoreStatusError(OSError):
-    """An object store's answer with an HTTP status, which :mod:`xarray_rumi.io.retry` classifies by ``status``."""
+    """An object store's answer with an HTTP ``status``, for :mod:`xarray_rumi.io.retry` to classify."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -32,15 +25,7 @@ class StoreStatusError(OSError):
 
 
 def as_os_error(exc: BaseException) -> BaseException:
-    """``exc``, an obstore error, as the ``OSError`` that says the same: missing, refused, a status, in transit.
-
-    >>> from xarray_rumi.io.retry import is_transient
-    >>> class GenericError(Exception): pass
-    >>> error = as_os_error(GenericError("Error performing GET http://h/a - Server returned non-2xx status code: "
-    ...                                  "503 Service Unavailable\\n\\nDebug source: ..."))
-    >>> error.status, is_transient(error), str(error)
-    (503, True, 'Error performing GET http://h/a - Server returned non-2xx status code: 503 Service Unavailable')
-    """
+    """``exc``, an obstore error, as the ``OSError`` that says the same: missing, refused, a status, in transit."""
     if isinstance(exc, OSError):   # obstore raises FileNotFoundError itself for a missing object
         return exc
     message = str(exc).split("\n\nDebug source:")[0].strip() or type(exc).__name__
@@ -58,7 +43,6 @@ def as_os_error(exc: BaseException) -> BaseException:
 
 
 def _past_the_end(exc: BaseException) -> bool:
-    """Whether ``exc`` may mean that a range starts past the end of the file (the size then says)."""
     if type(exc).__name__ == "PanicException":   # obstore 0.12's get_ranges, for a merged answer cut short
         return True
     status = getattr(exc, "status", None)
@@ -81,11 +65,10 @@ class RegistrySource:
 
     url: str
     registry: object = field(repr=False)
-    #: how reads are retried when they fail in transit
     retry: RetryPolicy = DEFAULT_POLICY
     #: the registry holds the credentials: nothing else tells sources apart (see ``reading.checked.blob_key``)
     storage_options: dict = field(default_factory=dict, repr=False)
-    #: reads go through the store even for a local file, so the opener's local shortcuts do not apply
+    #: even a local file is read through the store, not the opener's local shortcuts
     is_local = False
 
     @cached_property
@@ -93,7 +76,7 @@ class RegistrySource:
         return self.registry.resolve(self.url)
 
     def size(self) -> int:
-        """The file's size in bytes: one request (a HEAD remotely, a stat locally)."""
+        """The file's size in bytes: one request."""
         return int(retried(self._size_once, policy=self.retry, describe=f"the size of {self.url}"))
 
     def _size_once(self) -> int:
@@ -109,13 +92,12 @@ class RegistrySource:
         """Bytes ``[start, stop)``; without ``exact`` the answer stops at the end of the file, never past it."""
         if stop <= start:
             return b""
-        if not exact:  # a first read that may run past the end of a small file
+        if not exact:
             return retried(lambda: self._get_to_the_end(start, stop), policy=self.retry,
                            describe=f"bytes {start}-{stop} of {self.url}")
         return self.read_many([start], [stop])[0]
 
     def _get_to_the_end(self, start: int, stop: int) -> bytes:
-        """One GET of ``[start, stop)`` that the store cuts at the end of the file, its answer stating the size."""
         import obstore
 
         store, path = self._store_path
@@ -125,7 +107,7 @@ class RegistrySource:
         except Exception as exc:  # noqa: BLE001 - translated for retried()
             error = as_os_error(exc)
             if _past_the_end(error):
-                return b""  # the range starts at or past the end of the file
+                return b""
             raise error from exc
         expected = max(0, min(stop, result.meta["size"]) - start)
         if len(data) > expected:
@@ -138,7 +120,7 @@ class RegistrySource:
         """Several exact ranges, in one ``obstore.get_ranges`` call (one for one range); only failed ones again."""
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         out: list[bytes | None] = [b"" if b <= a else None for a, b in zip(starts, stops)]
-        failed: list[str] = []  # the range the error names
+        failed: list[str] = []
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
@@ -157,8 +139,7 @@ class RegistrySource:
             except BaseException as exc:
                 if type(exc).__name__ != "PanicException":
                     raise   # KeyboardInterrupt and the like
-                # obstore's panic for a merged answer shorter than the ranges it covers: the file
-                # ends there, or the body was cut in transit (another try may get it whole)
+                # obstore's panic for a merged answer cut short: past the end, or cut in transit
                 self._raise_if_past_the_end(ranges, sizes)
                 failed[:] = [_describe(ranges, self.url)]
                 raise TransientReadError(f"short read from {self.url}: {exc}") from exc
@@ -179,7 +160,6 @@ class RegistrySource:
         return [bytes(b) for b in obstore.get_ranges(store, path, starts=starts, ends=stops)]
 
     def _checked(self, start: int, stop: int, data: bytes, sizes: list[int]) -> bytes:
-        """``data`` if it is exactly the range; else why not (past the end, cut in transit, the whole object)."""
         if len(data) > stop - start:
             raise OSError(f"the store ignored the byte range: {self.url} bytes {start}-{stop} gave {len(data)} bytes")
         if len(data) < stop - start:
@@ -188,7 +168,6 @@ class RegistrySource:
         return data
 
     def _raise_if_past_the_end(self, ranges: list[tuple[int, int]], sizes: list[int]) -> None:
-        """Raise :class:`FileEndedError` for the first of ``ranges`` the file does not hold; ``sizes`` caches the size."""
         if not sizes:
             try:
                 sizes.append(self._size_once())

@@ -1,9 +1,4 @@
-"""Retrying reads from remote storage: which errors pass, how long to wait, when to stop.
-
-The one retry mechanism of a read: file systems that retry by themselves have
-theirs turned off (:func:`xarray_rumi.io.source.single_try_file_system`).
-docs/reliability.md ("Failing storage") says why and what is retried.
-"""
+"""The one retry mechanism of remote reads: which errors pass, how long to wait (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ logger = logging.getLogger(__name__)
 #: HTTP statuses worth another try: timeouts, throttling and server-side errors.
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
-#: S3 error codes worth another try whatever their status (``RequestTimeout`` is a 400): botocore's standard mode's.
+#: S3 error codes worth another try whatever their status (``RequestTimeout`` is a 400), as botocore's standard mode.
 TRANSIENT_ERROR_CODES = frozenset({
     "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
@@ -65,13 +60,7 @@ class TransientReadError(OSError):
 
 
 def is_past_the_end(exc: BaseException) -> bool:
-    """Whether ``exc`` is the store's 416 (Range Not Satisfiable): the range starts at or past the file's end.
-
-    >>> class RangeError(Exception):
-    ...     status = 416
-    >>> is_past_the_end(RangeError()), is_past_the_end(FileNotFoundError())
-    (True, False)
-    """
+    """Whether ``exc`` is the store's 416 (Range Not Satisfiable): the range starts at or past the file's end."""
     return _status(exc) == 416
 
 
@@ -87,11 +76,7 @@ def is_changed(exc: BaseException) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether retrying the read that raised ``exc`` may succeed (told by attributes and class names).
-
-    >>> is_transient(TimeoutError()), is_transient(ConnectionResetError()), is_transient(FileNotFoundError())
-    (True, True, False)
-    """
+    """Whether retrying the read that raised ``exc`` may succeed (told by attributes and class names)."""
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return False
     if isinstance(exc, (TimeoutError, ConnectionError, TransientReadError)):
@@ -102,8 +87,7 @@ def is_transient(exc: BaseException) -> bool:
     if status is not None:
         return status in TRANSIENT_STATUSES
     names = {cls.__name__ for cls in type(exc).__mro__}
-    # Broken connections and cut bodies as aiohttp, botocore and urllib3 name them; throttled S3
-    # answers may carry broken XML (ResponseParserError), a cut body fails its checksum (FlexibleChecksumError).
+    # aiohttp's, botocore's and urllib3's; throttled S3 answers may carry broken XML, a cut body fail its checksum
     return bool(names & {
         "ClientConnectionError", "ClientPayloadError", "ServerDisconnectedError", "ClientOSError",
         "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "ProtocolError",
@@ -113,7 +97,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _causes(exc: BaseException | None):
-    """``exc`` and the errors it was raised from, a few deep (s3fs wraps botocore's error in an OSError)."""
+    """``exc`` and the errors it was raised from, a few deep (s3fs wraps botocore's in an OSError)."""
     for _ in range(5):
         if exc is None:
             return
@@ -122,7 +106,6 @@ def _causes(exc: BaseException | None):
 
 
 def _error_code(exc: BaseException) -> str | None:
-    """The S3 error code behind ``exc`` (``SlowDown``, ``RequestTimeout``), if any."""
     for cause in _causes(exc):
         response = getattr(cause, "response", None)  # botocore.exceptions.ClientError
         if isinstance(response, dict) and isinstance(response.get("Error"), dict):
@@ -131,7 +114,6 @@ def _error_code(exc: BaseException) -> str | None:
 
 
 def _status(exc: BaseException | None) -> int | None:
-    """The HTTP status behind ``exc`` or the errors it was raised from, if any."""
     for cause in _causes(exc):
         status = getattr(cause, "status", None)  # aiohttp.ClientResponseError
         if isinstance(status, int):
@@ -145,17 +127,7 @@ def _status(exc: BaseException | None) -> int | None:
 
 
 def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
-    """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it.
-
-    >>> calls = []
-    >>> def flaky():
-    ...     calls.append(1)
-    ...     if len(calls) < 3:
-    ...         raise ConnectionResetError("dropped")
-    ...     return b"ok"
-    >>> retried(flaky, policy=RetryPolicy(backoff=0.0), describe="bytes 0-2 of x"), len(calls)
-    (b'ok', 3)
-    """
+    """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it."""
     waits = policy.waits()
     for attempt in range(1, policy.attempts + 1):
         try:
@@ -180,7 +152,6 @@ def _text(describe) -> str:
 
 
 def _looks_like_storage(exc: BaseException) -> bool:
-    """An error from the storage client (an HTTP status), to be reported as an ``OSError``."""
     return _status(exc) is not None
 
 

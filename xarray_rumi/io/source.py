@@ -1,10 +1,6 @@
 """Exact byte ranges from a local path or any fsspec URL, retried, checked by length, kept to one file version.
 
-A :class:`ByteSource` is a small picklable value that Dask workers and forked
-children use as it is; docs/reliability.md says how reads are retried, how a
-range past the end of the file is told from a body cut in transit
-(:class:`FileEndedError`), and how a replaced file is refused
-(:class:`FileChangedError`).
+Retries, short reads and replaced files: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -29,12 +25,7 @@ from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
 
 class FileEndedError(OSError):
-    """A range that runs past the end of the file, which is ``size`` bytes: asking again gets the same.
-
-    >>> error = FileEndedError("x.rumi", 100, 300, 250)
-    >>> str(error), error.missing
-    ('short read from x.rumi: bytes 100-300 run past its end at byte 250 (50 bytes missing)', 50)
-    """
+    """A range that runs past the end of the file, which is ``size`` bytes: asking again gets the same."""
 
     def __init__(self, url: str, start: int, stop: int, size: int) -> None:
         self.url, self.start, self.stop, self.size = url, start, stop, size
@@ -43,7 +34,6 @@ class FileEndedError(OSError):
 
     @property
     def missing(self) -> int:
-        """Bytes of the range the file does not hold."""
         return self.stop - max(self.start, self.size)
 
     def __reduce__(self):
@@ -58,7 +48,7 @@ def single_try_file_system(url: str, storage_options: dict | None = None):
     ('bucket/scene.rumi', 1, {'total_max_attempts': 1, 'mode': 'standard'})
     """
     fs, path = url_to_fs(url, **(storage_options or {}))
-    s3fs = sys.modules.get("s3fs")  # an S3FileSystem means fsspec has imported s3fs
+    s3fs = sys.modules.get("s3fs")  # not imported: fs cannot be an S3FileSystem
     if s3fs is not None and type(fs) is s3fs.S3FileSystem:
         fs = _single_try_s3(fs.storage_args, fs.storage_options)
     return fs, path
@@ -70,7 +60,7 @@ def _single_try_s3(args, kwargs):
 
 @cache
 def _single_try_s3_class():
-    """s3fs's file system, trying each request once; made on first use, as s3fs is optional."""
+    """s3fs's file system trying each request once; made on first use, as s3fs is optional."""
     from s3fs import S3FileSystem
 
     class SingleTryS3FileSystem(S3FileSystem):
@@ -97,15 +87,12 @@ def _single_try_s3_class():
     return SingleTryS3FileSystem
 
 
-#: The file systems this process's sources have looked up, by id; weakly, as the sources hold them.
-_in_use: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-#: Those a forked child found in use in the process it was forked from: kept for good.
+_in_use: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # by id; the sources hold them
 _inherited: list = []
 
 
 def _keep_the_parents_file_systems() -> None:
-    # Collected in a forked child, a parent's file system would wait a second (fsspec 2026.9) to close its
-    # session on the parent's loop, which has no thread there, stalling the child's reads: the parent closes them.
+    # collecting them in the child would stall its reads (docs/reliability.md, "Sources across processes")
     _inherited.extend(_in_use.values())
     _in_use.clear()
 
@@ -115,7 +102,7 @@ in_forked_child(_keep_the_parents_file_systems)
 
 @dataclass(frozen=True)
 class ByteSource:
-    """Where a file lives, and exact byte ranges of it.
+    """Where a file lives, and exact byte ranges of it; picklable, keeping to the version pinned.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
@@ -126,11 +113,11 @@ class ByteSource:
 
     url: str
     storage_options: dict = field(default_factory=dict, compare=False, hash=False)
-    #: how remote reads are retried; local reads are never retried (a file is what it is).
+    #: how remote reads are retried; local reads never are
     retry: RetryPolicy = field(default=DEFAULT_POLICY, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        # The version kept to, unknown until pinned; shared by the source's copies in this process, and pickled.
+        # shared by the source's copies in this process, and pickled
         object.__setattr__(self, "_pin", pin_for(secrets.token_hex(8), None))
 
     @classmethod
@@ -139,25 +126,11 @@ class ByteSource:
 
     @property
     def identity(self) -> FileIdentity | None:
-        """The version of the file this source keeps to, once known (see :meth:`pin`)."""
+        """The version of the file this source keeps to, once pinned."""
         return self._pin.identity
 
     def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
-        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version.
-
-        A source also pins itself on its first read, at no cost, where :attr:`pins_on_read`.
-
-        >>> import tempfile, pathlib, os
-        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"; _ = p.write_bytes(b"abcdef")
-        >>> source = ByteSource(str(p))
-        >>> source.pin().size
-        6
-        >>> _ = p.write_bytes(b"abcdefgh")
-        >>> source.read(0, 2)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        xarray_rumi.io.versions.FileChangedError: ... changed since it was opened: it was 6 bytes, ...
-        """
+        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version."""
         pinned = self._pin.identity
         if pinned is not None:
             return pinned
@@ -167,7 +140,7 @@ class ByteSource:
             return self._pin.identity
 
     def current_identity(self) -> FileIdentity:
-        """The file's version now: a stat locally, one size request remotely (``fs.info``: a HEAD, ``HeadObject``)."""
+        """The file's version now: a stat locally, one ``fs.info`` request remotely."""
         if self.is_local:
             return FileIdentity.of_stat(os.stat(self.local_path))
         fs, path = self._read_fs_path
@@ -175,7 +148,6 @@ class ByteSource:
                                             describe=f"the size of {self.url}"))
 
     def _keep_to(self, found: FileIdentity) -> None:
-        """Refuse a local file that is not the version pinned; pin it if none is yet."""
         pin = self._pin
         expected = pin.identity
         if expected is None:
@@ -203,8 +175,7 @@ class ByteSource:
 
     @property
     def pins_on_read(self) -> bool:
-        """Whether a read pins the source from its own answer (a descriptor's ``fstat``, a response's
-        ``Content-Range`` and ``ETag``), so that no request need ask the file's version before it."""
+        """Whether a read pins the source from its own answer (``fstat``, ``Content-Range`` and ``ETag``)."""
         return self.is_local or reports_versions(self._read_fs_path[0])
 
     @cached_property
@@ -213,7 +184,7 @@ class ByteSource:
 
     @property
     def _fs_path(self):
-        # As the caller configured it, the file system's own retries included: writes use it.
+        # as the caller configured it, retries included: for writes
         return self._in_this_process("writes", lambda: url_to_fs(self.url, **self.storage_options))
 
     @property
@@ -231,11 +202,10 @@ class ByteSource:
 
     @cached_property
     def _file_systems(self) -> dict:
-        # what _in_this_process found: use -> (process id, file system, path)
+        # use -> (process id, file system, path)
         return {}
 
     def __getstate__(self):
-        # Ship the address and the version kept to; file systems are looked up again where used.
         return {"url": self.url, "storage_options": self.storage_options, "retry": self.retry,
                 "pin": (self._pin.token, self._pin.identity)}
 
@@ -267,10 +237,9 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
     def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, on_ready=None) -> list[bytes]:
-        """Several exact ranges; remotely the read engine's merged requests (``max_gap``: bytes read through at most).
+        """Several exact ranges, remotely in merged requests (through gaps of at most ``max_gap`` bytes).
 
-        Only the ranges of failed requests are asked again; a range past the end fails the batch at once.
-        ``on_ready(positions, pieces)`` receives remote ranges answered whole as their requests complete.
+        ``on_ready(positions, pieces)`` receives remote ranges as their requests complete.
         """
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
@@ -280,7 +249,7 @@ class ByteSource:
             return out
         fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
-        first_failure: list[str] = []  # names the range in the error, if one is raised
+        first_failure: list[str] = []
 
         def attempt() -> list[bytes]:
             missing = [i for i, data in enumerate(out) if data is None]
@@ -293,7 +262,7 @@ class ByteSource:
                 try:
                     out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, found=identity)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
-                    # A final failure (past the end, a changed file) is raised before a transient one beside it.
+                    # a final failure is raised before a transient one beside it
                     final = (FileEndedError, FileChangedError)
                     if failure is None or (isinstance(exc, final) and not isinstance(failure[1], final)):
                         failure = (i, exc)
@@ -307,11 +276,7 @@ class ByteSource:
             first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
     def _fetch(self, fs, path: str, starts, stops, *, max_gap: int, on_ready=None) -> tuple[list, list]:
-        """Each range's answer (bytes, or its request's error) and the version its response stated (``None``: unsaid).
-
-        Until the source is pinned, requests go through :mod:`~xarray_rumi.io.ranged`, which keeps what they state
-        (and hands nothing on early: the answers' versions are compared first).
-        """
+        """Each range's answer (bytes or error) and the version its response stated; unpinned, nothing early."""
         if self._pin.identity is not None or not reports_versions(fs):
             answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs),
                                    on_ready=on_ready)
@@ -321,35 +286,30 @@ class ByteSource:
         return answers, [reporting.stated(a, b) for a, b in zip(starts, stops)]
 
     def _take_version(self, found: FileIdentity) -> None:
-        """Pin the version a response stated, if none is yet; a response of another version is a changed file."""
+        """Pin the version a response stated, if none is; another version is a changed file."""
         with self._pin.lock:
             if self._pin.identity is None:
                 self._pin.identity = found
             pinned = self._pin.identity
-        # A HEAD and a GET of one version may differ in what they state (a HEAD without ETag): compare what both do.
+        # a HEAD may lack the ETag a GET states: compare what both state
         if any(a is not None and b is not None and a != b for a, b in ((pinned.size, found.size),
                                                                         (pinned.etag, found.etag))):
             raise FileChangedError(self.url, pinned, found)
 
     def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True,
                         found: FileIdentity | None = None) -> bytes:
-        """A remote answer (bytes, or its error) if it is exactly the range; else why not.
-
-        ``found`` (the version the response stated) pins the source and sizes a short answer; else the
-        size is asked once an attempt (``sizes`` keeps it).
-        """
+        """A remote answer (bytes or error) if it is exactly the range, else why not; ``found`` pins the source."""
         if found is not None:
             self._take_version(found)
         if isinstance(answer, BaseException):
             if not is_past_the_end(answer):
                 raise self._changed(answer)
-            answer = b""  # the range starts at or after the end of the file
+            answer = b""
         if len(answer) < stop - start and exact:
             if found is None and not sizes:
                 sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
             now, pinned = found or sizes[0], self._pin.identity
             if pinned is not None and pinned.etag is not None and now.etag != pinned.etag:
-                # a file replaced since it was opened, not one cut short
                 raise FileChangedError(self.url, pinned, now)
             if now.size is not None and now.size < stop:
                 raise FileEndedError(self.url, start, stop, now.size)
@@ -367,8 +327,7 @@ class ByteSource:
 
 def _check_not_longer(url: str, start: int, stop: int, data: bytes) -> None:
     if len(data) > stop - start:
-        # A server that ignored the Range header sent the whole object; the bytes
-        # cannot be trusted to start where they should, and asking again will not help.
+        # the Range header was ignored: asking again will not help
         raise OSError(f"server ignored the byte range: {url} bytes {start}-{stop} gave {len(data)} bytes")
 
 
@@ -382,14 +341,13 @@ def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exa
 
 def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
     """The ranges, and the file's size as the descriptor saw it; ``keep_to(identity)`` first refuses another file."""
-    # A bare descriptor, not a buffered file object: one open, a pread per range, one close, no read-ahead.
+    # a bare descriptor: a pread per range, no buffered read-ahead
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         stat = os.fstat(fd)
         if keep_to is not None:
-            # the path is opened again for each read: this descriptor's file must be the one opened
             keep_to(FileIdentity.of_stat(stat))
-        # pread allocates what it is asked for, and a damaged blob may claim frames of gigabytes.
+        # pread allocates what it is asked for, and a damaged blob may claim frames of gigabytes
         size = stat.st_size
         return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
     finally:
@@ -398,16 +356,7 @@ def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], in
 
 def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
                max_size: int | None = None, claimed_size=None) -> bytes:
-    """A whole (small) file, such as a header blob, at most ``max_size + 1`` bytes; remotely under ``retry``.
-
-    ``claimed_size(first_bytes)`` is how long the content claims to be: a local
-    file is read no further, a shorter remote answer is tried again.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.rumi.header"; _ = p.write_bytes(b"blob")
-    >>> read_bytes(p, max_size=2)
-    b'blo'
-    """
+    """A whole small file, at most ``max_size + 1`` bytes; ``claimed_size(first_bytes)``: the length it claims."""
     url = os.fspath(path_or_url)
     limit = None if max_size is None else max_size + 1
     if is_local(url):
@@ -433,12 +382,12 @@ def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_P
         return retried(attempt, policy=retry, describe=url)
     except OSError as exc:
         if isinstance(exc, _CutShort) or isinstance(exc.__cause__, _CutShort):
-            return last[0]  # what the content claims is then for the caller to refuse
+            return last[0]  # for the caller to refuse
         raise
 
 
 class _CutShort(TransientReadError):
-    """A whole-file answer shorter than its own content says it is."""
+    """A whole-file answer shorter than its content says."""
 
 
 def _read_local(f, limit: int | None, claimed_size) -> bytes:
@@ -447,8 +396,8 @@ def _read_local(f, limit: int | None, claimed_size) -> bytes:
     head = f.read(64)
     claimed = claimed_size(head)
     if claimed is None:
-        return head  # its first bytes already say it is not what was asked for
-    # One byte past the claim shows a longer file, which the caller refuses.
+        return head
+    # one byte past the claim shows a longer file, which the caller refuses
     rest = claimed + 1 - len(head)
     if limit is not None:
         rest = min(rest, limit - len(head))

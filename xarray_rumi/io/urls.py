@@ -1,60 +1,37 @@
-"""Paths and URLs: telling them apart (a ``file://`` URL is local), and the one form each consumer wants.
-
-No percent-encoding: fsspec, obstore and Kerchunk take a path with a space as it is.
-"""
+"""Paths and URLs: telling them apart, and the one form each consumer wants (unencoded: fsspec, obstore and
+Kerchunk take a path with a space as it is)."""
 
 from __future__ import annotations
 
 import os
 
-#: The scheme of a local file written as a URL.
 FILE_SCHEME = "file://"
 
 
 def is_url(location) -> bool:
-    """Whether ``location`` is written as a URL (``file://`` included), not as a bare path.
-
-    >>> is_url("s3://bucket/a.rumi"), is_url("file:///data/a.rumi"), is_url("data/a.rumi")
-    (True, True, False)
-    """
+    """Whether ``location`` is written as a URL (``file://`` included), not as a bare path."""
     return "://" in os.fspath(location)
 
 
 def is_local(location) -> bool:
-    """Whether ``location`` is a file on this machine: a bare path or a ``file://`` URL.
-
-    >>> is_local("data/a.rumi"), is_local("file:///data/a.rumi"), is_local("https://example.com/a.rumi")
-    (True, True, False)
-    """
+    """Whether ``location`` is a file on this machine: a bare path or a ``file://`` URL."""
     location = os.fspath(location)
     return not is_url(location) or location.startswith(FILE_SCHEME)
 
 
 def local_path(location) -> str:
-    """The path of a local ``location``: a bare path as it is, a ``file://`` URL without its scheme.
-
-    >>> local_path("file:///data/a.rumi"), local_path("data/a.rumi")
-    ('/data/a.rumi', 'data/a.rumi')
-    """
+    """The path of a local ``location``: a bare path as it is, a ``file://`` URL without its scheme."""
     return os.fspath(location).removeprefix(FILE_SCHEME)
 
 
 def absolute(location) -> str:
-    """A URL as it is; a local file as an absolute path (what Kerchunk references point at).
-
-    >>> absolute("https://example.com/a.rumi"), absolute("file:///data/a.rumi")
-    ('https://example.com/a.rumi', '/data/a.rumi')
-    """
+    """A URL as it is; a local file as an absolute path (what Kerchunk references point at)."""
     location = os.fspath(location)
     return os.path.abspath(local_path(location)) if is_local(location) else location
 
 
 def as_url(location) -> str:
-    """A URL as it is; a local file as a ``file://`` URL of its absolute path (what object stores resolve).
-
-    >>> as_url("s3://bucket/a.rumi"), as_url("/data/a b.rumi")
-    ('s3://bucket/a.rumi', 'file:///data/a b.rumi')
-    """
+    """A URL as it is; a local file as a ``file://`` URL of its absolute path (what object stores resolve)."""
     location = os.fspath(location)
     return FILE_SCHEME + absolute(location) if is_local(location) else location
 

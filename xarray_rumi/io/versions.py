@@ -1,7 +1,4 @@
-"""Which version of a file a read keeps to, and how a store is held to it (``If-Match``).
-
-docs/backend.md ("Files that change under a reader") says how and why.
-"""
+"""Which version of a file a read keeps to, and how a store is held to it (``If-Match``; docs/backend.md)."""
 
 from __future__ import annotations
 
@@ -17,11 +14,7 @@ from ..runtime.fork import in_forked_child
 
 @dataclass(frozen=True)
 class FileIdentity:
-    """Which version of a file: its size and, locally, device, inode and mtime; remotely ETag and version id.
-
-    >>> FileIdentity(10, etag='"abc"').describe()
-    '10 bytes, ETag "abc"'
-    """
+    """Which version of a file: its size and, locally, device, inode and mtime; remotely ETag and version id."""
 
     size: int | None
     device: int | None = None
@@ -36,10 +29,9 @@ class FileIdentity:
 
     @classmethod
     def of_info(cls, info: dict) -> FileIdentity:
-        """From fsspec's ``info()``: HTTP gives ``ETag`` when the server sends one, S3 ``ETag`` and ``VersionId``."""
         etag = info.get("ETag") or info.get("etag")
         version = info.get("VersionId") or info.get("version_id")
-        size = info.get("size")  # None where an HTTP server sends no Content-Length
+        size = info.get("size")  # None without Content-Length
         return cls(None if size is None else int(size), etag=etag,
                    version_id=version if version not in ("null", "") else None)
 
@@ -60,13 +52,7 @@ class FileIdentity:
 
 
 class FileChangedError(OSError):
-    """The file is no longer the version a source opened (``now``: ``None`` after a 412); never retried.
-
-    >>> was = FileIdentity(10, etag='"a"')
-    >>> str(FileChangedError("s3://b/x.rumi", was, FileIdentity(12, etag='"b"')))  # doctest: +NORMALIZE_WHITESPACE
-    's3://b/x.rumi changed since it was opened: it was 10 bytes, ETag "a", it is now 12 bytes, ETag "b";
-     a read keeps to the file it opened: open it again to read the new one'
-    """
+    """The file is no longer the version a source opened (``now``: ``None`` after a 412); never retried."""
 
     def __init__(self, url: str, was: FileIdentity, now: FileIdentity | None) -> None:
         self.url, self.was, self.now = url, was, now
@@ -79,7 +65,7 @@ class FileChangedError(OSError):
 
 
 class _Pin:
-    """The version a source keeps to, shared by the copies of one source in a process (pickled, or forked)."""
+    """The version a source keeps to, shared by the source's copies in a process."""
 
     __slots__ = ("token", "identity", "lock", "__weakref__")
 
@@ -87,7 +73,7 @@ class _Pin:
         self.token, self.identity, self.lock = token, identity, threading.Lock()
 
 
-#: The pins of this process's sources, by token: a source unpickled here again finds its own.
+#: By token: a source unpickled here again finds its own.
 _pins: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
@@ -107,7 +93,7 @@ def unlock_pins() -> None:
 
 
 def info(fs, path: str) -> dict:
-    """``fs.info(path)`` from the store itself: s3fs may answer from its listings cache, which a rewrite outdates."""
+    """``fs.info(path)`` from the store itself, not s3fs's listings cache, which a rewrite outdates."""
     s3fs = sys.modules.get("s3fs")
     if s3fs is not None and isinstance(fs, s3fs.S3FileSystem):
         return fs.info(path, refresh=True)
@@ -126,7 +112,7 @@ def if_match(fs, etag: str | None) -> dict:
         return {}
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     if "http" in protocols or "https" in protocols:
-        # fsspec's HTTP file system replaces its own headers with a call's: keep the caller's.
+        # a call's headers replace the file system's: keep the caller's
         return {"headers": {**getattr(fs, "kwargs", {}).get("headers", {}), "If-Match": etag}}
     if type(fs).__name__ == "SingleTryS3FileSystem":
         return {"if_match": etag}

@@ -1,20 +1,4 @@
-"""Many windows of one size across many images in one call: a training batch.
-
-One plan serves the whole batch.  Every frame any window touches is listed
-once per image, however many windows overlap it; it is fetched once and
-decoded once: straight into the output where a window holds it whole,
-otherwise into a buffer its thread keeps, from which each window's part is
-copied.  Every remote image's frames are fetched in one call on a thread of
-its own, all at once (one round trip), and decoded as each merged request
-arrives; local frames a few MiB at a time.  Decoding runs on the calling
-thread and the process's idle cores
-(:func:`~xarray_rumi.runtime.threads.share_work`).
-
-Windows are ``(row, col, height, width)`` in pixels.  ``bands`` are band
-numbers counted from 1, as the ``band`` coordinate, ``rumi quicklook`` and
-GDAL count them.  With tile frames only the chosen bands' frames are read;
-a cell frame holds every band, so it is fetched and decoded whole whatever
-``bands`` says."""
+"""Many windows of one size across many images in one call: a training batch (docs/backend.md, "Over HTTP")."""
 
 from __future__ import annotations
 
@@ -37,13 +21,8 @@ REMOTE_FETCHES_AT_ONCE = 32
 def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
     """``(N, B, height, width)`` pixels of N ``(image, window)`` pairs, windows ``(row, col, height, width)``.
 
-    Every window has one size and lies inside its image, else ``ValueError``
-    names it.  ``bands`` are band numbers counted from 1 (default: every
-    band; the images must then have as many).  The images share one sample
-    type.  ``out``, an array of the result's shape and dtype (pinned memory,
-    say), receives the pixels and is returned.  Each frame the batch touches
-    is fetched and decoded once; with cell frames every band of a touched
-    frame is decoded, whatever ``bands`` says.
+    Windows share one size and lie inside their images, which share one sample type, else ``ValueError``.
+    ``bands`` count from 1 (default: all); ``out`` (of the result's shape and dtype) receives the pixels.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -63,17 +42,13 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
     height, width = int(windows[0, 2]), int(windows[0, 3])
     shape = (len(pairs), band_indices.size, height, width)
     out = _checked_out(out, shape, dtype)
-    # A remote batch has a fetching thread an image; they decode no more frames at once than there are
-    # cores, so the event loop receiving the bytes keeps its share of the CPU.
+    # no more decoding than cores, so the event loop receiving remote bytes keeps its share of the CPU
     decoders = threading.Semaphore(computing_threads())
     plans = [_ImagePlan(image, windows[members], members, band_indices, out, decoders) for image, members in
              zip(images, slots)]
     share_work(_decode_batches(plans), _prepared, threads=_threads(plans),
                at_most=sum(plan.frames.size for plan in plans))
     return out
-
-
-# -- checking the request --------------------------------------------------------
 
 
 def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
@@ -89,7 +64,7 @@ def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
             raise ValueError(f"pair {slot} is {pair!r}, not an (image, window) pair") from None
         group = by_object.get(id(image))
         if group is None:
-            # the file and the blob, known without any I/O (a file version, say, may take a request)
+            # no I/O: a file version may take a request
             source = image.source
             key = (source.url, repr(sorted(getattr(source, "storage_options", {}).items())), image.header.to_bytes())
             group = by_key.get(key)
@@ -103,16 +78,15 @@ def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
 
 
 def _checked_windows(windows, images) -> np.ndarray:
-    """The windows as an ``(N, 4)`` int64 array, each of the first one's size and inside its image."""
     try:
         array = np.asarray(windows)
-        if array.dtype.kind not in "iu":  # floats, strings, ragged: each value checked, so the message names one
+        if array.dtype.kind not in "iu":  # each value checked, so the message names the bad one
             array = np.array([[operator.index(v) for v in window] for window in windows], dtype=np.int64)
         array = array.astype(np.int64, copy=False)
-    except (TypeError, ValueError):  # not integers, or not all of one length
+    except (TypeError, ValueError):
         bad = next(i for i, w in enumerate(windows) if not _is_window(w))
         raise ValueError(f"window {bad} is {windows[bad]!r}, not four integers (row, col, height, width)") from None
-    if array.ndim != 2 or array.shape[1] != 4:  # every window of one length, but not four
+    if array.ndim != 2 or array.shape[1] != 4:
         raise ValueError(f"window 0 is {windows[0]!r}, not four integers (row, col, height, width)")
     rows, cols, heights, widths = array.T
     if heights[0] < 1 or widths[0] < 1:
@@ -140,7 +114,6 @@ def _is_window(window) -> bool:
 
 
 def _checked_bands(bands, images) -> np.ndarray:
-    """0-based band indices of ``bands`` (numbers counted from 1), present in every image."""
     counts = {image.grid.samples_per_pixel for image in images}
     if bands is None:
         if len(counts) > 1:
@@ -179,18 +152,10 @@ def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return out
 
 
-# -- the plan ---------------------------------------------------------------------
-
-
 class _ImagePlan:
-    """One image's share of a batch: its distinct frames, and where each goes in the output.
+    """One image's distinct frames and their placements: ``bounds[i]:bounds[i + 1]`` place ``frames[i]``.
 
-    The placements (a window's part of a frame) are sorted by frame and kept
-    as columns of plain lists, so a frame's piece of work places its parts
-    with no per-placement objects made in advance: placements
-    ``bounds[i]:bounds[i + 1]`` are frame ``frames[i]``'s, and ``whole[i]``
-    is the one of them whose window holds the frame whole (the frame is
-    decoded there), or -1.
+    Placements are columns of plain lists (no object a placement); ``whole[i]`` holds the frame whole, or is -1.
     """
 
     def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray,
@@ -222,7 +187,6 @@ class _ImagePlan:
         self.frames, first = np.unique(frames[order], return_index=True)
         self.bounds = [*first.tolist(), frames.size]
         whole = whole[order]
-        # the first placement of each frame that holds it whole, if any
         first_whole = np.minimum.reduceat(np.where(whole, np.arange(whole.size), whole.size), first)
         self.whole = np.where(first_whole < np.append(first[1:], whole.size), first_whole, -1).tolist()
         (self.slot, self.out_y0, self.out_y1, self.in_y0, self.in_y1, heights,
@@ -240,7 +204,6 @@ class _Spans:
 
 
 def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spans:
-    """The frames along one axis that windows ``[start, start + length)`` touch, vectorised over the windows."""
     first = starts // tile
     count = (starts + length - 1) // tile - first + 1
     index = first[:, None] + np.arange(int(count.max()))[None, :]
@@ -253,17 +216,14 @@ def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spa
 
 
 def _as_slice(indices: np.ndarray):
-    """``indices`` as a slice where they are consecutive (a view, no gather), else as they are."""
+    """``indices`` as a slice where consecutive (a view, no gather)."""
     if indices.size and np.array_equal(indices, np.arange(indices[0], indices[0] + indices.size)):
         return slice(int(indices[0]), int(indices[0]) + indices.size)
     return indices
 
 
-# -- fetching and decoding -----------------------------------------------------------
-
-
 def _threads(plans: list[_ImagePlan]) -> int | None:
-    """Threads for the batch: one a remote image (up to a bound), so every image's requests go out at once."""
+    """One thread a remote image (up to a bound), so every image's requests go out at once."""
     remote = sum(not plan.image.source.is_local for plan in plans)
     return max(computing_threads(), min(remote, REMOTE_FETCHES_AT_ONCE)) if remote else None
 
@@ -285,7 +245,6 @@ def _decode_batches(plans: list[_ImagePlan]):
 
 
 def _prepared(batch) -> list:
-    """Fetch one run of frames; a remote run's frames are decoded here as their requests arrive, the rest shared."""
     plan, first, stop = batch
     frames = plan.frames[first:stop].tolist()
     decode = _decode_cell_frame if plan.cell else _decode_tile_frame
@@ -300,7 +259,6 @@ def _prepared(batch) -> list:
 
 
 def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
-    """Decode tile frame ``index`` (the plan's ``i``-th) once and place each window's part of it."""
     out, slot, band = plan.out, plan.slot, plan.out_band
     y0, y1, fy0, fy1 = plan.out_y0, plan.out_y1, plan.in_y0, plan.in_y1
     x0, x1, fx0, fx1 = plan.out_x0, plan.out_x1, plan.in_x0, plan.in_x1
@@ -317,7 +275,6 @@ def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
 
 
 def _decode_cell_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
-    """Decode cell frame ``index`` (the plan's ``i``-th) once and place the chosen bands of each window's part."""
     out, slot, bands = plan.out, plan.slot, plan.frame_bands
     y0, y1, fy0, fy1 = plan.out_y0, plan.out_y1, plan.in_y0, plan.in_y1
     x0, x1, fx0, fx1 = plan.out_x0, plan.out_x1, plan.in_x0, plan.in_x1

@@ -1,7 +1,4 @@
-"""The (file, blob) pairs a process has checked against their files, each in the version of the file checked.
-
-Remembered, later reads of a pair check nothing; a file rewritten since is checked again.
-"""
+"""The (file, blob) pairs a process has checked, each in the version of the file checked: a rewrite is checked again."""
 
 from __future__ import annotations
 
@@ -32,7 +29,7 @@ class CheckedBlobs:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._checked: OrderedDict[bytes, None] = OrderedDict()
-        self._pairs: Counter[bytes] = Counter()  # keys held per pair digest (a key's first PAIR_SIZE bytes)
+        self._pairs: Counter[bytes] = Counter()  # keys held per pair digest
         self._checking: dict[bytes, threading.Lock] = {}
 
     def __contains__(self, key: bytes) -> bool:
@@ -43,13 +40,7 @@ class CheckedBlobs:
         return len(self._checked)
 
     def has_pair(self, digest: bytes) -> bool:
-        """Whether pair ``digest`` was checked in any version of its file (see :func:`version_key`).
-
-        >>> checked = CheckedBlobs()
-        >>> checked.add(version_key(b"p" * PAIR_SIZE, None))
-        >>> checked.has_pair(b"p" * PAIR_SIZE), checked.has_pair(b"q" * PAIR_SIZE)
-        (True, False)
-        """
+        """Whether pair ``digest`` was checked in any version of its file."""
         with self._lock:
             return self._pairs[digest] > 0
 
@@ -68,18 +59,16 @@ class CheckedBlobs:
             del self._pairs[key[:PAIR_SIZE]]
 
     def clear(self) -> None:
-        """Forget every pair: each is checked again on its next read (as in a new process)."""
+        """Forget every pair: each is checked again on its next read."""
         with self._lock:
             self._checked.clear()
             self._pairs.clear()
 
     def lock_for(self, key: bytes) -> threading.Lock:
-        """The lock a thread holds while it checks ``key``."""
         with self._lock:
             return self._checking.setdefault(key, threading.Lock())
 
     def release(self, key: bytes, lock: threading.Lock) -> None:
-        """Release ``lock`` after checking ``key``; threads waiting on it then see the verdict."""
         with self._lock:
             if self._checking.get(key) is lock:
                 del self._checking[key]
@@ -91,38 +80,25 @@ class CheckedBlobs:
         self._checking = {}
 
 
-#: The (file, blob) pairs this process has checked: what makes later reads of them free.
 checked_blobs = CheckedBlobs()
 in_forked_child(checked_blobs._after_fork)
 
 
 def pair_digest(source: ByteSource, header: Header) -> bytes:
-    """A digest of the address and the blob: what names the pair whatever version of the file it is read in."""
-    # another endpoint may hold another file under the same URL
+    """A digest of the address (storage options too: another endpoint, another file) and the blob."""
     options = repr(sorted(getattr(source, "storage_options", {}).items()))
     return hashlib.blake2b(b"\0".join([source.url.encode(), options.encode(), header.to_bytes()]),
                            digest_size=16).digest()
 
 
 def version_key(digest: bytes, source: ByteSource) -> bytes:
-    """The key of pair ``digest`` in the version of the file ``source`` keeps to: another version, another key."""
+    """The key of pair ``digest`` in the version ``source`` keeps to; the digest first, for ``has_pair``."""
     identity = getattr(source, "identity", None)
-    # The pair's digest first: CheckedBlobs.has_pair finds the pair whatever its version.
     return digest + hashlib.blake2b(identity.key() if identity is not None else b"unknown", digest_size=16).digest()
 
 
 def blob_key(source: ByteSource, header: Header) -> bytes:
-    """What names a (file, blob) pair in :data:`checked_blobs`: the address, the blob and the file's version.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> header = Header.from_bytes(xarray_rumi.write(path, np.zeros((4, 4), "uint8"), tile_size=2))
-    >>> source = ByteSource(path); _ = source.pin()
-    >>> rewritten = ByteSource(path)
-    >>> _ = xarray_rumi.write(path, np.ones((4, 4), "uint8"), tile_size=2); _ = rewritten.pin()
-    >>> blob_key(source, header) == blob_key(rewritten, header)
-    False
-    """
+    """The key of a (file, blob) pair in :data:`checked_blobs`: the address, the blob and the file's version."""
     return version_key(pair_digest(source, header), source)
 
 

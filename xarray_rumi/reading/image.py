@@ -1,12 +1,4 @@
-"""An opened rumi image and the one reader of its frames.
-
-Every way of reading pixels comes here.  A read fetches the frames a
-selection touches and decodes them on every core: a frame the selection
-holds whole straight into its place, a cut one into its thread's scratch
-frame, from which its part is copied.  Before any pixel is returned the
-blob is checked against its file's IFD head, in the version of the file
-the image keeps to (docs/backend.md).
-"""
+"""An opened rumi image and the one reader of its frames (docs/backend.md)."""
 
 from __future__ import annotations
 
@@ -42,12 +34,9 @@ READ_BATCH = 32 * 1024 * 1024
 
 @dataclass(frozen=True)
 class RumiImage:
-    """An opened rumi file: where it is, its header, its georeferencing (when known), and how to read it.
+    """An opened rumi file: its source, header, georeferencing (when known); ``verify=False`` trusts file and blob.
 
-    ``verify=False`` trusts the file and the blob (no checksums, no blob
-    check).  ``claimed_by`` names who gave ``georeferencing`` without it being
-    compared with the file's tags; the blob's check then compares them.
-    Pickles as the address, the blob and the file version, never bytes.
+    ``claimed_by`` names who gave an unchecked ``georeferencing``. Pickles without bytes.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -67,15 +56,6 @@ class RumiImage:
     claimed_by: str | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
-        """One line: where, the shape, the sample type, the frames and the CRS.
-
-        >>> import numpy as np, tempfile, os, xarray_rumi
-        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-        >>> _ = xarray_rumi.write(path, np.zeros((2, 100, 120), "uint16"), tile_size=32, crs=32618,
-        ...                       transform=(30, 0, 500000, 0, -30, 4000000))
-        >>> xarray_rumi.open_image(path)  # doctest: +ELLIPSIS
-        <RumiImage .../a.rumi: 2 bands x 100 rows x 120 columns, uint16, 32 frames (tile, 32 x 32 px), EPSG:32618>
-        """
         grid, sample = self.grid, self.sample_type
         dtype = sample.name if sample.name == str(sample.dtype) else f"{sample.name} (read as {sample.dtype})"
         geo = self.georeferencing
@@ -104,13 +84,11 @@ class RumiImage:
 
     @property
     def blob_key(self) -> bytes:
-        """The pair's name in the record of checked pairs, in the version of the file the source keeps to."""
         return version_key(self._pair_digest, self.source)
 
     @cached_property
     def file_size(self) -> int:
-        """The file's real size in bytes (the header's ``frames_end`` is a claim): from the open, from the first
-        read's answer, else asked once."""
+        """The file's real size in bytes (``header.frames_end`` is only a claim)."""
         if self.opened_size is not None:
             return self.opened_size
         known = self._pin_file()
@@ -122,21 +100,12 @@ class RumiImage:
         return _load_image, (self.source, self.header, self.georeferencing, self.verify, checked, self.opened_size,
                              self.claimed_by)
 
-    # -- bytes ------------------------------------------------------------
-
     def frame_range(self, index: int) -> tuple[int, int]:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
     def fetch(self, starts, stops, *, max_gap: int | None = None, on_ready=None) -> list[bytes]:
-        """The bytes ``[starts[i], stops[i])`` of frames, once the blob is known to match the file.
-
-        An unchecked blob is checked first, its IFD head fetched with the
-        frames; a frame past the end of the file is ``frames.truncated``.
-        ``max_gap`` and ``on_ready`` go to
-        :meth:`~xarray_rumi.io.source.ByteSource.read_many` (``on_ready`` only
-        once the blob is checked).
-        """
+        """The bytes ``[starts[i], stops[i])``, once the blob is checked; past the file's end: ``frames.truncated``."""
         options = {} if max_gap is None else {"max_gap": max_gap}
         if on_ready is not None:
             options["on_ready"] = on_ready
@@ -146,17 +115,7 @@ class RumiImage:
             raise self.truncated(ended) from None
 
     def truncated(self, ended: FileEndedError) -> RumiFormatError:
-        """The error for a range of this image that ``ended`` says runs past the end of the file.
-
-        >>> import numpy as np, tempfile, os, xarray_rumi
-        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-        >>> blob = xarray_rumi.write(path, np.arange(64, dtype="uint8").reshape(8, 8), tile_size=4)
-        >>> image = xarray_rumi.open_image(path, header=blob, georeferencing=False)
-        >>> start, stop = image.frame_range(3)
-        >>> error = image.truncated(FileEndedError(path, start, stop, start + 2))
-        >>> error.rule, error.detail.startswith(f"frame 3 (bytes {start}-{stop}) runs past the end of {path}")
-        ('frames.truncated', True)
-        """
+        """The error for a range that ``ended`` says runs past the end of the file."""
         header, url = self.header, self.source.url
         if ended.start < header.base_frame_offset:
             return RumiFormatError(
@@ -170,18 +129,13 @@ class RumiImage:
             "the file was cut after its blob was made, or the blob is not this file's")
 
     def _pin_file(self):
-        """The version of the file this image reads, fixed on first need; ``None`` for a source that keeps none."""
         pin = getattr(self.source, "pin", None)
         return pin() if pin is not None else None
 
     def fetch_as_ready(self, starts, stops, handle) -> list[tuple[int, bytes]]:
-        """Fetch the ranges, calling ``handle(position, payload)`` on each remote request's frames as it completes.
-
-        Returns ``(position, payload)`` of the rest (the last request's, and
-        all of a local file's), for the caller to share among threads.
-        """
+        """Fetch, calling ``handle(position, payload)`` as remote requests complete; returns the rest's pairs."""
         handed_on = np.zeros(len(starts), bool)
-        latest: dict = {}  # the latest request's frames, handled when the next one arrives
+        latest: dict = {}  # handled when the next request arrives, so the last one's go to the caller's threads
 
         def ready(positions, payloads) -> None:
             for position, payload in latest.items():
@@ -202,13 +156,12 @@ class RumiImage:
             self._pin_file()
             if self.blob_key in checked_blobs:
                 return self._read_ranges(starts, stops, options)
-        # Frames are handed on only once the blob is checked in this version: a blob of another file decodes to garbage.
+        # A blob of another file decodes to garbage: hand frames on only once it is checked.
         gap = {k: v for k, v in options.items() if k != "on_ready"}
         if unpinned and checked_blobs.has_pair(self._pair_digest):
-            # checked in some version of the file, most likely the one the answers will state
             payloads = self._read_ranges(starts, stops, gap)
             if self.blob_key not in checked_blobs:
-                self.check_blob()  # another version: its head, a round trip more
+                self.check_blob()
             return payloads
         pair = self._pair_digest
         lock = checked_blobs.lock_for(pair)
@@ -241,11 +194,9 @@ class RumiImage:
         self._check_head(*head)
 
     def _head_ranges(self) -> list[tuple[int, int]]:
-        """The ranges the blob's check reads: the IFD head, and the georeferencing tags when some are claimed."""
         return ifd_head_ranges(self.grid, georeferencing=self.claimed_by is not None)
 
     def _check_head(self, *payloads: bytes) -> None:
-        """Check the blob, and claimed georeferencing, against the bytes of :meth:`_head_ranges`."""
         claimed = self.claimed_by is not None
         head, sample_formats, tags = split_head(self.grid, payloads, georeferencing=claimed)
         try:
@@ -260,7 +211,7 @@ class RumiImage:
         checked_blobs.add(self.blob_key)
 
     def _read_ranges(self, starts, stops, options: dict) -> list[bytes]:
-        if len(starts) == 1:  # one range is one plain read (cat_file remotely)
+        if len(starts) == 1:
             return [self.source.read(int(starts[0]), int(stops[0]))]
         return self.source.read_many(starts, stops, **options)
 
@@ -280,8 +231,6 @@ class RumiImage:
         """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
         for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
             yield from zip(batch.tolist(), self.fetch(starts, stops))
-
-    # -- pixels -------------------------------------------------------------
 
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
         """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given); errors name it."""
@@ -325,7 +274,7 @@ class RumiImage:
         return self, grid.frames_touching(*window), decode_into_place
 
     def read_points(self, bands: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """The outer selection of in-range indices ``bands x rows x cols``, decoding the frames holding any."""
+        """The outer selection ``bands x rows x cols`` of in-range indices."""
         out = np.empty((bands.size, rows.size, cols.size), self.sample_type.dtype)
         if out.size == 0:
             return out
@@ -340,7 +289,6 @@ class RumiImage:
         return out
 
     def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
-        """The frame whose window is exactly this one, if there is one."""
         grid = self.grid
         if rows.start % grid.tile_length or cols.start % grid.tile_width or bands.start % grid.bands_per_frame:
             return None
@@ -352,9 +300,7 @@ class RumiImage:
         return index if same else None
 
     def read_windows(self, windows, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
-        """``(N, B, height, width)``: N windows ``(row, col, height, width)`` of one size, read as one batch.
-
-        See :func:`xarray_rumi.reading.batch.read_windows`.
+        """``(N, B, height, width)``: N windows ``(row, col, height, width)`` of one size (:func:`.batch.read_windows`).
 
         >>> import numpy as np, tempfile, os, xarray_rumi
         >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -390,11 +336,7 @@ def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
 
 
 def decode_all(jobs) -> None:
-    """Fetch and decode the frames of ``jobs``, ``(image, frame indices, place(k, payload))`` each, on every core.
-
-    Each ``place`` writes a disjoint part of the output; remote frames are
-    decoded as their requests arrive (docs/backend.md, "Over HTTP").
-    """
+    """Fetch and decode on every core the frames of ``jobs``: ``(image, frame indices, place(k, payload))`` each."""
     jobs = [(image, np.asarray(touched, np.int64), place) for image, touched, place in jobs]
     frames = sum(touched.size for _, touched, _ in jobs)
     if not frames:
@@ -416,11 +358,7 @@ def decode_all(jobs) -> None:
 
 
 def _batch_bytes(image: RumiImage, touched: np.ndarray, threads: int) -> int:
-    """Compressed bytes a thread fetches at a time: remotely a share of the read, all shares within REMOTE_BATCH.
-
-    Shared among the threads free to join (in a Dask task whose neighbours keep the other cores busy,
-    one: the read is then one round trip, not one a share).
-    """
+    """Compressed bytes a thread fetches at a time: remotely a share among idle threads, within REMOTE_BATCH."""
     if image.source.is_local:
         return DECODE_BATCH
     starts, stops = image.header.ranges(touched)

@@ -1,9 +1,4 @@
-"""The one opener: a rumi image from a path, URL or byte source and (optionally) its blob.
-
-Every way of opening goes through here, reading as little as the arguments
-allow; docs/backend.md ("Georeferencing with a blob" and "Over HTTP") says what each combination
-reads, and how the file's size and version come with it.
-"""
+"""The one opener: a rumi image from a path, URL or byte source and its blob; what each reads: docs/backend.md."""
 
 from __future__ import annotations
 
@@ -37,9 +32,8 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
                retry: RetryPolicy = DEFAULT_POLICY, claimed_by: str | None = None) -> RumiImage:
     """Open a rumi image from a path, URL or byte source, and its blob (bytes, a path/URL, a ``Header`` or ``None``).
 
-    ``crs``/``transform``/``raster_type`` or ``georeferencing`` claim the
-    file's georeferencing (checked against its tags where they are read,
-    naming ``claimed_by``); ``verify=False`` trusts file, blob and claim.
+    ``crs``/``transform``/``raster_type`` or ``georeferencing`` claim the georeferencing, checked against the
+    file's tags (naming ``claimed_by``); ``verify=False`` trusts file, blob and claim.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -70,7 +64,7 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
             heading.cancel() or heading.exception()  # the blob's error is the one to raise
         raise
     if supplied is not None:
-        # nothing read, so nothing checked yet: the first frame read checks the blob and the claim
+        # the first frame read checks the blob and the claim
         return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
     if heading is not None:
         head = heading.result()
@@ -92,7 +86,6 @@ def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY)
 
 
 def _fetched(header, source) -> bool:
-    """Whether opening fetches both the blob (a path or URL) and the remote file's head: two requests at once."""
     return isinstance(header, (str, os.PathLike)) and not getattr(source, "is_local", True)
 
 
@@ -117,7 +110,6 @@ def read_head(source) -> bytes:
 
 
 def _size(source) -> int:
-    """The file's size as the version pinned says, else asked."""
     identity = getattr(source, "identity", None)
     return identity.size if identity is not None and identity.size is not None else source.size()
 
@@ -150,13 +142,7 @@ def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferen
 
 def load_header(header, storage_options=None, limits: Limits = DEFAULT_LIMITS,
                 retry: RetryPolicy = DEFAULT_POLICY) -> Header:
-    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file.
-
-    >>> load_header(bytes(28))
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.errors.RumiFormatError: blob.magic: expected 0x45564F4C (bytes 4C 4F 56 45), got 0x00000000
-    """
+    """A :class:`Header` from blob bytes, a ``Header``, or a path/URL of a blob file."""
     if isinstance(header, Header):
         return header
     if isinstance(header, (bytes, bytearray, memoryview)):
@@ -197,20 +183,12 @@ def _claimed_size(first: bytes, limits: Limits) -> int | None:
 
 def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_LIMITS,
                  retry: RetryPolicy = DEFAULT_POLICY) -> list:
-    """:func:`load_header` of many entries (``None`` stays ``None``), parsed together; a bad blob is named by ``names``.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 40, 40), "uint8"), tile_size=16)
-    >>> a, b, c = load_headers([blob, None, blob], ["a", "b", "c"])
-    >>> a is c, b
-    (True, None)
-    """
+    """:func:`load_header` of many entries (``None`` stays ``None``), parsed together; a bad blob is named by ``names``."""
     names = list(names)
     headers = list(headers)
     if len(headers) != len(names):
         raise ValueError(f"{len(names)} images but {len(headers)} headers")
-    blobs = {}  # position -> blob bytes, parsed together below
+    blobs = {}
     for position, header in enumerate(headers):
         if header is None or isinstance(header, Header):
             continue
@@ -230,21 +208,12 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
 
 
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """``(ParsedIFD, Header)`` of the file's IFD, its frame layout checked and its size holding every frame.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((2, 40, 40), "uint8"), tile_size=16, compression="portable")
-    >>> parsed, header = read_ifd(ByteSource.of(path))
-    >>> header.to_bytes() == blob, int(parsed.tile_offsets[0]) == header.base_frame_offset
-    (True, True)
-    """
+    """``(ParsedIFD, Header)`` of the file's IFD, its frame layout checked and its size holding every frame."""
     parsed, header, _ = _read_ifd_and_size(source, limits, check_registry=check_registry)
     return parsed, header
 
 
 def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """:func:`read_ifd`, and the file's size: ``(ParsedIFD, Header, size)``."""
     head = read_head(source)
     needed = prefix_size(head, limits)
     if needed > len(head):
@@ -264,7 +233,7 @@ def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registr
 
 
 def checked_size(source, header: Header) -> int:
-    """The file's size (as its pinned version states, else asked), once it holds every frame (``frames.truncated``).
+    """The file's size, once it holds every frame (else ``frames.truncated``).
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -279,9 +248,7 @@ def checked_size(source, header: Header) -> int:
 
 
 def read_georeferencing(source, header: Header, *, check_blob: bool = False, head: bytes = b"") -> Georeferencing:
-    """The georeferencing of a file whose blob locates it: one read, none if ``head`` (the file's first bytes) holds it.
-
-    With ``check_blob`` the IFD head comes in the same read, and the blob is checked against it.
+    """The georeferencing of a file its blob locates: one read (none if ``head`` holds it); ``check_blob`` checks too.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")

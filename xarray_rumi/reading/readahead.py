@@ -1,7 +1,4 @@
-"""Read-ahead for remote ``chunks={}`` tasks: a frame that continues a sweep brings the next frames along.
-
-What it reads ahead, and what it keeps to: ``docs/backend.md``, "Over HTTP".
-"""
+"""Read-ahead for remote ``chunks={}`` tasks: a frame continuing a sweep brings the next along (docs/backend.md)."""
 
 from __future__ import annotations
 
@@ -35,9 +32,7 @@ class _Span:
 
 
 class ReadAhead:
-    """The cache of frames read ahead; ``take`` gives a frame's bytes, fetching with ``fetch(frames)`` on a miss.
-
-    ``fetch`` returns the bytes of ``frames`` in order.  Thread-safe; starts no thread.
+    """The cache of frames read ahead; ``take`` gives a frame's bytes, else ``fetch(frames)``'s; thread-safe.
 
     >>> from xarray_rumi.format.grid import FrameGrid
     >>> ahead, sent, row = ReadAhead(), [], FrameGrid(64, 16, 16, 16, 1)  # one band, a row of 4 frames
@@ -98,7 +93,6 @@ class ReadAhead:
         return found if found is not None else fetch([frame])[0]
 
     def _fetch_own(self, key, frame: int, grid, span: _Span, fetch) -> bytes:
-        """Fetch ``span``, which holds ``frame``: its bytes, the others kept."""
         frames = [frame, *(k for k in span.frames if k != frame)]
         try:
             payloads = fetch(frames)
@@ -329,14 +323,7 @@ in_forked_child(lambda: shared._after_fork())  # whichever ReadAhead is ``shared
 
 
 def read_frame(image, frame: int) -> bytes:
-    """Frame ``frame``'s compressed bytes, through :data:`shared` for a remote image keeping to a version.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> image = xarray_rumi.open_image(path, header=xarray_rumi.write(path, np.zeros((8, 8), "uint8"), tile_size=4))
-    >>> len(read_frame(image, 0)) == image.header.byte_count(0)   # local: read as it is, no read-ahead
-    True
-    """
+    """Frame ``frame``'s compressed bytes, through :data:`shared` for a remote image keeping to a version."""
     key = _key(image)
     if key is None:
         if not _pins_on_this_read(image.source):

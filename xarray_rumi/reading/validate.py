@@ -14,8 +14,7 @@ from .open import load_header, read_ifd
 
 
 def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Raise :class:`RumiFormatError` naming the first rule of the spec ``path`` breaks, every frame decoded,
-    and (``header`` given) the blob's, or its disagreement with the file. Memory: one batch of frames.
+    """Raise :class:`RumiFormatError` naming the first rule ``path`` (every frame decoded) or ``header`` breaks.
 
     >>> import numpy as np, tempfile, os, xarray_rumi
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
@@ -34,7 +33,6 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
 
 
 def _check_frames(source: ByteSource, header) -> None:
-    """Decode every frame, a batch of reads at a time, all at one OpenZL version."""
     image = RumiImage(source, header)  # the file's own header: nothing to check it against
     pinned = None
     for k, payload in image.iter_payloads(np.arange(header.frame_count)):
@@ -47,4 +45,4 @@ def _check_frames(source: ByteSource, header) -> None:
         elif version != pinned:
             raise RumiFormatError("frames.format-version", f"frame {k} of {source.url} uses OpenZL format version "
                                   f"{version}, but frame 0 uses {pinned}; all frames must share one pinned version")
-        image.decode(k, payload)  # a frame that does not decode is refused naming the frame and the file
+        image.decode(k, payload)

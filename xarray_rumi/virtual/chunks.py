@@ -17,15 +17,13 @@ from ..format.limits import DEFAULT_LIMITS
 from ..frames.codec import check_element_width, decode_elements, encode_frame, frame_version
 from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 
-#: The recipe ordinary Zarr arrays are encoded with: built-in OpenZL codecs
-#: only (any OpenZL decoder reads it) and valid for every element type.
+#: The recipe of ordinary Zarr arrays: built-in OpenZL codecs only, valid for every element type.
 DEFAULT_RECIPE = "id>zstd"
 
 #: The byte orders the numcodecs codec exchanges bytes in (zarr's ``bytes`` codec names them so).
 ENDIANS = ("little", "big")
 
-# Zarr cannot describe ml_dtypes types, so those sample types are exposed as the
-# narrowest standard numpy type that holds every one of their values exactly.
+# Zarr cannot name ml_dtypes types: the narrowest numpy type holding each one's values exactly.
 _WIDENED = {
     "uint2": np.uint8, "uint4": np.uint8, "int2": np.int8, "int4": np.int8,
     "float8_e4m3fn": np.float32, "float8_e5m2": np.float32, "float8_e8m0fnu": np.float32,
@@ -35,12 +33,7 @@ _WIDENED = {
 
 
 def zarr_dtype(sample: SampleType) -> np.dtype:
-    """The dtype a Zarr array of ``sample`` frames has: the reader's dtype, widened
-    exactly where Zarr metadata cannot name an ``ml_dtypes`` type.
-
-    >>> zarr_dtype(sample_type_from_name("cint16")), zarr_dtype(sample_type_from_name("bfloat16"))
-    (dtype('complex64'), dtype('float32'))
-    """
+    """The dtype of a Zarr array of ``sample`` frames: the reader's, widened where Zarr cannot name it."""
     return np.dtype(_WIDENED.get(sample.name, sample.dtype))
 
 
@@ -64,7 +57,7 @@ class OpenZLConfig:
     endian: str = "little"
 
     def __post_init__(self) -> None:
-        # every field is checked here, so a bad configuration fails where it is made, naming the field
+        # a bad configuration fails where it is made, naming the field
         if self.sample_type is not None:
             _check_type("sample_type", self.sample_type, str, "a rumi sample type name like 'uint16'")
             try:
@@ -85,8 +78,6 @@ class OpenZLConfig:
             if self.sample_type is None or self.chunk_shape is None or len(self.chunk_shape) < 2:
                 raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
 
-    # -- configuration as plain JSON ----------------------------------------
-
     def to_config(self) -> dict:
         """The configuration as plain JSON values, defaults left out."""
         config = {"recipe": self.recipe}
@@ -99,8 +90,6 @@ class OpenZLConfig:
         if self.endian != "little":
             config["endian"] = self.endian
         return config
-
-    # -- encoding --------------------------------------------------------------
 
     def sample_for(self, dtype) -> SampleType:
         if self.sample_type is not None:
@@ -115,8 +104,6 @@ class OpenZLConfig:
         rows = chunk.shape[-2] if chunk.ndim >= 2 else 1
         return encode_frame(stored.reshape(planes, rows, -1), self.recipe)
 
-    # -- decoding --------------------------------------------------------------
-
     def decode(self, data, chunk_shape: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
         """Decode one chunk to ``chunk_shape`` (default: the configured one)."""
         data = memoryview(data).cast("B")
@@ -126,7 +113,7 @@ class OpenZLConfig:
         sample = self.sample_for(dtype if dtype is not None else np.uint8)
         out_dtype = zarr_dtype(sample) if self.sample_type is not None else np.dtype(dtype)
         chunk_bytes = math.prod(shape) * sample.bytes_per_sample   # math.prod: np.prod's overhead shows per chunk
-        shift = frame_shift(data)   # also checks the frame header found
+        shift = frame_shift(data)
         raw = self._decompress(data[shift:], chunk_bytes, sample)
         if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
             return _as(sample.decode(raw, shape), out_dtype)
@@ -138,7 +125,6 @@ class OpenZLConfig:
         return out
 
     def _decompress(self, frame: memoryview, limit: int, sample: SampleType) -> np.ndarray:
-        """The frame's raw bytes, its element width checked on the first frame of each sample type."""
         checked = self.__dict__.setdefault("_widths_checked", set())   # not a field: equality and config ignore it
         if sample.name in checked:
             return decompress_frame(frame, limit)
@@ -148,7 +134,6 @@ class OpenZLConfig:
         return raw
 
     def _frame_size(self, samples: int, remainder: int, shape, shift: int) -> tuple[int, int]:
-        """``(h, w)`` of the frame that decoded to ``samples`` samples."""
         planes = math.prod(shape[:-2])
         tile_length, tile_width = shape[-2:]
         image_length, image_width = self.image_shape
@@ -169,7 +154,6 @@ class OpenZLConfig:
 
 @lru_cache(maxsize=64)
 def _frame_sizes(image_shape: tuple[int, int], tile_shape: tuple[int, int]) -> frozenset[tuple[int, int]]:
-    """The ``(h, w)`` a chunk's frame may have: the grid's frame sizes, and a full chunk."""
     (image_length, image_width), (tile_length, tile_width) = image_shape, tile_shape
     return FrameGrid(image_width, image_length, tile_width, tile_length, 1).frame_sizes | {tile_shape}
 
@@ -180,7 +164,6 @@ def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 
 def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """``array`` as ``dtype``: itself where it already is (no copy, no call into numpy's casting)."""
     return array if array.dtype == dtype else array.astype(dtype)
 
 
@@ -192,7 +175,6 @@ def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, i
     (16, 4)
     """
     frame_version(data)
-    # without a chunk shape, the same per-frame bound as every other decode
     return decode_elements(data, limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
 
 
@@ -215,7 +197,6 @@ def _check_type(name: str, value, kind: type, what: str) -> None:
 
 
 def _sizes(name: str, value, *, length: int | None = None, at_least: int = 0) -> tuple[int, ...] | None:
-    """``value`` as a tuple of positive integers (``None`` stays ``None``), or an error naming ``name``."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):

@@ -26,8 +26,6 @@ from .chunks import (
     zarr_dtype,
 )
 
-# -- numcodecs ------------------------------------------------------------------
-
 
 class OpenZLCodec(Codec):
     """numcodecs codec ``"openzl"``: one OpenZL frame per chunk.
@@ -37,9 +35,6 @@ class OpenZLCodec(Codec):
     >>> data = np.arange(6, dtype="int32").reshape(2, 3)
     >>> np.frombuffer(codec.decode(codec.encode(data)), "int32").tolist()
     [0, 1, 2, 3, 4, 5]
-    >>> big = OpenZLCodec(endian="big")
-    >>> np.frombuffer(big.decode(big.encode(np.arange(4, dtype=">u2"))), ">u2").tolist()
-    [0, 1, 2, 3]
     """
 
     codec_id = "openzl"
@@ -61,8 +56,7 @@ class OpenZLCodec(Codec):
         if self.config.sample_type is not None:
             dtype = zarr_dtype(sample_type_from_name(self.config.sample_type))
             if chunk.dtype.newbyteorder("=") != dtype.newbyteorder("="):
-                # Behind zarr's ``bytes`` serializer the chunk arrives as raw bytes in
-                # the configured byte order: view them so (and as the chunk shape).
+                # behind zarr's bytes serializer: raw bytes in the configured byte order
                 chunk = ensure_contiguous_ndarray(chunk).view(dtype.newbyteorder(_BYTE_ORDER[self.config.endian]))
                 if self.config.chunk_shape and chunk.size == math.prod(self.config.chunk_shape):
                     chunk = chunk.reshape(self.config.chunk_shape)
@@ -70,9 +64,7 @@ class OpenZLCodec(Codec):
         return self.config.encode(chunk)
 
     def decode(self, buf, out=None):
-        # numcodecs hands over bytes only.  With a sample type the configured
-        # chunk shape says what to build; without one the frame's bytes go back
-        # raw (zarr views them as the array's dtype), bounded by ``out`` if given.
+        # numcodecs hands over bytes only: without a sample type they go back raw, for zarr to view
         data = memoryview(ensure_contiguous_ndarray(buf)).cast("B")
         order = _BYTE_ORDER[self.config.endian]
         if self.config.sample_type is not None:
@@ -105,9 +97,6 @@ def _check_byte_order(dtype: np.dtype, endian: str) -> None:
             f"would hand back its bytes swapped: use OpenZLCodec(endian={order!r}) for {order}-endian arrays, "
             f"or store the array {endian}-endian"
         )
-
-
-# -- zarr-python 3 --------------------------------------------------------------
 
 
 class _SyncInThread:
@@ -174,7 +163,7 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
 
 
 def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
-    """Refuse a configuration whose chunk shape or sample type is not the array's (zarr calls this on creation)."""
+    """Refuse a configuration whose chunk shape or sample type is not the array's."""
     grid_chunks = getattr(chunk_grid, "chunk_shape", None)
     if chunks.chunk_shape is not None and grid_chunks is not None and not same_planes(tuple(grid_chunks),
                                                                                      chunks.chunk_shape):
@@ -185,9 +174,6 @@ def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
         expected = zarr_dtype(sample_type_from_name(chunks.sample_type))
         if expected.newbyteorder("=") != native.newbyteorder("="):
             raise ValueError(f"openzl sample_type {chunks.sample_type} reads as {expected}, but the array is {native}")
-
-
-# -- zarr-python 3, bytes to bytes ---------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -224,7 +210,6 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
         return {"name": "numcodecs.openzl", "configuration": configuration}
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
-        # the bytes this codec gets are the array's, so its sample type must be the array's dtype
         _check_array(self._codec.config, dtype, chunk_grid)
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
@@ -235,8 +220,7 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
 
 
 def _register_bytes_codec() -> None:
-    # The package's zarr.codecs entry point resolves the name wherever the package is
-    # installed; this also serves a source tree on sys.path, which has no entry points.
+    # for a source tree on sys.path, which has no entry points
     register_codec("numcodecs.openzl", OpenZLBytesCodec)
 
 

@@ -16,7 +16,6 @@ from .kerchunk import compact_json
 from .parser import RumiParser
 
 
-#: Dimensions a Cube already has: the stacking dimension must be a new one.
 IMAGE_DIMS = ("band", "y", "x")
 
 
@@ -38,10 +37,10 @@ def virtual_cube_references(images: Sequence, dim: str) -> dict:
     import xarray as xr
 
     check_stack_dim(dim)
-    layout = cube_layout(list(images), dim)   # the alignment check
+    layout = cube_layout(list(images), dim)   # checks the alignment
     urls = [as_url(image.source.url) for image in images]
     registry = object_store_registry(urls)
-    # Dimension coordinates load by default; 2-D ones (rotated grids) only when named.
+    # 2-D coordinates (rotated grids) load only when named
     loadable = [name for name in image_layout(images[0]).coords if name != GRID_MAPPING]
     parts = [
         virtualizarr.open_virtual_dataset(
@@ -76,7 +75,7 @@ def readable_with_defaults(refs: dict) -> dict:
         if not zarray["shape"] and f"{name}0" not in out:
             value = np.array(zarray.get("fill_value") or 0, np.dtype(zarray["dtype"]))
             out[f"{name}0"] = "base64:" + base64.b64encode(value.tobytes()).decode()
-            out.pop(name, None)   # VirtualiZarr's 0-d key ("name/"), which zarr never asks for
+            out.pop(name, None)   # VirtualiZarr's 0-d key, which zarr never asks for
         zarray["fill_value"] = None
         out[key] = compact_json(zarray)
         attrs_key = f"{name}.zattrs"

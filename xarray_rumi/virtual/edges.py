@@ -25,11 +25,7 @@ LARGEST_SHIFT = max(RIGHT_EDGE, RAW_LENGTH, RIGHT_EDGE_AT_RAW_LENGTH)
 
 
 def ambiguous_edges(grid: FrameGrid) -> bool:
-    """Whether right-edge and bottom-edge frames decode to the same sample count.
-
-    >>> ambiguous_edges(FrameGrid(1000, 1000, 256, 256, 1)), ambiguous_edges(FrameGrid(1000, 900, 256, 256, 1))
-    (True, False)
-    """
+    """Whether right-edge and bottom-edge frames decode to the same sample count."""
     edge_length, edge_width = grid.edge_sizes()
     return (
         grid.tiles_down > 1 and grid.tiles_across > 1 and edge_length != grid.tile_length
@@ -45,7 +41,7 @@ def frame_shift(data) -> int:
     """
     head = bytes(data[:LARGEST_SHIFT + 4])
     for shift in range(LARGEST_SHIFT + 1):
-        # bytes 1..3 of the magic first: one comparison a shift, no exception on the way to the frame
+        # bytes 1..3 of the magic first: no exception on the way to the frame
         if head[shift + 1:shift + 4] == MAGIC_TAIL:
             try:
                 frame_version(head[shift:shift + 4])
@@ -65,7 +61,7 @@ class ChunkReferences:
 
 
 def chunk_references(headers: list[Header]) -> ChunkReferences:
-    """The references of images sharing one grid, each shifted as the module describes.
+    """The references of images sharing one grid, each moved back by its frame's shift (the constants above).
 
     >>> from xarray_rumi.format.dtypes import sample_type_from_name
     >>> grid = FrameGrid(6, 6, 4, 4, 1)   # right edge (4, 2) and bottom edge (2, 4): 8 samples each

@@ -20,14 +20,9 @@ def references(path, header=None, **open_kwargs) -> dict:
     """Kerchunk version-1 references to every frame of a rumi file.
 
     >>> import numpy as np, tempfile, os, xarray as xr, xarray_rumi
-    >>> from xarray_rumi.reading.open import load_header
     >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
     >>> data = np.arange(2 * 5 * 7, dtype="uint16").reshape(2, 5, 7)
-    >>> blob = xarray_rumi.write(path, data, tile_size=4, crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
-    >>> refs = references(path, blob)
-    >>> header = load_header(blob)   # band 1 of grid row 1, column 0 is frame 5
-    >>> refs["refs"]["band_data/1.1.0"] == [path, header.offset(5), header.byte_count(5)]
-    True
+    >>> refs = references(path, xarray_rumi.write(path, data, tile_size=4, crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6)))
     >>> ds = xr.open_dataset("reference://", engine="zarr", backend_kwargs={"consolidated": False,
     ...                      "storage_options": {"fo": refs}})
     >>> bool((ds.band_data.values == data).all()), float(ds.x[0])
@@ -37,15 +32,7 @@ def references(path, header=None, **open_kwargs) -> dict:
 
 
 def cube_references(paths, dim: str = "time", headers=None, **open_kwargs) -> dict:
-    """One reference set stacking grid-aligned files along a new dimension ``dim``.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> paths = [os.path.join(tempfile.mkdtemp(), f"t{n}.rumi") for n in range(2)]
-    >>> blobs = [xarray_rumi.write(p, np.full((1, 6, 6), n, "uint8"), tile_size=4) for n, p in enumerate(paths)]
-    >>> refs = cube_references(paths, "time", blobs)
-    >>> json.loads(refs["refs"]["band_data/.zarray"])["shape"], sorted(k for k in refs["refs"] if k.startswith("band_data/1."))
-    ([2, 1, 6, 6], ['band_data/1.0.0.0', 'band_data/1.0.0.1', 'band_data/1.0.1.0', 'band_data/1.0.1.1'])
-    """
+    """One reference set stacking grid-aligned files along a new dimension ``dim``."""
     headers = list(headers) if headers is not None else [None] * len(paths)
     if len(headers) != len(paths):
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
@@ -86,17 +73,11 @@ def layout_references(layout: Layout) -> dict:
     return consolidated({"version": 1, "refs": refs})
 
 
-#: The Zarr v2 metadata keys that consolidated metadata gathers.
 _METADATA = (".zarray", ".zattrs", ".zgroup")
 
 
 def consolidated(refs: dict) -> dict:
-    """``refs`` with Zarr v2 consolidated metadata (``.zmetadata``) made from its metadata keys.
-
-    >>> refs = consolidated({"version": 1, "refs": {".zgroup": '{"zarr_format":2}', "a/0": ["f", 0, 1]}})
-    >>> json.loads(refs["refs"][".zmetadata"])
-    {'zarr_consolidated_format': 1, 'metadata': {'.zgroup': {'zarr_format': 2}}}
-    """
+    """``refs`` with Zarr v2 consolidated metadata (``.zmetadata``) made from its metadata keys."""
     entries = {k: v for k, v in refs["refs"].items() if k != ".zmetadata"}
     metadata = {k: v if isinstance(v, dict) else json.loads(v) for k, v in entries.items()
                 if k.rsplit("/", 1)[-1] in _METADATA}
@@ -105,14 +86,12 @@ def consolidated(refs: dict) -> dict:
 
 
 def _chunk_keys(grid) -> list[str]:
-    """``band.row.col`` of every frame, in frame-index order."""
     rows, cols, bands = grid.frame_locations()
     return [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]
 
 
 def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
-    # fill_value null: rumi has no nodata, and a Zarr v2 fill value would become
-    # _FillValue in xarray and mask real pixels.
+    # fill_value null: rumi has no nodata, and xarray would mask real pixels with a _FillValue
     return {
         "zarr_format": 2, "shape": list(shape), "chunks": list(chunks), "dtype": np.dtype(dtype).str,
         "compressor": compressor, "filters": None, "fill_value": None, "order": "C", "dimension_separator": ".",
@@ -131,9 +110,5 @@ def _inline(name: str, values: np.ndarray, dims: list[str], attrs: dict) -> dict
 
 
 def compact_json(value) -> str:
-    """``value`` as a reference set stores its metadata: JSON without spaces.
-
-    >>> compact_json({"zarr_format": 2, "chunks": [1, 2]})
-    '{"zarr_format":2,"chunks":[1,2]}'
-    """
+    """``value`` as a reference set stores its metadata: JSON without spaces."""
     return json.dumps(value, separators=(",", ":"))
