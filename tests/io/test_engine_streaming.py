@@ -98,6 +98,7 @@ def test_read_many_hands_on_each_range_once_in_the_callers_positions_across_a_re
     (tmp_path / "x.bin").write_bytes(DATA)
     with RangeServer(str(tmp_path)) as origin, FlakyProxy(origin.url, ["503"]) as proxy:
         source = ByteSource(f"{proxy.url}/x.bin", retry=RetryPolicy(attempts=3, backoff=0.001))
+        source.pin()  # a HEAD: until pinned, reads hand nothing on early (their answers' versions are compared first)
         seen = {}
 
         def ready(positions, pieces):
@@ -110,3 +111,26 @@ def test_read_many_hands_on_each_range_once_in_the_callers_positions_across_a_re
         assert any(r.fault for r in proxy.requests)   # one request failed and was asked again
     assert seen == {i: DATA[s:s + 100] for i, s in enumerate(starts)}
     assert [len(piece) for piece in got] == [100] * 3
+
+
+def test_a_first_read_that_pins_its_source_hands_nothing_on_before_its_answers_are_compared(tmp_path):
+    """Its answers state the version; two of them stating different ones would be a changed file, so none goes early."""
+    (tmp_path / "x.bin").write_bytes(DATA)
+    with RangeServer(str(tmp_path)) as origin:
+        source = ByteSource(f"{origin.url}/x.bin")
+        seen = []
+        starts = [12000, 0, 6000]
+        got = source.read_many(starts, [s + 100 for s in starts], max_gap=0, on_ready=lambda p, pieces: seen.extend(p))
+        assert seen == [] and source.identity is not None   # pinned by this read's answers
+        assert got == [DATA[s:s + 100] for s in starts]
+        got = source.read_many(starts, [s + 100 for s in starts], max_gap=0, on_ready=lambda p, pieces: seen.extend(p))
+    assert sorted(seen) == [0, 1, 2]   # pinned: each range handed on as its request completes
+
+
+def test_a_first_read_past_the_end_is_the_end_of_the_file_even_where_the_416_states_no_etag(tmp_path):
+    from xarray_rumi.io.source import FileEndedError
+
+    (tmp_path / "x.bin").write_bytes(DATA)
+    with RangeServer(str(tmp_path)) as origin:   # its 416 states the size (Content-Range: bytes */N), no ETag
+        with pytest.raises(FileEndedError, match="16384"):
+            ByteSource(f"{origin.url}/x.bin").read_many([12000, 0, 600_000], [12100, 100, 600_100], max_gap=0)

@@ -309,7 +309,8 @@ class ByteSource:
             if found is None and not sizes:
                 sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
             now, pinned = found or sizes[0], self._pin.identity
-            if pinned is not None and pinned.etag is not None and now.etag != pinned.etag:
+            # a 416 may state the size without an ETag: only a differing ETag says the file changed
+            if pinned is not None and None not in (pinned.etag, now.etag) and now.etag != pinned.etag:
                 raise FileChangedError(self.url, pinned, now)
             if now.size is not None and now.size < stop:
                 raise FileEndedError(self.url, start, stop, now.size)
