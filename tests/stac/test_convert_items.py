@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import dask
 import numpy as np
 import pytest
 
@@ -154,6 +155,23 @@ def test_a_rerun_keeps_valid_outputs_without_writing_them(sources_dir):
     assert {r.status for r in progress} == {"kept"}
     assert {p: os.stat(p).st_mtime_ns for p in _outputs(sources_dir / "rumi")} == stamps
     assert [i.to_dict() for i in again] == [i.to_dict() for i in first]
+
+
+def test_a_rerun_checks_outputs_where_it_runs_and_sends_the_scheduler_only_what_is_left(sources_dir):
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    convert_items(items, sources_dir / "rumi", scheduler=HERE)
+    handed = []
+
+    def scheduler(graph, keys, **kwargs):  # a Dask scheduler that notes what it is given, then runs it here
+        handed.append(len(keys))
+        return dask.get(graph, keys, **kwargs)
+
+    convert_items(items, sources_dir / "rumi", scheduler=scheduler)
+    assert handed == []  # every output valid: nothing for the scheduler
+    os.remove(str(sources_dir / "rumi" / "scene-0" / "B02.rumi.header"))
+    progress = []
+    convert_items(items, sources_dir / "rumi", scheduler=scheduler, progress=progress.append)
+    assert handed == [1] and sorted(r.status for r in progress).count("converted") == 1
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other blob", "no blob", "other source"])

@@ -74,12 +74,25 @@ def convert_file(job: FileJob) -> FileResult:
                 convert(job.source, job.target, storage_options=job.storage_options, **job.options)
             status = "converted"
             blob = read_blob_file(f"{job.target}.header", job.storage_options)
-        image = open_image(job.target, blob, storage_options=job.storage_options)
-        fields = image_fields(image)
+        return _result(job, status, blob, bands)
     except (ValueError, OSError) as exc:
         return FileResult(job, "failed", reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
         return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
+
+
+def kept_file(job: FileJob) -> FileResult | None:
+    """The result of ``job`` if a valid output is already there, else ``None`` (:func:`convert_file` says why)."""
+    try:
+        bands, source_shape = _source_bands(job.source)
+        blob = kept_output(job.target, source_shape, job.storage_options)
+        return None if blob is None else _result(job, "kept", blob, bands)
+    except Exception:  # noqa: BLE001 - whatever it is, the file's own task meets it again and reports it
+        return None
+
+
+def _result(job: FileJob, status: str, blob: bytes, bands: SourceBands) -> FileResult:
+    fields = image_fields(open_image(job.target, blob, storage_options=job.storage_options))
     return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
 
 
@@ -122,7 +135,21 @@ def _size(source: str) -> int | None:
 
 
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:
-    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes."""
+    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes.
+
+    Outputs already there are checked here first, on threads: a rerun hands the cluster only what is left.
+    """
+    from ..runtime.threads import ordered_map
+
+    kept = list(ordered_map(kept_file, jobs, in_flight=2 * computing_threads()))
+    for result in kept:
+        if result is not None:
+            _reported(result, progress)
+    done = iter(_run_jobs([job for job, result in zip(jobs, kept) if result is None], scheduler, processes, progress))
+    return [result if result is not None else next(done) for result in kept]
+
+
+def _run_jobs(jobs: list[FileJob], scheduler, processes: int | None, progress) -> list[FileResult]:
     if not jobs:
         return []
     if scheduler is None:
