@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 
 import dask
 
-from ..format.blob import Header
 from ..io.source import ByteSource
-from ..reading.open import header_from_file, open_image, read_blob_file
+from ..reading.open import open_image, read_blob_file
 from ..runtime.threads import computing_threads
 from ..writing.convert import convert
 from .items import image_fields
@@ -66,15 +65,16 @@ def convert_file(job: FileJob) -> FileResult:
     """
     try:
         bands, source_shape = _source_bands(job.source)
-        blob = kept_output(job.target, source_shape, job.storage_options)
+        image = kept_output(job.target, source_shape, job.storage_options)
         status = "kept"
-        if blob is None:
+        if image is None:
             # on this worker's threads, not back to the cluster a frame a task
             with dask.config.set(scheduler="threads", num_workers=computing_threads()):
                 convert(job.source, job.target, storage_options=job.storage_options, **job.options)
             status = "converted"
-            blob = read_blob_file(f"{job.target}.header", job.storage_options)
-        return _result(job, status, blob, bands)
+            image = open_image(job.target, read_blob_file(f"{job.target}.header", job.storage_options),
+                               storage_options=job.storage_options)
+        return _result(job, status, image, bands)
     except (ValueError, OSError) as exc:
         return FileResult(job, "failed", reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
@@ -85,31 +85,30 @@ def kept_file(job: FileJob) -> FileResult | None:
     """The result of ``job`` if a valid output is already there, else ``None`` (:func:`convert_file` says why)."""
     try:
         bands, source_shape = _source_bands(job.source)
-        blob = kept_output(job.target, source_shape, job.storage_options)
-        return None if blob is None else _result(job, "kept", blob, bands)
+        image = kept_output(job.target, source_shape, job.storage_options)
+        return None if image is None else _result(job, "kept", image, bands)
     except Exception:  # noqa: BLE001 - whatever it is, the file's own task meets it again and reports it
         return None
 
 
-def _result(job: FileJob, status: str, blob: bytes, bands: SourceBands) -> FileResult:
-    fields = image_fields(open_image(job.target, blob, storage_options=job.storage_options))
+def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
+    fields = image_fields(image)
     return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
 
 
-def kept_output(target: str, source_shape: tuple, storage_options=None) -> bytes | None:
-    """``target``'s blob if it is a whole rumi file of ``source_shape`` ``(bands, rows, cols, dtype)``."""
+def kept_output(target: str, source_shape: tuple, storage_options=None):
+    """``target`` opened (a ``RumiImage``) if it is a whole rumi file of ``source_shape`` ``(bands, rows, cols,
+    dtype)`` whose blob beside it is the one its IFD gives, else ``None``."""
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
-        header = Header.from_bytes(blob)
-        if header_from_file(target, storage_options=storage_options) != blob:
-            return None
-        if ByteSource.of(target, storage_options).size() != header.frames_end:
+        image = open_image(target, storage_options=storage_options)  # its blob rebuilt from the IFD, its real size
+        if image.header.to_bytes() != blob or image.file_size != image.header.frames_end:
             return None
     except (OSError, ValueError):
         return None
-    grid = header.grid
-    shape = (grid.samples_per_pixel, grid.image_length, grid.image_width, header.sample_type.dtype.name)
-    return blob if shape == source_shape else None
+    grid = image.grid
+    shape = (grid.samples_per_pixel, grid.image_length, grid.image_width, image.header.sample_type.dtype.name)
+    return image if shape == source_shape else None
 
 
 def _source_bands(source: str) -> tuple[SourceBands, tuple]:
