@@ -247,3 +247,43 @@ def test_a_bigtiff_that_is_not_rumi_still_converts(tmp_path):
         dst.write(np.arange(1200, dtype="uint16").reshape(1, 30, 40))
     convert(source, tmp_path / "out.rumi", tile_size=16)
     assert np.array_equal(open_image(tmp_path / "out.rumi").read(), np.arange(1200, dtype="uint16").reshape(1, 30, 40))
+
+
+def _cint32_geotiff(folder, values) -> str:
+    """A CInt32 GeoTIFF (rasterio cannot make one itself: GDAL copies it from a raw VRT)."""
+    import rasterio.shutil
+
+    raw, vrt, tif = (os.path.join(folder, name) for name in ("x.raw", "x.vrt", "cint32.tif"))
+    parts = np.stack([values.real, values.imag], axis=-1).astype("<i4")
+    parts.tofile(raw)
+    rows, cols = values.shape
+    with open(vrt, "w") as f:
+        f.write(f'<VRTDataset rasterXSize="{cols}" rasterYSize="{rows}"><SRS>EPSG:4326</SRS>'
+                f"<GeoTransform>0, 1, 0, {rows}, 0, -1</GeoTransform>"
+                '<VRTRasterBand dataType="CInt32" band="1" subClass="VRTRawRasterBand">'
+                f'<SourceFilename relativetoVRT="0">{raw}</SourceFilename><ImageOffset>0</ImageOffset>'
+                f"<PixelOffset>8</PixelOffset><LineOffset>{8 * cols}</LineOffset><ByteOrder>LSB</ByteOrder>"
+                "</VRTRasterBand></VRTDataset>")
+    rasterio.shutil.copy(vrt, tif, driver="GTiff")
+    return tif
+
+
+def test_a_cint32_source_is_refused_rather_than_rounded_through_float32(tmp_path):
+    values = np.full((4, 4), 2**24 + 1, np.int64) + 1j * np.full((4, 4), -(2**30) + 3, np.int64)
+    source = _cint32_geotiff(str(tmp_path), values)
+    target = tmp_path / "out.rumi"
+    with pytest.raises(ValueError, match="CInt32 samples, which rasterio reads as complex64"):
+        convert(source, str(target))
+    assert sorted(os.listdir(tmp_path)) == ["cint32.tif", "x.raw", "x.vrt"]  # nothing written
+
+
+def test_a_cfloat32_source_still_converts(tmp_path):
+    import rasterio
+
+    source = str(tmp_path / "cf32.tif")
+    values = (np.arange(16) + 1j * np.arange(16)).reshape(1, 4, 4).astype("complex64")
+    with rasterio.open(source, "w", driver="GTiff", width=4, height=4, count=1, dtype="complex64",
+                       crs="EPSG:4326", transform=rasterio.Affine(1, 0, 0, 0, -1, 4)) as f:
+        f.write(values)
+    convert(source, str(tmp_path / "out.rumi"))
+    np.testing.assert_array_equal(open_image(str(tmp_path / "out.rumi")).read(), values)

@@ -90,6 +90,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
         if raster_type == "point" and transform is not None:
             transform = corner_to_centre(transform)   # GDAL reports a PixelIsPoint file's transform for corners
         sample_type = GDAL_SAMPLE_TYPES.get(src.dtypes[0])
+        refuse_complex_int32(src, source)
         nodata, mask, palette = src.nodata, mask_band(src), palette_bands(src)
         cache_bytes = gdal_cache_bytes(src)
     with warnings.catch_warnings():
@@ -139,6 +140,20 @@ def refuse_rumi_source(source: str) -> None:
     if is_rumi_file(source):
         raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
                          "nothing to convert (rumi info describes it)")
+
+
+def refuse_complex_int32(src, source: str) -> None:
+    """Refuse a CInt32 raster: rasterio hands its parts over as float32, exact only up to 2**24."""
+    if src.dtypes[0] != "complex64":  # CInt32 and CFloat32 both read as complex64: only GDAL's own type tells
+        return
+    import rasterio.shutil
+
+    with rasterio.MemoryFile() as vrt:
+        rasterio.shutil.copy(src, vrt.name, driver="VRT")
+        if b'dataType="CInt32"' in vrt.read():
+            raise ValueError(f"{source} holds CInt32 samples, which rasterio reads as complex64 (float32 parts, "
+                             "exact only up to 2**24): converting them would change values; write them with "
+                             "xarray_rumi.write(..., sample_type=\"cint32\") from an exact complex128 read")
 
 
 def mask_band(src) -> str | None:
