@@ -261,7 +261,7 @@ def _cint32_geotiff(folder, values) -> str:
         f.write(f'<VRTDataset rasterXSize="{cols}" rasterYSize="{rows}"><SRS>EPSG:4326</SRS>'
                 f"<GeoTransform>0, 1, 0, {rows}, 0, -1</GeoTransform>"
                 '<VRTRasterBand dataType="CInt32" band="1" subClass="VRTRawRasterBand">'
-                f'<SourceFilename relativetoVRT="0">{raw}</SourceFilename><ImageOffset>0</ImageOffset>'
+                '<SourceFilename relativetoVRT="1">x.raw</SourceFilename><ImageOffset>0</ImageOffset>'
                 f"<PixelOffset>8</PixelOffset><LineOffset>{8 * cols}</LineOffset><ByteOrder>LSB</ByteOrder>"
                 "</VRTRasterBand></VRTDataset>")
     rasterio.shutil.copy(vrt, tif, driver="GTiff")
