@@ -136,10 +136,14 @@ def _size(source: str) -> int | None:
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:
     """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes.
 
-    Outputs already there are checked here first, on threads: a rerun hands the cluster only what is left.
+    Local outputs already there are checked here first, on threads: a rerun hands the cluster only what
+    is left (remote ones are checked by their own tasks, where a request each costs no client time).
     """
+    from ..io.urls import is_local
     from ..runtime.threads import ordered_map
 
+    if not jobs or not is_local(jobs[0].target):
+        return _run_jobs(jobs, scheduler, processes, progress)
     kept = list(ordered_map(kept_file, jobs, in_flight=2 * computing_threads()))
     for result in kept:
         if result is not None:
