@@ -137,8 +137,9 @@ def _kill_once_then_pass(block, marker: str, spare: int):
     return block
 
 
-def _always_kill(block, spare: int):
-    if os.getpid() != spare:
+def _always_kill(block, spare: int, live: str):
+    """SIGKILL the worker while ``live`` exists: tasks the failed write left running stop killing once it is gone."""
+    if os.getpid() != spare and os.path.exists(live):
         os.kill(os.getpid(), signal.SIGKILL)
     return block
 
@@ -158,12 +159,18 @@ def test_a_worker_killed_during_a_write_still_writes_the_exact_file(client, tmp_
 
 
 def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(client, tmp_path):
-    target = tmp_path / "scene.rumi"
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "out" / "scene.rumi"
     target.write_bytes(b"the previous version")
-    lazy = da.from_array(VALUES, chunks=(1, TILE, TILE)).map_blocks(_always_kill, os.getpid(), meta=META)
-    with pytest.raises(distributed.scheduler.KilledWorker):
-        xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
-    assert os.listdir(tmp_path) == ["scene.rumi"]  # no header, no temporary
+    live = tmp_path / "killing"
+    live.touch()
+    lazy = da.from_array(VALUES, chunks=(1, TILE, TILE)).map_blocks(_always_kill, os.getpid(), str(live), meta=META)
+    try:
+        with pytest.raises(distributed.scheduler.KilledWorker):
+            xarray_rumi.write(target, lazy, tile_size=TILE, compression="portable")
+    finally:
+        live.unlink()  # the next test's workers must not die for this one
+    assert os.listdir(target.parent) == ["scene.rumi"]  # no header, no temporary
     assert target.read_bytes() == b"the previous version"
     _wait_for_two_workers(client)
 
@@ -171,6 +178,8 @@ def test_a_write_whose_workers_keep_dying_leaves_nothing_and_keeps_an_old_file(c
 def test_on_worker_processes_an_unchecked_blob_costs_at_most_one_head_request_each(client, http_server):
     """The array is pickled to the workers; each checks the blob once, on its first frame."""
     from xarray_rumi import RumiFormatError
+
+    _wait_for_two_workers(client)  # the processes counted below are the ones that read
     from xarray_rumi.format.blob import Header
 
     georef = dict(crs=32618, transform=(30, 0, 500000, 0, -30, 4000000))
