@@ -100,6 +100,11 @@ def _keep_the_parents_file_systems() -> None:
 in_forked_child(_keep_the_parents_file_systems)
 
 
+def pinned_by_next_read(source) -> bool:
+    """Whether ``source`` keeps to no version yet and its next read's answers will fix one (any source kind)."""
+    return getattr(source, "identity", True) is None and getattr(source, "pins_on_read", False)
+
+
 @dataclass(frozen=True)
 class ByteSource:
     """Where a file lives, and exact byte ranges of it; picklable, keeping to the version pinned.

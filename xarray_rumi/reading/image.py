@@ -18,7 +18,7 @@ from ..format.head import check_blob_against_ifd_head, ifd_head_ranges, split_he
 from ..format.placement import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
-from ..io.source import ByteSource, FileEndedError
+from ..io.source import ByteSource, FileEndedError, pinned_by_next_read
 from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import idle_threads, share_work
 from . import readahead
@@ -151,7 +151,7 @@ class RumiImage:
         if not self.verify:
             return self._read_ranges(starts, stops, options)
         # A source whose reads pin it learns the file's version from this read's answers: no request asks it first.
-        unpinned = getattr(self.source, "identity", True) is None and getattr(self.source, "pins_on_read", False)
+        unpinned = pinned_by_next_read(self.source)
         if not unpinned:
             self._pin_file()
             if self.blob_key in checked_blobs:

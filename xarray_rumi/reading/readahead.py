@@ -8,6 +8,7 @@ import weakref
 from collections import OrderedDict, deque
 
 from ..io.engine import MAX_GAP, MAX_REQUEST
+from ..io.source import pinned_by_next_read
 from ..runtime.fork import in_forked_child
 
 #: Compressed bytes one read-ahead along a band fetches at most.
@@ -304,10 +305,6 @@ _first_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source 
 _first_reads_lock = threading.Lock()
 
 
-def _pins_on_this_read(source) -> bool:
-    return getattr(source, "identity", True) is None and getattr(source, "pins_on_read", False)
-
-
 def _first_read_lock(source) -> threading.Lock:
     with _first_reads_lock:
         return _first_reads.setdefault(source, threading.Lock())
@@ -326,7 +323,7 @@ def read_frame(image, frame: int) -> bytes:
     """Frame ``frame``'s compressed bytes, through :data:`shared` for a remote image keeping to a version."""
     key = _key(image)
     if key is None:
-        if not _pins_on_this_read(image.source):
+        if not pinned_by_next_read(image.source):
             return image.fetch(*([v] for v in image.frame_range(frame)))[0]
         # One task's read pins the source (its answer states the version); the others wait for it rather
         # than each fetch its frame alone and again in the read-ahead's spans.
