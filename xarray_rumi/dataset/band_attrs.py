@@ -9,15 +9,15 @@ from xarray.conventions import decode_cf_variable
 from ..stac.read import ItemImage, StacBand
 
 
-def shared_bands(recorded: list[ItemImage]) -> tuple[StacBand, ...]:
-    """The bands every Item of a Cube says alike; a ``ValueError`` naming two that differ."""
+def described_stack(variable: xr.Variable, recorded: list[ItemImage], *, mask_and_scale: bool) -> xr.Variable:
+    """:func:`described_variable` by the bands every Item of a Cube says alike; a ``ValueError`` naming two that differ."""
     first = recorded[0]
     for other in recorded[1:]:
         if other.bands != first.bands:
             raise ValueError(f"{first.record} and {other.record} describe asset {first.asset!r}'s bands differently "
                              f"({first.bands} and {other.bands}); a Cube's variable has one nodata, scale, offset "
                              f"and set of band names: open them separately")
-    return first.bands
+    return described_variable(variable, first.bands, first.record, mask_and_scale=mask_and_scale)
 
 
 def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
@@ -76,4 +76,4 @@ def described_variable(variable: xr.Variable, bands, record: str, *, mask_and_sc
                               stack_char_dim=False, use_cftime=False, decode_timedelta=False)
 
 
-__all__ = ["band_attrs", "described_variable", "shared_bands"]
+__all__ = ["band_attrs", "described_stack", "described_variable"]

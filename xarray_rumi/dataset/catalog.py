@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..datamodel.variable import VARIABLE
+from ..datamodel.variable import VARIABLE, image_layout
 from ..format.blob import Header
 from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
 from ..reading.image import RumiImage
@@ -232,11 +232,11 @@ class CatalogDatasets(Sequence):
         import xarray as xr
 
         from .band_attrs import described_variable
-        from .engine import image_coordinates, image_variable
+        from .engine import image_variable, layout_coordinates
 
         key = (image.grid.shape, image.georeferencing)
         if key not in self._coordinates:
-            self._coordinates[key] = image_coordinates(image)
+            self._coordinates[key] = layout_coordinates(image_layout(image))
         variable = image_variable(image, chunks=self._chunks)
         if recorded is not None:
             variable = described_variable(variable, recorded.bands, recorded.record,

@@ -114,15 +114,18 @@ def _index_array(k, size: int) -> np.ndarray:
     return a
 
 
-def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
-    """``band_data`` of an opened image; ``chunks`` as ``xr.open_dataset`` takes them (``None``: no Dask)."""
-    layout = image_layout(image)
-    array = RumiBackendArray(image)
-    if chunks is None:
-        data = indexing.LazilyIndexedArray(array)
+def layout_variable(backend_array, layout: Layout, chunks, *, verify: bool) -> xr.Variable:
+    """``band_data`` of ``layout`` read through ``backend_array``; ``chunks`` as ``xr.open_dataset`` takes them."""
+    if chunks is None:  # xarray's meaning: lazy, no Dask
+        data = indexing.LazilyIndexedArray(backend_array)
     else:
-        data = dask_array(array, layout, chunks, verify=image.verify)
+        data = dask_array(backend_array, layout, chunks, verify=verify)
     return xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
+
+
+def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
+    """``band_data`` of an opened image."""
+    return layout_variable(RumiBackendArray(image), image_layout(image), chunks, verify=image.verify)
 
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
@@ -133,13 +136,9 @@ def layout_coordinates(layout: Layout) -> xr.Coordinates:
     return xr.Coordinates(variables, indexes=indexes)
 
 
-def image_coordinates(image: RumiImage) -> xr.Coordinates:
-    return layout_coordinates(image_layout(image))
-
-
 def image_dataset(image: RumiImage, *, index=None) -> xr.Dataset:
     """The dataset of an opened image; ``index`` as the engine's."""
-    dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=image_coordinates(image))
+    dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=layout_coordinates(image_layout(image)))
     return spatially_indexed(dataset, index, image.georeferencing, repr(image.source.url))
 
 
@@ -217,6 +216,6 @@ class RumiBackendEntrypoint(BackendEntrypoint):
 
 
 __all__ = [
-    "INDEXES", "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_coordinates", "image_dataset",
-    "image_variable", "index_kind", "layout_coordinates", "spatially_indexed",
+    "INDEXES", "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_dataset", "image_variable",
+    "index_kind", "layout_coordinates", "layout_variable", "spatially_indexed",
 ]
