@@ -84,8 +84,10 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if lazy:
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
-        stored = {k: sample.encode(np.asarray(_checked(v, k, grid, array.dtype)))
-                  for k, v in zip(indices, source.compute(indices))}
+        stored = {}
+        for k, block in zip(indices, source.compute(indices)):
+            check_frame_block(block, k, grid, array.dtype)  # a sample frame too: the recipe is chosen on it
+            stored[k] = sample.encode(np.asarray(block))
         sampled = grid
         grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
                                     may_use_cells=may_use_cells)
@@ -118,11 +120,6 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if scaling:
         warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
     return blob
-
-
-def _checked(block, index: int, grid: FrameGrid, dtype):
-    check_frame_block(block, index, grid, dtype)  # a sample frame too: the recipe is chosen on it
-    return block
 
 
 def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
