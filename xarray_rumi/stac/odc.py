@@ -7,7 +7,6 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from ..format.blob import Header
 from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
 from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
 
@@ -80,7 +79,7 @@ class RumiMDParser:
         for name, asset in md.assets.items():
             if STAC_HEADER not in asset.extra_fields:
                 continue
-            header = _header(asset.extra_fields[STAC_HEADER])
+            header = blob_header(base64.b64decode(asset.extra_fields[STAC_HEADER]))
             described = asset.extra_fields.get("raster:bands") or []
             for key in [k for k in bands if k[0] == name]:
                 del bands[key]
@@ -240,10 +239,6 @@ def _rio_driver():
     from odc.loader import RioDriver
 
     return RioDriver()
-
-
-def _header(encoded: str) -> Header:
-    return blob_header(base64.b64decode(encoded))
 
 
 def _rumi_asset(item, name: str) -> RumiAsset:
