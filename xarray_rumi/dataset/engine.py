@@ -24,8 +24,6 @@ from xarray.indexes import PandasIndex
 
 from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..format.geo import Georeferencing
-from ..format.limits import DEFAULT_LIMITS, Limits
-from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..reading.image import RumiImage, read_windows
 from ..reading.open import open_image
 from .chunking import dask_array
@@ -189,18 +187,12 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         "crs", "transform", "raster_type", "georeferencing", "limits", "verify", "retry", "index",
     )
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, storage_options=None,
-                     crs=None, transform=None, raster_type=None, georeferencing=None,
-                     limits: Limits = DEFAULT_LIMITS, verify: bool = True,
-                     retry: RetryPolicy = DEFAULT_POLICY, index=None) -> xr.Dataset:
+    def open_dataset(self, filename_or_obj, *, drop_variables=None, index=None, **open_kwargs) -> xr.Dataset:
+        # open_kwargs: open_image's, with its defaults (open_dataset_parameters lists them for xarray)
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
         index = index_kind(index)
-        image = open_image(
-            filename_or_obj, header=header, storage_options=storage_options, crs=crs, transform=transform,
-            raster_type=raster_type, georeferencing=georeferencing, limits=limits, verify=verify, retry=retry,
-        )
-        dataset = image_dataset(image, index=index)
+        dataset = image_dataset(open_image(filename_or_obj, **open_kwargs), index=index)
         if drop_variables is not None:
             dataset = dataset.drop_vars(drop_variables, errors="ignore")
         return dataset
