@@ -206,20 +206,16 @@ def pystac_items(items):
     ['a']
     """
     if isinstance(items, (str, bytes, os.PathLike)):
-        return _pystac(_stac_geoparquet_dicts(items))
-    if isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
+        items = _stac_geoparquet_dicts(items)
+    elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
         items = [items]
     return (item for given in items for item in _as_pystac(given))
 
 
 def _as_pystac(given) -> list:
-    return _pystac(stac_item_dicts(given)) if isinstance(given, dict) else [given]
-
-
-def _pystac(item_dicts) -> list:
     import pystac
 
-    return [pystac.Item.from_dict(item) for item in item_dicts]
+    return [pystac.Item.from_dict(d) for d in stac_item_dicts(given)] if isinstance(given, dict) else [given]
 
 
 def _stac_geoparquet_dicts(path) -> list[dict]:

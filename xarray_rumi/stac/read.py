@@ -178,15 +178,10 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
     bands: dict[tuple, tuple] = {}
     images = []
     for row, item_id in enumerate(ids):
-        found = [(key, fields) for key, fields in assets.items() if fields[STAC_HEADER][row] is not None]
-        if asset is not None:
-            found = [(key, fields) for key, fields in found if key == asset]
-            if not found:
-                raise _not_a_rumi_asset(item_id, asset, [key for key, f in assets.items()
-                                                         if f[STAC_HEADER][row] is not None])
-        elif len(found) != 1:
-            raise _not_one_rumi_asset(item_id, [key for key, _ in found])
-        key, fields = found[0]
+        blobs_here = {key: {STAC_HEADER: f[STAC_HEADER][row]} for key, f in assets.items()
+                      if f[STAC_HEADER][row] is not None}
+        key, _ = rumi_asset_entry({"id": item_id, "assets": blobs_here}, asset)
+        fields = assets[key]
         said = (key, said_by[row], asset_says[key][row])
         if said not in georeferencing:
             georeferencing[said] = stac_georeferencing({
