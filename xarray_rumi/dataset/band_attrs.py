@@ -10,7 +10,7 @@ from ..stac.read import ItemImage, StacBand
 
 
 def described_stack(variable: xr.Variable, recorded: list[ItemImage], *, mask_and_scale: bool) -> xr.Variable:
-    """:func:`described_variable` by the bands every Item of a Cube says alike; a ``ValueError`` naming two that differ."""
+    """:func:`described_variable` by the bands all of a Cube's Items say alike; ``ValueError`` naming two that differ."""
     first = recorded[0]
     for other in recorded[1:]:
         if other.bands != first.bands:
@@ -27,7 +27,7 @@ def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
     {'_FillValue': np.uint16(0), 'scale_factor': 0.01, 'add_offset': -1.0, 'long_name': 'red', 'units': 'm'}
     """
     attrs = {}
-    nodata = {_hashable_nodata(band.nodata) for band in bands}
+    nodata = {"nan" if isinstance(band.nodata, float) and np.isnan(band.nodata) else band.nodata for band in bands}
     if len(nodata) > 1:
         raise ValueError(f"{record}: its bands give different nodata ({sorted(map(str, nodata))}); "
                          "a variable has one _FillValue")
@@ -47,10 +47,6 @@ def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
         if any(values):
             attrs[name] = values[0] if len(values) == 1 else values
     return attrs
-
-
-def _hashable_nodata(nodata):
-    return "nan" if isinstance(nodata, float) and np.isnan(nodata) else nodata
 
 
 def _fill_value(nodata, dtype: np.dtype, record: str):

@@ -55,7 +55,8 @@ def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
         raise ValueError("open_cube needs at least one path")
     # the caller's georeferencing built once for all images, not once an image
     shared = _shared_georeferencing(open_kwargs)
-    headers = load_headers(headers, paths, storage_options, **_header_kwargs(open_kwargs))
+    limits_and_retry = {k: open_kwargs[k] for k in ("limits", "retry") if k in open_kwargs}
+    headers = load_headers(headers, paths, storage_options, **limits_and_retry)
     return [open_image(path, header=header, storage_options=storage_options, **shared, **georef)
             for path, header, georef in zip(paths, headers, georefs)]
 
@@ -129,10 +130,6 @@ def _shared_georeferencing(open_kwargs: dict) -> dict:
     rest = {k: v for k, v in open_kwargs.items() if k not in given}
     supplied = caller_georeferencing(**given)
     return rest if supplied is None else {**rest, "georeferencing": supplied}
-
-
-def _header_kwargs(open_kwargs: dict) -> dict:
-    return {k: open_kwargs[k] for k in ("limits", "retry") if k in open_kwargs}
 
 
 def _dimension_name(dim):

@@ -271,26 +271,18 @@ def rumi_asset(item: dict, asset: str | None = None) -> dict:
 def rumi_asset_entry(item: dict, asset: str | None = None) -> tuple[str, dict]:
     """``(key, asset dict)`` of :func:`rumi_asset`."""
     assets = item.get("assets", {})
+    keys = [key for key, fields in assets.items() if STAC_HEADER in fields]
     if asset is not None:
-        if STAC_HEADER not in assets.get(asset, {}):
-            raise _not_a_rumi_asset(item.get("id"), asset, [k for k, a in assets.items() if STAC_HEADER in a])
+        if asset not in keys:
+            raise ValueError(f"STAC Item {item.get('id')!r} has no rumi asset {asset!r} (an asset with a "
+                             f"{STAC_HEADER} blob); its rumi assets: {keys}")
         return asset, assets[asset]
-    found = [(key, a) for key, a in assets.items() if STAC_HEADER in a]
-    if len(found) != 1:
-        raise _not_one_rumi_asset(item.get("id"), [key for key, _ in found])
-    return found[0]
-
-
-def _not_a_rumi_asset(item_id, asset: str, rumi_keys: list[str]) -> ValueError:
-    return ValueError(f"STAC Item {item_id!r} has no rumi asset {asset!r} (an asset with a {STAC_HEADER} blob); "
-                      f"its rumi assets: {rumi_keys}")
-
-
-def _not_one_rumi_asset(item_id, keys: list[str]) -> ValueError:
-    named = f" ({', '.join(map(repr, keys))})" if keys else ""
-    several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
-    return ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
-                      f"expected exactly one (see docs/stac.md){several}")
+    if len(keys) != 1:
+        named = f" ({', '.join(map(repr, keys))})" if keys else ""
+        several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
+        raise ValueError(f"STAC Item {item.get('id')!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
+                         f"expected exactly one (see docs/stac.md){several}")
+    return keys[0], assets[keys[0]]
 
 
 def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
