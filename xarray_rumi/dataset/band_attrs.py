@@ -10,7 +10,7 @@ from ..stac.read import ItemImage, StacBand
 
 
 def described_stack(variable: xr.Variable, recorded: list[ItemImage], *, mask_and_scale: bool) -> xr.Variable:
-    """:func:`described_variable` by the bands all of a Cube's Items say alike; ``ValueError`` naming two that differ."""
+    """:func:`described_variable` by the bands all Items of a Cube give alike; ``ValueError`` naming two that differ."""
     first = recorded[0]
     for other in recorded[1:]:
         if other.bands != first.bands:
