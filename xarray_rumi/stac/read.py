@@ -178,9 +178,7 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
     bands: dict[tuple, tuple] = {}
     images = []
     for row, item_id in enumerate(ids):
-        blobs_here = {key: {STAC_HEADER: f[STAC_HEADER][row]} for key, f in assets.items()
-                      if f[STAC_HEADER][row] is not None}
-        key, _ = rumi_asset_entry({"id": item_id, "assets": blobs_here}, asset)
+        key = _rumi_asset_key(item_id, [k for k, f in assets.items() if f[STAC_HEADER][row] is not None], asset)
         fields = assets[key]
         said = (key, said_by[row], asset_says[key][row])
         if said not in georeferencing:
@@ -271,18 +269,23 @@ def rumi_asset(item: dict, asset: str | None = None) -> dict:
 def rumi_asset_entry(item: dict, asset: str | None = None) -> tuple[str, dict]:
     """``(key, asset dict)`` of :func:`rumi_asset`."""
     assets = item.get("assets", {})
-    keys = [key for key, fields in assets.items() if STAC_HEADER in fields]
+    key = _rumi_asset_key(item.get("id"), [k for k, fields in assets.items() if STAC_HEADER in fields], asset)
+    return key, assets[key]
+
+
+def _rumi_asset_key(item_id, keys: list[str], asset: str | None) -> str:
+    """``asset``, or the one key of ``keys`` (the assets with a blob) when ``None``; else ``ValueError``."""
     if asset is not None:
         if asset not in keys:
-            raise ValueError(f"STAC Item {item.get('id')!r} has no rumi asset {asset!r} (an asset with a "
-                             f"{STAC_HEADER} blob); its rumi assets: {keys}")
-        return asset, assets[asset]
+            raise ValueError(f"STAC Item {item_id!r} has no rumi asset {asset!r} (an asset with a {STAC_HEADER} "
+                             f"blob); its rumi assets: {keys}")
+        return asset
     if len(keys) != 1:
         named = f" ({', '.join(map(repr, keys))})" if keys else ""
         several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
-        raise ValueError(f"STAC Item {item.get('id')!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
+        raise ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
                          f"expected exactly one (see docs/stac.md){several}")
-    return keys[0], assets[keys[0]]
+    return keys[0]
 
 
 def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
