@@ -11,6 +11,7 @@ import numpy as np
 from ..format.grid import FrameUnit
 from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import computing_threads, share_work
+from .buffers import result_array
 
 #: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
 LOCAL_FETCH_BYTES = 2 * 1024 * 1024
@@ -142,7 +143,7 @@ def _one_dtype(images) -> np.dtype:
 
 def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if out is None:
-        return np.empty(shape, dtype)
+        return result_array(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise ValueError(f"out= is a {type(out).__name__}, not a numpy array (np.from_dlpack or .numpy() gives one)")
     if out.shape != shape or out.dtype != dtype:
