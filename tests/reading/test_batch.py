@@ -341,3 +341,34 @@ def test_a_batch_of_local_and_remote_images(http_server):
     for chip, (image, window) in zip(got, pairs):
         np.testing.assert_array_equal(chip, expected(local[0] if image is local[0] else local[1], window, [3, 1]))
     assert http_server.get_requests()
+
+
+def test_a_remote_batch_decodes_frames_while_later_requests_are_still_out(http_server, monkeypatch):
+    """Two requests in flight at a time, each waiting 20 ms: a batch that decoded only once all had arrived
+    would find every request answered at its first decode."""
+    import functools
+    import time
+    from pathlib import Path
+
+    from xarray_rumi.io import engine, source
+
+    local, _ = write_image(Path(http_server.root), "a.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/a.rumi", local.header.to_bytes())
+    image.check_blob()  # frames of a blob not yet checked are held back until it is: not this test's concern
+    monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1,
+                                                                  max_in_flight=2))
+    http_server.latency = 0.02
+    answered_at_decode = []
+    decode = RumiImage.decode
+
+    def noting_decode(self, index, payload, out=None):
+        answered_at_decode.append(len(http_server.get_requests()))
+        return decode(self, index, payload, out=out)
+
+    monkeypatch.setattr(RumiImage, "decode", noting_decode)
+    http_server.requests.clear()
+    got = image.read_windows([(0, 0, 70, 90)], bands=[2])  # 30 frames of band 2: 30 requests, 15 round trips
+    requests = len(http_server.get_requests())
+    assert requests == 30
+    assert min(answered_at_decode) < requests // 2  # decoding began before half the requests were answered
+    np.testing.assert_array_equal(got[0], expected(local, (0, 0, 70, 90), [2]))
