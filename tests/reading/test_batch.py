@@ -313,12 +313,13 @@ def test_one_remote_batch_asks_for_each_touched_frame_once_one_fetch_an_image(ht
         np.testing.assert_array_equal(chip, expected(local[i], window, [1, 3]))
 
 
-def test_the_remote_images_of_a_batch_are_fetched_at_once(http_server, monkeypatch):
+@pytest.mark.parametrize("count", [4, 64])  # 64: a batch of 64 chips from as many images
+def test_the_remote_images_of_a_batch_are_fetched_at_once(http_server, monkeypatch, count):
     """Each remote image's fetch waits here until every other one has started: in sequence they would time out."""
     import threading
     from pathlib import Path
 
-    local = [write_image(Path(http_server.root), f"{i}.rumi", seed=i)[0] for i in range(4)]
+    local = [write_image(Path(http_server.root), f"{i}.rumi", shape=(1, 32, 32), seed=i)[0] for i in range(count)]
     remote = [xarray_rumi.open_image(f"{http_server.url}/{i}.rumi", image.header.to_bytes())
               for i, image in enumerate(local)]
     all_started = threading.Barrier(len(remote), timeout=10)

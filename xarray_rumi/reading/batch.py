@@ -15,8 +15,8 @@ from .buffers import result_array
 
 #: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
 LOCAL_FETCH_BYTES = 2 * 1024 * 1024
-#: Remote images whose frames are fetched at once: one round trip for a batch of up to this many images.
-REMOTE_FETCHES_AT_ONCE = 32
+#: Remote images whose frames are fetched at once: one round trip for a batch of 64 chips from as many images.
+REMOTE_FETCHES_AT_ONCE = 64
 
 
 def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
