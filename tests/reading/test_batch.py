@@ -373,3 +373,22 @@ def test_a_remote_batch_decodes_frames_while_later_requests_are_still_out(http_s
     assert requests == 30
     assert min(answered_at_decode) < requests // 2  # decoding began before half the requests were answered
     np.testing.assert_array_equal(got[0], expected(local, (0, 0, 70, 90), [2]))
+
+
+def test_a_first_batch_over_images_opened_from_blobs_is_one_round_trip(http_server):
+    """Opened from their blobs (no request), the images' first batch pins each file and checks each blob with its
+    frames: every request of the batch is in flight at once."""
+    from pathlib import Path
+
+    local = [write_image(Path(http_server.root), f"{i}.rumi", seed=i)[0] for i in range(4)]
+    remote = [xarray_rumi.open_image(f"{http_server.url}/{i}.rumi", image.header.to_bytes(), georeferencing=False)
+              for i, image in enumerate(local)]
+    http_server.latency = 0.2  # every request arrives while the first still waits
+    http_server.take_stats()
+    pairs = [(image, (3 * i, 5 * i, CHIP, CHIP)) for i, image in enumerate(remote)]
+    got = xarray_rumi.read_windows(pairs)
+    stats = http_server.take_stats()
+    assert stats["requests"] == stats["gets"] >= len(remote)
+    assert stats["peak_in_flight"] == stats["requests"]
+    for chip, (image, window), original in zip(got, pairs, local):
+        np.testing.assert_array_equal(chip, expected(original, window))
