@@ -755,10 +755,14 @@ def cpu_rows(seconds: dict[str, list[float]], cpu: dict[str, list[tuple]], laten
     client_cpu = [mine for mine, _ in cpu[remote]]
     server_cpu = [theirs for _, theirs in cpu[remote]]
     cog_cpu = [mine for mine, _ in cpu["COG twins, rasterio windows"]]
+    loop_cpu = [mine for mine, _ in cpu["one chip at a time"]]
     return [
         row("CPU of a local read_windows batch", local_cpu, "CPU of decoding the distinct touched frames",
             [a / b for a, b in zip(local_cpu, floor_cpu)]),
-        # with both sides keeping every core busy, the most a batch at its limit can be faster than the COG twins
+        # with both keeping every core busy, the most a batch at its limit can be faster than the loop
+        row("CPU of one chip at a time", loop_cpu, "CPU of decoding the distinct touched frames",
+            [a / b for a, b in zip(loop_cpu, floor_cpu)]),
+        # the same for the COG twins
         row("CPU of the COG twins' chips", cog_cpu, "CPU of decoding the distinct touched frames",
             [a / b for a, b in zip(cog_cpu, floor_cpu)]),
         # above 1.2, a remote batch cannot meet latency + 1.2 x a local batch that keeps every core busy
