@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -37,6 +38,16 @@ def test_memory_is_not_reused_while_a_view_of_the_result_lives():
     assert not np.shares_memory(second, chip)
     second[...] = 9
     assert (chip == 7).all()
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "complex64", "bool", ml_dtypes.bfloat16, ml_dtypes.int4])
+def test_any_sample_type_keeps_its_type(dtype):
+    result = result_array(LARGE, dtype)
+    assert result.dtype == np.dtype(dtype) and result.shape == LARGE and result.flags.c_contiguous
+    result[...] = np.ones((), dtype)
+    address = result.ctypes.data
+    del result
+    assert result_array(LARGE, dtype).ctypes.data == address
 
 
 def test_results_start_on_a_page():

@@ -38,16 +38,17 @@ def result_array(shape: tuple[int, ...], dtype) -> np.ndarray:
         raw = np.empty(size + ALIGNMENT, np.uint8)
         skip = -raw.ctypes.data % ALIGNMENT
         memory = raw[skip:skip + size]
-    return np.asarray(_Lease(memory, shape, dtype))
+    # bytes viewed as the dtype: an interface's typestr cannot name ml_dtypes' types (bfloat16 reads as void)
+    return np.asarray(_Lease(memory, size)).view(dtype).reshape(shape)
 
 
 class _Lease:
     """The base of a pooled result: once no view of the result is left, its memory goes back to the pool."""
 
-    def __init__(self, memory: np.ndarray, shape: tuple[int, ...], dtype: np.dtype):
+    def __init__(self, memory: np.ndarray, size: int):
         self.memory = memory
-        self.__array_interface__ = {"shape": tuple(shape), "typestr": dtype.str, "descr": dtype.descr,
-                                    "data": (memory.ctypes.data, False), "version": 3}
+        self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (memory.ctypes.data, False),
+                                    "version": 3}
 
     def __del__(self):
         try:
