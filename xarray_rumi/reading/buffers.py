@@ -20,9 +20,6 @@ ALIGNMENT = 4096
 def result_array(shape: tuple[int, ...], dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, page-aligned; a large one in the memory of a result let go.
 
-    A fresh 32 MiB array costs this machine's page faults at every batch (a fifth of decoding it); a
-    training loop lets each batch go before the next but one, so its memory is reused instead.
-
     >>> a = result_array((4, 1024, 1024), np.uint16)
     >>> address = a.ctypes.data
     >>> del a
