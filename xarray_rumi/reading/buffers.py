@@ -20,10 +20,10 @@ ALIGNMENT = 4096
 def result_array(shape: tuple[int, ...], dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, page-aligned; a large one in the memory of a result let go.
 
-    >>> a = result_array((4, 1024, 1024), np.uint16)
+    >>> a = result_array((3, 1000, 1000), np.uint8)
     >>> address = a.ctypes.data
     >>> del a
-    >>> result_array((4, 1024, 1024), np.uint16).ctypes.data == address
+    >>> result_array((3, 1000, 1000), np.uint8).ctypes.data == address
     True
     """
     dtype = np.dtype(dtype)
