@@ -383,7 +383,7 @@ def test_a_first_batch_over_images_opened_from_blobs_is_one_round_trip(http_serv
     local = [write_image(Path(http_server.root), f"{i}.rumi", seed=i)[0] for i in range(4)]
     remote = [xarray_rumi.open_image(f"{http_server.url}/{i}.rumi", image.header.to_bytes(), georeferencing=False)
               for i, image in enumerate(local)]
-    http_server.latency = 0.2  # every request arrives while the first still waits
+    http_server.latency = 0.5  # every request arrives while the first still waits
     http_server.take_stats()
     pairs = [(image, (3 * i, 5 * i, CHIP, CHIP)) for i, image in enumerate(remote)]
     got = xarray_rumi.read_windows(pairs)
