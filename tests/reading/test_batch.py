@@ -347,8 +347,6 @@ def test_a_batch_of_local_and_remote_images(http_server):
 def test_a_remote_batch_decodes_frames_while_later_requests_are_still_out(http_server, monkeypatch):
     """Two requests in flight at a time, each waiting 20 ms: a batch that decoded only once all had arrived
     would find every request answered at its first decode."""
-    import functools
-    import time
     from pathlib import Path
 
     from xarray_rumi.io import engine, source
@@ -356,8 +354,9 @@ def test_a_remote_batch_decodes_frames_while_later_requests_are_still_out(http_s
     local, _ = write_image(Path(http_server.root), "a.rumi")
     image = xarray_rumi.open_image(f"{http_server.url}/a.rumi", local.header.to_bytes())
     image.check_blob()  # frames of a blob not yet checked are held back until it is: not this test's concern
-    monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1,
-                                                                  max_in_flight=2))
+    # over what the caller passes: a frame a request, two requests in flight
+    monkeypatch.setattr(source, "fetch_ranges", lambda *args, **kwargs: engine.fetch_ranges(
+        *args, **{**kwargs, "max_gap": 0, "max_request": 1, "max_in_flight": 2}))
     http_server.latency = 0.02
     answered_at_decode = []
     decode = RumiImage.decode
