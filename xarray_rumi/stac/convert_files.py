@@ -136,8 +136,12 @@ def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands
     ``georeferencing=False`` (which reads none of its georeferencing, PAM's excepted)."""
     import rasterio
 
-    options = {} if georeferencing else {"GEOREF_SOURCES": "PAM"}  # PAM: .aux.xml sidecars still count
-    with rasterio.open(source, **options) as src:
+    options, settings = {}, {}
+    if not georeferencing:
+        # PAM: .aux.xml sidecars still count. Sidecars are then asked for by name, not found in a listing
+        # of the source's folder (one an open: O(files) each in a flat archive; remotely, a listing request).
+        options, settings = {"GEOREF_SOURCES": "PAM"}, {"GDAL_DISABLE_READDIR_ON_OPEN": "TRUE"}
+    with rasterio.Env(**settings), rasterio.open(source, **options) as src:
         if georeferencing and src.gcps[0]:
             # rumi convert writes such a file without georeferencing; an Item's asset must stay where it was
             raise ValueError(f"{source} is georeferenced by {len(src.gcps[0])} ground control points (GCPs), "
