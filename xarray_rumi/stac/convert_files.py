@@ -85,9 +85,7 @@ def convert_file(job: FileJob) -> FileResult:
 def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
     """The result of each job whose valid output is already there, else ``None`` (its task says why), on threads.
 
-    A source is opened for its band metadata, grid and type, not its georeferencing: building its CRS is
-    most of a GeoTIFF's open and the check does not use it. Its ground control points go unread with it,
-    so an output without georeferencing (what ``rumi convert`` makes of a GCP source) is left to its task.
+    Sources are opened without their georeferencing (docs/stac.md, "Restartable and safe").
     """
     from rasterio.errors import NotGeoreferencedWarning
 
@@ -102,6 +100,8 @@ def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
 def _kept_file(job: FileJob) -> FileResult | None:
     try:
         image = kept_output(job.target, job.storage_options)
+        # the source's GCPs go unread with its georeferencing: an output with none (what rumi convert
+        # makes of a GCP source) is left to its task, which opens the source whole
         if image is None or image.georeferencing is None or not image.georeferencing.is_defined:
             return None
         bands, source_shape = _source_bands(job.source, georeferencing=False)
