@@ -220,6 +220,22 @@ def test_a_rerun_does_not_keep_an_output_without_georeferencing_of_a_gcp_source(
     assert "ground control points" in new.assets["gcps"].extra_fields[REFUSED]
 
 
+def test_a_rerun_keeps_the_output_of_a_source_without_georeferencing_through_its_task(tmp_path):
+    path = str(tmp_path / "plain.tif")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rasterio: no geotransform
+        with rasterio.open(path, "w", driver="GTiff", width=16, height=16, count=1, dtype="uint8") as f:
+            f.write(np.arange(256, dtype="uint8").reshape(1, 16, 16))
+    item = pystac.Item("plain", None, None, pystac.utils.str_to_datetime("2024-01-01T00:00:00Z"), {})
+    item.add_asset("data", pystac.Asset(path, media_type="image/tiff"))
+    convert_items([item], tmp_path / "rumi", scheduler=HERE)
+    stamps = {p: os.stat(p).st_mtime_ns for p in _outputs(tmp_path / "rumi")}
+    progress = []
+    convert_items([item], tmp_path / "rumi", scheduler=HERE, progress=progress.append)
+    assert [r.status for r in progress] == ["kept"]  # checked by its task, which reads the source whole
+    assert {p: os.stat(p).st_mtime_ns for p in _outputs(tmp_path / "rumi")} == stamps
+
+
 @pytest.mark.parametrize("damage", ["truncated", "other blob", "no blob", "other source"])
 def test_a_rerun_redoes_an_output_its_blob_does_not_vouch_for(sources_dir, damage):
     items = make_items(str(sources_dir / "cogs"), count=1)
