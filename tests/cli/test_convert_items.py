@@ -66,6 +66,10 @@ def test_stac_geoparquet_in_gives_stac_geoparquet_out(tmp_path, capsys):
     [item] = read_stac_geoparquet(str(tmp_path / "rumi" / "items.parquet"))
     with xr.open_dataset(item["assets"]["SWIR"]["href"], engine="rumi") as ds:
         np.testing.assert_array_equal(ds.band_data.values, asset_pixels(0, "SWIR"))
+    stamps = {p: os.stat(p).st_mtime_ns for p in (tmp_path / "rumi").rglob("*")}
+    status, out, _ = run(capsys, "convert", tmp_path / "items.parquet", tmp_path / "rumi", "-j", "1")
+    assert status == 0 and "0 converted, 3 already there and valid" in out
+    assert {p: os.stat(p).st_mtime_ns for p in (tmp_path / "rumi").rglob("*")} == stamps  # items.parquet too
 
 
 def test_scheduler_converts_on_that_dask_cluster(collection, tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import dask
 import numpy as np
@@ -172,6 +173,67 @@ def test_a_rerun_checks_outputs_where_it_runs_and_sends_the_scheduler_only_what_
     progress = []
     convert_items(items, sources_dir / "rumi", scheduler=scheduler, progress=progress.append)
     assert handed == [1] and sorted(r.status for r in progress).count("converted") == 1
+
+
+def test_a_rerun_reads_pam_sidecars_as_the_first_run_did_and_warns_of_nothing(sources_dir):
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    for asset in items[0].assets.values():
+        asset.extra_fields.pop("raster:bands", None)
+        asset.extra_fields.pop("eo:bands", None)
+    source = items[0].assets["B03"].href
+    with open(source + ".aux.xml", "w") as f:  # what GDAL writes beside a file it may not rewrite
+        f.write('<PAMDataset><PAMRasterBand band="1"><Description>green</Description><NoDataValue>7</NoDataValue>'
+                '<Offset>-2</Offset><Scale>0.5</Scale><UnitType>m</UnitType></PAMRasterBand></PAMDataset>')
+    [first] = convert_items(items, sources_dir / "rumi", scheduler=HERE)
+    assert first.assets["B03"].extra_fields["raster:bands"] == [{"data_type": "uint16", "nodata": 7, "scale": 0.5,
+                                                                "offset": -2.0, "unit": "m"}]
+    assert first.assets["B03"].extra_fields["eo:bands"] == [{"name": "green"}]
+    handed = []
+
+    def scheduler(graph, keys, **kwargs):
+        handed.append(len(keys))
+        return dask.get(graph, keys, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the check opens sources without their georeferencing: rasterio would warn
+        [again] = convert_items(items, sources_dir / "rumi", scheduler=scheduler)
+    assert handed == [] and again.to_dict() == first.to_dict()  # every output kept by the check where it runs
+
+
+def test_a_rerun_does_not_keep_an_output_without_georeferencing_of_a_gcp_source(sources_dir):
+    from rasterio.control import GroundControlPoint
+
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    gcp_path = str(sources_dir / "gcps.tif")
+    with rasterio.open(gcp_path, "w", driver="GTiff", width=16, height=16, count=1, dtype="uint8",
+                       gcps=[GroundControlPoint(0, 0, 15.0, 45.0), GroundControlPoint(16, 0, 15.1, 45.0),
+                             GroundControlPoint(0, 16, 15.0, 44.9)], crs="EPSG:4326") as f:
+        f.write(np.ones((1, 16, 16), "uint8"))
+    items[0].add_asset("gcps", pystac.Asset(gcp_path, media_type="image/tiff"))
+    target = sources_dir / "rumi" / "scene-0" / "gcps.rumi"
+    os.makedirs(target.parent)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        xarray_rumi.convert(gcp_path, str(target))  # rumi convert's answer: the pixels, no georeferencing
+    assert os.path.exists(str(target) + ".header")
+    [new] = convert_items(items, sources_dir / "rumi", scheduler=HERE)
+    assert "ground control points" in new.assets["gcps"].extra_fields[REFUSED]
+
+
+def test_a_rerun_keeps_the_output_of_a_source_without_georeferencing_through_its_task(tmp_path):
+    path = str(tmp_path / "plain.tif")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rasterio: no geotransform
+        with rasterio.open(path, "w", driver="GTiff", width=16, height=16, count=1, dtype="uint8") as f:
+            f.write(np.arange(256, dtype="uint8").reshape(1, 16, 16))
+    item = pystac.Item("plain", None, None, pystac.utils.str_to_datetime("2024-01-01T00:00:00Z"), {})
+    item.add_asset("data", pystac.Asset(path, media_type="image/tiff"))
+    convert_items([item], tmp_path / "rumi", scheduler=HERE)
+    stamps = {p: os.stat(p).st_mtime_ns for p in _outputs(tmp_path / "rumi")}
+    progress = []
+    convert_items([item], tmp_path / "rumi", scheduler=HERE, progress=progress.append)
+    assert [r.status for r in progress] == ["kept"]  # checked by its task, which reads the source whole
+    assert {p: os.stat(p).st_mtime_ns for p in _outputs(tmp_path / "rumi")} == stamps
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other blob", "no blob", "other source"])

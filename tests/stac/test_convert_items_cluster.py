@@ -55,7 +55,8 @@ def leftovers(root) -> list[str]:
             path = os.path.join(folder, name)
             if name.endswith(".header") and os.path.exists(path.removesuffix(".header")):
                 continue
-            if not (name.endswith(".rumi") and kept_output(path, (1, SIDE, SIDE, "uint16")) is not None):
+            image = kept_output(path) if name.endswith(".rumi") else None
+            if image is None or image.grid.image_length != SIDE or image.grid.image_width != SIDE:
                 found.append(path)
     return found
 

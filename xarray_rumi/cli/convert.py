@@ -285,7 +285,8 @@ def _client(address):
 
 
 def _write_items(items, output: str, geoparquet: bool, storage_options=None) -> str:
-    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``; left untouched when already the same."""
+    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``, whole or not at all; left untouched
+    when already the same."""
     import json
 
     from ..io.source import ByteSource
@@ -294,10 +295,31 @@ def _write_items(items, output: str, geoparquet: bool, storage_options=None) -> 
     name = "items.parquet" if geoparquet else "items.json"
     target = posixpath.join(output, name) if is_url(output) else os.path.join(output, name)
     if geoparquet:
-        from ..stac.geoparquet import write_stac_geoparquet
+        data = _stac_geoparquet_bytes(items)
+    else:
+        data = json.dumps({"type": "FeatureCollection", "features": [item.to_dict(include_self_link=False)
+                                                                     for item in items]}, indent=1).encode()
+    place = ByteSource.of(target, storage_options)
+    try:
+        unchanged = place.size() == len(data) and place.read(0, len(data)) == data
+    except (OSError, ValueError):
+        unchanged = False
+    if not unchanged:  # a rerun over a finished destination writes nothing
+        write_small(place, data)
+    return target
 
-        write_stac_geoparquet(items, target)
-        return target
+
+def _stac_geoparquet_bytes(items) -> bytes:
+    import tempfile
+
+    from ..stac.geoparquet import write_stac_geoparquet
+
+    # pyarrow writes to a path: one here, so that the output is staged, compared and written as JSON is
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "items.parquet")
+        write_stac_geoparquet(items, path)
+        with open(path, "rb") as f:
+            return f.read()
     text = json.dumps({"type": "FeatureCollection", "features": [item.to_dict(include_self_link=False)
                                                                  for item in items]}, indent=1).encode()
     place = ByteSource.of(target, storage_options)

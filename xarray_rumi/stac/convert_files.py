@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 
 import dask
@@ -64,10 +65,10 @@ def convert_file(job: FileJob) -> FileResult:
     ('converted', 'kept')
     """
     try:
+        image = kept_output(job.target, job.storage_options)
         bands, source_shape = _source_bands(job.source)
-        image = kept_output(job.target, source_shape, job.storage_options)
         status = "kept"
-        if image is None:
+        if image is None or _shape(image) != source_shape:
             # on this worker's threads, not back to the cluster a frame a task
             with dask.config.set(scheduler="threads", num_workers=computing_threads()):
                 convert(job.source, job.target, storage_options=job.storage_options, **job.options)
@@ -81,12 +82,30 @@ def convert_file(job: FileJob) -> FileResult:
         return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
 
 
-def kept_file(job: FileJob) -> FileResult | None:
-    """The result of ``job`` if a valid output is already there, else ``None`` (:func:`convert_file` says why)."""
+def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
+    """The result of each job whose valid output is already there, else ``None`` (its task says why), on threads.
+
+    Sources are opened without their georeferencing (docs/stac.md, "Restartable and safe").
+    """
+    from rasterio.errors import NotGeoreferencedWarning
+
+    from ..runtime.threads import ordered_map
+
+    with warnings.catch_warnings():
+        # the filters are the process's: set here, around every thread's opens, not in each thread
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        return list(ordered_map(_kept_file, jobs, in_flight=2 * computing_threads()))
+
+
+def _kept_file(job: FileJob) -> FileResult | None:
     try:
-        bands, source_shape = _source_bands(job.source)
-        image = kept_output(job.target, source_shape, job.storage_options)
-        return None if image is None else _result(job, "kept", image, bands)
+        image = kept_output(job.target, job.storage_options)
+        # the source's GCPs go unread with its georeferencing: an output with none (what rumi convert
+        # makes of a GCP source) is left to its task, which opens the source whole
+        if image is None or image.georeferencing is None or not image.georeferencing.is_defined:
+            return None
+        bands, source_shape = _source_bands(job.source, georeferencing=False)
+        return _result(job, "kept", image, bands) if _shape(image) == source_shape else None
     except Exception:  # noqa: BLE001 - whatever it is, the file's own task meets it again and reports it
         return None
 
@@ -96,26 +115,34 @@ def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
     return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
 
 
-def kept_output(target: str, source_shape: tuple, storage_options=None):
-    """``target`` opened (a ``RumiImage``) if it is a whole rumi file of ``source_shape`` ``(bands, rows, cols,
-    dtype)`` whose blob beside it is the one its IFD gives, else ``None``."""
+def kept_output(target: str, storage_options=None):
+    """``target`` opened (a ``RumiImage``) if it is a whole rumi file whose blob beside it is the one its IFD
+    gives, else ``None``."""
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
         image = open_image(target, storage_options=storage_options)  # its blob rebuilt from the IFD, its real size
-        if image.header.to_bytes() != blob or image.file_size != image.header.frames_end:
-            return None
     except (OSError, ValueError):
         return None
+    return image if image.header.to_bytes() == blob and image.file_size == image.header.frames_end else None
+
+
+def _shape(image) -> tuple:
     grid = image.grid
-    shape = (grid.samples_per_pixel, grid.image_length, grid.image_width, image.header.sample_type.dtype.name)
-    return image if shape == source_shape else None
+    return grid.samples_per_pixel, grid.image_length, grid.image_width, image.header.sample_type.dtype.name
 
 
-def _source_bands(source: str) -> tuple[SourceBands, tuple]:
+def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands, tuple]:
+    """The band metadata and ``(bands, rows, cols, dtype)`` of ``source``; its GCPs refused unless
+    ``georeferencing=False`` (which reads none of its georeferencing, PAM's excepted)."""
     import rasterio
 
-    with rasterio.open(source) as src:
-        if src.gcps[0]:
+    options, settings = {}, {}
+    if not georeferencing:
+        # PAM: .aux.xml sidecars still count. Sidecars are then asked for by name, not found in a listing
+        # of the source's folder (one an open: O(files) each in a flat archive; remotely, a listing request).
+        options, settings = {"GEOREF_SOURCES": "PAM"}, {"GDAL_DISABLE_READDIR_ON_OPEN": "TRUE"}
+    with rasterio.Env(**settings), rasterio.open(source, **options) as src:
+        if georeferencing and src.gcps[0]:
             # rumi convert writes such a file without georeferencing; an Item's asset must stay where it was
             raise ValueError(f"{source} is georeferenced by {len(src.gcps[0])} ground control points (GCPs), "
                              "which rumi cannot store (only an affine transform): warp it onto a grid first "
@@ -140,11 +167,10 @@ def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, 
     is left (remote ones are checked by their own tasks, where a request each costs no client time).
     """
     from ..io.urls import is_local
-    from ..runtime.threads import ordered_map
 
     if not jobs or not is_local(jobs[0].target):
         return _run_jobs(jobs, scheduler, processes, progress)
-    kept = list(ordered_map(kept_file, jobs, in_flight=2 * computing_threads()))
+    kept = kept_files(jobs)
     for result in kept:
         if result is not None:
             _reported(result, progress)
@@ -203,4 +229,4 @@ def _active_client():
         return None
 
 
-__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_output", "run_jobs"]
+__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_files", "kept_output", "run_jobs"]
