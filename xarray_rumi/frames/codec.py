@@ -125,16 +125,21 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
         _check_out(out, sample, shape)
         if _decoder is not None:
             return _decode_into(frame, sample, shape, expected, out, verify)
-    try:
-        raw = geozl.decompress(frame, verify=verify, max_output_size=expected)
-    except (RuntimeError, ValueError) as exc:
-        raise _not_decodable(str(exc)) from None
+    raw = decompress(frame, expected, verify=verify)
     _check_length(raw.size, expected)
     decoded = sample.decode(raw, shape)
     if out is None:
         return decoded
     out[...] = decoded
     return out
+
+
+def decompress(frame: bytes | memoryview, max_output_size: int, *, verify: bool = True) -> np.ndarray:
+    """The decoded bytes of a frame (geozl), refused (``frame.decode``) above ``max_output_size``."""
+    try:
+        return geozl.decompress(frame, verify=verify, max_output_size=max_output_size)
+    except (RuntimeError, ValueError) as exc:
+        raise _not_decodable(str(exc)) from None
 
 
 def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np.ndarray, int]:

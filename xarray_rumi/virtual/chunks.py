@@ -13,8 +13,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from ..format.grid import FrameGrid
-from ..format.limits import DEFAULT_LIMITS
-from ..frames.codec import check_element_width, decode_elements, encode_frame, frame_version
+from ..frames.codec import check_element_width, decode_elements, decompress, encode_frame
 from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 
 #: The recipe of ordinary Zarr arrays: built-in OpenZL codecs only, valid for every element type.
@@ -127,7 +126,7 @@ class OpenZLConfig:
     def _decompress(self, frame: memoryview, limit: int, sample: SampleType) -> np.ndarray:
         checked = self.__dict__.setdefault("_widths_checked", set())   # not a field: equality and config ignore it
         if sample.name in checked:
-            return decompress_frame(frame, limit)
+            return decompress(frame, limit)
         raw, width = decode_elements(frame, limit)
         check_element_width(width, sample)
         checked.add(sample.name)
@@ -167,30 +166,6 @@ def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array if array.dtype == dtype else array.astype(dtype)
 
 
-def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
-    """The raw bytes of one chunk's frame and the element width it records.
-
-    >>> raw, width = decompress_chunk(memoryview(OpenZLConfig().encode(np.zeros((1, 2, 2), "int32"))), None)
-    >>> raw.size, width
-    (16, 4)
-    """
-    frame_version(data)
-    return decode_elements(data, limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
-
-
-def decompress_frame(data: memoryview, limit: int | None) -> np.ndarray:
-    """The raw bytes of a frame whose header has been checked, through geozl (no element width).
-
-    >>> chunks = OpenZLConfig()
-    >>> decompress_frame(memoryview(chunks.encode(np.zeros((1, 2, 2), "int32"))), None).size
-    16
-    """
-    try:
-        return geozl.decompress(data, max_output_size=limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
-    except (RuntimeError, ValueError) as exc:
-        raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
-
-
 def _check_type(name: str, value, kind: type, what: str) -> None:
     if not isinstance(value, kind):
         raise TypeError(f"{name} must be {what}, got {value!r}")
@@ -228,4 +203,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "same_planes", "zarr_dtype"]
