@@ -11,7 +11,7 @@ import sys
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import absolute, is_local, local_path
 from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
-                     read_by, said_of, storage_error, write_stdout)
+                     read_by, read_or_report, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import consolidated, layout_references
@@ -135,21 +135,11 @@ def _make_output_folder(output: str) -> None:
 
 def _opened(path: str, options: dict | None):
     """The image at ``path`` (read as every command reads a file); ``None`` once it has said why it cannot be."""
-    from ..errors import RumiFormatError
     from ..reading.open import open_image
 
     options = options_for(path, options)
-    try:
-        return open_image(absolute(path), blob_for(path, None, options), storage_options=options)
-    except RumiFormatError as exc:
-        print(f"rumi refs: {said_of(path, exc)}", file=sys.stderr)
-    except OSError as exc:
-        print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
-    except Exception as exc:
-        if not storage_error(exc):
-            raise
-        print(f"rumi refs: cannot read {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return None
+    return read_or_report("refs", path, lambda: open_image(absolute(path), blob_for(path, None, options),
+                                                           storage_options=options))
 
 
 def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> None:

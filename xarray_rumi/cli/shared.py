@@ -131,6 +131,26 @@ def said_of(path, error: Exception) -> str:
     return message if os.fspath(path) in message else f"{os.fspath(path)}: {message}"
 
 
+def read_or_report(command: str, path, read):
+    """``read()``, or ``None`` once its refusal of ``path`` (or its storage failure) is said as ``rumi COMMAND: ...``.
+
+    >>> read_or_report("info", "a.rumi", lambda: open("/no/such/a.rumi")) is None   # said on standard error
+    True
+    """
+    from ..errors import RumiFormatError
+
+    try:
+        return read()
+    except RumiFormatError as exc:
+        said = said_of(path, exc)
+    except Exception as exc:
+        if not (isinstance(exc, OSError) or storage_error(exc)):
+            raise
+        said = f"cannot read {path}: {exc if isinstance(exc, OSError) else f'{type(exc).__name__}: {exc}'}"
+    print(f"rumi {command}: {said}", file=sys.stderr)
+    return None
+
+
 def read_by(files, header=None) -> list[str]:
     """What a run that reads ``files`` must not replace: each file, the blob beside it, and ``--header``'s blob.
 
