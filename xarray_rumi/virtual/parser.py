@@ -12,9 +12,12 @@ from ..io.retry import DEFAULT_POLICY
 from ..io.urls import as_url
 from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
-from .chunks import OpenZLConfig, zarr_dtype
+from .chunks import zarr_dtype
 from .codec import OpenZLBytesCodec, OpenZLZarrCodec
 from .edges import chunk_references
+
+#: zarr's bytes serializer, for arrays of raw little-endian values.
+_LITTLE_ENDIAN = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 class RumiParser:
@@ -65,8 +68,7 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
-        bytes_codec = OpenZLBytesCodec(**OpenZLConfig(**config).to_config())
-        codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
+        codecs = [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()]
     attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
              **layout.attrs}
     metadata = create_v3_array_metadata(
@@ -87,7 +89,7 @@ def _scalar_array(attrs: dict):
     from virtualizarr.manifests.utils import create_v3_array_metadata
 
     metadata = create_v3_array_metadata(shape=(), data_type=np.dtype(np.int64), chunk_shape=(), fill_value=0,
-                                        codecs=[{"name": "bytes", "configuration": {"endian": "little"}}],
+                                        codecs=[_LITTLE_ENDIAN],
                                         attributes=attrs, dimension_names=[])
     return ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest(entries={}, shape=()))
 
@@ -111,7 +113,7 @@ class _CoordinateStore:
         obstore.put(self.store, name, data)
         metadata = create_v3_array_metadata(
             shape=values.shape, data_type=values.dtype, chunk_shape=values.shape, fill_value=0,
-            codecs=[{"name": "bytes", "configuration": {"endian": "little"}}], dimension_names=dims,
+            codecs=[_LITTLE_ENDIAN], dimension_names=dims,
         )
         ones = (1,) * values.ndim
         manifest = ChunkManifest.from_arrays(
