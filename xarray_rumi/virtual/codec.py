@@ -141,9 +141,6 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     def to_dict(self) -> dict:
         return {"name": "openzl", "configuration": self.config.to_config()}
 
-    def evolve_from_array_spec(self, array_spec) -> OpenZLZarrCodec:
-        return self
-
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         _check_array(self.config, dtype, chunk_grid)
 
@@ -213,11 +210,6 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
         return chunk_spec.prototype.buffer.from_bytes(self._codec.encode(chunk_bytes.as_numpy_array()))
 
 
-def _register_bytes_codec() -> None:
-    # for a source tree on sys.path, which has no entry points
-    register_codec("numcodecs.openzl", OpenZLBytesCodec)
-
-
-_register_bytes_codec()
+register_codec("numcodecs.openzl", OpenZLBytesCodec)  # for a source tree on sys.path, which has no entry points
 
 __all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLConfig", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]
