@@ -115,7 +115,7 @@ class OpenZLConfig:
         shift = frame_shift(data)
         raw = self._decompress(data[shift:], chunk_bytes, sample)
         if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
-            return _as(sample.decode(raw, shape), out_dtype)
+            return sample.decode(raw, shape).astype(out_dtype, copy=False)
         if self.image_shape is None:
             raise RumiFormatError("frame.length", f"the chunk decodes to {raw.size} bytes, not the {chunk_bytes} of a chunk")
         h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, shift)
@@ -162,10 +162,6 @@ def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
 
 
-def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return array if array.dtype == dtype else array.astype(dtype)
-
-
 def _check_type(name: str, value, kind: type, what: str) -> None:
     if not isinstance(value, kind):
         raise TypeError(f"{name} must be {what}, got {value!r}")
@@ -176,18 +172,14 @@ def _sizes(name: str, value, *, length: int | None = None, at_least: int = 0) ->
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
         raise TypeError(f"{name} must be a list of positive integers, got {value!r}")
-    sizes = tuple(_integer(name, item) for item in value)
+    if any(isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral) for item in value):
+        raise TypeError(f"{name} must hold integers, got {value!r}")
+    sizes = tuple(int(item) for item in value)
     if length is not None and len(sizes) != length or len(sizes) < at_least:
         raise ValueError(f"{name} must be {length or f'at least {at_least}'} positive integers, got {list(sizes)}")
     if any(size < 1 for size in sizes):
         raise ValueError(f"{name} must hold positive integers, got {list(sizes)}")
     return sizes
-
-
-def _integer(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must hold integers, got {value!r}")
-    return int(value)
 
 
 @lru_cache(maxsize=64)
