@@ -14,7 +14,7 @@ import openzl.ext
 
 from ..format.grid import FrameGrid, FrameUnit
 from ..runtime.threads import share_work
-from .codec import PORTABLE_RECIPES, applicable
+from .codec import PORTABLE_RECIPES, applicable, as_planes
 from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, parse_recipe
 
 logger = logging.getLogger(__name__)
@@ -68,11 +68,6 @@ def _simplicity(recipe: str) -> tuple[int, str]:
     return (recipe.count(">"), recipe)
 
 
-def _as_raster(stored: np.ndarray) -> np.ndarray:
-    bands, h = stored.shape[:2]
-    return np.ascontiguousarray(stored).reshape(bands, h, -1)
-
-
 def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarray:
     h, w = stored.shape[1:3]
     y0, x0 = max(0, (h - size) // 2), max(0, (w - size) // 2)
@@ -81,7 +76,7 @@ def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarra
 
 def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
     """The quick windows of the samples as one raster of planes (edge samples smaller than the first left out)."""
-    windows = [_as_raster(_central_window(s, QUICK_WINDOW)) for s in samples]
+    windows = [as_planes(_central_window(s, QUICK_WINDOW)) for s in samples]
     return np.concatenate([w for w in windows if w.shape == windows[0].shape])
 
 
