@@ -34,8 +34,8 @@ from .placement import (
 from .limits import DEFAULT_LIMITS, Limits
 
 SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
-TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
 _TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
+TYPE_SIZES = {type_code: np.dtype(code).itemsize for type_code, code in _TYPE_CODES.items()}
 
 #: (tag, name, type), in the IFD's order.
 FIXED_TAGS = (
