@@ -46,13 +46,10 @@ def _run(args) -> int:
             status = args.run(args) or 0
             write_stdout("")  # a full disk behind standard output shows here, not as an error at exit
         return status
-    except (Refused, CannotWrite) as exc:
+    except (Refused, CannotWrite, RumiFormatError) as exc:
         if isinstance(exc, CannotWrite) and exc.target == STDOUT:
             _discard_stdout()
             report = sys.stderr
-        print(f"rumi {args.command}: {exc}", file=report)
-        return 1
-    except RumiFormatError as exc:
         print(f"rumi {args.command}: {exc}", file=report)
         return 1
     except OSError as exc:
