@@ -85,6 +85,10 @@ class _WatchedOutput:
     def flush(self) -> None:
         self._guarded(self._stream.flush)
 
+    @property
+    def buffer(self):
+        return _WatchedOutput(self._stream.buffer)   # bytes (rumi header -o -) are watched too
+
     @staticmethod
     def _guarded(call, *args):
         try:

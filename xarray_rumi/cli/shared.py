@@ -222,18 +222,13 @@ def write_output(target, data: bytes, storage_options=None) -> None:
 
 
 def write_stdout(data: bytes | str) -> None:
-    """Write text or bytes to standard output; :class:`CannotWrite` if not (a reader that left: BrokenPipeError)."""
-    try:
-        if isinstance(data, str):
-            sys.stdout.write(data)
-        else:
-            sys.stdout.flush()  # what was printed before comes first
-            sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise CannotWrite(STDOUT, exc) from exc
+    """Write text or bytes to standard output, which ``main`` watches: :class:`CannotWrite` if it cannot."""
+    if isinstance(data, str):
+        sys.stdout.write(data)
+    else:
+        sys.stdout.flush()  # what was printed before comes first
+        sys.stdout.buffer.write(data)
+    sys.stdout.flush()
 
 
 #: Packages whose errors are a storage client's (no credentials, no connection), not the package's.
