@@ -231,8 +231,8 @@ def _references(candidates: list[str]) -> list[str]:
 
 
 def encoded_sizes(jobs: list[tuple[np.ndarray, str]], encode, workers: int) -> list[int | None]:
-    """The frame length of each ``(stored, candidate)`` job, ``encode``\ d on this thread and ``workers - 1`` idle
-    cores; ``None`` where the candidate does not apply (``encode`` raises ``RuntimeError``).
+    """The frame length of each ``(stored, candidate)`` job encoded with ``encode`` on this thread and ``workers - 1``
+    idle cores; ``None`` where the candidate does not apply (``encode`` raises ``RuntimeError``).
 
     >>> encoded_sizes([(np.zeros(64), 2), (np.zeros(64), 4)], lambda stored, n: bytes(stored.size // n), workers=2)
     [32, 16]
