@@ -8,9 +8,9 @@ import os
 import sys
 
 from ..datamodel.variable import cube_layout, image_layout
-from ..io.urls import absolute
-from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_outputs, make_output_folder,
-                     options_for, read_by, read_or_report, write_stdout)
+from ..io.urls import absolute, is_local, local_path
+from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
+                     read_by, read_or_report, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import compact_json, consolidated, layout_references
@@ -57,7 +57,7 @@ def run(args) -> int:
     into_folder = bool(args.output) and len(files) > 1
     check_outputs(targets, read_by(files), "a raster or its blob", folders=not into_folder)
     if into_folder:
-        make_output_folder(args.output)
+        _make_output_folder(args.output)
     for path, target in zip(files, targets):
         image = _opened(path, options)
         if image is None:
@@ -116,6 +116,17 @@ def _check_stdout(output: str | None, fmt: str | None, count: int) -> None:
         raise ValueError("-o - (standard output) takes one reference set: give one FILE, or --cube")
     if fmt == "parquet":
         raise ValueError("-o - (standard output) takes JSON references; Parquet references are a directory")
+
+
+def _make_output_folder(output: str) -> None:
+    """The -o folder of several FILEs' references: made when missing, but never the folders above it."""
+    if not is_local(output):
+        return  # object stores have no folders
+    check_folder(output)
+    try:
+        os.makedirs(local_path(output), exist_ok=True)
+    except OSError as exc:
+        raise CannotWrite(output, exc) from exc
 
 
 def _opened(path: str, options: dict | None):

@@ -199,17 +199,6 @@ def check_folder(output) -> None:
         raise CannotWrite(output, f"{folder} is not a folder")
 
 
-def make_output_folder(output) -> None:
-    """Make the output folder ``output`` when missing, but never the folders above it (:class:`CannotWrite`)."""
-    if not is_local(output):
-        return  # object stores have no folders
-    check_folder(output)
-    try:
-        os.makedirs(local_path(output), exist_ok=True)
-    except OSError as exc:
-        raise CannotWrite(output, exc) from exc
-
-
 def write_output(target, data: bytes, storage_options=None) -> None:
     """Write ``data`` to standard output (``-``), or to a path or URL whole or not at all; :class:`CannotWrite` if not.
 
