@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import stat
 import sys
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         # `rumi info f | head -1`: the reader has all it wanted. Stop without a word, as GNU tools do, with
         # standard output on devnull so that Python's flush at exit cannot fail (the signal module's recipe).
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _discard_stdout()
         return READER_GONE
     return status
 
@@ -45,13 +46,10 @@ def _run(args) -> int:
             status = args.run(args) or 0
             write_stdout("")  # a full disk behind standard output shows here, not as an error at exit
         return status
-    except (Refused, CannotWrite) as exc:
+    except (Refused, CannotWrite, RumiFormatError) as exc:
         if isinstance(exc, CannotWrite) and exc.target == STDOUT:
             _discard_stdout()
             report = sys.stderr
-        print(f"rumi {args.command}: {exc}", file=report)
-        return 1
-    except RumiFormatError as exc:
         print(f"rumi {args.command}: {exc}", file=report)
         return 1
     except OSError as exc:
@@ -86,6 +84,10 @@ class _WatchedOutput:
 
     def flush(self) -> None:
         self._guarded(self._stream.flush)
+
+    @property
+    def buffer(self):
+        return _WatchedOutput(self._stream.buffer)   # bytes (rumi header -o -) are watched too
 
     @staticmethod
     def _guarded(call, *args):
@@ -143,18 +145,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _commands_needing_extras():
     """``add_command`` of ``convert`` and ``refs``, or of a stand-in naming the extra their modules import."""
-    try:
-        from . import convert
-    except ImportError as exc:
-        yield _missing_command("convert", exc)
-    else:
-        yield convert.add_command
-    try:
-        from . import refs
-    except ImportError as exc:
-        yield _missing_command("refs", exc)
-    else:
-        yield refs.add_command
+    for command in ("convert", "refs"):
+        try:
+            module = importlib.import_module(f"{__name__}.{command}")
+        except ImportError as exc:
+            yield _missing_command(command, exc)
+        else:
+            yield module.add_command
 
 
 def _missing_command(command: str, error: ImportError):

@@ -6,12 +6,11 @@ It needs no extra: what a plain install can do, shown end to end.
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
 
-from .shared import check_folder
+from .shared import CannotWrite, check_folder
 
 
 def add_command(commands) -> None:
@@ -53,8 +52,7 @@ def run(args) -> int:
         blob = write(path, data, tile_size=256, frame_unit="tile", crs="EPSG:32633",
                      transform=(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0))
     except OSError as exc:
-        print(f"rumi demo: cannot write {path}: {exc}", file=sys.stderr)
-        return 1
+        raise CannotWrite(path, exc) from exc
     t1 = time.perf_counter()
     size = os.path.getsize(path)
     print(f"wrote     {path}: {data.shape[0]} bands x {data.shape[1]} x {data.shape[2]} uint16, "

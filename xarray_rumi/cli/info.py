@@ -23,29 +23,26 @@ def run(args) -> int:
 
     options = options_for(args.file, args.storage_options)
     args.header = blob_for(args.file, args.header, args.storage_options)  # named if it cannot be read
-    image = open_image(args.file, header=args.header, storage_options=options)
-    header, grid = image.header, image.grid
-    counts = header.byte_counts()
-    raw = grid.image_width * grid.image_length * grid.samples_per_pixel * header.sample_type.bytes_per_sample
-    geo = image.georeferencing
+    info = _info(args.file, open_image(args.file, header=args.header, storage_options=options))
     if args.json:
-        print(json.dumps(_info_json(args.file, image, counts, raw), indent=2))
+        print(json.dumps(info, indent=2))
         return 0
-    print(f"file         {args.file}")
-    print(f"shape        {grid.samples_per_pixel} bands x {grid.image_length} rows x {grid.image_width} columns")
-    print(f"sample type  {header.sample_type.name} (sample_format {header.sample_type.sample_format}, "
-          f"{header.sample_type.bits_per_sample} bits) -> {header.sample_type.dtype}")
-    print(f"frame unit   {grid.frame_unit.name.lower()}")
-    print(f"grid         {grid.tiles_across} x {grid.tiles_down} of {grid.tile_length} x {grid.tile_width} px, "
-          f"{grid.frame_count} frames")
-    if geo is not None and geo.is_defined:
-        print(f"crs          EPSG:{geo.epsg} ({geo.model_type.name.lower()}), pixel is {geo.raster_type.name.lower()}")
-        print(f"transform    {', '.join(_exact(v) for v in geo.transform)}")
+    print(f"file         {info['file']}")
+    print(f"shape        {info['bands']} bands x {info['rows']} rows x {info['columns']} columns")
+    print(f"sample type  {info['sample_type']} (sample_format {info['sample_format']}, "
+          f"{info['bits_per_sample']} bits) -> {info['dtype']}")
+    print(f"frame unit   {info['frame_unit']}")
+    print(f"grid         {info['tiles'][1]} x {info['tiles'][0]} of {info['tile_shape'][0]} x "
+          f"{info['tile_shape'][1]} px, {info['frame_count']} frames")
+    if info["crs"] is not None:
+        print(f"crs          {info['crs']} ({info['model_type']}), pixel is {info['raster_type']}")
+        print(f"transform    {', '.join(_exact(v) for v in info['transform'])}")
     else:
         print("crs          none (undefined georeferencing)")
-    print(f"frame bytes  min {counts.min()}, median {int(np.median(counts))}, max {counts.max()}, "
-          f"blob {len(header.to_bytes())} bytes")
-    print(f"size         {image.file_size} bytes for {raw} raw: ratio {raw / image.file_size:.2f}")
+    counts = info["frame_bytes"]
+    print(f"frame bytes  min {counts['min']}, median {counts['median']}, max {counts['max']}, "
+          f"blob {info['blob_bytes']} bytes")
+    print(f"size         {info['file_size']} bytes for {info['raw_size']} raw: ratio {info['ratio']:.2f}")
     return 0
 
 
@@ -58,10 +55,12 @@ def _exact(value: float) -> str:
     return repr(float(value)).removesuffix(".0")
 
 
-def _info_json(file, image, counts, raw) -> dict:
-    """What ``rumi info`` prints, as one JSON object (names as in the STAC Item where STAC has one)."""
+def _info(file, image) -> dict:
+    """What ``rumi info`` says, as one JSON object (names as in the STAC Item where STAC has one)."""
     header, grid, geo = image.header, image.grid, image.georeferencing
     defined = geo is not None and geo.is_defined
+    counts = header.byte_counts()
+    raw = grid.image_width * grid.image_length * grid.samples_per_pixel * header.sample_type.bytes_per_sample
     return {
         "file": str(file),
         "bands": grid.samples_per_pixel, "rows": grid.image_length, "columns": grid.image_width,

@@ -4,24 +4,20 @@ for a Cube built through VirtualiZarr, written as JSON or kerchunk's Parquet ref
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import absolute, is_local, local_path
 from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
-                     read_by, said_of, storage_error, write_stdout)
+                     read_by, read_or_report, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
-from ..virtual.kerchunk import consolidated, layout_references
+from ..virtual.kerchunk import compact_json, consolidated, layout_references
 
-#: The formats ``write_references`` writes.
 FORMATS = ("json", "parquet")
 #: Output names that mean Parquet references when no format is given.
 PARQUET_SUFFIXES = (".parq", ".parquet")
-#: References per Parquet file: kerchunk's default.
-RECORD_SIZE = 100_000
 
 
 def add_command(commands) -> None:
@@ -54,7 +50,7 @@ def add_command(commands) -> None:
 
 def run(args) -> int:
     files = list(args.file)
-    fmt, options = getattr(args, "format", None), getattr(args, "storage_options", None)
+    fmt, options = args.format, args.storage_options
     if args.cube:
         return _run_cube(files, args.cube, args.output, fmt, options)
     targets = _targets(files, args.output, fmt)
@@ -135,27 +131,17 @@ def _make_output_folder(output: str) -> None:
 
 def _opened(path: str, options: dict | None):
     """The image at ``path`` (read as every command reads a file); ``None`` once it has said why it cannot be."""
-    from ..errors import RumiFormatError
     from ..reading.open import open_image
 
     options = options_for(path, options)
-    try:
-        return open_image(absolute(path), blob_for(path, None, options), storage_options=options)
-    except RumiFormatError as exc:
-        print(f"rumi refs: {said_of(path, exc)}", file=sys.stderr)
-    except OSError as exc:
-        print(f"rumi refs: cannot read {path}: {exc}", file=sys.stderr)
-    except Exception as exc:
-        if not storage_error(exc):
-            raise
-        print(f"rumi refs: cannot read {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return None
+    return read_or_report("refs", path, lambda: open_image(absolute(path), blob_for(path, None, options),
+                                                           storage_options=options))
 
 
 def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> None:
     """Write references to ``target`` (standard output for ``-``), or raise :class:`CannotWrite`."""
     if target == STDOUT:
-        write_stdout(json.dumps(consolidated(refs), separators=(",", ":")) + "\n")
+        write_stdout(compact_json(consolidated(refs)) + "\n")
         return
     try:
         write_references(refs, target, format=fmt, storage_options=options_for(target, options))
@@ -178,46 +164,30 @@ def _moved_count(layout) -> int:
     return chunk_references(list(layout.headers)).moved
 
 
-# -- writing references ---------------------------------------------------------
-
-
-def reference_format(url: str, format: str | None = None) -> str:
-    """The format of references written to ``url``: ``format`` if given, else from the name.
-
-    >>> reference_format("s3://bucket/cube.parq"), reference_format("cube.json"), reference_format("c", "parquet")
-    ('parquet', 'json', 'parquet')
-    """
-    if format is None:
-        return "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
-    if format not in FORMATS:
-        raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
-    return format
-
-
-def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None,
-                     record_size: int = RECORD_SIZE) -> str:
+def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None) -> None:
     """Write a Kerchunk reference set to ``url`` (a path or fsspec URL), with consolidated metadata, whole or not
-    at all; returns the format written (``format``, else :func:`reference_format`'s guess from the name).
+    at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or (no ``format``) a ``.parq`` name.
 
     >>> import os, tempfile, xarray as xr
-    >>> refs = {"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}
     >>> out = os.path.join(tempfile.mkdtemp(), "empty.json")
-    >>> write_references(refs, out), sorted(xr.open_dataset("reference://", engine="zarr", backend_kwargs={
-    ...     "storage_options": {"fo": out}}).variables)
-    ('json', [])
+    >>> write_references({"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}, out)
+    >>> sorted(xr.open_dataset("reference://", engine="zarr", backend_kwargs={"storage_options": {"fo": out}}).variables)
+    []
     """
     from ..io.source import ByteSource
     from ..writing.staging import staged_directory, write_small
 
-    written = reference_format(url, format)
+    if format is None:
+        format = "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
+    if format not in FORMATS:
+        raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
     target = ByteSource.of(url, storage_options)
-    if written == "json":
-        write_small(target, json.dumps(consolidated(refs), separators=(",", ":")).encode())
-        return written
+    if format == "json":
+        write_small(target, compact_json(consolidated(refs)).encode())
+        return
     from kerchunk.df import refs_to_dataframe
 
     # Parquet references keep their metadata in a .zmetadata of their own, which a reader opens first
     entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
     with staged_directory(target, last=(".zmetadata",)) as built:
-        refs_to_dataframe({"version": 1, "refs": entries}, built, record_size=record_size)
-    return written
+        refs_to_dataframe({"version": 1, "refs": entries}, built)

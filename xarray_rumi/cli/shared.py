@@ -131,6 +131,26 @@ def said_of(path, error: Exception) -> str:
     return message if os.fspath(path) in message else f"{os.fspath(path)}: {message}"
 
 
+def read_or_report(command: str, path, read):
+    """``read()``, or ``None`` once its refusal of ``path`` (or its storage failure) is said as ``rumi COMMAND: ...``.
+
+    >>> read_or_report("info", "a.rumi", lambda: open("/no/such/a.rumi")) is None   # said on standard error
+    True
+    """
+    from ..errors import RumiFormatError
+
+    try:
+        return read()
+    except RumiFormatError as exc:
+        said = said_of(path, exc)
+    except Exception as exc:
+        if not (isinstance(exc, OSError) or storage_error(exc)):
+            raise
+        said = f"cannot read {path}: {exc if isinstance(exc, OSError) else f'{type(exc).__name__}: {exc}'}"
+    print(f"rumi {command}: {said}", file=sys.stderr)
+    return None
+
+
 def read_by(files, header=None) -> list[str]:
     """What a run that reads ``files`` must not replace: each file, the blob beside it, and ``--header``'s blob.
 
@@ -202,18 +222,13 @@ def write_output(target, data: bytes, storage_options=None) -> None:
 
 
 def write_stdout(data: bytes | str) -> None:
-    """Write text or bytes to standard output; :class:`CannotWrite` if not (a reader that left: BrokenPipeError)."""
-    try:
-        if isinstance(data, str):
-            sys.stdout.write(data)
-        else:
-            sys.stdout.flush()  # what was printed before comes first
-            sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise CannotWrite(STDOUT, exc) from exc
+    """Write text or bytes to standard output, which ``main`` watches: :class:`CannotWrite` if it cannot."""
+    if isinstance(data, str):
+        sys.stdout.write(data)
+    else:
+        sys.stdout.flush()  # what was printed before comes first
+        sys.stdout.buffer.write(data)
+    sys.stdout.flush()
 
 
 #: Packages whose errors are a storage client's (no credentials, no connection), not the package's.

@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, add_storage_options, blob_for, check_outputs, options_for,
-                     read_by, said_of, storage_error, write_output)
+                     read_by, read_or_report, write_output)
 
 
 def add_command(commands) -> None:
@@ -56,27 +56,17 @@ def _nodata(text: str) -> int | float:
 def run(args) -> int:
     import pystac  # noqa: F401  (the stac extra: when missing, main() names it before any file is read)
 
-    from ..errors import RumiFormatError
     from ..stac.items import item
 
     check_outputs([args.output], read_by(args.files), "a raster or its blob")
-    items, failed = [], False
+    items = []
     for path in args.files:  # every file is tried, so that one run names every file that cannot be described
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
         options = options_for(path, args.storage_options)
-        try:
-            items.append(item(path, blob_for(path, None, options), href=href, datetime=args.datetime,
-                              nodata=args.nodata, storage_options=options))
-        except RumiFormatError as exc:
-            print(f"rumi stac: {said_of(path, exc)}", file=sys.stderr)
-            failed = True
-        except Exception as exc:
-            if not (isinstance(exc, OSError) or storage_error(exc)):
-                raise
-            reason = exc if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
-            print(f"rumi stac: cannot read {path}: {reason}", file=sys.stderr)
-            failed = True
-    if failed:
+        items.append(read_or_report("stac", path, lambda: item(
+            path, blob_for(path, None, options), href=href, datetime=args.datetime, nodata=args.nodata,
+            storage_options=options)))
+    if None in items:
         return 1
     parquet = args.output.endswith(".parquet")
     write_output(args.output, _parquet(items, args.output) if parquet else _json(items, args.collection),
@@ -88,7 +78,14 @@ def run(args) -> int:
 
 
 def _json(items, collection: bool) -> bytes:
-    return (json.dumps(_document(items, collection), indent=2) + "\n").encode()
+    """One Item's JSON, or an ItemCollection's for several Items or when asked."""
+    import pystac
+
+    if collection or len(items) > 1:
+        document = pystac.ItemCollection(items).to_dict()
+    else:
+        document = items[0].to_dict(include_self_link=False)
+    return (json.dumps(document, indent=2) + "\n").encode()
 
 
 def _parquet(items, output: str) -> bytes:
@@ -104,11 +101,3 @@ def _parquet(items, output: str) -> bytes:
         except OSError as exc:
             raise CannotWrite(output, exc) from exc
 
-
-def _document(items, collection: bool) -> dict:
-    """One Item's dict, or an ItemCollection's for several Items or when asked."""
-    import pystac
-
-    if collection or len(items) > 1:
-        return pystac.ItemCollection(items).to_dict()
-    return items[0].to_dict(include_self_link=False)

@@ -66,7 +66,9 @@ class Header:
     def from_bytes(cls, blob: bytes, limits: Limits = DEFAULT_LIMITS) -> Header:
         """Parse and check a blob against every rule of the spec's *Header blob*."""
         blob = bytes(blob)
-        return cls._from_fields(blob, limits)._checked(blob, limits)
+        header = cls._from_fields(blob, limits)._with_residuals(blob)
+        header._check_canonical(limits)
+        return header
 
     @classmethod
     def _from_fields(cls, blob: bytes, limits: Limits) -> Header:
@@ -111,11 +113,6 @@ class Header:
             raise RumiFormatError("blob.canonical", "a single-frame blob must have count_bits 0")
         return type(self)(self.grid, self.sample_type, self.count_min, self.count_bits,
                           memoryview(blob)[HEADER_SIZE:], blob)
-
-    def _checked(self, blob: bytes, limits: Limits) -> Header:
-        header = self._with_residuals(blob)
-        header._check_canonical(limits)
-        return header
 
     def _check_canonical(self, limits: Limits) -> None:
         smallest, largest = 0, 0
@@ -369,20 +366,11 @@ def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:
     >>> pack_residuals(np.array([1, 2, 3]), 2).hex()
     '39'
     """
-    if count_bits == 0:
-        return b""
-    values = np.asarray(residuals, dtype=np.uint64).ravel() & np.uint64((1 << count_bits) - 1)
-    rows = -(-values.size // 8)
-    grouped = np.zeros(rows * 8, np.uint64)
-    grouped[: values.size] = values
-    grouped = grouped.reshape(rows, 8)
-    out = np.zeros((rows, count_bits), np.uint8)
-    for j in range(8):
-        lo = j * count_bits
-        shifted = grouped[:, j] << np.uint64(lo & 7)  # at most 39 bits
-        for b in range(min(5, count_bits - (lo >> 3))):
-            out[:, (lo >> 3) + b] |= ((shifted >> np.uint64(8 * b)) & np.uint64(0xFF)).astype(np.uint8)
-    return out.tobytes()[: -(-values.size * count_bits // 8)]
+    values = np.asarray(residuals, dtype="<u8").ravel()
+    # in slices: a residual's bits take 64 bytes as numpy unpacks them
+    bits = [np.unpackbits(values[start:start + _CHECK_BATCH].view(np.uint8).reshape(-1, 8), axis=1,
+                          bitorder="little")[:, :count_bits].ravel() for start in range(0, values.size, _CHECK_BATCH)]
+    return np.packbits(np.concatenate([np.empty(0, np.uint8), *bits]), bitorder="little").tobytes()
 
 
 def unpack_residuals(packed: bytes, count_bits: int, start: int, stop: int) -> np.ndarray:

@@ -50,11 +50,8 @@ class SampleType:
                 )
             return stored.view(self.dtype).reshape(shape)
         if self.components == 2 and self.dtype.itemsize != self.bytes_per_sample:
-            pairs = stored.reshape(*shape, 2)
-            out = np.empty(shape, self.dtype)
-            out.real = pairs[..., 0]
-            out.imag = pairs[..., 1]
-            return out
+            parts = stored.reshape(*shape, 2).astype(np.finfo(self.dtype).dtype)   # (real, imag) pairs
+            return parts.view(self.dtype).reshape(shape)
         return stored.view(self.dtype.newbyteorder("<")).reshape(shape).astype(self.dtype, copy=False)
 
     def encode(self, values: np.ndarray) -> np.ndarray:
@@ -66,11 +63,7 @@ class SampleType:
         values = np.asarray(values)
         if self.components == 2:
             return self._encode_complex(values)
-        if values.dtype == self.dtype:
-            converted = values
-        else:
-            converted = _exact_cast(values, self.dtype, self.name)
-        out = np.ascontiguousarray(converted).view(self.storage)
+        out = np.ascontiguousarray(_exact_cast(values, self.dtype, self.name)).view(self.storage)
         return out.astype(self.storage.newbyteorder("<"), copy=False)
 
     def _encode_complex(self, values: np.ndarray) -> np.ndarray:

@@ -34,8 +34,8 @@ from .placement import (
 from .limits import DEFAULT_LIMITS, Limits
 
 SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
-TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
 _TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
+TYPE_SIZES = {type_code: np.dtype(code).itemsize for type_code, code in _TYPE_CODES.items()}
 
 #: (tag, name, type), in the IFD's order.
 FIXED_TAGS = (
@@ -80,19 +80,14 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
         raise ValueError(f"need {n} byte counts between 1 and 2**32 - 1")
     base = base_frame_offset(grid)
     offsets = base + np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)
-    values = {
-        IMAGE_WIDTH: np.array([grid.image_width], "<u4").tobytes(),
-        IMAGE_LENGTH: np.array([grid.image_length], "<u4").tobytes(),
-        BITS_PER_SAMPLE: np.full(b, sample.bits_per_sample, "<u2").tobytes(),
-        SAMPLES_PER_PIXEL: np.array([b], "<u2").tobytes(),
-        TILE_WIDTH: np.array([grid.tile_width], "<u2").tobytes(),
-        TILE_LENGTH: np.array([grid.tile_length], "<u2").tobytes(),
-        TILE_OFFSETS: offsets.astype("<u8").tobytes(),
-        TILE_BYTE_COUNTS: counts.astype("<u4").tobytes(),
-        SAMPLE_FORMAT: np.full(b, sample.sample_format, "<u2").tobytes(),
-        MODEL_TRANSFORMATION: georef.model_transformation(),
-        GEO_KEY_DIRECTORY: georef.geo_keys(),
+    numbers = {
+        IMAGE_WIDTH: grid.image_width, IMAGE_LENGTH: grid.image_length,
+        BITS_PER_SAMPLE: [sample.bits_per_sample] * b, SAMPLES_PER_PIXEL: b,
+        TILE_WIDTH: grid.tile_width, TILE_LENGTH: grid.tile_length,
+        TILE_OFFSETS: offsets, TILE_BYTE_COUNTS: counts, SAMPLE_FORMAT: [sample.sample_format] * b,
     }
+    values = {tag: np.asarray(value).astype(_TYPE_CODES[TAG_TYPES[tag]]).tobytes() for tag, value in numbers.items()}
+    values.update({MODEL_TRANSFORMATION: georef.model_transformation(), GEO_KEY_DIRECTORY: georef.geo_keys()})
     counts_by_tag = expected_counts(b, n)
     entries, external = [], []
     cursor = PREAMBLE_SIZE + IFD_SIZE

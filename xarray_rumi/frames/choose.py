@@ -13,8 +13,8 @@ import numpy as np
 import openzl.ext
 
 from ..format.grid import FrameGrid, FrameUnit
-from .codec import PORTABLE_RECIPES, applicable
-from .measure import Measurer
+from ..runtime.threads import share_work
+from .codec import PORTABLE_RECIPES, applicable, as_planes
 from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, parse_recipe
 
 logger = logging.getLogger(__name__)
@@ -68,11 +68,6 @@ def _simplicity(recipe: str) -> tuple[int, str]:
     return (recipe.count(">"), recipe)
 
 
-def _as_raster(stored: np.ndarray) -> np.ndarray:
-    bands, h = stored.shape[:2]
-    return np.ascontiguousarray(stored).reshape(bands, h, -1)
-
-
 def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarray:
     h, w = stored.shape[1:3]
     y0, x0 = max(0, (h - size) // 2), max(0, (w - size) // 2)
@@ -81,7 +76,7 @@ def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarra
 
 def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
     """The quick windows of the samples as one raster of planes (edge samples smaller than the first left out)."""
-    windows = [_as_raster(_central_window(s, QUICK_WINDOW)) for s in samples]
+    windows = [as_planes(_central_window(s, QUICK_WINDOW)) for s in samples]
     return np.concatenate([w for w in windows if w.shape == windows[0].shape])
 
 
@@ -151,18 +146,18 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
     if fixed is not None:
         return [_Choice(fixed, math.inf)] * len(sample_sets)
     error = lossy_error(compression)
-    measurer = Measurer(workers, functools.partial(_encode, error=error))
+    measure = functools.partial(encoded_sizes, encode=functools.partial(_encode, error=error), workers=workers)
     trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
     if compression == "portable":
         shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
         contenders = PORTABLE_CONTENDERS
     else:
-        shortlists = _shortlists(sample_sets, trial_windows, compression, error, measurer, across_only)
+        shortlists = _shortlists(sample_sets, trial_windows, compression, error, measure, across_only)
         contenders = CONTENDERS
-    trials = _measure_all(measurer, trial_windows, shortlists)
+    trials = _measure_all(measure, trial_windows, shortlists)
     finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
     windows = [[_central_window(s) for s in samples] for samples in sample_sets]
-    sizes = iter(measurer.sizes([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
+    sizes = iter(measure([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
     chosen = []
     for ws, final in zip(windows, finals):
         lengths = {c: [next(sizes) for _ in ws] for c in final}
@@ -179,7 +174,7 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     slow = [_at_slow_level(c.recipes.recipe, samples[0].dtype.itemsize)
             for c, samples in zip(chosen, sample_sets)]
     jobs = [(_central_window(samples[m]), candidate) for samples, m, candidate in zip(sample_sets, middle, slow)]
-    sizes = Measurer(workers, _encode).sizes(jobs)
+    sizes = encoded_sizes(jobs, _encode, workers)
     faster = []
     for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
         winner = choice.recipes.recipe
@@ -197,7 +192,7 @@ def _predictor(candidate: str) -> tuple[str, bool]:
     return recipe.predictor, recipe.interband
 
 
-def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measurer,
+def _shortlists(sample_sets, trial_windows, compression, error, measure,
                 across_only=()) -> list[list[str]]:
     """Per sample list, the graphs worth trying on the trial window."""
     try:
@@ -209,18 +204,18 @@ def _shortlists(sample_sets, trial_windows, compression, error, measurer: Measur
     candidates = [others if i in across_only else list(graphs) + others
                   for i, (graphs, others) in enumerate(zip(names, across))]
     rasters = [_quick_raster(samples) for samples in sample_sets]
-    ranked = _measure_all(measurer, rasters, [_references(cs) for cs in candidates])
+    ranked = _measure_all(measure, rasters, [_references(cs) for cs in candidates])
     empty = [not sizes or (min(sizes.values()) < QUICK_MIN_BYTES and trial.size > raster.size)
              for sizes, trial, raster in zip(ranked, trial_windows, rasters)]
     best = [set(map(_predictor, _distinct_best(sizes, PREDICTORS + (samples[0].dtype.itemsize == 1), by=_predictor)))
             for sizes, samples in zip(ranked, sample_sets)]
     more = [[] if skip else [c for c in cs if c not in sizes and _predictor(c) in top]
             for cs, sizes, top, skip in zip(candidates, ranked, best, empty)]
-    for sizes, extra in zip(ranked, _measure_all(measurer, rasters, more)):
+    for sizes, extra in zip(ranked, _measure_all(measure, rasters, more)):
         sizes.update(extra)
     if any(empty):
         retry = [i for i, skip in enumerate(empty) if skip]
-        again = _measure_all(measurer, [trial_windows[i] for i in retry], [candidates[i] for i in retry])
+        again = _measure_all(measure, [trial_windows[i] for i in retry], [candidates[i] for i in retry])
         for i, sizes in zip(retry, again):
             ranked[i] = sizes
     return [_distinct_best(sizes, SHORTLIST) for sizes in ranked]
@@ -235,10 +230,32 @@ def _references(candidates: list[str]) -> list[str]:
             for found in backends.values() if any(b in found for b in REFERENCE_BACKENDS)]
 
 
-def _measure_all(measurer: Measurer, rasters, candidates) -> list[dict[str, int]]:
+def encoded_sizes(jobs: list[tuple[np.ndarray, str]], encode, workers: int) -> list[int | None]:
+    """The frame length of each ``(stored, candidate)`` job encoded with ``encode`` on this thread and ``workers - 1``
+    idle cores; ``None`` where the candidate does not apply (``encode`` raises ``RuntimeError``).
+
+    >>> encoded_sizes([(np.zeros(64), 2), (np.zeros(64), 4)], lambda stored, n: bytes(stored.size // n), workers=2)
+    [32, 16]
+    """
+    sizes: list[int | None] = [None] * len(jobs)
+
+    def measure(i: int) -> None:
+        stored, candidate = jobs[i]
+        try:
+            sizes[i] = len(encode(stored, candidate))
+        except RuntimeError:  # the recipe does not apply, or not at the pinned version
+            pass
+
+    # one batch: the jobs need no fetching, so every piece is ready at once
+    share_work([range(len(jobs))], lambda batch: [functools.partial(measure, i) for i in batch],
+               threads=max(1, workers), at_most=len(jobs))
+    return sizes
+
+
+def _measure_all(measure, rasters, candidates) -> list[dict[str, int]]:
     """``{candidate: size}`` of each raster's candidates that apply."""
     jobs = [(raster, c) for raster, cs in zip(rasters, candidates) for c in cs]
-    sizes = iter(measurer.sizes(jobs))
+    sizes = iter(measure(jobs))
     return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
 
 

@@ -45,6 +45,14 @@ def applicable(recipe: str, storage: np.dtype) -> bool:
     return not ("transpose" in recipe and storage.itemsize == 1)
 
 
+def as_planes(stored: np.ndarray, interband: bool = False) -> np.ndarray:
+    """A frame's storage elements ``(bands, h, w[, 2])`` as the aligned ``(planes, rows, width)`` GeoZL encodes."""
+    bands, h = stored.shape[:2]
+    # Arrays from dask.distributed can sit unaligned, which OpenZL cannot wrap as a numeric stream.
+    raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
+    return raster.reshape(1, bands, -1) if interband else raster
+
+
 def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, error=None,
                  cache: ThreadCache | None = None) -> bytes:
     """Compress one frame of storage elements shaped ``(bands, h, w[, 2])``.
@@ -54,11 +62,7 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
     24
     """
     keep_heap_top()
-    bands, h = stored.shape[:2]
-    # Arrays from dask.distributed can sit unaligned, which OpenZL cannot wrap as a numeric stream.
-    raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
-    if interband:
-        raster = raster.reshape(1, bands, -1)
+    raster = as_planes(stored, interband)
     planes, width = raster.shape[0], raster.shape[-1]
     if error is not None:
         # a lossy graph fixes its quantiser's domain from its data: never reused
@@ -125,16 +129,21 @@ def decode_frame(frame: bytes | memoryview, sample: SampleType, shape: tuple[int
         _check_out(out, sample, shape)
         if _decoder is not None:
             return _decode_into(frame, sample, shape, expected, out, verify)
-    try:
-        raw = geozl.decompress(frame, verify=verify, max_output_size=expected)
-    except (RuntimeError, ValueError) as exc:
-        raise _not_decodable(str(exc)) from None
+    raw = decompress(frame, expected, verify=verify)
     _check_length(raw.size, expected)
     decoded = sample.decode(raw, shape)
     if out is None:
         return decoded
     out[...] = decoded
     return out
+
+
+def decompress(frame: bytes | memoryview, max_output_size: int, *, verify: bool = True) -> np.ndarray:
+    """The decoded bytes of a frame (geozl), refused (``frame.decode``) above ``max_output_size``."""
+    try:
+        return geozl.decompress(frame, verify=verify, max_output_size=max_output_size)
+    except (RuntimeError, ValueError) as exc:
+        raise _not_decodable(str(exc)) from None
 
 
 def decode_elements(frame: bytes | memoryview, max_output_size: int) -> tuple[np.ndarray, int]:

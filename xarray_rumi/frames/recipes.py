@@ -11,7 +11,7 @@ import numpy as np
 import openzl.ext
 
 from ..runtime.heap import keep_heap_top
-from .codec import FORMAT_VERSION, PROCESS_CACHE, ThreadCache, encode_frame
+from .codec import FORMAT_VERSION, PROCESS_CACHE, ThreadCache, as_planes, encode_frame
 
 FALLBACK = "id>zstd"  # applies to any frame, at the pinned version
 
@@ -111,10 +111,7 @@ _ZSTD_BACKENDS = ("zstd", "transpose>zstd")
 def _encode_at_level(stored: np.ndarray, recipe: ParsedRecipe, cache: ThreadCache) -> bytes:
     """One frame of a GeoZL graph ending in zstd, rebuilt from OpenZL's nodes to run zstd at ``level``."""
     keep_heap_top()
-    bands, h = stored.shape[:2]
-    raster = np.require(stored, requirements=("C", "A")).reshape(bands, h, -1)
-    if recipe.interband:
-        raster = raster.reshape(1, bands, -1)
+    raster = as_planes(stored, recipe.interband)
     planes, width = raster.shape[0], raster.shape[-1]
     key = ("zstd-level", recipe.graph, recipe.level, width, planes)
     cctx, _ = cache.get(key, lambda: _compression_context(_graph_at_level(recipe, width, planes)))

@@ -13,8 +13,7 @@ import numpy as np
 from ..errors import RumiFormatError
 from ..format.dtypes import SampleType, sample_type_for_dtype, sample_type_from_name
 from ..format.grid import FrameGrid
-from ..format.limits import DEFAULT_LIMITS
-from ..frames.codec import check_element_width, decode_elements, encode_frame, frame_version
+from ..frames.codec import check_element_width, decode_elements, decompress, encode_frame
 from .edges import RIGHT_EDGE_SHIFTS, frame_shift
 
 #: The recipe of ordinary Zarr arrays: built-in OpenZL codecs only, valid for every element type.
@@ -116,7 +115,7 @@ class OpenZLConfig:
         shift = frame_shift(data)
         raw = self._decompress(data[shift:], chunk_bytes, sample)
         if raw.size == chunk_bytes:   # a whole chunk: no cut frame holds as many samples
-            return _as(sample.decode(raw, shape), out_dtype)
+            return sample.decode(raw, shape).astype(out_dtype, copy=False)
         if self.image_shape is None:
             raise RumiFormatError("frame.length", f"the chunk decodes to {raw.size} bytes, not the {chunk_bytes} of a chunk")
         h, w = self._frame_size(raw.size // sample.bytes_per_sample, raw.size % sample.bytes_per_sample, shape, shift)
@@ -127,7 +126,7 @@ class OpenZLConfig:
     def _decompress(self, frame: memoryview, limit: int, sample: SampleType) -> np.ndarray:
         checked = self.__dict__.setdefault("_widths_checked", set())   # not a field: equality and config ignore it
         if sample.name in checked:
-            return decompress_frame(frame, limit)
+            return decompress(frame, limit)
         raw, width = decode_elements(frame, limit)
         check_element_width(width, sample)
         checked.add(sample.name)
@@ -163,34 +162,6 @@ def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
 
 
-def _as(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return array if array.dtype == dtype else array.astype(dtype)
-
-
-def decompress_chunk(data: memoryview, limit: int | None) -> tuple[np.ndarray, int]:
-    """The raw bytes of one chunk's frame and the element width it records.
-
-    >>> raw, width = decompress_chunk(memoryview(OpenZLConfig().encode(np.zeros((1, 2, 2), "int32"))), None)
-    >>> raw.size, width
-    (16, 4)
-    """
-    frame_version(data)
-    return decode_elements(data, limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
-
-
-def decompress_frame(data: memoryview, limit: int | None) -> np.ndarray:
-    """The raw bytes of a frame whose header has been checked, through geozl (no element width).
-
-    >>> chunks = OpenZLConfig()
-    >>> decompress_frame(memoryview(chunks.encode(np.zeros((1, 2, 2), "int32"))), None).size
-    16
-    """
-    try:
-        return geozl.decompress(data, max_output_size=limit if limit is not None else DEFAULT_LIMITS.max_frame_bytes)
-    except (RuntimeError, ValueError) as exc:
-        raise RumiFormatError("frame.decode", f"the chunk does not decode: {exc}") from None
-
-
 def _check_type(name: str, value, kind: type, what: str) -> None:
     if not isinstance(value, kind):
         raise TypeError(f"{name} must be {what}, got {value!r}")
@@ -201,18 +172,14 @@ def _sizes(name: str, value, *, length: int | None = None, at_least: int = 0) ->
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
         raise TypeError(f"{name} must be a list of positive integers, got {value!r}")
-    sizes = tuple(_integer(name, item) for item in value)
+    if any(isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral) for item in value):
+        raise TypeError(f"{name} must hold integers, got {value!r}")
+    sizes = tuple(int(item) for item in value)
     if length is not None and len(sizes) != length or len(sizes) < at_least:
         raise ValueError(f"{name} must be {length or f'at least {at_least}'} positive integers, got {list(sizes)}")
     if any(size < 1 for size in sizes):
         raise ValueError(f"{name} must hold positive integers, got {list(sizes)}")
     return sizes
-
-
-def _integer(name: str, value) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must hold integers, got {value!r}")
-    return int(value)
 
 
 @lru_cache(maxsize=64)
@@ -228,4 +195,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "decompress_chunk", "decompress_frame", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "same_planes", "zarr_dtype"]

@@ -16,15 +16,9 @@ from zarr.core.common import parse_named_configuration
 from zarr.registry import get_ndbuffer_class, register_codec
 
 from ..format.dtypes import sample_type_from_name
-from ..frames.codec import frame_version
-from .chunks import (
-    DEFAULT_RECIPE,
-    OpenZLConfig,
-    decompress_chunk,
-    decompress_frame,
-    same_planes,
-    zarr_dtype,
-)
+from ..format.limits import DEFAULT_LIMITS
+from ..frames.codec import decode_elements, decompress, frame_version
+from .chunks import DEFAULT_RECIPE, OpenZLConfig, same_planes, zarr_dtype
 
 
 class OpenZLCodec(Codec):
@@ -71,12 +65,12 @@ class OpenZLCodec(Codec):
             array = self.config.decode(data)
             raw = np.ascontiguousarray(array, array.dtype.newbyteorder(order)).reshape(-1).view(np.uint8)
         else:
-            limit = np.asarray(out).nbytes if out is not None else None
+            limit = np.asarray(out).nbytes if out is not None else DEFAULT_LIMITS.max_frame_bytes
+            frame_version(data)
             if order == "<":
-                frame_version(data)
-                raw = decompress_frame(data, limit)
+                raw = decompress(data, limit)
             else:   # the frame's samples are little-endian: swapping them needs the width the frame records
-                raw, width = decompress_chunk(data, limit)
+                raw, width = decode_elements(data, limit)
                 if width > 1:
                     raw = raw.view(f"<u{width}").astype(f">u{width}").view(np.uint8)
         return ndarray_copy(raw, out)
@@ -147,9 +141,6 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     def to_dict(self) -> dict:
         return {"name": "openzl", "configuration": self.config.to_config()}
 
-    def evolve_from_array_spec(self, array_spec) -> OpenZLZarrCodec:
-        return self
-
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         _check_array(self.config, dtype, chunk_grid)
 
@@ -219,11 +210,6 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
         return chunk_spec.prototype.buffer.from_bytes(self._codec.encode(chunk_bytes.as_numpy_array()))
 
 
-def _register_bytes_codec() -> None:
-    # for a source tree on sys.path, which has no entry points
-    register_codec("numcodecs.openzl", OpenZLBytesCodec)
-
-
-_register_bytes_codec()
+register_codec("numcodecs.openzl", OpenZLBytesCodec)  # for a source tree on sys.path, which has no entry points
 
 __all__ = ["DEFAULT_RECIPE", "OpenZLBytesCodec", "OpenZLConfig", "OpenZLCodec", "OpenZLZarrCodec", "zarr_dtype"]

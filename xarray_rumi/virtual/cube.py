@@ -89,21 +89,12 @@ def readable_with_defaults(refs: dict) -> dict:
 def object_store_registry(urls: Sequence[str]):
     """An obstore registry for ``urls``: one store per scheme and host, configured from the environment."""
     from obspec_utils.registry import ObjectStoreRegistry
-    from obstore.store import HTTPStore, LocalStore, S3Store, from_url
+    from obstore.store import from_url
 
-    registry = ObjectStoreRegistry()
-    for prefix in dict.fromkeys(f"{p.scheme}://{p.netloc}" for p in map(urlsplit, urls)):
-        parts = urlsplit(prefix)
-        if parts.scheme == "file":
-            store = LocalStore()
-        elif parts.scheme in ("http", "https"):
-            store = HTTPStore.from_url(prefix, client_options={"allow_http": parts.scheme == "http"})
-        elif parts.scheme in ("s3", "s3a"):
-            store = S3Store.from_url(f"s3://{parts.netloc}")
-        else:
-            store = from_url(prefix)
-        registry.register(prefix, store)
-    return registry
+    prefixes = dict.fromkeys(f"{p.scheme}://{p.netloc}" for p in map(urlsplit, urls))
+    # plain HTTP only for a URL that asks for it
+    return ObjectStoreRegistry({prefix: from_url(prefix, client_options={"allow_http": prefix.startswith("http:")})
+                                for prefix in prefixes})
 
 
 __all__ = ["check_stack_dim", "object_store_registry", "readable_with_defaults", "virtual_cube_references"]

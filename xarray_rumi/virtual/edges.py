@@ -78,10 +78,7 @@ def chunk_references(headers: list[Header]) -> ChunkReferences:
         length = header.byte_counts()
         shift = np.where(right, np.where(length + RIGHT_EDGE == chunk_bytes, RIGHT_EDGE_AT_RAW_LENGTH, RIGHT_EDGE),
                          np.where(length == chunk_bytes, RAW_LENGTH, 0))
-        start = header.offsets() - shift
-        if start.size and start.min() < 0:   # cannot happen: the 252-byte IFD comes first
-            raise ValueError("a reference cannot start before the file")
-        starts.append(start)
+        starts.append(header.offsets() - shift)   # never before the file: its 252-byte IFD comes first
         lengths.append(length + shift)
         moved += int(np.count_nonzero(shift))
     return ChunkReferences(starts, lengths, moved)

@@ -12,9 +12,12 @@ from ..io.retry import DEFAULT_POLICY
 from ..io.urls import as_url
 from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..reading.open import caller_georeferencing, open_image
-from .chunks import OpenZLConfig, zarr_dtype
+from .chunks import zarr_dtype
 from .codec import OpenZLBytesCodec, OpenZLZarrCodec
 from .edges import chunk_references
+
+#: zarr's bytes serializer, for arrays of raw little-endian values.
+_LITTLE_ENDIAN = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 class RumiParser:
@@ -49,47 +52,42 @@ class RumiParser:
         arrays = {VARIABLE: _frames_array(url, layout, self.codec)}
         for name, coordinate in layout.coords.items():
             if name == GRID_MAPPING:
-                arrays[name] = _scalar_array(coordinate.attrs)
+                arrays[name] = _manifest_array(None, shape=(), data_type=np.dtype(np.int64), chunk_shape=(),
+                                               codecs=[_LITTLE_ENDIAN], attributes=coordinate.attrs, dimension_names=[])
             else:
                 arrays[name] = coordinates.array(name, np.asarray(coordinate.values), list(coordinate.dims))
         return ManifestStore(group=ManifestGroup(arrays=arrays, attributes={}), registry=registry)
 
 
 def _frames_array(url: str, layout: Layout, codec_name: str):
-    from virtualizarr.manifests import ChunkManifest, ManifestArray
-    from virtualizarr.manifests.utils import create_v3_array_metadata
-
     grid, sample = layout.grid, layout.sample_type
     plan = chunk_references([layout.header])
     config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width))
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
-        bytes_codec = OpenZLBytesCodec(**OpenZLConfig(**config).to_config())
-        codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, bytes_codec.to_dict()]
+        codecs = [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()]
     attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
              **layout.attrs}
-    metadata = create_v3_array_metadata(
-        shape=layout.shape, data_type=zarr_dtype(sample), chunk_shape=layout.chunks, fill_value=0,
-        codecs=codecs, attributes=attrs, dimension_names=list(layout.dims),
-    )
 
     def by_chunk(values):   # frame-index order to the chunk grid, (band, row, col)
         return grid.on_frame_grid(np.asarray(values, np.uint64))
 
     paths = np.full(grid.frame_grid_shape, as_url(url), dtype=np.dtypes.StringDType())
-    manifest = ChunkManifest.from_arrays(paths=paths, offsets=by_chunk(plan.starts[0]), lengths=by_chunk(plan.lengths[0]))
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    return _manifest_array(
+        dict(paths=paths, offsets=by_chunk(plan.starts[0]), lengths=by_chunk(plan.lengths[0])),
+        shape=layout.shape, data_type=zarr_dtype(sample), chunk_shape=layout.chunks, codecs=codecs, attributes=attrs,
+        dimension_names=list(layout.dims))
 
 
-def _scalar_array(attrs: dict):
+def _manifest_array(chunks: dict | None, **metadata):
+    """A ``ManifestArray`` of zarr v3 ``metadata`` (fill value 0) and the chunks ``ChunkManifest.from_arrays`` takes
+    (``None``: a scalar with no chunk)."""
     from virtualizarr.manifests import ChunkManifest, ManifestArray
     from virtualizarr.manifests.utils import create_v3_array_metadata
 
-    metadata = create_v3_array_metadata(shape=(), data_type=np.dtype(np.int64), chunk_shape=(), fill_value=0,
-                                        codecs=[{"name": "bytes", "configuration": {"endian": "little"}}],
-                                        attributes=attrs, dimension_names=[])
-    return ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest(entries={}, shape=()))
+    manifest = ChunkManifest(entries={}, shape=()) if chunks is None else ChunkManifest.from_arrays(**chunks)
+    return ManifestArray(metadata=create_v3_array_metadata(fill_value=0, **metadata), chunkmanifest=manifest)
 
 
 class _CoordinateStore:
@@ -104,21 +102,14 @@ class _CoordinateStore:
 
     def array(self, name: str, values: np.ndarray, dims: list[str]):
         import obstore
-        from virtualizarr.manifests import ChunkManifest, ManifestArray
-        from virtualizarr.manifests.utils import create_v3_array_metadata
 
         data = np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
         obstore.put(self.store, name, data)
-        metadata = create_v3_array_metadata(
-            shape=values.shape, data_type=values.dtype, chunk_shape=values.shape, fill_value=0,
-            codecs=[{"name": "bytes", "configuration": {"endian": "little"}}], dimension_names=dims,
-        )
         ones = (1,) * values.ndim
-        manifest = ChunkManifest.from_arrays(
-            paths=np.full(ones, f"{self.prefix}/{name}", dtype=np.dtypes.StringDType()),
-            offsets=np.zeros(ones, np.uint64), lengths=np.full(ones, len(data), np.uint64),
-        )
-        return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+        chunks = dict(paths=np.full(ones, f"{self.prefix}/{name}", dtype=np.dtypes.StringDType()),
+                      offsets=np.zeros(ones, np.uint64), lengths=np.full(ones, len(data), np.uint64))
+        return _manifest_array(chunks, shape=values.shape, data_type=values.dtype, chunk_shape=values.shape,
+                               codecs=[_LITTLE_ENDIAN], dimension_names=dims)
 
 
 __all__ = ["RumiParser"]

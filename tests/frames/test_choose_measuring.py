@@ -1,4 +1,4 @@
-"""frames/measure.py: the sizes of many candidate encodings, measured on the calling thread and idle cores."""
+"""frames/choose.py encoded_sizes: many candidate encodings measured on the calling thread and idle cores."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from xarray_rumi.frames.measure import Measurer
+from xarray_rumi.frames.choose import encoded_sizes
 
 STORED = np.zeros(64, np.uint8)
 
@@ -20,8 +20,8 @@ def _length(stored, candidate) -> bytes:
 
 def test_each_size_is_its_own_jobs_and_none_where_the_candidate_does_not_apply():
     jobs = [(STORED, 2), (STORED, "never"), (STORED, 4), (STORED, 64)]
-    assert Measurer(2, _length).sizes(jobs) == [32, None, 16, 1]
-    assert Measurer(2, _length).sizes([]) == []
+    assert encoded_sizes(workers=2, encode=_length, jobs=jobs) == [32, None, 16, 1]
+    assert encoded_sizes(workers=2, encode=_length, jobs=[]) == []
 
 
 def test_an_error_other_than_does_not_apply_is_raised():
@@ -29,7 +29,7 @@ def test_an_error_other_than_does_not_apply_is_raised():
         raise MemoryError("out of memory")
 
     with pytest.raises(MemoryError):
-        Measurer(2, broken).sizes([(STORED, 2), (STORED, 4)])
+        encoded_sizes(workers=2, encode=broken, jobs=[(STORED, 2), (STORED, 4)])
 
 
 def test_one_worker_measures_on_the_calling_thread_alone(monkeypatch):
@@ -40,7 +40,7 @@ def test_one_worker_measures_on_the_calling_thread_alone(monkeypatch):
         threads.add(threading.get_ident())
         return _length(stored, candidate)
 
-    Measurer(1, recording).sizes([(STORED, c) for c in (1, 2, 4, 8, 16, 32)])
+    encoded_sizes(workers=1, encode=recording, jobs=[(STORED, c) for c in (1, 2, 4, 8, 16, 32)])
     assert threads == {threading.get_ident()}
 
 
@@ -58,5 +58,5 @@ def test_helpers_join_the_caller_on_idle_cores():
             second_started.set()
         return _length(stored, candidate)
 
-    assert Measurer(2, waiting).sizes([(STORED, 2), (STORED, 4)]) == [32, 16]
+    assert encoded_sizes(workers=2, encode=waiting, jobs=[(STORED, 2), (STORED, 4)]) == [32, 16]
     assert len(set(threads)) == 2
