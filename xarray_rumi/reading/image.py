@@ -20,7 +20,7 @@ from ..frames.codec import decode_frame
 from ..io.engine import REMOTE_BATCH
 from ..io.source import ByteSource, FileEndedError, pinned_by_next_read
 from ..runtime.scratch import FRAME, scratch
-from ..runtime.threads import idle_threads, share_work
+from ..runtime.threads import idle_threads, share_with_idle, share_work
 from . import readahead
 from .checked import checked_blobs, pair_digest, version_key
 
@@ -138,11 +138,17 @@ class RumiImage:
         latest: dict = {}  # handled when the next request arrives, so the last one's go to the caller's threads
 
         def ready(positions, payloads) -> None:
+            arrived = dict(zip(positions, payloads))
+            handed_on[positions] = True
+            # a thread of this read waiting idle decodes them now, rather than after this thread's next request
+            if share_with_idle([functools.partial(handle, p, payload) for p, payload in (*latest.items(),
+                                                                                          *arrived.items())]):
+                latest.clear()
+                return
             for position, payload in latest.items():
                 handle(position, payload)
             latest.clear()
-            latest.update(zip(positions, payloads))
-            handed_on[positions] = True
+            latest.update(arrived)
 
         payloads = self.fetch(starts, stops, on_ready=None if self.source.is_local else ready)
         return [*latest.items(), *((position, payloads[position]) for position in np.flatnonzero(~handed_on).tolist())]
