@@ -131,6 +131,19 @@ def test_with_the_blobs_url_the_blob_and_the_files_head_are_asked_together(serve
     assert image.georeferencing.epsg == CRS and image.opened_size == header.frames_end
 
 
+def test_opens_from_several_threads_at_once_overlap_in_one_round_trip(served):
+    """Each open's blob and head: every request of eight opens in flight together, none queued behind another open."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server, url, header, _ = served
+    server.latency = 0.3   # far longer than it takes to send all sixteen
+    with ThreadPoolExecutor(8) as pool:
+        images = list(pool.map(lambda i: xarray_rumi.open_image(f"{url}?{i}", header=f"{url}.header?{i}"), range(8)))
+    stats = server.take_stats()
+    assert stats["requests"] == 16 and stats["peak_in_flight"] == 16
+    assert all(image.georeferencing.epsg == CRS and image.opened_size == header.frames_end for image in images)
+
+
 def test_an_open_that_read_nothing_takes_the_files_version_from_its_first_read(served):
     """The version its reads keep to (the ETag, sent as If-Match after): stated by the first read's answer, no HEAD."""
     import pickle

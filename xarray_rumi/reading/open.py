@@ -19,7 +19,7 @@ from ..format.placement import (
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..io.source import ByteSource, FileEndedError, read_bytes
-from ..runtime.threads import in_background
+from ..runtime.threads import waiting_on_network
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
 
@@ -56,7 +56,7 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
     # The file's head comes while the blob is fetched, its answer stating the file's size and version: one round trip.
-    heading = in_background(read_head, source) if supplied is None and _fetched(header, source) else None
+    heading = waiting_on_network(read_head, source) if supplied is None and _fetched(header, source) else None
     try:
         blob = load_header(header, storage_options, limits, retry)
     except BaseException:

@@ -75,6 +75,9 @@ class _ProcessThreads:
 
 _shared = _ProcessThreads("rumi")
 _background = _ProcessThreads("rumi-background")
+_network = _ProcessThreads("rumi-network")
+#: Calls waiting on answers at once (opens from many threads); threads are made only as calls wait.
+NETWORK_THREADS = 64
 
 
 def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
@@ -84,6 +87,11 @@ def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
 def in_background(function, *args) -> Future:
     """Run ``function(*args)`` on the process's one background thread (for disk waits)."""
     return _background.get(1).submit(function, *args)
+
+
+def waiting_on_network(function, *args) -> Future:
+    """Run ``function(*args)``, which mostly waits for answers, on a thread of its own: such calls overlap."""
+    return _network.get(NETWORK_THREADS).submit(function, *args)
 
 
 def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator:
@@ -263,4 +271,4 @@ def _nothing() -> None:
 
 
 __all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map",
-           "share_with_idle", "share_work"]
+           "share_with_idle", "share_work", "waiting_on_network"]
