@@ -139,7 +139,7 @@ def test_opens_from_several_threads_at_once_overlap_in_one_round_trip(served):
     from concurrent.futures import ThreadPoolExecutor
 
     server, url, header, _ = served
-    server.latency = 0.3   # far longer than it takes to send all sixteen
+    server.latency = 0.5   # far longer than it takes to send all sixteen
     with ThreadPoolExecutor(8) as pool:
         images = list(pool.map(lambda i: xarray_rumi.open_image(f"{url}?{i}", header=f"{url}.header?{i}"), range(8)))
     stats = server.take_stats()

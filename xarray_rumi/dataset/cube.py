@@ -11,7 +11,7 @@ from xarray.core import indexing
 
 from ..datamodel.alignment import alignment_key
 from ..datamodel.variable import VARIABLE, cube_layout
-from ..reading.open import caller_georeferencing, load_headers, open_image
+from ..reading.open import caller_georeferencing, open_images
 from ..stac.read import is_stac, item_images
 from .band_attrs import described_variable, shared_bands
 from .chunking import dask_array
@@ -57,9 +57,7 @@ def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
         raise ValueError("open_cube needs at least one path")
     # the caller's georeferencing built once for all images, not once an image
     shared = _shared_georeferencing(open_kwargs)
-    headers = load_headers(headers, paths, storage_options, **_header_kwargs(open_kwargs))
-    return [open_image(path, header=header, storage_options=storage_options, **shared, **georef)
-            for path, header, georef in zip(paths, headers, georefs)]
+    return open_images(paths, headers, georefs, storage_options=storage_options, **shared)
 
 
 def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:
@@ -128,10 +126,6 @@ def _shared_georeferencing(open_kwargs: dict) -> dict:
     rest = {k: v for k, v in open_kwargs.items() if k not in given}
     supplied = caller_georeferencing(**given)
     return rest if supplied is None else {**rest, "georeferencing": supplied}
-
-
-def _header_kwargs(open_kwargs: dict) -> dict:
-    return {k: open_kwargs[k] for k in ("limits", "retry") if k in open_kwargs}
 
 
 def _dimension_name(dim):
