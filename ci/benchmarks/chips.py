@@ -149,6 +149,20 @@ def cookbook_chips_module(directory: str):
     return rumi_chips
 
 
+#: The process serving each URL: its CPU time is part of what a remote read costs these shared cores.
+SERVER_PIDS: dict[str, int] = {}
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of this process, or of process ``pid`` (Linux's /proc)."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def http_server(directory: str, latency: float = 0.0):
     """The tests' Range HTTP server for ``directory`` in a process of its own, waiting ``latency`` s; its URL.
@@ -166,7 +180,9 @@ def http_server(directory: str, latency: float = 0.0):
     process = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "tests"), directory, str(latency)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        yield process.stdout.readline().strip()
+        url = process.stdout.readline().strip()
+        SERVER_PIDS[url] = process.pid
+        yield url
     finally:
         process.stdin.close()
         process.wait(timeout=30)
@@ -580,26 +596,33 @@ def training_batches(root: str, names, size: int, rounds: int, latency_ms: float
                       f"read_windows, HTTP {latency_ms:g} ms": remote.batch,
                       f"one chip at a time, HTTP {latency_ms:g} ms": remote.loop,
                       f"COG twins, rasterio windows, HTTP {latency_ms:g} ms": remote.cog})
-        seconds = _rotated(cases, batches)
+        seconds, cpu = _rotated(cases, batches, SERVER_PIDS[url])
         remote.close()
         remote_memory = batch_memory(root, linked, size, url, f", HTTP {latency_ms:g} ms")
     local.close()
     seconds["python cost per chip"] = python_cost_per_chip(local, size, rounds)
-    return [*batch_rows(seconds, latency_ms), batch_memory(root, linked, size), remote_memory]
+    return [*batch_rows(seconds, latency_ms), *cpu_rows(seconds, cpu, latency_ms), batch_memory(root, linked, size),
+            remote_memory]
 
 
-def _rotated(cases: dict, batches) -> dict[str, list[float]]:
-    """Seconds of each case on each batch, each case first in turn; a warm-up batch first (opens, blob checks)."""
+def _rotated(cases: dict, batches, server: int) -> tuple[dict[str, list[float]], dict[str, list[tuple]]]:
+    """Seconds of each case on each batch, each case first in turn; a warm-up batch first (opens, blob checks).
+
+    Also each case's CPU seconds on each batch: ``(this process, the server's process)``.
+    """
     for run in cases.values():
         run(batches[0])
     seconds = {name: [] for name in cases}
+    cpu = {name: [] for name in cases}
     names = list(cases)
     for turn, chips in enumerate(batches):
         for name in names[turn % len(names):] + names[:turn % len(names)]:
+            mine, theirs = cpu_seconds(), cpu_seconds(server)
             start = time.perf_counter()
             cases[name](chips)
             seconds[name].append(time.perf_counter() - start)
-    return seconds
+            cpu[name].append((cpu_seconds() - mine, cpu_seconds(server) - theirs))
+    return seconds, cpu
 
 
 def python_cost_per_chip(cases: BatchCases, size: int, rounds: int, chips: int = 4096, chip: int = 16) -> list[float]:
@@ -709,6 +732,47 @@ def batch_rows(seconds: dict[str, list[float]], latency_ms: float) -> list[Row]:
                     "50 us", statistics.median(cost) / 50e-6, 1.0, False,
                     f"rounds {min(cost) * 1e6:.0f}-{max(cost) * 1e6:.0f} us"))
     return rows
+
+
+def cpu_rows(seconds: dict[str, list[float]], cpu: dict[str, list[tuple]], latency_ms: float) -> list[Row]:
+    """CPU seconds a batch costs, and the fastest a remote batch can be when its server shares the client's cores.
+
+    The loopback server is a Python process on the same cores: what it and the client's receiving spend is
+    not left for decoding. Latency plus every CPU second of the remote batch over the cores is its floor here.
+    """
+    cores = os.cpu_count() or 1
+    remote = f"read_windows, HTTP {latency_ms:g} ms"
+    local_cpu = [mine for mine, _ in cpu["read_windows"]]
+    floor_cpu = [mine for mine, _ in cpu["decode the distinct touched frames"]]
+    remote_cpu = [mine + theirs for mine, theirs in cpu[remote]]
+    least = [latency_ms / 1e3 + c / cores for c in remote_cpu]
+    target = [latency_ms / 1e3 + 1.2 * b for b in seconds["read_windows"]]
+
+    def row(name, values, anchor, ratios, unit="s"):
+        return Row(name, statistics.median(values), unit, anchor, statistics.median(ratios), None, False,
+                   f"rounds {min(ratios):.2f}-{max(ratios):.2f}")
+
+    client_cpu = [mine for mine, _ in cpu[remote]]
+    server_cpu = [theirs for _, theirs in cpu[remote]]
+    cog_cpu = [mine for mine, _ in cpu["COG twins, rasterio windows"]]
+    loop_cpu = [mine for mine, _ in cpu["one chip at a time"]]
+    return [
+        row("CPU of a local read_windows batch", local_cpu, "CPU of decoding the distinct touched frames",
+            [a / b for a, b in zip(local_cpu, floor_cpu)]),
+        # with both keeping every core busy, the most a batch at its limit can be faster than the loop
+        row("CPU of one chip at a time", loop_cpu, "CPU of decoding the distinct touched frames",
+            [a / b for a, b in zip(loop_cpu, floor_cpu)]),
+        # the same for the COG twins
+        row("CPU of the COG twins' chips", cog_cpu, "CPU of decoding the distinct touched frames",
+            [a / b for a, b in zip(cog_cpu, floor_cpu)]),
+        # above 1.2, a remote batch cannot meet latency + 1.2 x a local batch that keeps every core busy
+        row(f"CPU of {remote}: this process", client_cpu, "CPU of the local batch",
+            [a / b for a, b in zip(client_cpu, local_cpu)]),
+        row(f"CPU of {remote}: this process + the server", remote_cpu, "CPU of the local batch",
+            [a / b for a, b in zip(remote_cpu, local_cpu)]),
+        row(f"{remote}: the least these {cores} cores allow ({latency_ms:g} ms + its CPU / {cores})", least,
+            f"its target, {latency_ms:g} ms + 1.2 x local read_windows", [a / b for a, b in zip(least, target)]),
+    ]
 
 
 def _images_directory(keep: str | None):

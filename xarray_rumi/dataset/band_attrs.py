@@ -9,15 +9,15 @@ from xarray.conventions import decode_cf_variable
 from ..stac.read import ItemImage, StacBand
 
 
-def shared_bands(recorded: list[ItemImage]) -> tuple[StacBand, ...]:
-    """The bands every Item of a Cube says alike; a ``ValueError`` naming two that differ."""
+def described_stack(variable: xr.Variable, recorded: list[ItemImage], *, mask_and_scale: bool) -> xr.Variable:
+    """:func:`described_variable` by the bands all Items of a Cube give alike; ``ValueError`` naming two that differ."""
     first = recorded[0]
     for other in recorded[1:]:
         if other.bands != first.bands:
             raise ValueError(f"{first.record} and {other.record} describe asset {first.asset!r}'s bands differently "
                              f"({first.bands} and {other.bands}); a Cube's variable has one nodata, scale, offset "
                              f"and set of band names: open them separately")
-    return first.bands
+    return described_variable(variable, first.bands, first.record, mask_and_scale=mask_and_scale)
 
 
 def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
@@ -27,7 +27,7 @@ def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
     {'_FillValue': np.uint16(0), 'scale_factor': 0.01, 'add_offset': -1.0, 'long_name': 'red', 'units': 'm'}
     """
     attrs = {}
-    nodata = {_hashable_nodata(band.nodata) for band in bands}
+    nodata = {"nan" if isinstance(band.nodata, float) and np.isnan(band.nodata) else band.nodata for band in bands}
     if len(nodata) > 1:
         raise ValueError(f"{record}: its bands give different nodata ({sorted(map(str, nodata))}); "
                          "a variable has one _FillValue")
@@ -47,10 +47,6 @@ def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
         if any(values):
             attrs[name] = values[0] if len(values) == 1 else values
     return attrs
-
-
-def _hashable_nodata(nodata):
-    return "nan" if isinstance(nodata, float) and np.isnan(nodata) else nodata
 
 
 def _fill_value(nodata, dtype: np.dtype, record: str):
@@ -76,4 +72,4 @@ def described_variable(variable: xr.Variable, bands, record: str, *, mask_and_sc
                               stack_char_dim=False, use_cftime=False, decode_timedelta=False)
 
 
-__all__ = ["band_attrs", "described_variable", "shared_bands"]
+__all__ = ["band_attrs", "described_stack", "described_variable"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..datamodel.variable import VARIABLE
+from ..datamodel.variable import VARIABLE, image_layout
 from ..format.blob import Header
 from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
 from ..reading.image import RumiImage
@@ -119,11 +119,6 @@ def _rows_and_headers(images):
     return table, headers, images
 
 
-def _georeferencing(epsg, raster_type, transform, record: str) -> Georeferencing:
-    return georeferencing(_epsg(epsg), transform, raster_type, record=record,
-                          fields=("epsg", "transform", "raster_type"))
-
-
 def _epsg(value):
     import pandas as pd
 
@@ -137,7 +132,7 @@ def _epsg(value):
 def _said(epsg, raster_type, transform) -> tuple:
     try:
         numbers = tuple(transform)
-    except TypeError:  # refused, naming the row, by _georeferencing
+    except TypeError:  # refused, naming the row, by georeferencing()
         numbers = repr(transform)
     return repr(_epsg(epsg)), repr(raster_type), numbers
 
@@ -168,7 +163,8 @@ def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
             urls, names, headers, table["epsg"], table["raster_type"], table["transform"]):
         said = _said(epsg, raster_type, transform)
         if said not in shared:
-            shared[said] = _georeferencing(epsg, raster_type, transform, name)
+            shared[said] = georeferencing(_epsg(epsg), transform, raster_type, record=name,
+                                          fields=("epsg", "transform", "raster_type"))
         images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said],
                                  claimed_by=name))
     return table, images, recorded
@@ -232,11 +228,11 @@ class CatalogDatasets(Sequence):
         import xarray as xr
 
         from .band_attrs import described_variable
-        from .engine import image_coordinates, image_variable
+        from .engine import image_variable, layout_coordinates
 
         key = (image.grid.shape, image.georeferencing)
         if key not in self._coordinates:
-            self._coordinates[key] = image_coordinates(image)
+            self._coordinates[key] = layout_coordinates(image_layout(image))
         variable = image_variable(image, chunks=self._chunks)
         if recorded is not None:
             variable = described_variable(variable, recorded.bands, recorded.record,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import xarray as xr
 
 from ..datamodel.alignment import aligned_groups
+from ..datamodel.variable import VARIABLE
 from ..stac.read import is_stac
 from . import catalog as catalog_module
-from ..datamodel.variable import VARIABLE
-from .band_attrs import described_variable, shared_bands
-from .cube import DEFAULT_DIM, cube_dataset
+from .band_attrs import described_stack
+from .cube import DEFAULT_DIM, asset_keys, cube_dataset, dated
 
 
 def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, storage_options=None, assets=None,
@@ -34,17 +34,12 @@ def open_collection(paths_or_catalog, *, dim: str = DEFAULT_DIM, chunks=None, st
         paths_or_catalog = pd.DataFrame([catalog_module._row(str(p), storage_options) for p in paths_or_catalog])
     if assets is None:
         return xr.DataTree.from_dict(_grid_nodes(paths_or_catalog, None, dim, chunks, storage_options, mask_and_scale))
-    keys = [assets] if isinstance(assets, str) else list(dict.fromkeys(assets))
-    if not keys:
-        raise ValueError("assets= names no asset; give the key of at least one rumi asset of the Items")
-    return xr.DataTree.from_dict({f"{key}/{name}": cube for key in keys for name, cube in
+    return xr.DataTree.from_dict({f"{key}/{name}": cube for key in asset_keys(assets) for name, cube in
                                   _grid_nodes(paths_or_catalog, key, dim, chunks, storage_options,
                                               mask_and_scale).items()})
 
 
 def _grid_nodes(catalog, asset, dim, chunks, storage_options, mask_and_scale) -> dict[str, xr.Dataset]:
-    import pandas as pd
-
     table, images, recorded = catalog_module.catalog_images(catalog, storage_options, asset)
     all_urls = table["url"].to_numpy()  # a pandas lookup a row costs seconds at 100,000 rows
     all_datetimes = table["datetime"].to_numpy() if "datetime" in table else None
@@ -52,14 +47,11 @@ def _grid_nodes(catalog, asset, dim, chunks, storage_options, mask_and_scale) ->
     for number, members in enumerate(aligned_groups(images)):
         urls = all_urls[members].tolist()
         datetimes = None if all_datetimes is None else all_datetimes[members]
-        stack = dim
-        if datetimes is not None and not pd.isna(datetimes).any():
-            stack = pd.DatetimeIndex(datetimes, name=dim)
+        stack = dim if datetimes is None else dated(dim, datetimes)
         cube = cube_dataset([images[i] for i in members], stack, chunks, urls)
         if recorded is not None:
-            described = [recorded[i] for i in members]
-            cube[VARIABLE] = described_variable(cube[VARIABLE].variable, shared_bands(described),
-                                                described[0].record, mask_and_scale=mask_and_scale)
+            cube[VARIABLE] = described_stack(cube[VARIABLE].variable, [recorded[i] for i in members],
+                                             mask_and_scale=mask_and_scale)
         cube = cube.assign_coords(url=(dim, urls))
         if datetimes is not None and stack is dim:  # some Items without a datetime: NaT where missing
             cube = cube.assign_coords(datetime=(dim, datetimes))

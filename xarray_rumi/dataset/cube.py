@@ -7,15 +7,13 @@ import os
 
 import pandas as pd
 import xarray as xr
-from xarray.core import indexing
 
 from ..datamodel.alignment import alignment_key
 from ..datamodel.variable import VARIABLE, cube_layout
 from ..reading.open import caller_georeferencing, open_images
 from ..stac.read import is_stac, item_images
-from .band_attrs import described_variable, shared_bands
-from .chunking import dask_array
-from .engine import RumiCubeArray, index_kind, layout_coordinates, spatially_indexed
+from .band_attrs import described_stack
+from .engine import RumiCubeArray, index_kind, layout_coordinates, layout_variable, spatially_indexed
 
 #: The stacking dimension of every opener that stacks images (open_cube, open_collection).
 DEFAULT_DIM = "time"
@@ -61,25 +59,33 @@ def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
 
 
 def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:
-    keys = [None] if assets is None else [assets] if isinstance(assets, str) else list(assets)
-    if not keys:
-        raise ValueError("assets= names no asset; give the key of at least one rumi asset of the Items")
     given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
     cubes = {}
-    for key in dict.fromkeys(keys):
+    for key in [None] if assets is None else asset_keys(assets):
         recorded = item_images(items, key)
         georefs = [{}] * len(recorded) if given else [
             {"georeferencing": i.georeferencing, "claimed_by": i.record} for i in recorded]
         paths = [i.href for i in recorded]
         images = _open_images(paths, [i.blob for i in recorded], georefs, storage_options, open_kwargs)
-        stack = dim
-        if isinstance(dim, str) and not any(pd.isna(i.datetime) for i in recorded):
-            stack = pd.DatetimeIndex([i.datetime for i in recorded], name=dim)
-        cube = cube_dataset(images, stack, chunks, paths, index=index)
-        cube[VARIABLE] = described_variable(cube[VARIABLE].variable, shared_bands(recorded), recorded[0].record,
-                                            mask_and_scale=mask_and_scale)
+        cube = cube_dataset(images, dated(dim, [i.datetime for i in recorded]), chunks, paths, index=index)
+        cube[VARIABLE] = described_stack(cube[VARIABLE].variable, recorded, mask_and_scale=mask_and_scale)
         cubes[VARIABLE if key is None else key] = cube, images[0]
     return _as_variables(cubes)
+
+
+def asset_keys(assets) -> list:
+    """The keys ``assets=`` names (a key or several), each once; ``ValueError`` for none."""
+    keys = [assets] if isinstance(assets, str) else list(dict.fromkeys(assets))
+    if not keys:
+        raise ValueError("assets= names no asset; give the key of at least one rumi asset of the Items")
+    return keys
+
+
+def dated(dim, datetimes):
+    """``dim``, or a ``DatetimeIndex`` named ``dim`` when every image has a date."""
+    if isinstance(dim, str) and not pd.isna(datetimes).any():
+        return pd.DatetimeIndex(datetimes, name=dim)
+    return dim
 
 
 #: What assets must share to be variables of one Cube; tiles and sample types may differ.
@@ -105,14 +111,9 @@ def _as_variables(cubes: dict[str, tuple[xr.Dataset, object]]) -> xr.Dataset:
 def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None) -> xr.Dataset:
     """The Cube of opened, aligned images; ``names`` name them in errors."""
     layout = cube_layout(images, _dimension_name(dim), names)
-    array = RumiCubeArray(images)
-    if chunks is None:
-        data = indexing.LazilyIndexedArray(array)
-    else:
-        data = dask_array(array, layout, chunks, verify=images[0].verify)
+    stacked = layout_variable(RumiCubeArray(images), layout, chunks, verify=images[0].verify)
     with contextlib.suppress(ImportError):
         import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
-    stacked = xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
     cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
     cube = spatially_indexed(cube, index, layout.georeferencing, f"the Cube's {len(images)} images")
     return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})

@@ -24,8 +24,6 @@ from xarray.indexes import PandasIndex
 
 from ..datamodel.variable import VARIABLE, Layout, image_layout
 from ..format.geo import Georeferencing
-from ..format.limits import DEFAULT_LIMITS, Limits
-from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..reading.image import RumiImage, read_windows
 from ..reading.open import open_image
 from .chunking import dask_array
@@ -114,15 +112,18 @@ def _index_array(k, size: int) -> np.ndarray:
     return a
 
 
-def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
-    """``band_data`` of an opened image; ``chunks`` as ``xr.open_dataset`` takes them (``None``: no Dask)."""
-    layout = image_layout(image)
-    array = RumiBackendArray(image)
-    if chunks is None:
-        data = indexing.LazilyIndexedArray(array)
+def layout_variable(backend_array, layout: Layout, chunks, *, verify: bool) -> xr.Variable:
+    """``band_data`` of ``layout`` read through ``backend_array``; ``chunks`` as ``xr.open_dataset`` takes them."""
+    if chunks is None:  # xarray's meaning: lazy, no Dask
+        data = indexing.LazilyIndexedArray(backend_array)
     else:
-        data = dask_array(array, layout, chunks, verify=image.verify)
+        data = dask_array(backend_array, layout, chunks, verify=verify)
     return xr.Variable(layout.dims, data, attrs=layout.attrs, encoding=layout.encoding)
+
+
+def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
+    """``band_data`` of an opened image."""
+    return layout_variable(RumiBackendArray(image), image_layout(image), chunks, verify=image.verify)
 
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
@@ -133,13 +134,9 @@ def layout_coordinates(layout: Layout) -> xr.Coordinates:
     return xr.Coordinates(variables, indexes=indexes)
 
 
-def image_coordinates(image: RumiImage) -> xr.Coordinates:
-    return layout_coordinates(image_layout(image))
-
-
 def image_dataset(image: RumiImage, *, index=None) -> xr.Dataset:
     """The dataset of an opened image; ``index`` as the engine's."""
-    dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=image_coordinates(image))
+    dataset = xr.Dataset({VARIABLE: image_variable(image)}, coords=layout_coordinates(image_layout(image)))
     return spatially_indexed(dataset, index, image.georeferencing, repr(image.source.url))
 
 
@@ -190,18 +187,12 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         "crs", "transform", "raster_type", "georeferencing", "limits", "verify", "retry", "index",
     )
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None, header=None, storage_options=None,
-                     crs=None, transform=None, raster_type=None, georeferencing=None,
-                     limits: Limits = DEFAULT_LIMITS, verify: bool = True,
-                     retry: RetryPolicy = DEFAULT_POLICY, index=None) -> xr.Dataset:
+    def open_dataset(self, filename_or_obj, *, drop_variables=None, index=None, **open_kwargs) -> xr.Dataset:
+        # open_kwargs: open_image's, with its defaults (open_dataset_parameters lists them for xarray)
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
         index = index_kind(index)
-        image = open_image(
-            filename_or_obj, header=header, storage_options=storage_options, crs=crs, transform=transform,
-            raster_type=raster_type, georeferencing=georeferencing, limits=limits, verify=verify, retry=retry,
-        )
-        dataset = image_dataset(image, index=index)
+        dataset = image_dataset(open_image(filename_or_obj, **open_kwargs), index=index)
         if drop_variables is not None:
             dataset = dataset.drop_vars(drop_variables, errors="ignore")
         return dataset
@@ -217,6 +208,6 @@ class RumiBackendEntrypoint(BackendEntrypoint):
 
 
 __all__ = [
-    "INDEXES", "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_coordinates", "image_dataset",
-    "image_variable", "index_kind", "layout_coordinates", "spatially_indexed",
+    "INDEXES", "RumiBackendArray", "RumiBackendEntrypoint", "RumiCubeArray", "image_dataset", "image_variable",
+    "index_kind", "layout_coordinates", "layout_variable", "spatially_indexed",
 ]

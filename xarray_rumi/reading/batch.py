@@ -11,11 +11,12 @@ import numpy as np
 from ..format.grid import FrameUnit
 from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import computing_threads, share_work
+from .buffers import result_array
 
 #: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
 LOCAL_FETCH_BYTES = 2 * 1024 * 1024
-#: Remote images whose frames are fetched at once: one round trip for a batch of up to this many images.
-REMOTE_FETCHES_AT_ONCE = 32
+#: Remote images whose frames are fetched at once: one round trip for a batch of 64 chips from as many images.
+REMOTE_FETCHES_AT_ONCE = 64
 
 
 def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -142,7 +143,7 @@ def _one_dtype(images) -> np.dtype:
 
 def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if out is None:
-        return np.empty(shape, dtype)
+        return result_array(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise ValueError(f"out= is a {type(out).__name__}, not a numpy array (np.from_dlpack or .numpy() gives one)")
     if out.shape != shape or out.dtype != dtype:

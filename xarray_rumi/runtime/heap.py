@@ -14,7 +14,9 @@ logger = logging.getLogger(__name__)
 MMAP_THRESHOLD = 32 * 1024 * 1024
 #: About one Cube chunk.
 TOP_PAD = 16 * 1024 * 1024
-_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, MMAP_THRESHOLD), "MALLOC_TOP_PAD_": (-2, TOP_PAD)}  # glibc's malloc.h
+#: glibc's ``mallopt`` options (malloc.h) by the environment variable that sets them, and what they are.
+_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, MMAP_THRESHOLD, "mmap threshold"),
+             "MALLOC_TOP_PAD_": (-2, TOP_PAD, "top pad")}
 SWITCH = "XARRAY_RUMI_HEAP_TUNING"
 
 
@@ -42,17 +44,13 @@ def _tune() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    applied = [name for name, (option, value) in _SETTINGS.items()
+    applied = [f"{what} to {value >> 20} MiB" for name, (option, value, what) in _SETTINGS.items()
                if name not in environment and libc.mallopt(option, value) == 1]
     if applied:
         logger.info("set glibc's %s for this process (mallopt): it started with MALLOC_TRIM_THRESHOLD_ set, as "
                     "distributed's workers do, which makes every frame buffer a fresh mapping and halves decoding "
-                    "speed; %s=0 turns this off", " and ".join(_DESCRIBED[name] for name in applied), SWITCH)
+                    "speed; %s=0 turns this off", " and ".join(applied), SWITCH)
     return bool(applied)
-
-
-_DESCRIBED = {"MALLOC_MMAP_THRESHOLD_": f"mmap threshold to {MMAP_THRESHOLD >> 20} MiB",
-              "MALLOC_TOP_PAD_": f"top pad to {TOP_PAD >> 20} MiB"}
 
 
 def tuning_wanted(environment) -> bool:

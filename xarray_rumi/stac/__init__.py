@@ -2,8 +2,9 @@
 
 from .convert_items import convert_items
 from .geoparquet import build_stac_catalog, read_stac_geoparquet, write_stac_geoparquet
-from .items import MEDIA_TYPE, item, item_collection
+from .items import item, item_collection
 from .quicklook import quicklook, write_quicklook
+from .read import STAC_MEDIA_TYPE as MEDIA_TYPE
 
 #: Loaded on first use, so importing this imports no odc.
 _LAZY = {"RumiDriver": "xarray_rumi.stac.odc", "load": "xarray_rumi.stac.odc"}

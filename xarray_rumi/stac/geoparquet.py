@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .items import item
+from .items import item_collection
 from .read import read_stac_geoparquet, stac_item_dicts
 
 
@@ -32,9 +32,7 @@ def build_stac_catalog(paths, out, headers=None, **item_kwargs) -> list[dict]:
     >>> [int(ds.band_data.max()) for ds in xarray_rumi.open_catalog(os.path.join(d, "items.parquet"))]
     [0, 1]
     """
-    paths = list(paths)
-    headers = [None] * len(paths) if headers is None else list(headers)
-    dicts = [item(p, h, **item_kwargs).to_dict(include_self_link=False) for p, h in zip(paths, headers, strict=True)]
+    dicts = [i.to_dict(include_self_link=False) for i in item_collection(paths, headers, **item_kwargs)]
     write_stac_geoparquet(dicts, out)
     return dicts
 

@@ -16,7 +16,6 @@ from ..io.urls import is_url
 from ..reading.open import open_image
 from .read import STAC_HEADER, STAC_MEDIA_TYPE, STAC_RASTER_TYPE, STAC_TRANSFORM
 
-MEDIA_TYPE = STAC_MEDIA_TYPE
 PROJECTION = "https://stac-extensions.github.io/projection/v2.0.0/schema.json"
 RASTER = "https://stac-extensions.github.io/raster/v1.1.0/schema.json"
 FILE = "https://stac-extensions.github.io/file/v2.1.0/schema.json"
@@ -57,7 +56,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
         stac_extensions=[PROJECTION, RASTER, FILE],
     )
     result.add_asset("data", pystac.Asset(
-        href=href or _href(path), media_type=MEDIA_TYPE, roles=["data"], title="rumi image",
+        href=href or _href(path), media_type=STAC_MEDIA_TYPE, roles=["data"], title="rumi image",
         extra_fields=fields,
     ))
     return result
@@ -200,4 +199,4 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
 
 
-__all__ = ["MEDIA_TYPE", "PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]
+__all__ = ["PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]

@@ -7,7 +7,6 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from ..format.blob import Header
 from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
 from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
 
@@ -80,7 +79,7 @@ class RumiMDParser:
         for name, asset in md.assets.items():
             if STAC_HEADER not in asset.extra_fields:
                 continue
-            header = _header(asset.extra_fields[STAC_HEADER])
+            header = blob_header(base64.b64decode(asset.extra_fields[STAC_HEADER]))
             described = asset.extra_fields.get("raster:bands") or []
             for key in [k for k in bands if k[0] == name]:
                 del bands[key]
@@ -207,20 +206,16 @@ def pystac_items(items):
     ['a']
     """
     if isinstance(items, (str, bytes, os.PathLike)):
-        return _pystac(_stac_geoparquet_dicts(items))
-    if isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
+        items = _stac_geoparquet_dicts(items)
+    elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
         items = [items]
     return (item for given in items for item in _as_pystac(given))
 
 
 def _as_pystac(given) -> list:
-    return _pystac(stac_item_dicts(given)) if isinstance(given, dict) else [given]
-
-
-def _pystac(item_dicts) -> list:
     import pystac
 
-    return [pystac.Item.from_dict(item) for item in item_dicts]
+    return [pystac.Item.from_dict(d) for d in stac_item_dicts(given)] if isinstance(given, dict) else [given]
 
 
 def _stac_geoparquet_dicts(path) -> list[dict]:
@@ -240,10 +235,6 @@ def _rio_driver():
     from odc.loader import RioDriver
 
     return RioDriver()
-
-
-def _header(encoded: str) -> Header:
-    return blob_header(base64.b64decode(encoded))
 
 
 def _rumi_asset(item, name: str) -> RumiAsset:

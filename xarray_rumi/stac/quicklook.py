@@ -40,10 +40,6 @@ def strided_indices(length: int, step: int) -> np.ndarray:
     return np.arange(step // 2, length, step)
 
 
-def default_bands(count: int) -> list[int]:
-    return [1, 2, 3] if count >= 3 else [1]
-
-
 def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES,
               storage_options=None) -> np.ndarray:
     """A rumi file's quicklook, ``uint8`` grey or RGB from one or three 1-based ``bands``; no data adds alpha.
@@ -159,7 +155,9 @@ def write_quicklook(out, pixels: np.ndarray, storage_options=None) -> None:
 
 
 def _check_bands(bands, count: int) -> list[int]:
-    chosen = default_bands(count) if bands is None else [int(b) for b in np.atleast_1d(bands)]
+    if bands is None:
+        return [1, 2, 3] if count >= 3 else [1]
+    chosen = [int(b) for b in np.atleast_1d(bands)]
     if len(chosen) not in (1, 3):
         raise ValueError(f"a quicklook shows one band (grey) or three (RGB), not {len(chosen)}")
     outside = [b for b in chosen if not 1 <= b <= count]

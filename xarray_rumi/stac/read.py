@@ -178,15 +178,8 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
     bands: dict[tuple, tuple] = {}
     images = []
     for row, item_id in enumerate(ids):
-        found = [(key, fields) for key, fields in assets.items() if fields[STAC_HEADER][row] is not None]
-        if asset is not None:
-            found = [(key, fields) for key, fields in found if key == asset]
-            if not found:
-                raise _not_a_rumi_asset(item_id, asset, [key for key, f in assets.items()
-                                                         if f[STAC_HEADER][row] is not None])
-        elif len(found) != 1:
-            raise _not_one_rumi_asset(item_id, [key for key, _ in found])
-        key, fields = found[0]
+        key = _rumi_asset_key(item_id, [k for k, f in assets.items() if f[STAC_HEADER][row] is not None], asset)
+        fields = assets[key]
         said = (key, said_by[row], asset_says[key][row])
         if said not in georeferencing:
             georeferencing[said] = stac_georeferencing({
@@ -276,26 +269,23 @@ def rumi_asset(item: dict, asset: str | None = None) -> dict:
 def rumi_asset_entry(item: dict, asset: str | None = None) -> tuple[str, dict]:
     """``(key, asset dict)`` of :func:`rumi_asset`."""
     assets = item.get("assets", {})
+    key = _rumi_asset_key(item.get("id"), [k for k, fields in assets.items() if STAC_HEADER in fields], asset)
+    return key, assets[key]
+
+
+def _rumi_asset_key(item_id, keys: list[str], asset: str | None) -> str:
+    """``asset``, or the one key of ``keys`` (the assets with a blob) when ``None``; else ``ValueError``."""
     if asset is not None:
-        if STAC_HEADER not in assets.get(asset, {}):
-            raise _not_a_rumi_asset(item.get("id"), asset, [k for k, a in assets.items() if STAC_HEADER in a])
-        return asset, assets[asset]
-    found = [(key, a) for key, a in assets.items() if STAC_HEADER in a]
-    if len(found) != 1:
-        raise _not_one_rumi_asset(item.get("id"), [key for key, _ in found])
-    return found[0]
-
-
-def _not_a_rumi_asset(item_id, asset: str, rumi_keys: list[str]) -> ValueError:
-    return ValueError(f"STAC Item {item_id!r} has no rumi asset {asset!r} (an asset with a {STAC_HEADER} blob); "
-                      f"its rumi assets: {rumi_keys}")
-
-
-def _not_one_rumi_asset(item_id, keys: list[str]) -> ValueError:
-    named = f" ({', '.join(map(repr, keys))})" if keys else ""
-    several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
-    return ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
-                      f"expected exactly one (see docs/stac.md){several}")
+        if asset not in keys:
+            raise ValueError(f"STAC Item {item_id!r} has no rumi asset {asset!r} (an asset with a {STAC_HEADER} "
+                             f"blob); its rumi assets: {keys}")
+        return asset
+    if len(keys) != 1:
+        named = f" ({', '.join(map(repr, keys))})" if keys else ""
+        several = "; choose with assets=, or load by band name with xarray_rumi.stac.load" if len(keys) > 1 else ""
+        raise ValueError(f"STAC Item {item_id!r} has {len(keys)} assets with a {STAC_HEADER} blob{named}; "
+                         f"expected exactly one (see docs/stac.md){several}")
+    return keys[0]
 
 
 def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:

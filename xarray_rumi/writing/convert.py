@@ -83,7 +83,9 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     if crs is not None and drop_georeferencing:
         raise ValueError("crs= assigns a CRS and drop_georeferencing drops it: pass one of them")
     refuse_overwriting([source], [target, target + ".header"], "the raster being converted")
-    refuse_rumi_source(source)   # before GDAL opens it: GDAL reads a rumi file as a broken TIFF, noisily
+    if is_rumi_file(source):  # before GDAL opens it: GDAL reads a rumi file as a broken TIFF, noisily
+        raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
+                         "nothing to convert (rumi info describes it)")
     with rasterio.open(source) as src:
         code, transform, how = _georeferencing(src, source, drop_georeferencing, crs)
         raster_type = "point" if src.tags().get("AREA_OR_POINT", "").lower() == "point" else "area"
@@ -133,13 +135,6 @@ def is_rumi_file(source) -> bool:
     except Exception:  # noqa: BLE001 - fsspec cannot read it (a GDAL /vsi path): rasterio names the problem
         return False
     return True
-
-
-def refuse_rumi_source(source: str) -> None:
-    """Refuse a rumi file as the source, before GDAL fails on it after a page of warnings."""
-    if is_rumi_file(source):
-        raise ValueError(f"{source}: already a rumi file (a BigTIFF whose tiles are OpenZL frames); there is "
-                         "nothing to convert (rumi info describes it)")
 
 
 def refuse_complex_int32(src, source: str) -> None:

@@ -50,7 +50,7 @@ def _data_array_input(data) -> WriteInput:
     if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
         encoding["raster_type"] = "point"
     # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
-    geo = _rio_georeferencing(data, y, x)
+    geo = RioGeoreferencing(data, y, x, data.rio.crs) if _has_rioxarray() else None
     ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
     return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data), gcp_count(data),
                       changed_band_labels(data, band))
@@ -72,12 +72,19 @@ def band_y_x(data) -> tuple:
     return (others[0] if others else None), y, x
 
 
-def _spatial_dims(data) -> tuple | None:
+def _has_rioxarray() -> bool:
     try:
         import rioxarray  # noqa: F401  (registers the .rio accessor)
-        from rioxarray.exceptions import MissingSpatialDimensionError
     except ImportError:
+        return False
+    return True
+
+
+def _spatial_dims(data) -> tuple | None:
+    if not _has_rioxarray():
         return _named_spatial_dims(data)
+    from rioxarray.exceptions import MissingSpatialDimensionError
+
     try:
         return data.rio.y_dim, data.rio.x_dim
     except MissingSpatialDimensionError:
@@ -100,14 +107,6 @@ def _named_spatial_dims(data) -> tuple | None:
         elif axis == "Y" or standard_name in ("latitude", "projection_y_coordinate"):
             y = name
     return None if y is None or x is None else (y, x)
-
-
-def _rio_georeferencing(data, y: str, x: str) -> RioGeoreferencing | None:
-    try:
-        import rioxarray  # noqa: F401  (registers the .rio accessor)
-    except ImportError:
-        return None
-    return RioGeoreferencing(data, y, x, data.rio.crs)
 
 
 class RioGeoreferencing(NamedTuple):
@@ -273,9 +272,7 @@ def _number_text(value) -> str:
 
 
 def _nodata(data):
-    try:
-        import rioxarray  # noqa: F401  (registers the .rio accessor)
-    except ImportError:
+    if not _has_rioxarray():
         return _attribute_nodata(data)
     try:
         return data.rio.nodata

@@ -128,9 +128,13 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     yield from ordered_map(encode, blocks(), in_flight=window)
 
 
+def _frames_in_window(grid: FrameGrid, sample: SampleType, threads: int) -> int:
+    return max(2 * threads, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+
+
 def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: int) -> int:
     """Frames computed at a time: about ``LOCAL_WINDOW_BYTES``, in whole source blocks (docs/writing.md, "Memory")."""
-    window = max(2 * workers, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    window = _frames_in_window(grid, sample, workers)
     per_block = source.frames_per_block()
     if per_block is None:
         return window
@@ -139,7 +143,7 @@ def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: in
 
 def _cluster_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...]):
     threads = source.cluster.threads()
-    window = max(2 * threads, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
+    window = _frames_in_window(grid, sample, threads)
     group = max(1, window // (2 * threads))  # frames a task: two tasks a thread in each window
     windows = []
     for start in range(0, grid.frame_count, window):

@@ -68,13 +68,12 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = tile_shape(tile_size)
     bands, length, width = array.shape
-    named_unit = parse_frame_unit(frame_unit)
-    chosen_unit = named_unit is None
-    unit = FrameUnit.TILE if chosen_unit else named_unit
+    named_unit = parse_frame_unit(frame_unit)  # None: chosen by measuring, starting from tiles
+    unit = FrameUnit.TILE if named_unit is None else named_unit
     grid = FrameGrid(width, length, tile_width, tile_length, bands, unit)
     check_fits_tiff(grid)  # the IFD is built last
     grid.check(DEFAULT_LIMITS, bytes_per_sample=sample.bytes_per_sample)  # what a reader would refuse
-    may_use_cells = chosen_unit and _cells_allowed(grid, sample)
+    may_use_cells = named_unit is None and _cells_allowed(grid, sample)
     if lossy_error(compression) is not None and (sample.storage != sample.dtype or sample.dtype.kind not in "iuf"):
         raise ValueError(f"lossy compression needs plain integer or float samples, not {sample.name}")
     from dask import is_dask_collection  # importing xarray_rumi does not load Dask
@@ -84,8 +83,10 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if lazy:
         source = DaskFrames(array, grid)
         indices = sample_frames(grid, compression)
-        stored = {k: sample.encode(np.asarray(_checked(v, k, grid, array.dtype)))
-                  for k, v in zip(indices, source.compute(indices))}
+        stored = {}
+        for k, block in zip(indices, source.compute(indices)):
+            check_frame_block(block, k, grid, array.dtype)  # a sample frame too: the recipe is chosen on it
+            stored[k] = sample.encode(np.asarray(block))
         sampled = grid
         grid, recipes = plan_frames(sampled, stored.__getitem__, compression, workers=workers,
                                     may_use_cells=may_use_cells)
@@ -118,11 +119,6 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if scaling:
         warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
     return blob
-
-
-def _checked(block, index: int, grid: FrameGrid, dtype):
-    check_frame_block(block, index, grid, dtype)  # a sample frame too: the recipe is chosen on it
-    return block
 
 
 def _cells_allowed(tiles: FrameGrid, sample: SampleType) -> bool:
