@@ -35,11 +35,10 @@ def unmerged_requests(monkeypatch):
 
     Also what a read larger than one merged request (2 MiB) does: its requests are many.
     """
-    import functools
-
     from xarray_rumi.io import engine, source
 
-    monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1))
+    monkeypatch.setattr(source, "fetch_ranges", lambda *args, **kwargs: engine.fetch_ranges(
+        *args, **{**kwargs, "max_gap": 0, "max_request": 1}))
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ median is shown, with the requests of the last repetition).  Every case but
 ``open`` opens first and times (and counts) only the read:
 
 - ``open``: opening, rumi with ``header=`` the blob's URL;
+- ``8 opens at once``: eight such opens from eight threads, each of another URL;
 - ``full chunks={} 2w`` / ``16w``: the whole array, one Dask chunk per frame
   (COG: per 512 px block, which holds every band; Zarr: per chunk), on Dask's threaded scheduler with
   its default workers (the cores) and with 16;
@@ -36,9 +37,11 @@ median is shown, with the requests of the last repetition).  Every case but
 - ``window 256 px``: random 256 px windows of every band, one at a time, no
   Dask (the median window, and the requests of one).
 
-Each full read is also timed on rumi's local file (``rumi local``), for the
-target that a remote full read takes at most 1.5x (the local read + 2 x the
-latency): the column ``vs local + 2 x latency``.
+Each full read, the box and the window are also timed on rumi's local file
+(``rumi local``), for the targets that a remote full read takes at most 1.5x
+(the local read + 2 x the latency), and a box or a window at most the latency
++ 1.2x the local read: the column ``vs local + 2 x latency``, which for the box
+and the window is ``(time - latency) / local`` (marked ``(- L)``).
 
 With ``--transports``, a first case, ``fetch every frame``, compares transports on rumi's frame
 ranges alone (no decoding): fsspec's ``cat_ranges`` with a request per frame
@@ -66,6 +69,7 @@ import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -91,6 +95,8 @@ GDAL_OPTIONS = {
 FORMATS = ("rumi", "COG", "Zarr")
 BLOCK = 512
 WINDOW = 256
+#: Images opened from threads at once in ``8 opens at once`` (a Cube's or a batch's opens).
+OPENS = 8
 
 
 # -- the raster and its three twins ---------------------------------------------
@@ -238,14 +244,21 @@ def cases(readers: Readers, size: int, windows: int, rng: np.random.Generator) -
         for y, x in places:
             array[:, y:y + WINDOW, x:x + WINDOW].values  # noqa: B018
 
+    def opens_at_once(fmt):
+        def run(_):
+            with ThreadPoolExecutor(OPENS) as pool:
+                list(pool.map(lambda _: readers.open(fmt), range(OPENS)))
+        return run
+
     return {
         **({"fetch every frame": transports(readers)} if readers.transports else {}),
         "open": {f: (nothing, lambda _, f=f: readers.open(f), 1) for f in FORMATS},
+        f"{OPENS} opens at once": {f: (nothing, opens_at_once(f), 1) for f in FORMATS},
         "full chunks={} 2w": {f: (opened(f, {}), full(), 1) for f in full_formats},
         "full chunks={} 16w": {f: (opened(f, {}), full(16), 1) for f in full_formats},
         "full chunks=auto": {f: (opened(f, "auto"), full(), 1) for f in full_formats},
-        f"box {2 * BLOCK} px": {f: (opened(f), lambda array: array[:, box, box].values, 1) for f in FORMATS},
-        f"window {WINDOW} px": {f: (opened(f), windowed, windows) for f in FORMATS},
+        f"box {2 * BLOCK} px": {f: (opened(f), lambda array: array[:, box, box].values, 1) for f in full_formats},
+        f"window {WINDOW} px": {f: (opened(f), windowed, windows) for f in full_formats},
     }
 
 
@@ -306,6 +319,8 @@ def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: 
                 local = ""
                 if fmt == "rumi" and "rumi local" in medians:
                     local = f"{medians['rumi'] / (medians['rumi local'] + 2 * latency_ms / 1e3):.2f}"
+                    if not case.startswith("full"):   # one round trip: (time - latency) / local
+                        local = f"{(medians['rumi'] - latency_ms / 1e3) / medians['rumi local']:.2f} (- L)"
                 rows.append([f"{latency_ms:g}", case, fmt, f"{medians[fmt] * 1e3:,.1f}", f"{stats['requests']:g}",
                              f"{stats['bytes'] / 1e6:.2f}", str(stats["peak_in_flight"]), ratio, local])
             print(f"  {latency_ms:g} ms {case}: " + ", ".join(f"{f} {medians[f] * 1e3:.0f} ms" for f in by_format),

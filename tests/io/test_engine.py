@@ -200,3 +200,30 @@ def test_a_remote_read_is_spread_over_the_threads_in_one_round_trip(tmp_path):
         # a thread's share ends a request early: at most one more request a thread
         assert len(planned) <= stats["gets"] <= len(planned) + computing_threads() - 1
         assert stats["peak_in_flight"] == stats["gets"]
+
+
+def test_a_small_read_is_spread_over_spread_requests_and_a_large_one_merged():
+    from xarray_rumi.io.engine import SPREAD, request_bytes
+
+    assert request_bytes(64 * MAX_REQUEST) == MAX_REQUEST
+    assert request_bytes(SPREAD * 300_000) == 300_000   # a window of 1.2 MB: requests of 300 KB
+    assert request_bytes(100_000) == MAX_GAP   # a request less must save more than a gap read through
+
+
+def test_a_window_goes_out_in_spread_requests_at_once(tmp_path):
+    """Four incompressible 512 KiB frames: four requests in flight together, where one request of 2 MiB would do."""
+    import numpy as np
+
+    import xarray_rumi
+    from xarray_rumi.io.engine import SPREAD
+
+    values = np.random.default_rng(1).integers(0, 2**16, (4, 512, 512), dtype=np.uint16)
+    blob = xarray_rumi.write(tmp_path / "noise.rumi", values, tile_size=512, compression="portable")
+    with RangeServer(str(tmp_path), latency=0.2) as server:
+        image = xarray_rumi.open_image(f"{server.url}/noise.rumi", header=blob, georeferencing=False)
+        image.read(bands=slice(0, 1), rows=slice(0, 1))   # checks the blob
+        server.take_stats()
+        np.testing.assert_array_equal(image.read(rows=slice(100, 400), cols=slice(50, 300)),
+                                      values[:, 100:400, 50:300])
+        stats = server.take_stats()
+    assert stats["gets"] == SPREAD == stats["peak_in_flight"]

@@ -25,8 +25,9 @@ import xarray as xr
 
 import xarray_rumi
 from xarray_rumi.format.blob import Header
+from xarray_rumi.format.head import ifd_head_ranges
 from xarray_rumi.format.placement import base_frame_offset, georeferencing_offset
-from xarray_rumi.io.engine import plan_requests
+from xarray_rumi.io.engine import plan_requests, request_bytes
 
 CRS, TRANSFORM = 32618, (30.0, 0.0, 500000.0, 0.0, -30.0, 4000000.0)
 SHAPE, TILE = (2, 100, 120), 32  # 4 x 4 grid positions, edges of 4 and 24 px
@@ -65,17 +66,19 @@ def _assert_frames_and_head(requests, header, indices, *, per_frame: bool):
     """
     got, frames = sorted(r.range for r in requests), _frame_ranges(header, indices)
     if not per_frame:
-        assert got == _merged(frames + [IFD_HEAD])
+        # opened with crs=/transform=: the tags they are compared with ride along
+        assert got == _merged(frames + ifd_head_ranges(header.grid, georeferencing=True), frames=frames)
         return
     head_and_frame, alone = got[0], got[1:]
     (checking,) = set(frames) - set(alone)
     assert len(got) == len(frames) and [head_and_frame] == _merged([IFD_HEAD, checking])
 
 
-def _merged(ranges):
-    """The requests the read engine sends for ``ranges`` asked for together."""
+def _merged(ranges, *, frames=None):
+    """The requests the read engine sends for ``ranges`` asked for together; a lazy read of ``frames`` spread."""
     starts, stops = zip(*ranges)
-    return [(r.start, r.stop) for r in plan_requests(starts, stops)]
+    spread = {} if frames is None else {"max_request": request_bytes(sum(b - a for a, b in frames))}
+    return [(r.start, r.stop) for r in plan_requests(starts, stops, **spread)]
 
 
 def test_blob_and_supplied_georeferencing_open_with_zero_requests(served):
@@ -96,8 +99,8 @@ def test_blob_alone_reads_the_georeferencing_block_and_the_ifd_head_together(ser
     assert ds.rio.crs.to_epsg() == CRS and tuple(ds.rio.transform())[:6] == TRANSFORM
     server.requests.clear()
     np.testing.assert_array_equal(ds.band_data[:, :32, :32].values, values[:, :32, :32])
-    assert sorted(r.range for r in server.get_requests()) == _merged(_frame_ranges(header, _window_frames(
-        header, slice(None), slice(0, 32), slice(0, 32))))  # checked at open: reads check nothing more
+    frames = _frame_ranges(header, _window_frames(header, slice(None), slice(0, 32), slice(0, 32)))
+    assert sorted(r.range for r in server.get_requests()) == _merged(frames, frames=frames)  # checked at open
 
 
 def test_blob_alone_with_verify_false_reads_only_the_georeferencing_block(served):
@@ -129,6 +132,19 @@ def test_with_the_blobs_url_the_blob_and_the_files_head_are_asked_together(serve
     stats = server.take_stats()
     assert stats["requests"] == 2 and stats["peak_in_flight"] == 2
     assert image.georeferencing.epsg == CRS and image.opened_size == header.frames_end
+
+
+def test_opens_from_several_threads_at_once_overlap_in_one_round_trip(served):
+    """Each open's blob and head: every request of eight opens in flight together, none queued behind another open."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server, url, header, _ = served
+    server.latency = 0.5   # far longer than it takes to send all sixteen
+    with ThreadPoolExecutor(8) as pool:
+        images = list(pool.map(lambda i: xarray_rumi.open_image(f"{url}?{i}", header=f"{url}.header?{i}"), range(8)))
+    stats = server.take_stats()
+    assert stats["requests"] == 16 and stats["peak_in_flight"] == 16
+    assert all(image.georeferencing.epsg == CRS and image.opened_size == header.frames_end for image in images)
 
 
 def test_an_open_that_read_nothing_takes_the_files_version_from_its_first_read(served):

@@ -91,3 +91,41 @@ def test_a_remote_read_with_no_other_thread_free_is_one_fetch(http_server, monke
         fetched.clear()
         np.testing.assert_array_equal(image.read(), values)
         assert len(fetched) == fetches and sum(fetched) == image.grid.frame_count
+
+
+def test_a_thread_waiting_idle_decodes_a_request_that_arrived_while_the_fetching_thread_waits(http_server, monkeypatch,
+                                                                                            unmerged_requests):
+    """A window of two requests: the second is held until the first's frame is decoded, on another thread."""
+    import asyncio
+    import threading
+
+    from fsspec.implementations.http import HTTPFileSystem
+
+    import xarray_rumi.reading.image as reader
+
+    blob, values = _write(http_server.root, "g.rumi")
+    image = xarray_rumi.open_image(f"{http_server.url}/g.rumi", blob, georeferencing=False)
+    image.read(rows=slice(0, 1))   # the blob checked: later reads hand frames on as they arrive
+    monkeypatch.setattr(reader, "idle_threads", lambda: 2)
+    held, decoded_elsewhere = image.header.offset(1), threading.Event()
+    fetching = []
+    cat_file, decode = HTTPFileSystem._cat_file, reader.RumiImage.decode
+
+    async def held_back(fs, url, start=None, end=None, **kwargs):
+        if start == held:
+            await asyncio.get_running_loop().run_in_executor(None, decoded_elsewhere.wait, 5)
+        return await cat_file(fs, url, start=start, end=end, **kwargs)
+
+    def watched(self, index, payload, out=None):
+        if index == 0 and threading.get_ident() not in fetching:
+            decoded_elsewhere.set()
+        return decode(self, index, payload, out=out)
+
+    fetch = reader.RumiImage.fetch
+    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetching.append(threading.get_ident())
+                        or fetch(self, a, b, **kw))
+    monkeypatch.setattr(HTTPFileSystem, "_cat_file", held_back)
+    monkeypatch.setattr(reader.RumiImage, "decode", watched)
+    np.testing.assert_array_equal(image.read(bands=slice(0, 2), rows=slice(0, 16), cols=slice(0, 16)),
+                                  values[:, :16, :16])
+    assert len(fetching) == 1 and decoded_elsewhere.is_set()

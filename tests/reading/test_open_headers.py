@@ -70,3 +70,38 @@ def test_an_image_opened_with_a_checked_header_reads_right(blobs):
         image = xarray_rumi.open_image(path, header=header)
         np.testing.assert_array_equal(image.read(), xarray_rumi.open_image(path, header=blob).read())
         assert ByteSource.of(path).size() == header.frames_end
+
+
+def test_a_cube_of_remote_images_opens_in_two_round_trips_of_concurrent_requests(blobs):
+    """Six images by blob URL: the six blobs at once, then the six heads (georeferencing + IFD head) at once."""
+    import os
+    import time
+
+    from servers import RangeServer
+
+    paths, blob_bytes = blobs
+    root = os.path.dirname(paths[0])
+    names = [f"c{i}.rumi" for i in range(6)]
+    for i, name in enumerate(names):
+        os.link(paths[i % 3], f"{root}/{name}")
+        with open(f"{root}/{name}.header", "wb") as f:
+            f.write(blob_bytes[i % 3])
+    with RangeServer(root, latency=0.5) as server:
+        urls = [f"{server.url}/{name}" for name in names]
+        xarray_rumi.open_cube(urls[:1], headers=[blob_bytes[0]])   # the process's first HTTP use is slower
+        server.take_stats()
+        started = time.perf_counter()
+        cube = xarray_rumi.open_cube(urls, headers=[f"{url}.header" for url in urls])
+        seconds = time.perf_counter() - started
+        stats = server.take_stats()
+    assert stats["gets"] == 12 and stats["peak_in_flight"] == 6
+    assert seconds < 4 * server.latency   # two round trips; one a request: twelve
+    assert cube.band_data.shape == (6, 1, 70, 90)
+
+
+def test_open_images_raises_the_first_images_error_in_order(blobs, tmp_path):
+    from xarray_rumi.reading.open import open_images
+
+    paths, blob_bytes = blobs
+    with pytest.raises(FileNotFoundError, match="missing"):
+        open_images([paths[0], str(tmp_path / "missing.rumi"), paths[1]], [blob_bytes[0], blob_bytes[1], blob_bytes[2]])

@@ -139,11 +139,10 @@ def test_the_version_an_image_keeps_to_travels_with_it_to_another_process(tmp_pa
 @pytest.fixture
 def one_frame_a_request(monkeypatch):
     """The read engine sends each frame in a request of its own, as a read larger than one merged request does."""
-    import functools
-
     from xarray_rumi.io import engine, source
 
-    monkeypatch.setattr(source, "fetch_ranges", functools.partial(engine.fetch_ranges, max_gap=0, max_request=1))
+    monkeypatch.setattr(source, "fetch_ranges", lambda *args, **kwargs: engine.fetch_ranges(
+        *args, **{**kwargs, "max_gap": 0, "max_request": 1}))
 
 
 def _replace_on(nth: int, replace):

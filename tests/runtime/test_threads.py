@@ -235,3 +235,25 @@ def test_a_forked_child_starts_with_nobody_working_and_a_free_lock():
                     os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_share_with_idle_takes_pieces_only_from_a_preparing_thread_while_another_waits():
+    import time
+
+    from xarray_rumi.runtime.threads import share_with_idle
+
+    assert share_with_idle([lambda: None]) is False   # no share_work around this thread
+    ran = threading.Event()
+
+    def prepare(batch):
+        deadline = time.monotonic() + 20
+        # the helper has no batch of its own: it comes to wait for pieces
+        while not share_with_idle([ran.set]) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert ran.wait(timeout=20)   # taken by the helper while this thread still prepares
+        return []
+
+    share_work([0], prepare, threads=2)
+    alone = []
+    share_work([0], lambda batch: alone.append(share_with_idle([lambda: None])) or [], threads=1)
+    assert alone == [False]

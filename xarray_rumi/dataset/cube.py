@@ -10,7 +10,7 @@ import xarray as xr
 
 from ..datamodel.alignment import alignment_key
 from ..datamodel.variable import VARIABLE, cube_layout
-from ..reading.open import caller_georeferencing, load_headers, open_image
+from ..reading.open import caller_georeferencing, open_images
 from ..stac.read import is_stac, item_images
 from .band_attrs import described_stack
 from .engine import RumiCubeArray, index_kind, layout_coordinates, layout_variable, spatially_indexed
@@ -55,10 +55,7 @@ def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
         raise ValueError("open_cube needs at least one path")
     # the caller's georeferencing built once for all images, not once an image
     shared = _shared_georeferencing(open_kwargs)
-    limits_and_retry = {k: open_kwargs[k] for k in ("limits", "retry") if k in open_kwargs}
-    headers = load_headers(headers, paths, storage_options, **limits_and_retry)
-    return [open_image(path, header=header, storage_options=storage_options, **shared, **georef)
-            for path, header, georef in zip(paths, headers, georefs)]
+    return open_images(paths, headers, georefs, storage_options=storage_options, **shared)
 
 
 def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:

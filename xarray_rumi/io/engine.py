@@ -17,6 +17,17 @@ MAX_REQUEST = 2 * 1024 * 1024
 REMOTE_BATCH = 16 * 1024 * 1024
 #: Requests one call keeps in flight at most: 64 MiB, a few Gbit/s at 50 ms.
 MAX_IN_FLIGHT = 32
+#: Requests a small read (a window) is spread over where its ranges allow: a link that caps each connection (as
+#: object stores and proxies may) then brings its bytes over as many connections at once (docs/backend.md).
+SPREAD = 4
+
+
+def request_bytes(read: int) -> int:
+    """The bytes a request of a read of ``read`` bytes holds at most: MAX_REQUEST, or 1/SPREAD of a small read.
+
+    Never below MAX_GAP: bytes a request less cost less than another request.
+    """
+    return max(MAX_GAP, min(MAX_REQUEST, -(-read // SPREAD)))
 
 
 class HandedOn:
@@ -129,5 +140,5 @@ def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight:
             future.cancel()
 
 
-__all__ = ["HandedOn", "MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "fetch_ranges",
-           "plan_requests", "split_answers"]
+__all__ = ["HandedOn", "MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "SPREAD", "fetch_ranges",
+           "plan_requests", "request_bytes", "split_answers"]

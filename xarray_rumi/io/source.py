@@ -17,7 +17,7 @@ import fsspec
 from fsspec.core import url_to_fs
 
 from ..runtime.fork import in_forked_child
-from .engine import MAX_GAP, fetch_ranges
+from .engine import MAX_GAP, MAX_REQUEST, fetch_ranges
 from .ranged import ReportingFileSystem, get_s3, reports_versions
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
 from .urls import is_local, local_path
@@ -241,7 +241,8 @@ class ByteSource:
 
         return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
 
-    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, on_ready=None) -> list[bytes]:
+    def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
+                  on_ready=None) -> list[bytes]:
         """Several exact ranges, remotely in merged requests (through gaps of at most ``max_gap`` bytes).
 
         ``on_ready(positions, pieces)`` receives remote ranges as their requests complete.
@@ -261,7 +262,7 @@ class ByteSource:
             ready = None if on_ready is None else lambda positions, pieces: on_ready([missing[p] for p in positions],
                                                                                       pieces)
             got, found = self._fetch(fs, path, [starts[i] for i in missing], [stops[i] for i in missing],
-                                     max_gap=max_gap, on_ready=ready)
+                                     max_gap=max_gap, max_request=max_request, on_ready=ready)
             failure, sizes = None, []
             for i, answer, identity in zip(missing, got, found):
                 try:
@@ -280,14 +281,15 @@ class ByteSource:
         return retried(attempt, policy=self.retry, describe=lambda: (
             first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
 
-    def _fetch(self, fs, path: str, starts, stops, *, max_gap: int, on_ready=None) -> tuple[list, list]:
+    def _fetch(self, fs, path: str, starts, stops, *, max_gap: int, max_request: int = MAX_REQUEST,
+               on_ready=None) -> tuple[list, list]:
         """Each range's answer (bytes or error) and the version its response stated; unpinned, nothing early."""
         if self._pin.identity is not None or not reports_versions(fs):
-            answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, request_options=self._request_kwargs(fs),
-                                   on_ready=on_ready)
+            answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, max_request=max_request,
+                                   request_options=self._request_kwargs(fs), on_ready=on_ready)
             return answers, [None] * len(starts)
         reporting = ReportingFileSystem(fs)
-        answers = fetch_ranges(reporting, path, starts, stops, max_gap=max_gap)
+        answers = fetch_ranges(reporting, path, starts, stops, max_gap=max_gap, max_request=max_request)
         return answers, [reporting.stated(a, b) for a, b in zip(starts, stops)]
 
     def _take_version(self, found: FileIdentity) -> None:

@@ -17,10 +17,10 @@ from ..format.grid import overlap
 from ..format.head import check_blob_against_ifd_head, ifd_head_ranges, split_head
 from ..format.placement import MODEL_TRANSFORMATION_SIZE
 from ..frames.codec import decode_frame
-from ..io.engine import REMOTE_BATCH
+from ..io.engine import REMOTE_BATCH, request_bytes
 from ..io.source import ByteSource, FileEndedError, pinned_by_next_read
 from ..runtime.scratch import FRAME, scratch
-from ..runtime.threads import idle_threads, share_work
+from ..runtime.threads import idle_threads, share_with_idle, share_work
 from . import readahead
 from .checked import checked_blobs, pair_digest, version_key
 
@@ -104,11 +104,11 @@ class RumiImage:
         start = self.header.offset(index)
         return start, start + self.header.byte_count(index)
 
-    def fetch(self, starts, stops, *, max_gap: int | None = None, on_ready=None) -> list[bytes]:
+    def fetch(self, starts, stops, *, max_gap: int | None = None, on_ready=None,
+              max_request: int | None = None) -> list[bytes]:
         """The bytes ``[starts[i], stops[i])``, once the blob is checked; past the file's end: ``frames.truncated``."""
-        options = {} if max_gap is None else {"max_gap": max_gap}
-        if on_ready is not None:
-            options["on_ready"] = on_ready
+        given = {"max_gap": max_gap, "on_ready": on_ready, "max_request": max_request}
+        options = {name: value for name, value in given.items() if value is not None}
         try:
             return self._fetch(starts, stops, options)
         except FileEndedError as ended:
@@ -132,19 +132,26 @@ class RumiImage:
         pin = getattr(self.source, "pin", None)
         return pin() if pin is not None else None
 
-    def fetch_as_ready(self, starts, stops, handle) -> list[tuple[int, bytes]]:
+    def fetch_as_ready(self, starts, stops, handle, *, max_request: int | None = None) -> list[tuple[int, bytes]]:
         """Fetch, calling ``handle(position, payload)`` as remote requests complete; returns the rest's pairs."""
         handed_on = np.zeros(len(starts), bool)
         latest: dict = {}  # handled when the next request arrives, so the last one's go to the caller's threads
 
         def ready(positions, payloads) -> None:
+            arrived = dict(zip(positions, payloads))
+            handed_on[positions] = True
+            # a thread of this read waiting idle decodes them now, rather than after this thread's next request
+            if share_with_idle([functools.partial(handle, p, payload) for p, payload in (*latest.items(),
+                                                                                          *arrived.items())]):
+                latest.clear()
+                return
             for position, payload in latest.items():
                 handle(position, payload)
             latest.clear()
-            latest.update(zip(positions, payloads))
-            handed_on[positions] = True
+            latest.update(arrived)
 
-        payloads = self.fetch(starts, stops, on_ready=None if self.source.is_local else ready)
+        remote = {} if self.source.is_local else {"on_ready": ready, "max_request": max_request}
+        payloads = self.fetch(starts, stops, **remote)
         return [*latest.items(), *((position, payloads[position]) for position in np.flatnonzero(~handed_on).tolist())]
 
     def _fetch(self, starts, stops, options: dict) -> list[bytes]:
@@ -346,12 +353,14 @@ def decode_all(jobs) -> None:
 
     def batches():
         for image, touched, place in jobs:
+            starts, stops = image.header.ranges(touched)
+            request = request_bytes(int((stops - starts).sum()))
             for indices, starts, stops in image.batch_plan(touched, batch_bytes=_batch_bytes(image, touched, threads)):
-                yield image, place, indices.tolist(), starts, stops
+                yield image, place, indices.tolist(), starts, stops, request
 
     def prepare(batch) -> list:
-        image, place, indices, starts, stops = batch
-        rest = image.fetch_as_ready(starts, stops, lambda i, payload: place(indices[i], payload))
+        image, place, indices, starts, stops, request = batch
+        rest = image.fetch_as_ready(starts, stops, lambda i, payload: place(indices[i], payload), max_request=request)
         return [functools.partial(place, indices[i], payload) for i, payload in rest]
 
     share_work(batches(), prepare, at_most=frames)

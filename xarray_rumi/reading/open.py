@@ -19,7 +19,7 @@ from ..format.placement import (
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..io.source import ByteSource, FileEndedError, read_bytes
-from ..runtime.threads import in_background
+from ..runtime.threads import waiting_on_network
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
 
@@ -56,7 +56,7 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
     # The file's head comes while the blob is fetched, its answer stating the file's size and version: one round trip.
-    heading = in_background(read_head, source) if supplied is None and _fetched(header, source) else None
+    heading = waiting_on_network(read_head, source) if supplied is None and _fetched(header, source) else None
     try:
         blob = load_header(header, storage_options, limits, retry)
     except BaseException:
@@ -192,19 +192,43 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
     for position, header in enumerate(headers):
         if header is None or isinstance(header, Header):
             continue
-        if isinstance(header, (bytes, bytearray, memoryview)):
+        if isinstance(header, (bytes, bytearray, memoryview, str, os.PathLike)):
             blobs[position] = header
-        elif isinstance(header, (str, os.PathLike)):
-            blobs[position] = read_blob_file(header, storage_options, limits, retry)
         else:
             raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; "
                             f"got {type(header).__name__} for image {position} ({names[position]!r})")
+    # blob files read at once: a Cube of remote images waits one round trip for them, not one each
+    files = [p for p, blob in blobs.items() if isinstance(blob, (str, os.PathLike))]
+    read = all_at_once(lambda path: read_blob_file(path, storage_options, limits, retry), [blobs[p] for p in files])
+    blobs.update(zip(files, read))
     positions = list(blobs)
     labels = [f"image {p} ({names[p]!r})" for p in positions]
     parsed = headers_from_bytes(blobs.values(), limits, names=labels)
     for position, header in zip(positions, parsed):
         headers[position] = header
     return headers
+
+
+def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
+    """:func:`open_image` of each path with its header (and its ``own_kwargs``), remote ones at once: one round trip."""
+    own_kwargs = own_kwargs or [{}] * len(paths)
+    headers = load_headers(headers, paths, kwargs.get("storage_options"), kwargs.get("limits", DEFAULT_LIMITS),
+                           kwargs.get("retry", DEFAULT_POLICY))
+    return all_at_once(lambda args: open_image(args[0], header=args[1], **kwargs, **args[2]),
+                       list(zip(paths, headers, own_kwargs)))
+
+
+def all_at_once(function, items: list) -> list:
+    """``function(item)`` of each of ``items``, which mostly wait on the network, all at once; the first error raised."""
+    if len(items) < 2:
+        return [function(item) for item in items]
+    calls = [waiting_on_network(function, item) for item in items]
+    for call in calls:
+        if call.exception() is not None:
+            for other in calls:
+                other.cancel()
+            raise call.exception()
+    return [call.result() for call in calls]
 
 
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
@@ -295,4 +319,4 @@ def header_from_file(path, *, storage_options=None) -> bytes:
 
 
 __all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "pin_file", "read_blob_file", "read_georeferencing", "read_head", "read_ifd"]
+           "open_image", "open_images", "pin_file", "read_blob_file", "read_georeferencing", "read_head", "read_ifd"]

@@ -75,6 +75,9 @@ class _ProcessThreads:
 
 _shared = _ProcessThreads("rumi")
 _background = _ProcessThreads("rumi-background")
+_network = _ProcessThreads("rumi-network")
+#: Calls waiting on answers at once (opens from many threads); threads are made only as calls wait.
+NETWORK_THREADS = 64
 
 
 def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
@@ -84,6 +87,11 @@ def _shared_pool(size: int = 0) -> ThreadPoolExecutor:
 def in_background(function, *args) -> Future:
     """Run ``function(*args)`` on the process's one background thread (for disk waits)."""
     return _background.get(1).submit(function, *args)
+
+
+def waiting_on_network(function, *args) -> Future:
+    """Run ``function(*args)``, which mostly waits for answers, on a thread of its own: such calls overlap."""
+    return _network.get(NETWORK_THREADS).submit(function, *args)
 
 
 def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator:
@@ -174,6 +182,18 @@ def share_work(batches: Iterable, prepare: Callable[[object], list[Callable[[], 
         raise shared.failure
 
 
+_preparing = threading.local()  # .work: the _SharedWork whose batch this thread is preparing
+
+
+def share_with_idle(pieces: list) -> bool:
+    """Queue ``pieces`` for the :func:`share_work` whose batch this thread prepares, if one of its threads waits idle.
+
+    What a fetching thread calls with frames that arrived early: a thread with nothing to do decodes them now.
+    """
+    work = getattr(_preparing, "work", None)
+    return work is not None and work.share_if_idle(pieces)
+
+
 class _SharedWork:
 
     def __init__(self, batches, prepare):
@@ -182,7 +202,16 @@ class _SharedWork:
         self.prepare = prepare
         self.pieces: collections.deque = collections.deque()
         self.preparing = 0
+        self.idle = 0
         self.failure: BaseException | None = None
+
+    def share_if_idle(self, pieces: list) -> bool:
+        with self.changed:
+            if self.idle <= len(self.pieces) or self.failure is not None:
+                return False
+            self.pieces.extend(pieces)
+            self.changed.notify_all()
+            return True
 
     def work(self, limit: int | None) -> None:
         try:
@@ -212,16 +241,21 @@ class _SharedWork:
                     return None, batch
                 if not self.preparing:
                     return None
+                self.idle += 1
                 self.changed.wait()  # another thread is fetching: its pieces may be shared
+                self.idle -= 1
             return None
 
     def _prepared(self, batch) -> Callable[[], None]:
+        outer, _preparing.work = getattr(_preparing, "work", None), self
         try:
             first, *rest = self.prepare(batch) or [_nothing]
         except BaseException:
             with self.changed:
                 self.preparing -= 1
             raise
+        finally:
+            _preparing.work = outer
         with self.changed:
             self.preparing -= 1
             self.pieces.extend(rest)
@@ -236,4 +270,5 @@ def _nothing() -> None:
     pass
 
 
-__all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map", "share_work"]
+__all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map",
+           "share_with_idle", "share_work", "waiting_on_network"]
