@@ -286,15 +286,21 @@ def test_a_frame_of_a_whole_image_read_ahead_is_taken_as_its_request_arrives():
     # every run after the first waits: the first's frames must reach their tasks meanwhile
     fetch = _fetching_runs(sent, arrive=lambda run: run[0] == 10 or later.wait(10))
     take = lambda k: ahead.take(b"key", k, grid, lambda k: MIB, fetch, 16 * MIB)  # noqa: E731
-    assert [take(k) for k in (15, 13, 11, 10)] == [b"15", b"13", b"11", b"10"]
-    got = {}
-    waiting = threading.Thread(target=lambda: got.setdefault(9, take(9)))
-    waiting.start()
-    waiting.join(0.2)
-    assert waiting.is_alive() and not got  # frame 9 is in a run not yet arrived
+    got = {k: take(k) for k in (15, 13)}
+    tasks = {k: threading.Thread(target=lambda k=k: got.setdefault(k, take(k))) for k in (11, 10, 9)}
+    tasks[11].start()  # sees the sweep: fetches the whole image, its first run (frames 10 and 11) first
+    while len(sent) < 3:
+        threading.Event().wait(0.001)
+    tasks[10].start()
+    tasks[10].join(5)
+    assert got[10] == b"10"  # taken while the fetch still waits for its other requests
+    tasks[9].start()
+    tasks[9].join(0.2)
+    assert tasks[9].is_alive() and 9 not in got  # frame 9 is in a run not yet arrived
     later.set()
-    waiting.join(10)
-    assert got == {9: b"9"} and len(sent) == 3
+    for task in tasks.values():
+        task.join(10)
+    assert got == {15: b"15", 13: b"13", 11: b"11", 10: b"10", 9: b"9"} and len(sent) == 3
 
 
 def test_whole_image_read_aheads_in_flight_together_stay_within_the_cache():

@@ -70,9 +70,9 @@ class ReadAhead:
     def take(self, key: bytes, frame: int, grid, byte_count, fetch, image_bytes: int | None = None) -> bytes:
         """Frame ``frame`` of the image ``key`` (``image_bytes`` of frames: read ahead whole if they fit).
 
-        ``fetch(frames)`` gives their bytes; a whole image is fetched on a thread of its own as
-        ``fetch(runs, on_ready)``: lists of neighbouring frames, one request each, handed to
-        ``on_ready(frames, payloads)`` as they come.
+        ``fetch(frames)`` gives their bytes; a whole image is fetched as ``fetch(runs, on_ready)``:
+        lists of neighbouring frames, one request each, handed to ``on_ready(frames, payloads)`` as
+        they come.
         """
         own = refill = whole = None
         with self._lock:
@@ -88,8 +88,9 @@ class ReadAhead:
                 else:
                     span = self._pending[(key, frame)]
         if whole is not None:
-            threading.Thread(target=self._fetch_whole, args=(key, *whole, byte_count, fetch), daemon=True,
-                             name="rumi-read-ahead").start()
+            # Fetched by the task that saw the sweep: each request's frames reach the tasks waiting
+            # for them as it completes, so the other workers decode while this one receives the rest.
+            self._fetch_whole(key, *whole, byte_count, fetch)
         if found is not None:
             if refill is not None:
                 self._refill(key, grid, *refill, fetch)
