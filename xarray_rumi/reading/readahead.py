@@ -23,7 +23,7 @@ RECENT_FRAMES = 64
 WHOLE_IMAGES = 64
 #: Bytes of one request of a whole-image read-ahead: all go out at once, so size sets the GETs, not the wait.
 WHOLE_REQUEST = 4 * 1024 * 1024
-#: Bytes of its request holding the frame that started it, smaller: that frame's task waits for it.
+#: Bytes of the request holding the sweep's next frames, smaller: their tasks wait for it.
 FIRST_REQUEST = MAX_REQUEST
 
 
@@ -293,7 +293,8 @@ def _in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
 
 def _runs(frames: list[int], byte_count, *, direction: int, first_bytes: int, run_bytes: int) -> list[list[int]]:
     """``frames`` in runs of neighbours (which lie back to back), at most ``run_bytes`` each, in the file's order;
-    first the run of ``frames[0]``, from it on in ``direction``, at most ``first_bytes``: its task waits for it.
+    first the run of ``frames[0]``, from it on in ``direction``, at most ``first_bytes``: the sweep's next tasks wait
+    for it.
 
     >>> _runs([2, 0, 1, 3, 4, 6], lambda k: 10, direction=1, first_bytes=20, run_bytes=20)
     [[2, 3], [0, 1], [4], [6]]
