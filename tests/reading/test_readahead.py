@@ -44,6 +44,15 @@ def held(ahead) -> int:
     return len(ahead._cached)
 
 
+def settled(ahead) -> None:
+    """Wait for whole-image read-aheads in flight (on threads of their own) to end."""
+    for _ in range(10_000):
+        if not ahead._reserved:
+            return
+        threading.Event().wait(0.001)
+    raise AssertionError("a whole-image read-ahead never ended")
+
+
 @pytest.fixture(params=["tile", "cell", "tile-one-band"])
 def served(request, http_server):
     """``(server, url, blob, values)``: 2 bands in tile or cell frames, or one band in tile frames."""
@@ -73,10 +82,24 @@ def test_a_chunks_per_frame_read_of_a_remote_file_asks_for_each_frame_once_in_fe
     gets = _gets(server)
     _assert_no_frame_twice(gets)
     # The image fits in the cache: read ahead whole, in the file's order, its requests merge even
-    # where a band's frames lie apart (tile frames of 2 bands).  Without: a GET per frame.  The few:
+    # where a band's frames lie apart (tile frames of 2 bands).  Without: a GET per frame.  Besides:
     # the lone frames before a sweep is seen (each worker's first ones may all be), and the blob's check.
-    assert len(gets) <= frames // 8 + 8 + workers
+    assert len(gets) <= frames // 8
     assert held(readahead.shared) == 0  # every frame read ahead was taken by its task
+
+
+def test_a_whole_image_read_ahead_sends_requests_larger_than_the_engines(http_server):
+    values = np.random.default_rng(0).integers(0, 2**16, (1, 2048, 2048), dtype="uint16")  # 8 MiB, as noise
+    blob = xarray_rumi.write(f"{http_server.root}/noise.rumi", values, tile_size=256)
+    url = f"{http_server.url}/noise.rumi"
+    data = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, chunks={}).band_data.data
+    http_server.requests.clear()
+    np.testing.assert_array_equal(data.compute(scheduler="threads", num_workers=2), values)
+    sizes = sorted(r.range[1] - r.range[0] for r in _gets(http_server))
+    # the engine's requests hold at most MAX_REQUEST; a whole image's runs go in requests of their own
+    assert readahead.MAX_REQUEST < sizes[-1] <= readahead.WHOLE_REQUEST
+    # besides the runs: the first frame and the blob's head, a lone frame, the first run cut short
+    assert len(sizes) <= 3 + 1 + -(-values.nbytes // readahead.WHOLE_REQUEST)
 
 
 def test_tasks_meeting_a_fetch_in_flight_wait_for_it_and_send_nothing():
@@ -131,7 +154,8 @@ def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
     blob = xarray_rumi.write(path, values, tile_size=TILE)  # one band, a row of 8 frames
     url = f"{http_server.url}/scene.rumi"
     _sweep_one_row(xarray_rumi.open_image(url, header=blob, georeferencing=False))
-    assert held(readahead.shared) == 5  # frames 0-4 read ahead (the other row waits for a task to fetch it)
+    settled(readahead.shared)
+    assert held(readahead.shared) == 13  # the whole image read ahead: frame 0 among them
     # The same file, frame 0 damaged in place: the same blob, another version (ETag).
     image = xarray_rumi.open_image(url, header=blob, georeferencing=False)
     start, stop = image.frame_range(0)
@@ -227,21 +251,93 @@ def _fetching(sent):
     return fetch
 
 
-def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_across_bands_in_growing_spans():
+def _fetching_runs(sent, arrive=None):
+    """A fetch as read_frame's: a whole image's runs handed on one by one (``arrive(run)`` before each)."""
+    def fetch(frames, on_ready=None):
+        sent.append(frames)
+        if on_ready is None:
+            return [b"%d" % k for k in frames]
+        for run in frames:
+            if arrive is not None:
+                arrive(run)
+            on_ready(run, [b"%d" % k for k in run])
+    return fetch
+
+
+def test_an_image_that_fits_in_the_cache_is_read_ahead_whole_in_runs_of_neighbours():
     grid = FrameGrid(128, 16, 16, 16, 2)  # 2 bands, a row of 8 positions: frame = 2 * position + band
     ahead, sent = ReadAhead(), []
-    fetch = _fetching(sent)
-    take = lambda k: ahead.take(b"key", k, grid, lambda k: MIB, fetch, 16 * MIB)  # noqa: E731
+    take = lambda k: ahead.take(b"key", k, grid, lambda k: MIB, _fetching_runs(sent), 16 * MIB)  # noqa: E731
     for k in (15, 13, 11):  # band 1 from its end: a sweep at frame 11
         take(k)
-    # From frame 11's position down, every band, then the frames behind it, in spans of 1, 2, 4, 8
-    # merged requests of 2 frames that lie together (12 and 14 lie apart: 13 was read).
-    assert sent == [[15], [13], [11, 10]]
-    assert take(9) == b"9" and sent[-1] == [9, 8, 7, 6]  # a queued span: its frame is in it
-    assert take(10) == b"10" and sent[-1] == [5, 4, 3, 2, 1, 0, 12]  # had its frame: fetches the next
-    rest = (8, 7, 6, 5, 4, 3, 2, 1, 0, 12, 14)
+    # Every frame not asked for yet, in one fetch: the sweep's next frames first (its task waits for
+    # them), then the file's neighbours in runs of WHOLE_REQUEST bytes (12 and 14 lie apart: 13 was read).
+    first, whole = readahead.FIRST_REQUEST // MIB, readahead.WHOLE_REQUEST // MIB
+    assert (first, whole) == (2, 4)
+    assert sent == [[15], [13], [[10, 11], [0, 1, 2, 3], [4, 5, 6, 7], [8, 9], [12], [14]]]
+    rest = (9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0)
     assert [take(k) for k in rest] == [b"%d" % k for k in rest]
-    assert sent[-1] == [14] and len(sent) == 6 and held(ahead) == 0
+    assert len(sent) == 3 and held(ahead) == 0 and ahead._reserved == 0
+
+
+def test_a_frame_of_a_whole_image_read_ahead_is_taken_as_its_request_arrives():
+    grid = FrameGrid(128, 16, 16, 16, 2)
+    ahead, sent, later = ReadAhead(), [], threading.Event()
+    # every run after the first waits: the first's frames must reach their tasks meanwhile
+    fetch = _fetching_runs(sent, arrive=lambda run: run[0] == 10 or later.wait(10))
+    take = lambda k: ahead.take(b"key", k, grid, lambda k: MIB, fetch, 16 * MIB)  # noqa: E731
+    got = {k: take(k) for k in (15, 13)}
+    tasks = {k: threading.Thread(target=lambda k=k: got.setdefault(k, take(k))) for k in (11, 10, 9)}
+    tasks[11].start()  # sees the sweep: fetches the whole image, its first run (frames 10 and 11) first
+    while len(sent) < 3:
+        threading.Event().wait(0.001)
+    tasks[10].start()
+    tasks[10].join(5)
+    assert got[10] == b"10"  # taken while the fetch still waits for its other requests
+    tasks[9].start()
+    tasks[9].join(0.2)
+    assert tasks[9].is_alive() and 9 not in got  # frame 9 is in a run not yet arrived
+    later.set()
+    for task in tasks.values():
+        task.join(10)
+    assert got == {15: b"15", 13: b"13", 11: b"11", 10: b"10", 9: b"9"} and len(sent) == 3
+
+
+def test_whole_image_read_aheads_in_flight_together_stay_within_the_cache():
+    grid = FrameGrid(128, 16, 16, 16, 2)  # 16 frames of 1 MiB an image
+    ahead, sent, release = ReadAhead(max_bytes=24 * MIB), [], threading.Event()
+    fetch = _fetching_runs(sent, arrive=lambda run: release.wait(10))
+    take = lambda image, k: ahead.take(image, k, grid, lambda k: MIB, fetch, 16 * MIB)  # noqa: E731
+    for k in (15, 13):
+        take(b"a", k)
+    first = threading.Thread(target=take, args=(b"a", 11))  # starts image a's whole read-ahead
+    first.start()
+    while ahead._reserved == 0:
+        threading.Event().wait(0.001)
+    assert ahead._reserved == 14 * MIB  # a's frames in flight
+    for k in (15, 13, 11):  # image b: no room beside a's 14 MiB, so along its band
+        take(b"b", k)
+    assert sent[-1] == [11, 9, 7, 5, 3, 1]  # the rest of band 1's row (of b)
+    release.set()
+    first.join(10)
+    assert ahead._reserved == 0 and ahead._bytes <= 24 * MIB
+
+
+def test_a_whole_image_read_ahead_that_fails_leaves_each_task_its_own_fetch():
+    grid = FrameGrid(128, 16, 16, 16, 2)
+    ahead, sent = ReadAhead(), []
+
+    def fetch(frames, on_ready=None):
+        sent.append(frames)
+        if on_ready is not None:
+            raise OSError("the read-ahead's request failed")
+        return [b"%d" % k for k in frames]
+
+    got = [ahead.take(b"key", k, grid, lambda k: MIB, fetch, 16 * MIB) for k in (15, 13, 11, 9, 7)]
+    assert got == [b"15", b"13", b"11", b"9", b"7"]
+    # the whole fetch, frame 11 alone, then along the band: an image is read ahead whole once, failing or not
+    assert sent[2:] == [sent[2], [11], [9, 7, 5, 3, 1]] and isinstance(sent[2][0], list)
+    assert ahead._reserved == 0 and not ahead._pending
 
 
 def test_an_image_larger_than_the_cache_is_read_ahead_along_the_band():
@@ -256,18 +352,5 @@ def test_a_sweep_in_the_files_order_is_read_ahead():
     grid = FrameGrid(64, 16, 16, 16, 2)
     ahead, sent = ReadAhead(), []
     for k in (0, 1, 2):  # every band of a position, then the next: as a reduction over bands asks
-        ahead.take(b"key", k, grid, lambda k: 10, _fetching(sent), 80)
-    assert sent == [[0], [1], [2, 3, 4, 5, 6, 7]]
-
-
-def test_fetches_queued_for_tasks_that_never_come_are_dropped_image_by_image():
-    grid = FrameGrid(128, 16, 16, 16, 2)
-    ahead = ReadAhead()
-    for image in range(readahead.QUEUED_IMAGES + 1):
-        for k in (15, 13, 11):
-            ahead.take(b"%d" % image, k, grid, lambda k: MIB, _fetching([]), 16 * MIB)
-    assert len(ahead._queued) == readahead.QUEUED_IMAGES and b"0" not in ahead._queued
-    assert not any(key == b"0" for key, _ in ahead._pending)  # its frames are no longer in flight
-    sent = []
-    assert ahead.take(b"0", 9, grid, lambda k: MIB, _fetching(sent), 16 * MIB) == b"9"
-    assert sent[0][0] == 9  # a task that comes late fetches its frame
+        ahead.take(b"key", k, grid, lambda k: 10, _fetching_runs(sent), 80)
+    assert sent == [[0], [1], [[2, 3, 4, 5, 6, 7]]]

@@ -5,31 +5,35 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
-from ..io.engine import MAX_GAP, MAX_REQUEST
+import numpy as np
+
+from ..io.engine import MAX_GAP, MAX_REQUEST, HandedOn
 from ..io.source import pinned_by_next_read
 from ..runtime.fork import in_forked_child
 
 #: Compressed bytes one read-ahead along a band fetches at most.
 READ_AHEAD_BYTES = 16 * 1024 * 1024
-#: Compressed bytes the process keeps of frames read ahead and not yet taken.
+#: Compressed bytes the process keeps of frames read ahead and not yet taken, or in flight to it.
 CACHE_BYTES = 64 * 1024 * 1024
 #: Frames asked for lately that tell a sweep (Dask's order goes back and forth within a few dozen tasks).
 RECENT_FRAMES = 64
-#: Images with spans queued for their tasks, at most.
-QUEUED_IMAGES = 64
-#: Spans of a whole-image read-ahead in flight at once: more share the link and all arrive late together.
-SPANS_IN_FLIGHT = 2
+#: Images read ahead whole lately, not read ahead whole again (their frames are cached, taken or failed).
+WHOLE_IMAGES = 64
+#: Bytes of one request of a whole-image read-ahead: all go out at once, so size sets the GETs, not the wait.
+WHOLE_REQUEST = 4 * 1024 * 1024
+#: Bytes of the request holding the sweep's next frames, smaller: their tasks wait for it.
+FIRST_REQUEST = MAX_REQUEST
 
 
 class _Span:
-    """Frames one fetch brings, and the event their waiters wait for; unclaimed: queued, no thread fetches it."""
+    """Frames one fetch brings, and the event their waiters wait for."""
 
-    __slots__ = ("frames", "done", "claimed", "along")
+    __slots__ = ("frames", "done", "along")
 
-    def __init__(self, frames: list[int], claimed: bool = True, along: bool = False) -> None:
-        self.frames, self.done, self.claimed, self.along = frames, threading.Event(), claimed, along
+    def __init__(self, frames: list[int], along: bool = False) -> None:
+        self.frames, self.done, self.along = frames, threading.Event(), along
 
 
 class ReadAhead:
@@ -43,9 +47,8 @@ class ReadAhead:
     """
 
     def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
-                 recent_frames: int = RECENT_FRAMES, spans_in_flight: int = SPANS_IN_FLIGHT) -> None:
+                 recent_frames: int = RECENT_FRAMES) -> None:
         self.max_bytes, self.read_ahead_bytes, self.recent_frames = max_bytes, read_ahead_bytes, recent_frames
-        self.spans_in_flight = spans_in_flight
         self._after_fork()
 
     def _after_fork(self) -> None:
@@ -53,11 +56,11 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._cached: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()
         self._bytes = 0
+        self._reserved = 0  # bytes of whole-image read-aheads still in flight
         self._pending: dict[tuple[bytes, int], _Span] = {}
-        self._queued: dict[bytes, deque[_Span]] = {}
-        self._flying: dict[bytes, int] = {}  # claimed whole-image spans
         self._recent: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}
+        self._read_whole: OrderedDict[bytes, None] = OrderedDict()
 
     def note(self, key: bytes, frame: int) -> None:
         """Record that ``frame`` was read without the cache, as a sweep's first frame may be."""
@@ -65,8 +68,13 @@ class ReadAhead:
             self._note(key, frame)
 
     def take(self, key: bytes, frame: int, grid, byte_count, fetch, image_bytes: int | None = None) -> bytes:
-        """Frame ``frame`` of the image ``key`` (``image_bytes`` of frames: read ahead whole if they fit)."""
-        own = refill = extra = None
+        """Frame ``frame`` of the image ``key`` (``image_bytes`` of frames: read ahead whole if they fit).
+
+        ``fetch(frames)`` gives their bytes; a whole image is fetched as ``fetch(runs, on_ready)``:
+        lists of neighbouring frames, one request each, handed to ``on_ready(frames, payloads)`` as
+        they come.
+        """
+        own = refill = whole = None
         with self._lock:
             self._note(key, frame)
             found = self._pop(key, frame)
@@ -74,13 +82,15 @@ class ReadAhead:
             if found is not None:
                 refill = self._plan_refill(key, frame, grid, byte_count)
             elif span is None:
-                own = span = self._plan(key, frame, grid, byte_count, image_bytes)
-            elif not span.claimed:
-                own = self._claim(key, span)
-            if own is None:
-                extra = self._next_queued(key)
-        if extra is not None:  # keeps the link busy while the others decode
-            self._run(key, extra, fetch)
+                whole = self._plan_whole(key, frame, grid, byte_count, image_bytes)
+                if whole is None:
+                    own = span = self._plan_along(key, frame, grid, byte_count)
+                else:
+                    span = self._pending[(key, frame)]
+        if whole is not None:
+            # Fetched by the task that saw the sweep: each request's frames reach the tasks waiting
+            # for them as it completes, so the other workers decode while this one receives the rest.
+            self._fetch_whole(key, *whole, byte_count, fetch)
         if found is not None:
             if refill is not None:
                 self._refill(key, grid, *refill, fetch)
@@ -108,17 +118,31 @@ class ReadAhead:
             self._mark_refill(key, grid, frame, frames[1:])
         return payloads[0]
 
-    def _run(self, key, span: _Span, fetch) -> bool:
-        """Fetch a span for other tasks; whether it came (if not, each fetches its own frame)."""
+    def _fetch_whole(self, key, frames: list[int], reserved: int, direction: int, byte_count, fetch) -> None:
+        """Fetch a whole image's ``frames``, each kept and its waiters woken as its request completes."""
+        arrived: set[int] = set()
+        spans = _runs(frames, byte_count, direction=direction, first_bytes=FIRST_REQUEST, run_bytes=WHOLE_REQUEST)
+
+        def ready(ks, payloads) -> None:
+            nonlocal reserved
+            with self._lock:
+                for k, payload in zip(ks, payloads):
+                    reserved -= len(payload)
+                    self._reserved -= len(payload)
+                    arrived.add(k)
+                    self._keep(key, k, payload)
+                    self._release(key, self._pending.get((key, k)))
+
         try:
-            payloads = fetch(span.frames)
+            fetch(spans, ready)
         except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
-            payloads = []
-        except BaseException:
-            self._settle(key, span, [])
-            raise
-        self._settle(key, span, list(zip(span.frames, payloads)))
-        return bool(payloads)
+            pass
+        finally:
+            with self._lock:
+                self._reserved -= reserved
+                for k in frames:
+                    if k not in arrived:
+                        self._release(key, self._pending.get((key, k)))
 
     def _settle(self, key, span: _Span, kept) -> None:
         with self._lock:
@@ -126,14 +150,12 @@ class ReadAhead:
                 self._keep(key, k, payload)
             self._release(key, span)
 
-    def _release(self, key, span: _Span) -> None:
+    def _release(self, key, span: _Span | None) -> None:
+        if span is None:
+            return
         for k in span.frames:
             if self._pending.get((key, k)) is span:
                 del self._pending[(key, k)]
-        if span.claimed and not span.along:
-            self._flying[key] -= 1
-            if not self._flying[key]:
-                del self._flying[key]
         span.done.set()
 
     def _hold(self, key, span: _Span) -> _Span:
@@ -141,42 +163,30 @@ class ReadAhead:
             self._pending[(key, k)] = span
         return span
 
-    def _claim(self, key, span: _Span) -> _Span:
-        span.claimed = True
-        self._queued[key].remove(span)
-        if not self._queued[key]:
-            del self._queued[key]
-        self._flying[key] = self._flying.get(key, 0) + 1
-        return span
-
-    def _next_queued(self, key) -> _Span | None:
-        if key in self._queued and self._flying.get(key, 0) < self.spans_in_flight:
-            return self._claim(key, self._queued[key][0])
-        return None
-
-    def _plan(self, key, frame: int, grid, byte_count, image_bytes) -> _Span:
-        """The span this task fetches, holding its frame; further ones queued (the lock is held)."""
+    def _plan_whole(self, key, frame: int, grid, byte_count, image_bytes) -> tuple | None:
+        """``(frames, bytes, direction)`` of a whole-image read-ahead continuing a sweep at ``frame``, held."""
+        if image_bytes is None or image_bytes > self.max_bytes or key in self._read_whole:
+            return None
         seen = functools.partial(self._seen, key)
-        direction = _swept(grid, frame, seen, whole=True) if image_bytes is not None and \
-            image_bytes <= self.max_bytes else 0
+        direction = _swept(grid, frame, seen, whole=True)
         if not direction:
-            ahead = _sweep_ahead(grid, frame, seen, byte_count, self.read_ahead_bytes)
-            return self._hold(key, _Span([frame, *ahead], along=True))
-        unseen = _in_file_order(grid, frame, lambda k: k != frame and self._seen(key, k), direction)
-        # Growing spans: the first frames come after one short round trip, the rest in few.
-        spans = [_Span(run, claimed=frame in run) for run in _split(unseen, byte_count, MAX_REQUEST)]
-        for span in spans:
-            self._hold(key, span)
-        own = next(span for span in spans if span.claimed)
-        self._flying[key] = self._flying.get(key, 0) + 1
-        if len(spans) > 1:
-            self._queued[key] = self._queued.pop(key, deque())  # the newest image: dropped last
-            self._queued[key].extend(span for span in spans if span is not own)
-            while len(self._queued) > QUEUED_IMAGES:  # images whose tasks never came
-                oldest = next(iter(self._queued))
-                for span in self._queued.pop(oldest):
-                    self._release(oldest, span)
-        return own
+            return None
+        frames = [frame, *_in_file_order(grid, frame, lambda k: k == frame or seen(k), direction)]
+        size = sum(byte_count(k) for k in frames)
+        if self._reserved + size > self.max_bytes:
+            return None  # other images' read-aheads in flight fill the cache: read along the band
+        self._reserved += size
+        self._read_whole[key] = None
+        if len(self._read_whole) > WHOLE_IMAGES:
+            self._read_whole.popitem(last=False)
+        for k in frames:
+            self._hold(key, _Span([k]))
+        return frames, size, direction
+
+    def _plan_along(self, key, frame: int, grid, byte_count) -> _Span:
+        """The span this task fetches: its frame, and the next of its band if it continues a sweep."""
+        ahead = _sweep_ahead(grid, frame, functools.partial(self._seen, key), byte_count, self.read_ahead_bytes)
+        return self._hold(key, _Span([frame, *ahead], along=True))
 
     def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
         """A read-ahead along a band across rows is read on when its sweep is half through it."""
@@ -199,7 +209,15 @@ class ReadAhead:
         return (last, self._hold(key, _Span(more, along=True))) if more else None
 
     def _refill(self, key, grid, last, span: _Span, fetch) -> None:
-        if self._run(key, span, fetch):
+        try:
+            payloads = fetch(span.frames)
+        except Exception:  # noqa: BLE001 - each task then fetches its own frame and sees its own error
+            payloads = []
+        except BaseException:
+            self._settle(key, span, [])
+            raise
+        self._settle(key, span, list(zip(span.frames, payloads)))
+        if payloads:
             self._mark_refill(key, grid, last, span.frames)
 
     def _note(self, key, frame) -> None:
@@ -217,7 +235,7 @@ class ReadAhead:
     def _keep(self, key, frame, payload: bytes) -> None:
         self._cached[(key, frame)] = payload
         self._bytes += len(payload)
-        while self._bytes > self.max_bytes and self._cached:
+        while self._bytes + self._reserved > self.max_bytes and self._cached:
             _, dropped = self._cached.popitem(last=False)
             self._bytes -= len(dropped)
 
@@ -273,20 +291,30 @@ def _in_file_order(grid, frame: int, seen, direction: int) -> list[int]:
     return [k for run in runs for k in run if not seen(k)]
 
 
-def _split(frames: list[int], byte_count, request_bytes: int) -> list[list[int]]:
-    """``frames`` in spans of 1, 2, 4, ... requests of neighbouring frames (as the engine merges them)."""
-    spans, lo, hi, total, held, room = [[]], None, None, 0, 0, 1
-    for k in frames:
+def _runs(frames: list[int], byte_count, *, direction: int, first_bytes: int, run_bytes: int) -> list[list[int]]:
+    """``frames`` in runs of neighbours (which lie back to back), at most ``run_bytes`` each, in the file's order;
+    first the run of ``frames[0]``, from it on in ``direction``, at most ``first_bytes``: the sweep's next tasks wait
+    for it.
+
+    >>> _runs([2, 0, 1, 3, 4, 6], lambda k: 10, direction=1, first_bytes=20, run_bytes=20)
+    [[2, 3], [0, 1], [4], [6]]
+    """
+    wanted = set(frames)
+    head, total, k = [frames[0]], byte_count(frames[0]), frames[0] + direction
+    while k in wanted and total + byte_count(k) <= first_bytes:
+        head.append(k)
+        total += byte_count(k)
+        k += direction
+    out, taken = [sorted(head)], set(head)
+    for k in sorted(wanted - taken):
         size = byte_count(k)
-        if lo is not None and k in (lo - 1, hi + 1) and total + size <= request_bytes:
-            lo, hi, total = min(lo, k), max(hi, k), total + size
+        if len(out) > 1 and k == out[-1][-1] + 1 and total + size <= run_bytes:
+            out[-1].append(k)
+            total += size
         else:
-            if held == room:
-                spans.append([])
-                held, room = 0, 2 * room
-            lo, hi, total, held = k, k, size, held + 1
-        spans[-1].append(k)
-    return spans
+            out.append([k])
+            total = size
+    return out
 
 
 def _seen_before(grid, frame: int, back: int, seen) -> bool:
@@ -337,7 +365,9 @@ def read_frame(image, frame: int) -> bytes:
                 return payload
     header = image.header
 
-    def fetch(frames: list[int]) -> list[bytes]:
+    def fetch(frames: list, on_ready=None) -> list[bytes] | None:
+        if on_ready is not None:
+            return _fetch_runs(image, frames, on_ready)
         starts, stops = header.ranges(frames)
         if len(frames) == 1:
             return image.fetch(starts, stops)
@@ -347,6 +377,26 @@ def read_frame(image, frame: int) -> bytes:
 
     image_bytes = header.frames_end - header.base_frame_offset
     return shared.take(key, frame, image.grid, header.byte_count, fetch, image_bytes)
+
+
+def _fetch_runs(image, spans: list[list[int]], on_ready) -> None:
+    """Each run of neighbouring frames as one range, its frames handed to ``on_ready`` as its request completes."""
+    starts, stops = image.header.ranges([k for run in spans for k in run])
+    # a run is frames k, k + 1, ...: the blob's offsets are its counts summed, so their bytes lie back to back
+    firsts = np.cumsum([0, *(len(run) for run in spans)])
+    run_starts, run_stops = starts[firsts[:-1]], stops[firsts[1:] - 1]
+
+    def ready(positions, pieces) -> None:
+        for p, piece in zip(positions, pieces):
+            view, lo = memoryview(piece), firsts[p]
+            base = run_starts[p]
+            on_ready(spans[p], [view[starts[i] - base:stops[i] - base] for i in range(lo, firsts[p + 1])])
+
+    payloads = image.fetch(run_starts, run_stops, max_gap=0, on_ready=ready)
+    # what the engine did not hand on as it came (a fetch of one range) comes back here
+    rest = [p for p, payload in enumerate(payloads) if not isinstance(payload, HandedOn)]
+    if rest:
+        ready(rest, [payloads[p] for p in rest])
 
 
 def _key(image) -> bytes | None:
@@ -361,5 +411,5 @@ def _key(image) -> bytes | None:
     return image.blob_key
 
 
-__all__ = ["CACHE_BYTES", "QUEUED_IMAGES", "READ_AHEAD_BYTES", "RECENT_FRAMES", "SPANS_IN_FLIGHT", "ReadAhead",
+__all__ = ["CACHE_BYTES", "FIRST_REQUEST", "READ_AHEAD_BYTES", "RECENT_FRAMES", "ReadAhead", "WHOLE_REQUEST",
            "read_frame", "shared"]
