@@ -320,13 +320,3 @@ def _stac_geoparquet_bytes(items) -> bytes:
         write_stac_geoparquet(items, path)
         with open(path, "rb") as f:
             return f.read()
-    text = json.dumps({"type": "FeatureCollection", "features": [item.to_dict(include_self_link=False)
-                                                                 for item in items]}, indent=1).encode()
-    place = ByteSource.of(target, storage_options)
-    try:
-        unchanged = place.size() == len(text) and place.read(0, len(text)) == text
-    except (OSError, ValueError):
-        unchanged = False
-    if not unchanged:  # a rerun over a finished destination writes nothing
-        write_small(place, text)
-    return target
