@@ -105,3 +105,19 @@ def test_open_images_raises_the_first_images_error_in_order(blobs, tmp_path):
     paths, blob_bytes = blobs
     with pytest.raises(FileNotFoundError, match="missing"):
         open_images([paths[0], str(tmp_path / "missing.rumi"), paths[1]], [blob_bytes[0], blob_bytes[1], blob_bytes[2]])
+
+
+@pytest.mark.parametrize("georeferenced", [False, True])
+def test_opens_that_ask_the_network_nothing_stay_in_the_callers_thread(blobs, tmp_path, monkeypatch, georeferenced):
+    # a Cube of 100,000 local images (or of remote ones given blob and georeferencing) must not pay a thread each
+    from xarray_rumi.reading import open as opening
+
+    paths, blob_bytes = blobs
+    for path, blob in zip(paths, blob_bytes):
+        with open(f"{path}.header", "wb") as f:
+            f.write(blob)
+    handed = []
+    monkeypatch.setattr(opening, "waiting_on_network", lambda *args: handed.append(args))
+    extra = {"crs": "EPSG:32631", "transform": (1, 0, 0, 0, -1, 0)} if georeferenced else {}
+    images = opening.open_images(paths, [f"{p}.header" for p in paths], **extra)
+    assert handed == [] and [image.header.to_bytes() for image in images] == blob_bytes

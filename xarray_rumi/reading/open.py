@@ -19,6 +19,7 @@ from ..format.placement import (
 from ..format.limits import DEFAULT_LIMITS, Limits
 from ..io.retry import DEFAULT_POLICY, RetryPolicy
 from ..io.source import ByteSource, FileEndedError, read_bytes
+from ..io.urls import is_local
 from ..runtime.threads import waiting_on_network
 from .checked import blob_key, checked_blobs
 from .image import RumiImage
@@ -199,7 +200,8 @@ def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_
                             f"got {type(header).__name__} for image {position} ({names[position]!r})")
     # blob files read at once: a Cube of remote images waits one round trip for them, not one each
     files = [p for p, blob in blobs.items() if isinstance(blob, (str, os.PathLike))]
-    read = all_at_once(lambda path: read_blob_file(path, storage_options, limits, retry), [blobs[p] for p in files])
+    read = all_at_once(lambda path: read_blob_file(path, storage_options, limits, retry), [blobs[p] for p in files],
+                       waits=not all(is_local(blobs[p]) for p in files))
     blobs.update(zip(files, read))
     positions = list(blobs)
     labels = [f"image {p} ({names[p]!r})" for p in positions]
@@ -214,13 +216,26 @@ def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
     own_kwargs = own_kwargs or [{}] * len(paths)
     headers = load_headers(headers, paths, kwargs.get("storage_options"), kwargs.get("limits", DEFAULT_LIMITS),
                            kwargs.get("retry", DEFAULT_POLICY))
-    return all_at_once(lambda args: open_image(args[0], header=args[1], **kwargs, **args[2]),
-                       list(zip(paths, headers, own_kwargs)))
+    opens = list(zip(paths, headers, own_kwargs))
+    # local files, and remote ones given their blob and georeferencing, open without a request: in turn is quicker
+    waits = not all(_local(path) or (header is not None and _georeferenced({**kwargs, **own}))
+                    for path, header, own in opens)
+    return all_at_once(lambda args: open_image(args[0], header=args[1], **kwargs, **args[2]), opens, waits=waits)
 
 
-def all_at_once(function, items: list) -> list:
-    """``function(item)`` of each of ``items``, which mostly wait on the network, all at once; the first error raised."""
-    if len(items) < 2:
+def _local(path) -> bool:
+    return isinstance(path, (str, os.PathLike)) and is_local(path)
+
+
+def _georeferenced(kwargs: dict) -> bool:
+    given = kwargs.get("georeferencing")
+    return given not in (None, False) or (kwargs.get("crs") is not None and kwargs.get("transform") is not None)
+
+
+def all_at_once(function, items: list, *, waits: bool = True) -> list:
+    """``function(item)`` of each of ``items``, all at once if they wait on the network (``waits``), else in turn;
+    the first error raised."""
+    if len(items) < 2 or not waits:
         return [function(item) for item in items]
     calls = [waiting_on_network(function, item) for item in items]
     for call in calls:
