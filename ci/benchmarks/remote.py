@@ -6,6 +6,7 @@ Run from the repository root::
     python ci/benchmarks/remote.py --latency 50         # one latency
     python ci/benchmarks/remote.py --bandwidth 50       # and at most 50 MB/s per connection
     python ci/benchmarks/remote.py --quick              # a smoke test: 1024 px, one repetition
+    python ci/benchmarks/remote.py --keep-freed-memory  # freed memory stays in the process (VMs: see --help)
 
 One raster, 4 bands x 4096 x 4096 uint16 (smooth fields plus noise, as a
 scene is, not random bytes), stored three ways in a temporary directory:
@@ -330,6 +331,9 @@ def run_latency(root: str, latency_ms: float, bandwidth: float | None, repeats: 
     return rows
 
 
+#: glibc's tunables (mallopt(3)): every allocation from the heap, which is never trimmed.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2**40), "MALLOC_TOP_PAD_": str(2**29)}
+
 HEADINGS = ["latency ms", "case", "format", "time ms", "requests", "MB sent", "peak in flight", "rumi vs best peer",
             "vs local + 2 x latency"]
 
@@ -352,7 +356,13 @@ def main(argv=None) -> None:
     parser.add_argument("--transports", action="store_true",
                         help="also fetch every frame through fsspec, the engine and obstore")
     parser.add_argument("--quick", action="store_true", help="1024 px, one repetition, 4 windows")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="glibc keeps freed memory in the process (no mmap, no trim): on a VM whose host takes "
+                             "freed pages back, repetitions then measure the readers, not first touches")
     args = parser.parse_args(argv)
+    if args.keep_freed_memory and os.environ.get("MALLOC_MMAP_MAX_") != "0":
+        # glibc reads these at start: the run starts again with them (the server's process inherits them)
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **KEEP_FREED_MEMORY})
     if args.quick:
         args.size, args.repeats, args.windows = 1024, 1, 4
     warnings.simplefilter("ignore")
@@ -370,6 +380,8 @@ def main(argv=None) -> None:
               + f"; bandwidth cap per connection: {'none' if bandwidth is None else f'{args.bandwidth:g} MB/s'}"
               + f"; median of {args.repeats} interleaved repetitions")
         print("\n".join(environment()))
+        if args.keep_freed_memory:
+            print("glibc keeps freed memory in the process: " + ", ".join(f"{k}={v}" for k, v in KEEP_FREED_MEMORY.items()))
         rows = []
         for latency in args.latency:
             rows += run_latency(root, latency, bandwidth, args.repeats, args.size, args.windows, args.only,
