@@ -59,7 +59,6 @@ rumi is faster).  These 2 cores are shared: compare ratios within one run.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
