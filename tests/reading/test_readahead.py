@@ -83,8 +83,9 @@ def test_a_chunks_per_frame_read_of_a_remote_file_asks_for_each_frame_once_in_fe
     _assert_no_frame_twice(gets)
     # The image fits in the cache: read ahead whole, in the file's order, its requests merge even
     # where a band's frames lie apart (tile frames of 2 bands).  Without: a GET per frame.  Besides:
-    # the lone frames before a sweep is seen (each worker's first ones may all be), and the blob's check.
-    assert len(gets) <= frames // 8
+    # the lone frames before a sweep is seen (each worker's first ones may all be: with 16 workers, 12 GETs of
+    # 64 frames were seen on CI), and the blob's check.
+    assert len(gets) <= frames // 8 + (workers if workers > 2 else 0)
     assert held(readahead.shared) == 0  # every frame read ahead was taken by its task
 
 
