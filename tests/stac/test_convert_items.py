@@ -256,6 +256,26 @@ def test_a_rerun_redoes_an_output_its_blob_does_not_vouch_for(sources_dir, damag
     np.testing.assert_array_equal(rumi_pixels(new.assets["B02"]), asset_pixels(0, "B02"))
 
 
+def test_a_rerun_converts_again_a_source_replaced_after_its_output(sources_dir):
+    # the same grid and type, other pixels: only the source's time tells (make's rule)
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    convert_items(items, sources_dir / "rumi", scheduler=HERE)
+    source = items[0].assets["B02"].href
+    with rasterio.open(source, "r+") as f:
+        replaced = f.read() + 1
+        f.write(replaced)
+    target = str(sources_dir / "rumi" / "scene-0" / "B02.rumi")
+    later = os.stat(target).st_mtime_ns + 10**9
+    os.utime(source, ns=(later, later))
+    progress = []
+    [new] = convert_items(items, sources_dir / "rumi", scheduler=HERE, progress=progress.append)
+    assert [(r.job.asset, r.status) for r in progress if r.status == "converted"] == [("B02", "converted")]
+    np.testing.assert_array_equal(rumi_pixels(new.assets["B02"]), replaced)
+    earlier = os.stat(target).st_mtime_ns - 10**9
+    os.utime(source, ns=(earlier, earlier))
+    assert convert_file(FileJob("scene-0", "B02", source, target)).status == "kept"  # the output is the newer
+
+
 def test_unsafe_item_ids_are_refused_before_any_file(sources_dir):
     items = make_items(str(sources_dir / "cogs"), count=1)
     items[0].id = "../escape"

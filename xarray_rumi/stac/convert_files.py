@@ -65,7 +65,7 @@ def convert_file(job: FileJob) -> FileResult:
     ('converted', 'kept')
     """
     try:
-        image = kept_output(job.target, job.storage_options)
+        image = None if _source_is_newer(job) else kept_output(job.target, job.storage_options)
         bands, source_shape = _source_bands(job.source)
         status = "kept"
         if image is None or _shape(image) != source_shape:
@@ -99,6 +99,8 @@ def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
 
 def _kept_file(job: FileJob) -> FileResult | None:
     try:
+        if _source_is_newer(job):
+            return None
         image = kept_output(job.target, job.storage_options)
         # the source's GCPs go unread with its georeferencing: an output with none (what rumi convert
         # makes of a GCP source) is left to its task, which opens the source whole
@@ -108,6 +110,19 @@ def _kept_file(job: FileJob) -> FileResult | None:
         return _result(job, "kept", image, bands) if _shape(image) == source_shape else None
     except Exception:  # noqa: BLE001 - whatever it is, the file's own task meets it again and reports it
         return None
+
+
+def _source_is_newer(job: FileJob) -> bool:
+    """Whether a local source was modified after its local output (make's rule: a source replaced in place,
+    same grid and type, is converted again); remote sources are not asked (docs/stac.md)."""
+    from ..io.urls import is_local, local_path
+
+    if not (is_local(job.source) and is_local(job.target)):
+        return False
+    try:
+        return os.stat(local_path(job.source)).st_mtime_ns > os.stat(local_path(job.target)).st_mtime_ns
+    except OSError:  # no output yet (it is converted), or a source GDAL names another way (/vsi...)
+        return False
 
 
 def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
