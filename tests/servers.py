@@ -76,6 +76,8 @@ class RangeServer(LoopbackServer):
     latency: float = 0.0
     #: bytes a second each connection's body is sent at, at most; None for as fast as it goes
     bandwidth: float | None = None
+    #: False: send no ETag, as some servers do (nothing then tells one version of a file from another of its size)
+    etags: bool = True
     #: the most requests answered at once since the last :meth:`take_stats`
     peak_in_flight: int = 0
     _in_flight: int = 0
@@ -153,7 +155,8 @@ class RangeServer(LoopbackServer):
                 size = os.path.getsize(path)
                 server.requests.append(Request("HEAD", self.path, None, 0))
                 self.send_response(200)
-                self.send_header("ETag", _etag(os.stat(path)))
+                if server.etags:
+                    self.send_header("ETag", _etag(os.stat(path)))
                 self.send_header("Content-Length", str(size))
                 self.send_header("Accept-Ranges", "bytes")
                 self.end_headers()
@@ -195,7 +198,8 @@ class RangeServer(LoopbackServer):
                         server.requests.append(Request("GET", self.path, None, len(body)))
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Accept-Ranges", "bytes")
-                self.send_header("ETag", etag)
+                if server.etags:
+                    self.send_header("ETag", etag)
                 self.end_headers()
                 server._send_body(self.wfile, body)
 

@@ -165,3 +165,14 @@ def test_batches_overlap_and_at_most_one_a_thread_is_held(written, monkeypatch):
     assert first_waited == [True]
     assert len(decoded_at_fetch) == len(decoded) == 3 * 3 * 3
     assert all(done >= k - 1 for k, done in enumerate(decoded_at_fetch))
+
+
+def test_a_blob_refused_at_the_first_read_names_the_file(tmp_path):
+    # opened without a request, as each image of a remote Cube given blobs and georeferencing is:
+    # the read that checks the blob must say which file it is not
+    path = str(tmp_path / "a.rumi")
+    xarray_rumi.write(path, np.arange(32 * 32, dtype="uint16").reshape(32, 32), tile_size=16)
+    other = xarray_rumi.write(str(tmp_path / "b.rumi"), np.zeros((32, 32), "int16"), tile_size=16)
+    image = xarray_rumi.open_image(path, header=other, georeferencing=False)
+    with pytest.raises(RumiFormatError, match=r"^blob\.matches-file: blob says .*, in .*a\.rumi$"):
+        image.read()

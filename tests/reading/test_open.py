@@ -80,3 +80,17 @@ def test_a_caller_georeferencing_object_is_used_as_given(written):
     given = xarray_rumi.open_image(path, header=blob).georeferencing
     assert isinstance(given, xarray_rumi.Georeferencing)
     assert xarray_rumi.open_image(path, header=blob, georeferencing=given).georeferencing == given
+
+
+def test_open_images_names_the_image_a_refusal_is_about(tmp_path):
+    from xarray_rumi.reading.open import open_images
+
+    paths = [str(tmp_path / f"{i}.rumi") for i in range(3)]
+    blobs = [xarray_rumi.write(p, np.full((1, 20, 30), i, "uint16"), tile_size=16) for i, p in enumerate(paths)]
+    other = xarray_rumi.write(str(tmp_path / "other.rumi"), np.zeros((1, 20, 30), "uint8"), tile_size=16)
+    with pytest.raises(xarray_rumi.RumiFormatError, match=r"^blob\.matches-file: image 2 \('.*2\.rumi'\): "):
+        open_images(paths, [blobs[0], blobs[1], other])
+    with open(paths[1], "wb") as f:
+        f.write(b"not a TIFF" * 100)
+    with pytest.raises(xarray_rumi.RumiFormatError, match=r"^file-profile\.little-endian: image 1 \('.*1\.rumi'\): "):
+        open_images(paths, [None] * 3)

@@ -170,6 +170,23 @@ def test_the_cache_never_gives_bytes_of_a_replaced_file(http_server):
         replaced.read(rows=slice(0, TILE), cols=slice(0, TILE))  # the new bytes, checked: never frame 0 as it was
 
 
+def test_over_a_server_without_etags_a_file_replaced_at_its_size_never_gets_old_bytes(tmp_path):
+    from servers import RangeServer
+
+    values = np.random.default_rng(0).integers(0, 200, (1, 256, 256), dtype="uint8")  # noise: frames of one size
+    path = tmp_path / "scene.rumi"
+    blob = xarray_rumi.write(path, values, tile_size=TILE, compression="portable")
+    flipped = values[:, :, ::-1].copy()
+    assert xarray_rumi.write(tmp_path / "new.rumi", flipped, tile_size=TILE, compression="portable") == blob
+    with RangeServer(str(tmp_path), etags=False) as server:
+        url = f"{server.url}/scene.rumi"
+        opened = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, chunks={})
+        opened.band_data[:, :64].compute(scheduler="threads", num_workers=2)  # a part: frames left read ahead
+        os.replace(tmp_path / "new.rumi", path)  # the same size and blob: only the pixels differ
+        again = xr.open_dataset(url, engine="rumi", header=blob, georeferencing=False, chunks={})
+        np.testing.assert_array_equal(again.band_data.compute(scheduler="threads", num_workers=2), flipped)
+
+
 def test_the_cache_holds_no_more_than_its_bytes_bound():
     grid = FrameGrid(160, 16, 16, 16, 1)  # one band, a row of 10 frames
     ahead = ReadAhead(max_bytes=250)

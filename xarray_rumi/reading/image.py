@@ -214,6 +214,9 @@ class RumiImage:
                                              file=self.source.url)
         except Exception as exc:
             log.info("refused the blob (or the georeferencing claimed) of %s: %s", self.source.url, exc)
+            if isinstance(exc, RumiFormatError):
+                # a read of one of many images (a Cube's, a batch's) must say which file its blob is not
+                raise RumiFormatError(exc.rule, f"{exc.detail}, in {self.source.url}") from exc
             raise
         checked_blobs.add(self.blob_key)
 

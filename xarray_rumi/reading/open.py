@@ -220,7 +220,16 @@ def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
     # local files, and remote ones given their blob and georeferencing, open without a request: in turn is quicker
     waits = not all(_local(path) or (header is not None and _georeferenced({**kwargs, **own}))
                     for path, header, own in opens)
-    return all_at_once(lambda args: open_image(args[0], header=args[1], **kwargs, **args[2]), opens, waits=waits)
+
+    def open_one(position: int) -> RumiImage:
+        path, header, own = opens[position]
+        try:
+            return open_image(path, header=header, **kwargs, **own)
+        except RumiFormatError as exc:
+            # among many images the error says which: a rule's message may not name the file
+            raise RumiFormatError(exc.rule, f"image {position} ({path!r}): {exc.detail}") from exc
+
+    return all_at_once(open_one, list(range(len(opens))), waits=waits)
 
 
 def _local(path) -> bool:

@@ -406,8 +406,10 @@ def _key(image) -> bytes | None:
         return None
     if image.verify and not getattr(source, "pins_on_read", False):
         image._pin_file()  # the version its reads keep to, as its fetch fixes it anyway (else its answers do)
-    if getattr(source, "identity", None) is None:
-        return None  # nothing would tell a replaced file's frames from the old ones
+    identity = getattr(source, "identity", None)
+    if identity is None or (identity.etag is None and identity.version_id is None):
+        # nothing would tell a replaced file's frames from the old ones: a size alone does not
+        return None
     return image.blob_key
 
 
