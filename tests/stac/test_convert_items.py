@@ -130,7 +130,8 @@ def test_real_rasters_convert_pixel_for_pixel_and_a_refused_one_says_why(shared_
         assert not os.path.exists(tmp_path / "rumi" / "real" / f"{key}.rumi")
 
 
-def test_a_gcp_source_is_refused_with_its_reason_and_the_others_convert(sources_dir):
+def _items_with_a_gcp_asset(sources_dir) -> list:
+    """One Item of the sample assets plus ``gcps``: a GeoTIFF georeferenced by ground control points."""
     from rasterio.control import GroundControlPoint
 
     items = make_items(str(sources_dir / "cogs"), count=1)
@@ -140,6 +141,11 @@ def test_a_gcp_source_is_refused_with_its_reason_and_the_others_convert(sources_
                              GroundControlPoint(0, 16, 15.0, 44.9)], crs="EPSG:4326") as f:
         f.write(np.ones((1, 16, 16), "uint8"))
     items[0].add_asset("gcps", pystac.Asset(gcp_path, media_type="image/tiff"))
+    return items
+
+
+def test_a_gcp_source_is_refused_with_its_reason_and_the_others_convert(sources_dir):
+    items = _items_with_a_gcp_asset(sources_dir)
     [new] = convert_items(items, sources_dir / "rumi", scheduler=HERE)
     assert "ground control points" in new.assets["gcps"].extra_fields[REFUSED]
     assert all(new.assets[key].media_type == "application/vnd.rumi+tiff" for key in ASSETS)
@@ -201,20 +207,13 @@ def test_a_rerun_reads_pam_sidecars_as_the_first_run_did_and_warns_of_nothing(so
 
 
 def test_a_rerun_does_not_keep_an_output_without_georeferencing_of_a_gcp_source(sources_dir):
-    from rasterio.control import GroundControlPoint
-
-    items = make_items(str(sources_dir / "cogs"), count=1)
-    gcp_path = str(sources_dir / "gcps.tif")
-    with rasterio.open(gcp_path, "w", driver="GTiff", width=16, height=16, count=1, dtype="uint8",
-                       gcps=[GroundControlPoint(0, 0, 15.0, 45.0), GroundControlPoint(16, 0, 15.1, 45.0),
-                             GroundControlPoint(0, 16, 15.0, 44.9)], crs="EPSG:4326") as f:
-        f.write(np.ones((1, 16, 16), "uint8"))
-    items[0].add_asset("gcps", pystac.Asset(gcp_path, media_type="image/tiff"))
+    items = _items_with_a_gcp_asset(sources_dir)
     target = sources_dir / "rumi" / "scene-0" / "gcps.rumi"
     os.makedirs(target.parent)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        xarray_rumi.convert(gcp_path, str(target))  # rumi convert's answer: the pixels, no georeferencing
+        # rumi convert's answer: the pixels, no georeferencing
+        xarray_rumi.convert(items[0].assets["gcps"].href, str(target))
     assert os.path.exists(str(target) + ".header")
     [new] = convert_items(items, sources_dir / "rumi", scheduler=HERE)
     assert "ground control points" in new.assets["gcps"].extra_fields[REFUSED]
