@@ -356,9 +356,8 @@ def decode_all(jobs) -> None:
 
     def batches():
         for image, touched, place in jobs:
-            starts, stops = image.header.ranges(touched)
-            request = request_bytes(int((stops - starts).sum()))
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=_batch_bytes(image, touched, threads)):
+            batch, request = _remote_sizes(image, touched, threads)
+            for indices, starts, stops in image.batch_plan(touched, batch_bytes=batch):
                 yield image, place, indices.tolist(), starts, stops, request
 
     def prepare(batch) -> list:
@@ -369,12 +368,14 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, at_most=frames)
 
 
-def _batch_bytes(image: RumiImage, touched: np.ndarray, threads: int) -> int:
-    """Compressed bytes a thread fetches at a time: remotely a share among idle threads, within REMOTE_BATCH."""
+def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int, int | None]:
+    """Compressed bytes a thread fetches at a time (remotely a share among idle threads, within REMOTE_BATCH),
+    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the read)."""
     if image.source.is_local:
-        return DECODE_BATCH
+        return DECODE_BATCH, None
     starts, stops = image.header.ranges(touched)
-    return max(DECODE_BATCH, min(-(-int((stops - starts).sum()) // threads), REMOTE_BATCH // threads))
+    read = int((stops - starts).sum())
+    return max(DECODE_BATCH, min(-(-read // threads), REMOTE_BATCH // threads)), request_bytes(read)
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
