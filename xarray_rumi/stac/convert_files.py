@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import dask
 
 from ..io.source import ByteSource
+from ..io.urls import is_local, local_path
 from ..reading.open import open_image, read_blob_file
 from ..runtime.threads import computing_threads
 from ..writing.convert import convert
@@ -115,8 +116,6 @@ def _kept_file(job: FileJob) -> FileResult | None:
 def _source_is_newer(job: FileJob) -> bool:
     """Whether a local source was modified after its local output (make's rule: a source replaced in place,
     same grid and type, is converted again); remote sources are not asked (docs/stac.md)."""
-    from ..io.urls import is_local, local_path
-
     if not (is_local(job.source) and is_local(job.target)):
         return False
     try:
@@ -181,8 +180,6 @@ def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, 
     Local outputs already there are checked here first, on threads: a rerun hands the cluster only what
     is left (remote ones are checked by their own tasks, where a request each costs no client time).
     """
-    from ..io.urls import is_local
-
     if not jobs or not is_local(jobs[0].target):
         return _run_jobs(jobs, scheduler, processes, progress)
     kept = kept_files(jobs)
