@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
-import threading
-
-from .fork import in_forked_child
 
 logger = logging.getLogger(__name__)
 
@@ -20,29 +18,12 @@ _SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, MMAP_THRESHOLD, "mmap threshold"),
 SWITCH = "XARRAY_RUMI_HEAP_TUNING"
 
 
+@functools.cache
 def keep_heap_top() -> bool:
     """Tune glibc once, if this process started with eager trimming; whether anything was set."""
-    if not _decided:
-        with _deciding:
-            if not _decided:
-                _decided.append(_tune())
-    return _decided[0]
-
-
-_decided: list[bool] = []
-_deciding = threading.Lock()
-# A lock held by another thread at fork time would never be released in the child.
-in_forked_child(lambda: globals().update(_deciding=threading.Lock()))
-
-
-def _tune() -> bool:
-    if not tuning_wanted(os.environ):
-        return False
     environment = _startup_environment()
-    if "MALLOC_TRIM_THRESHOLD_" not in environment:
-        return False
     libc = _glibc()
-    if libc is None:
+    if not tuning_wanted(os.environ) or "MALLOC_TRIM_THRESHOLD_" not in environment or libc is None:
         return False
     applied = [f"{what} to {value >> 20} MiB" for name, (option, value, what) in _SETTINGS.items()
                if name not in environment and libc.mallopt(option, value) == 1]

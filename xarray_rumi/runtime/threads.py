@@ -116,6 +116,7 @@ def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator
 
 
 def _claimed(function, item, future: Future):
+    # a piece no pool thread has started is run here rather than waited for
     return function(item) if cancel_or_wait(future) else future.result()
 
 
@@ -186,10 +187,7 @@ _preparing = threading.local()  # .work: the _SharedWork whose batch this thread
 
 
 def share_with_idle(pieces: list) -> bool:
-    """Queue ``pieces`` for the :func:`share_work` whose batch this thread prepares, if one of its threads waits idle.
-
-    What a fetching thread calls with frames that arrived early: a thread with nothing to do decodes them now.
-    """
+    """Queue ``pieces`` for the :func:`share_work` whose batch this thread prepares, if one of its threads waits idle."""
     work = getattr(_preparing, "work", None)
     return work is not None and work.share_if_idle(pieces)
 
@@ -248,26 +246,19 @@ class _SharedWork:
 
     def _prepared(self, batch) -> Callable[[], None]:
         outer, _preparing.work = getattr(_preparing, "work", None), self
+        rest: list = []
         try:
-            first, *rest = self.prepare(batch) or [_nothing]
-        except BaseException:
-            with self.changed:
-                self.preparing -= 1
-            raise
+            first, *rest = self.prepare(batch) or [lambda: None]
         finally:
             _preparing.work = outer
-        with self.changed:
-            self.preparing -= 1
-            self.pieces.extend(rest)
-            self.changed.notify_all()
+            with self.changed:
+                self.preparing -= 1
+                self.pieces.extend(rest)
+                self.changed.notify_all()
         return first
 
 
 _NONE = object()
-
-
-def _nothing() -> None:
-    pass
 
 
 __all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map",

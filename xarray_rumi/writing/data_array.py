@@ -15,12 +15,11 @@ GDAL_SAMPLE_TYPES = {"complex_int16": "cint16"}
 
 
 class WriteInput(NamedTuple):
-    """What ``write`` takes from its ``data`` argument."""
+    """What ``write`` takes from its ``data`` argument; the last four, what rumi cannot store, each warned about."""
 
     values: object             #: numpy or Dask array, ``(B, Y, X)``
     georeferencing: RioGeoreferencing | None
     encoding: dict
-    # what a DataArray has that rumi cannot store, each named in a warning
     nodata: object = None
     scaling: dict | None = None
     gcps: int | None = None
@@ -61,7 +60,15 @@ def band_y_x(data) -> tuple:
     if data.ndim not in (2, 3):
         raise ValueError(f"a DataArray to write has a y, an x and at most one band dimension, got dims {data.dims}; "
                          "select one band dimension's worth with .sel or .isel")
-    spatial = _spatial_dims(data)
+    if _has_rioxarray():
+        from rioxarray.exceptions import MissingSpatialDimensionError
+
+        try:
+            spatial = data.rio.y_dim, data.rio.x_dim
+        except MissingSpatialDimensionError:
+            spatial = None
+    else:
+        spatial = _named_spatial_dims(data)
     if spatial is None:
         raise ValueError(
             f"cannot tell which dimensions of {data.dims} are y and x: name them y and x (or latitude and "
@@ -78,17 +85,6 @@ def _has_rioxarray() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _spatial_dims(data) -> tuple | None:
-    if not _has_rioxarray():
-        return _named_spatial_dims(data)
-    from rioxarray.exceptions import MissingSpatialDimensionError
-
-    try:
-        return data.rio.y_dim, data.rio.x_dim
-    except MissingSpatialDimensionError:
-        return None
 
 
 def _named_spatial_dims(data) -> tuple | None:
@@ -266,9 +262,7 @@ def _number_text(value) -> str:
         number = float(value)
     except (TypeError, ValueError):  # not a number at all
         return str(value)
-    if number.is_integer() and abs(number) < 2**53:
-        return str(int(value) if isinstance(value, (int, np.integer)) else int(number))
-    return str(value)
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else str(value)
 
 
 def _nodata(data):
