@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import RumiFormatError
 from ..format.geo import IDENTITY, corner_to_centre, resolve_crs
 from ..format.ifd import parse_head, prefix_size
 from ..format.placement import IFD_SIZE, PREAMBLE_SIZE
@@ -74,6 +73,7 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
     """
     import rasterio
     import rioxarray
+    from rasterio.enums import ColorInterp
 
     source, target = os.fspath(source), os.fspath(target)
     # checked before the source is open: a bad one would fail inside Dask
@@ -93,7 +93,8 @@ def convert(source, target, *, tile_size=512, frame_unit="tile", compression="au
             transform = corner_to_centre(transform)   # GDAL reports a PixelIsPoint file's transform for corners
         sample_type = GDAL_SAMPLE_TYPES.get(src.dtypes[0])
         refuse_complex_int32(src, source)
-        nodata, mask, palette = src.nodata, mask_band(src), palette_bands(src)
+        nodata, mask = src.nodata, mask_band(src)
+        palette = tuple(band for band, meaning in enumerate(src.colorinterp, 1) if meaning == ColorInterp.palette)
         cache_bytes = gdal_cache_bytes(src)
     with warnings.catch_warnings():
         # rioxarray warns when bands differ in scale or offset; the Conversion names them all instead
@@ -130,9 +131,7 @@ def is_rumi_file(source) -> bool:
         parse_head(head)
         first_frame = prefix_size(head)
         frame_version(reader.read(first_frame, first_frame + 4, exact=False))
-    except RumiFormatError:
-        return False
-    except Exception:  # noqa: BLE001 - fsspec cannot read it (a GDAL /vsi path): rasterio names the problem
+    except Exception:  # noqa: BLE001 - not rumi, or fsspec cannot read it (a GDAL /vsi path): rasterio names it
         return False
     return True
 
@@ -160,13 +159,6 @@ def mask_band(src) -> str | None:
         return None
     sidecars = [name for name in src.files if name.lower().endswith(".msk")]
     return posixpath.basename(sidecars[0]) if sidecars else "internal"
-
-
-def palette_bands(src) -> tuple[int, ...]:
-    """The bands (1-based) of ``src`` whose colour interpretation is a palette."""
-    from rasterio.enums import ColorInterp
-
-    return tuple(band for band, meaning in enumerate(src.colorinterp, 1) if meaning == ColorInterp.palette)
 
 
 def mask_note(where: str) -> str:

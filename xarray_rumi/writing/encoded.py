@@ -54,7 +54,6 @@ class DaskFrames:
 
     def __init__(self, array, grid: FrameGrid, cluster: ClusterSession | None = None):
         self.source = array
-        self.source_chunks = array.chunks
         self.dtype = array.dtype
         self.cluster = cluster if cluster is not None else ClusterSession.active()
         # Data this process holds (``da.from_array``): nothing to compute, and compressing it on this process's
@@ -81,7 +80,7 @@ class DaskFrames:
 
     def frames_per_block(self) -> int | None:
         """Frames in each source block when blocks span the width and whole frame rows, else ``None``."""
-        bands, rows, cols = self.source_chunks
+        bands, rows, cols = self.source.chunks
         grid = self._grid
         if len(bands) != 1 or len(cols) != 1 or len(set(rows[:-1])) > 1 or rows[0] % grid.tile_length:
             return None
@@ -135,9 +134,7 @@ def _frames_in_window(grid: FrameGrid, sample: SampleType, threads: int) -> int:
 def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: int) -> int:
     """Frames computed at a time: about ``LOCAL_WINDOW_BYTES``, in whole source blocks (docs/writing.md, "Memory")."""
     window = _frames_in_window(grid, sample, workers)
-    per_block = source.frames_per_block()
-    if per_block is None:
-        return window
+    per_block = source.frames_per_block() or 1
     return -(-window // per_block) * per_block
 
 

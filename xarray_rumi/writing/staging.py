@@ -44,7 +44,10 @@ def staged(target: ByteSource):
                 name = None
             finally:
                 if replaced is not None:
-                    _release(replaced)
+                    try:
+                        in_background(os.close, replaced)
+                    except RuntimeError:  # the interpreter is shutting down: no new threads
+                        os.close(replaced)
         else:
             fs, path = target._fs_path
             f.seek(0)
@@ -178,16 +181,9 @@ class Writeback:
                     raise
 
 
-def _release(descriptor: int) -> None:
-    try:
-        in_background(os.close, descriptor)
-    except RuntimeError:  # the interpreter is shutting down: no new threads
-        os.close(descriptor)
-
-
 def _hold(path: str) -> int | None:
-    """A descriptor that keeps a replaced file alive, so freeing its blocks (slow with ``discard``) waits for
-    :func:`_release`, off the rename; or ``None``."""
+    # a descriptor that keeps a replaced file alive: freeing its blocks (slow with ``discard``) waits for its close,
+    # on the background thread, not for the rename
     if os.name != "posix":
         return None
     try:

@@ -103,7 +103,12 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     target = ByteSource.of(path, storage_options)
     if progress is not None:
         frames = _reporting(frames, progress)
-    counts = _write_atomically(target, grid, frames, lambda counts: build_prefix(grid, sample, georef, counts))
+    with staged(target) as f:
+        f.seek(base_frame_offset(grid))
+        with Writeback(f if target.is_local else None) as writeback:
+            counts = np.fromiter((writeback.wrote(f.write(frame)) for frame in frames), dtype=np.int64)
+        f.seek(0)
+        f.write(build_prefix(grid, sample, georef, counts))
     blob = Header.from_byte_counts(grid, sample, counts).to_bytes()
     logger.debug("wrote %s: %d frames, %d bytes of frames (%s, %s)", target.url, grid.frame_count, int(counts.sum()),
                  sample.name, "from Dask" if lazy else "from memory")
@@ -143,30 +148,16 @@ def _sample_type(requested, encoding, array) -> SampleType:
     if gdal is not None and sample_type_from_name(gdal).dtype == dtype:
         # rioxarray widened complex integers; kept for values in memory that fit (Dask would compute twice)
         candidate = sample_type_from_name(gdal)
-        if isinstance(array, np.ndarray) and _fits(candidate, array):
-            return candidate
+        if isinstance(array, np.ndarray):
+            try:
+                candidate.encode(array)
+                return candidate
+            except ValueError:  # a value the narrower type cannot hold: the dtype's own type keeps it
+                pass
     return sample_type_for_dtype(dtype)
-
-
-def _fits(sample: SampleType, values: np.ndarray) -> bool:
-    try:
-        sample.encode(values)
-    except ValueError:  # a value the narrower type cannot hold: the dtype's own type keeps it
-        return False
-    return True
 
 
 def _reporting(frames, progress):
     for frame in frames:
         yield frame
         progress(1)
-
-
-def _write_atomically(target: ByteSource, grid: FrameGrid, frames, make_prefix) -> np.ndarray:
-    with staged(target) as f:
-        f.seek(base_frame_offset(grid))
-        with Writeback(f if target.is_local else None) as writeback:
-            counts = np.fromiter((writeback.wrote(f.write(frame)) for frame in frames), dtype=np.int64)
-        f.seek(0)
-        f.write(make_prefix(counts))
-    return counts
