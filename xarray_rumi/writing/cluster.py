@@ -218,13 +218,7 @@ def _upstream(graph: dict, outputs: list, present) -> list:
 def _last_use(graph: dict, windows: list[list]) -> dict:
     """For each key the ``windows`` need, the index of the last window that needs it."""
     # from the last window back: a key seen already, and its dependencies, were needed as late
-    last = {}
+    last: dict = {}
     for index in reversed(range(len(windows))):
-        stack = list(windows[index])
-        while stack:
-            key = stack.pop()
-            if key in last or key not in graph:
-                continue
-            last[key] = index
-            stack.extend(graph[key].dependencies)
+        last.update(dict.fromkeys(_upstream(graph, windows[index], last), index))
     return last

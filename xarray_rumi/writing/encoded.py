@@ -24,9 +24,6 @@ def _encode_one(block, index: int, grid: FrameGrid, dtype: np.dtype, sample: Sam
     return recipes.encode(sample.encode(np.asarray(block)), cache)
 
 
-# Each write has its own ThreadCache: graphs kept across writes slow later ones (docs/benchmarks.md).
-
-
 def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...],
                              workers: int | None = None):
     """Encoded frames in frame order, ``2 * workers`` at most in flight; ``recipes``: one per band slot.
@@ -38,15 +35,8 @@ def threaded_encoded_frames(array, grid: FrameGrid, sample: SampleType, recipes:
     >>> [frame[0] for frame in frames]  # 0xC0 + the pinned OpenZL format version
     [216, 216]
     """
-    workers = workers or computing_threads()
-    cache = ThreadCache()
-
-    def encode(k: int) -> bytes:
-        bands, rows, cols = grid.frame_window(k)
-        return _encode_one(array[bands, rows, cols], k, grid, array.dtype, sample,
-                           recipes[k % grid.frames_per_position], cache)
-
-    return ordered_map(encode, range(grid.frame_count), in_flight=2 * workers)
+    frames = ((k, array[grid.frame_window(k)]) for k in range(grid.frame_count))
+    return _encoded_in_order(frames, grid, array.dtype, sample, recipes, 2 * (workers or computing_threads()))
 
 
 class DaskFrames:
@@ -112,7 +102,6 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
         yield from _cluster_encoded_frames(source, grid, sample, recipes)
         return
     window = _window(source, grid, sample, workers or computing_threads())
-    cache = ThreadCache()
 
     def blocks():
         for start in range(0, grid.frame_count, window):
@@ -120,11 +109,19 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
             # asked for when the previous window is handed out: computed while the pool compresses it
             yield from zip(indices, source.compute(indices))
 
+    yield from _encoded_in_order(blocks(), grid, source.dtype, sample, recipes, window)
+
+
+def _encoded_in_order(frames, grid: FrameGrid, dtype: np.dtype, sample: SampleType, recipes: tuple[Recipes, ...],
+                      in_flight: int):
+    """``(index, block)`` pairs encoded on the shared pool, in order."""
+    cache = ThreadCache()  # one a write: graphs kept across writes slow later ones (docs/benchmarks.md)
+
     def encode(item) -> bytes:
         k, block = item
-        return _encode_one(block, k, grid, source.dtype, sample, recipes[k % grid.frames_per_position], cache)
+        return _encode_one(block, k, grid, dtype, sample, recipes[k % grid.frames_per_position], cache)
 
-    yield from ordered_map(encode, blocks(), in_flight=window)
+    return ordered_map(encode, frames, in_flight=in_flight)
 
 
 def _frames_in_window(grid: FrameGrid, sample: SampleType, threads: int) -> int:
