@@ -119,7 +119,7 @@ def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, groups: lis
     cut_name = f"frame-{uuid.uuid4().hex}"
     keys = []
     for group in groups:
-        cut, arguments, from_larger = _group_cut(graph, array, starts, grid, group)
+        cut, arguments, from_larger = _group_cut(array, starts, grid, group)
         key, finishers = (name, group[0]), tuple(finish(k) for k in group)
         if finishers[0] is None:
             graph[key] = Task(key, cut, *arguments)
@@ -133,32 +133,23 @@ def _add_frame_tasks(graph: dict, array, grid: FrameGrid, name: str, groups: lis
     return keys
 
 
-def _group_cut(graph: dict, array, starts: list, grid: FrameGrid, group: list[int]):
-    """``_cut_frames`` for the frames ``group``, its arguments, and whether a computed block is larger than a frame."""
-    # data in the graph (from_array) is checked here and passed piece by piece: tasks that need no other spread
-    from dask._task_spec import DataNode, TaskRef
+def _group_cut(array, starts: list, grid: FrameGrid, group: list[int]):
+    """``_cut_frames`` for the frames ``group``, its arguments, and whether a block is larger than a frame."""
+    from dask._task_spec import TaskRef
 
     arguments, checks, frames = [], [], []
-    computed: dict = {}  # computed block index -> its position among the arguments
+    position: dict = {}  # block index -> its place among the arguments
     for k in group:
         pieces = []
         for index, declared, into, part in _frame_pieces(array.chunks, starts, grid.frame_window(k)):
-            node = graph.get((array.name, *index))
-            if isinstance(node, DataNode) and isinstance(node.value, np.ndarray):
-                check_declared_block(node.value, index, declared, array.dtype)
-                pieces.append((len(arguments), into, ...))
-                arguments.append(node.value[part])
-                checks.append(None)
-                continue
-            if index not in computed:
-                computed[index] = len(arguments)
+            if index not in position:
+                position[index] = len(arguments)
                 arguments.append(TaskRef((array.name, *index)))
                 checks.append((index, declared))
-            pieces.append((computed[index], into, part))
+            pieces.append((position[index], into, part))
         frames.append((grid.frame_shape(k), tuple(pieces)))
     cut = functools.partial(_cut_frames, checks=tuple(checks), dtype=array.dtype, frames=tuple(frames))
-    from_larger = any(check is not None and np.prod(check[1]) > np.prod(shape)
-                      for check in checks for shape, _ in frames)
+    from_larger = any(np.prod(declared) > np.prod(shape) for _, declared in checks for shape, _ in frames)
     return cut, arguments, from_larger
 
 
@@ -178,10 +169,9 @@ def _frame_pieces(chunks: tuple, starts: list, window: tuple[slice, ...]) -> tup
 
 
 def _cut_frames(*arrays, checks: tuple, frames: tuple, dtype: np.dtype) -> list[np.ndarray]:
-    """The frames ``(shape, pieces)`` cut from ``arrays``, each first checked against ``checks`` unless ``None``."""
+    """The frames ``(shape, pieces)`` cut from ``arrays``, each first checked against its ``checks``."""
     for array, check in zip(arrays, checks):
-        if check is not None:
-            check_declared_block(array, *check, dtype)  # a longer block would be cut without a word
+        check_declared_block(array, *check, dtype)  # a longer block would be cut without a word
     cut = []
     for shape, pieces in frames:
         if len(pieces) == 1:

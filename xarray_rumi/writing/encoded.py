@@ -101,7 +101,9 @@ def dask_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType,
     if source.cluster is not None:
         yield from _cluster_encoded_frames(source, grid, sample, recipes)
         return
-    window = _window(source, grid, sample, workers or computing_threads())
+    # about LOCAL_WINDOW_BYTES, in whole source blocks (docs/writing.md, "Memory")
+    per_block = source.frames_per_block() or 1
+    window = -(-_frames_in_window(grid, sample, workers or computing_threads()) // per_block) * per_block
 
     def blocks():
         for start in range(0, grid.frame_count, window):
@@ -126,13 +128,6 @@ def _encoded_in_order(frames, grid: FrameGrid, dtype: np.dtype, sample: SampleTy
 
 def _frames_in_window(grid: FrameGrid, sample: SampleType, threads: int) -> int:
     return max(2 * threads, LOCAL_WINDOW_BYTES // (grid.largest_frame_samples * sample.bytes_per_sample))
-
-
-def _window(source: DaskFrames, grid: FrameGrid, sample: SampleType, workers: int) -> int:
-    """Frames computed at a time: about ``LOCAL_WINDOW_BYTES``, in whole source blocks (docs/writing.md, "Memory")."""
-    window = _frames_in_window(grid, sample, workers)
-    per_block = source.frames_per_block() or 1
-    return -(-window // per_block) * per_block
 
 
 def _cluster_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleType, recipes: tuple[Recipes, ...]):
