@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import logging
 import pickle
 import time
 
@@ -16,13 +15,6 @@ import xarray_rumi
 from xarray_rumi.writing import encoded
 
 distributed = pytest.importorskip("distributed")
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
-        yield client
 
 
 def _recorded(block, block_info=None, log=None):

@@ -20,19 +20,10 @@ def _array(dim="band", labels=(1, 2, 3)):
     return xr.DataArray(VALUES, dims=(dim, "y", "x"), coords=coords)
 
 
-def _write(how, path, da):
-    if how == "write":
-        return xarray_rumi.write(path, da, tile_size=8)
-    if how == "to_rumi":
-        return da.rumi.to_rumi(path, tile_size=8)
-    return da.to_dataset(name="band_data").rumi.to_rumi(path, tile_size=8)
-
-
-@pytest.mark.parametrize("how", ["write", "to_rumi", "dataset"])
-def test_selected_bands_are_named_with_what_they_read_back_as(tmp_path, how):
+def test_selected_bands_are_named_with_what_they_read_back_as(tmp_path, write_each_way):
     picked = _array().isel(band=[2, 0])
     with pytest.warns(BandLabelsNotStoredWarning) as caught:
-        _write(how, tmp_path / "a.rumi", picked)
+        write_each_way(tmp_path / "a.rumi", picked, tile_size=8)
     assert str(caught[0].message) == ("band labels are not stored: rumi has no place for them; dimension 'band' "
                                       "labelled [3, 1] reads back as band 1..2, in the order written")
     back = xr.open_dataset(tmp_path / "a.rumi", engine="rumi").band_data

@@ -35,24 +35,15 @@ def _georeferenced(pixels, dims, *, lazy=False):
     return array.rio.write_crs("EPSG:32633").rio.write_transform(TRANSFORM)
 
 
-def _to_rumi(path, array):
-    return array.rumi.to_rumi(path, tile_size=32)
-
-
 def _write(path, array):
     return xarray_rumi.write(path, array, tile_size=32)
 
 
-def _dataset_to_rumi(path, array):
-    return array.to_dataset(name="band_data").rumi.to_rumi(path, tile_size=32)
-
-
 @pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
-@pytest.mark.parametrize("writer", [_write, _to_rumi, _dataset_to_rumi])
 @pytest.mark.parametrize("dims", [("y", "x", "band"), ("x", "band", "y"), ("band", "x", "y")])
-def test_any_order_round_trips_exactly(tmp_path, dims, writer, lazy):
+def test_any_order_round_trips_exactly(tmp_path, dims, write_each_way, lazy):
     pixels = _pixels()
-    writer(tmp_path / "a.rumi", _georeferenced(pixels, dims, lazy=lazy))
+    write_each_way(tmp_path / "a.rumi", _georeferenced(pixels, dims, lazy=lazy), tile_size=32)
     with xr.open_dataset(tmp_path / "a.rumi", engine="rumi") as opened:
         band_data = opened.band_data
         assert band_data.dims == ("band", "y", "x")
@@ -85,7 +76,7 @@ def _refuse_compute(*args, **kwargs):
 def test_two_dimensional_arrays_by_name(tmp_path, dims):
     pixels = _pixels()[0]
     array = xr.DataArray(pixels, dims=("y", "x")).transpose(*dims)
-    _to_rumi(tmp_path / "a.rumi", array)
+    array.rumi.to_rumi(tmp_path / "a.rumi", tile_size=32)
     assert np.array_equal(xarray_rumi.open_image(tmp_path / "a.rumi").read(), pixels[None])
 
 
@@ -119,11 +110,10 @@ def test_cf_axis_attributes_name_the_spatial_dims(tmp_path):
 
 
 @pytest.mark.parametrize("dims", [("a", "b", "c"), ("band", "rows", "cols"), ("band", "y", "lon"), ("a", "b")])
-@pytest.mark.parametrize("writer", [_write, _to_rumi])
-def test_unnamed_dimensions_are_refused(tmp_path, dims, writer):
+def test_unnamed_dimensions_are_refused(tmp_path, dims, write_each_way):
     array = xr.DataArray(np.zeros((4,) * len(dims), "uint8"), dims=dims)
     with pytest.raises(ValueError, match="cannot tell which dimensions") as error:
-        writer(tmp_path / "a.rumi", array)
+        write_each_way(tmp_path / "a.rumi", array, tile_size=32)
     assert str(dims) in str(error.value)
     assert list(tmp_path.iterdir()) == []
 
@@ -173,7 +163,7 @@ def test_fallback_finds_what_rioxarray_finds(case):
 def test_without_rioxarray(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "rioxarray", None)  # `import rioxarray` now fails
     pixels = _pixels()
-    _to_rumi(tmp_path / "a.rumi", xr.DataArray(pixels.transpose(2, 1, 0), dims=("longitude", "latitude", "band")))
+    xr.DataArray(pixels.transpose(2, 1, 0), dims=("longitude", "latitude", "band")).rumi.to_rumi(tmp_path / "a.rumi")
     assert np.array_equal(xarray_rumi.open_image(tmp_path / "a.rumi").read(), pixels)
     with pytest.raises(ValueError, match="cannot tell which dimensions"):
-        _to_rumi(tmp_path / "b.rumi", xr.DataArray(pixels, dims=("band", "rows", "cols")))
+        xr.DataArray(pixels, dims=("band", "rows", "cols")).rumi.to_rumi(tmp_path / "b.rumi")

@@ -26,16 +26,10 @@ def _gcp_array(values=None):
     return da
 
 
-@pytest.mark.parametrize("how", ["write", "to_rumi", "dataset"])
-def test_gcps_are_not_written_as_an_affine_crs(tmp_path, how):
+def test_gcps_are_not_written_as_an_affine_crs(tmp_path, write_each_way):
     da, path = _gcp_array(), tmp_path / "a.rumi"
     with pytest.warns(GcpsNotStoredWarning, match="georeferenced by 4 ground control points.*no georeferencing"):
-        if how == "write":
-            xarray_rumi.write(path, da, tile_size=16)
-        elif how == "to_rumi":
-            da.rumi.to_rumi(path, tile_size=16)
-        else:
-            da.to_dataset(name="band_data").rumi.to_rumi(path, tile_size=16)
+        write_each_way(path, da, tile_size=16)
     image = xarray_rumi.open_image(path)
     assert not image.georeferencing.is_defined
     np.testing.assert_array_equal(image.read(), da.values)

@@ -52,10 +52,6 @@ def _write(path, array, **kwargs):
     return xarray_rumi.write(path, array, tile_size=16, **kwargs)
 
 
-def _to_rumi(path, array, **kwargs):
-    return array.rumi.to_rumi(path, tile_size=16, **kwargs)
-
-
 def _round_trips(path, array):
     """The file opens to ``array``'s coordinates and values, with a valid transform."""
     xarray_rumi.validate(path)
@@ -71,14 +67,13 @@ def _round_trips(path, array):
 # --- a pixel size nothing says: refused, unless transform= says it -----------------------------------------------
 
 
-@pytest.mark.parametrize("writer", [_write, _to_rumi])
 @pytest.mark.parametrize(("cut", "dim"), [({"y": [3]}, "y"), ({"x": [5]}, "x")], ids=["one row", "one column"])
-def test_one_row_or_column_without_a_stored_transform_is_refused(tmp_path, writer, cut, dim):
+def test_one_row_or_column_without_a_stored_transform_is_refused(tmp_path, write_each_way, cut, dim):
     array = _from_coords(_pixels()).isel(cut)
     assert array.rio.transform() == Affine.identity()  # what used to be written, with the CRS
     with pytest.raises(ValueError, match=f"cannot tell the pixel size along {dim}: the DataArray has 1 {dim} "
                                          "coordinate and no stored transform") as error:
-        writer(tmp_path / "a.rumi", array)
+        write_each_way(tmp_path / "a.rumi", array, tile_size=16)
     assert "pass transform=" in str(error.value)
     assert list(tmp_path.iterdir()) == []
 
@@ -98,7 +93,7 @@ def test_transform_given_writes_it_with_the_data_arrays_crs(tmp_path):
 
 def test_one_row_with_a_stored_transform_is_written(tif, tmp_path):
     row = tif.isel(y=[3])
-    _to_rumi(tmp_path / "a.rumi", row)
+    row.rumi.to_rumi(tmp_path / "a.rumi", tile_size=16)
     assert _round_trips(tmp_path / "a.rumi", row) == TRANSFORM * Affine.translation(0, 3)
 
 
@@ -164,7 +159,7 @@ def test_stale_stored_transform_follows_the_coordinates(tmp_path, tif, change, c
         "y reversed": lambda a: a.isel(y=slice(None, None, -1)),
     }[change](array)
     assert changed.spatial_ref.attrs["GeoTransform"] == tif.spatial_ref.attrs["GeoTransform"]  # stale
-    _to_rumi(tmp_path / "a.rumi", changed)
+    changed.rumi.to_rumi(tmp_path / "a.rumi", tile_size=16)
     _round_trips(tmp_path / "a.rumi", changed)
 
 

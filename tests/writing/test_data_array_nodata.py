@@ -30,42 +30,29 @@ def tif(tmp_path):
     return path, pixels
 
 
-def _to_rumi(path, array):
-    return array.rumi.to_rumi(path, tile_size=16)
-
-
 def _write(path, array):
     return xarray_rumi.write(path, array, tile_size=16)
 
 
-def _dataset_to_rumi(path, array):
-    return array.to_dataset(name="band_data").rumi.to_rumi(path, tile_size=16)
-
-
-WRITERS = [_write, _to_rumi, _dataset_to_rumi]
-
-
-@pytest.mark.parametrize("writer", WRITERS)
-def test_open_rasterio_nodata_is_named(tif, tmp_path, writer):
+def test_open_rasterio_nodata_is_named(tif, tmp_path, write_each_way):
     source, pixels = tif
     with rioxarray.open_rasterio(source) as array:  # nodata in attrs["_FillValue"]
         assert array.attrs["_FillValue"] == NODATA
         with pytest.warns(NodataNotStoredWarning) as record:
-            writer(tmp_path / "a.rumi", array)
+            write_each_way(tmp_path / "a.rumi", array, tile_size=16)
     notes = [str(w.message) for w in record if w.category is NodataNotStoredWarning]
     assert notes == [nodata_note(NODATA)]  # once per write
     assert notes[0].startswith("nodata -9999 is not stored")
     assert np.array_equal(xarray_rumi.open_image(tmp_path / "a.rumi").read(), pixels)  # sentinel kept
 
 
-@pytest.mark.parametrize("writer", WRITERS)
-def test_masked_nodata_is_named_as_what_is_written(tif, tmp_path, writer):
+def test_masked_nodata_is_named_as_what_is_written(tif, tmp_path, write_each_way):
     # mask_and_scale: -9999 moves to the encoding and the missing pixels are NaN in memory, as written
     source, pixels = tif
     with rioxarray.open_rasterio(source, mask_and_scale=True, chunks={}) as array:
         assert array.encoding["_FillValue"] == NODATA and "_FillValue" not in array.attrs
         with pytest.warns(NodataNotStoredWarning, match="^nodata nan is not stored"):
-            writer(tmp_path / "a.rumi", array)
+            write_each_way(tmp_path / "a.rumi", array, tile_size=16)
     written = xarray_rumi.open_image(tmp_path / "a.rumi").read()
     assert np.isnan(written[:, :8, :8]).all()
     assert np.array_equal(np.where(pixels == NODATA, np.nan, pixels), written, equal_nan=True)
@@ -90,7 +77,7 @@ def test_every_place_nodata_lives(tmp_path, monkeypatch, attrs, encoding, expect
 def test_rio_write_nodata_is_named(tmp_path):
     array = xr.DataArray(np.ones((1, 16, 16), "uint8"), dims=("band", "y", "x")).rio.write_nodata(255)
     with pytest.warns(NodataNotStoredWarning, match="^nodata 255 is not stored"):
-        _to_rumi(tmp_path / "a.rumi", array)
+        array.rumi.to_rumi(tmp_path / "a.rumi", tile_size=16)
 
 
 def test_no_warning_without_nodata(tif, tmp_path):

@@ -38,29 +38,17 @@ def _write(path, array):
     return xarray_rumi.write(path, array, tile_size=16)
 
 
-def _to_rumi(path, array):
-    return array.rumi.to_rumi(path, tile_size=16)
-
-
-def _dataset_to_rumi(path, array):
-    return array.to_dataset(name="band_data").rumi.to_rumi(path, tile_size=16)
-
-
-WRITERS = [_write, _to_rumi, _dataset_to_rumi]
-
-
 def _notes(record, category=ScaleNotStoredWarning):
     return [str(w.message) for w in record if w.category is category]
 
 
 @pytest.mark.parametrize("chunks", [None, {}], ids=["numpy", "dask"])
-@pytest.mark.parametrize("writer", WRITERS)
-def test_raw_values_with_a_scale_are_named(temperature, tmp_path, writer, chunks):
+def test_raw_values_with_a_scale_are_named(temperature, tmp_path, write_each_way, chunks):
     source, pixels = temperature
     with rioxarray.open_rasterio(source, mask_and_scale=False, chunks=chunks) as array:
         assert (array.attrs["scale_factor"], array.attrs["add_offset"]) == (SCALE, OFFSET)
         with pytest.warns(ScaleNotStoredWarning) as record:
-            writer(tmp_path / "a.rumi", array)
+            write_each_way(tmp_path / "a.rumi", array, tile_size=16)
     notes = _notes(record)
     assert notes == [scale_note({"scale_factor": SCALE, "add_offset": OFFSET})]  # once per write
     assert notes[0].startswith("scale_factor 0.01 and add_offset -273.15 are not stored")
@@ -69,14 +57,13 @@ def test_raw_values_with_a_scale_are_named(temperature, tmp_path, writer, chunks
     assert written.dtype == np.int16 and np.array_equal(written, pixels)  # raw, as the user had them
 
 
-@pytest.mark.parametrize("writer", WRITERS)
-def test_decoded_values_are_written_without_a_word(temperature, tmp_path, writer):
+def test_decoded_values_are_written_without_a_word(temperature, tmp_path, write_each_way):
     # mask_and_scale=True: the scale moved to the encoding, and the array holds the scaled values; those are written
     source, pixels = temperature
     with rioxarray.open_rasterio(source, mask_and_scale=True) as array, warnings.catch_warnings():
         assert array.encoding["scale_factor"] == SCALE and "scale_factor" not in array.attrs
         warnings.simplefilter("error", ScaleNotStoredWarning)
-        writer(tmp_path / "a.rumi", array)
+        write_each_way(tmp_path / "a.rumi", array, tile_size=16)
         expected = array.values
     written = xarray_rumi.open_image(tmp_path / "a.rumi").read()
     assert written.dtype == expected.dtype and np.array_equal(written, expected)
@@ -113,11 +100,11 @@ def test_zarr_read_without_decoding_is_named(tmp_path):
     with xr.open_zarr(tmp_path / "t.zarr", mask_and_scale=False, consolidated=False) as raw:
         assert raw.t.dtype == np.int16
         with pytest.warns(ScaleNotStoredWarning, match="^scale_factor 0.01 and add_offset -273.15 are not stored"):
-            _to_rumi(tmp_path / "raw.rumi", raw.t)
+            raw.t.rumi.to_rumi(tmp_path / "raw.rumi", tile_size=16)
     assert np.array_equal(xarray_rumi.open_image(tmp_path / "raw.rumi").read()[0], pixels)
     with xr.open_zarr(tmp_path / "t.zarr", consolidated=False) as decoded, warnings.catch_warnings():
         warnings.simplefilter("error", ScaleNotStoredWarning)
-        _to_rumi(tmp_path / "decoded.rumi", decoded.t)
+        decoded.t.rumi.to_rumi(tmp_path / "decoded.rumi", tile_size=16)
 
 
 def test_unscaled_rasters_say_nothing(tmp_path):
