@@ -43,7 +43,7 @@ def test_the_refusal_names_the_block_and_the_frame(tmp_path):
     with pytest.raises(ValueError, match=r"^block \(0, 1, 0\) of the Dask array came with shape \(1, 99, 64\) .* "
                                          r"where its chunks declare \(1, 100, 64\) of uint16"):
         xarray_rumi.write(tmp_path / "x.rumi", _one_block_off(99), tile_size=64)
-    with pytest.raises(ValueError, match=r"^frame 1 \(grid row 1, column 0\) came as a block of shape \(1, 99, 64\) "
+    with pytest.raises(ValueError, match=r"^frame 1 \(grid row 1, column 0\) came with shape \(1, 99, 64\) "
                                          r"and dtype uint16, where the frame is \(1, 100, 64\) of uint16"):
         xarray_rumi.write(tmp_path / "x.rumi", _one_block_off(99), tile_size=100)
 

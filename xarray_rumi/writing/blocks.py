@@ -6,9 +6,6 @@ import numpy as np
 
 from ..format.grid import FrameGrid
 
-_DASK_HINT = ("a Dask block must hold exactly what its chunks declare (for map_blocks: return blocks of the "
-              "declared chunks= and dtype=); nothing was written")
-
 
 def check_frame_block(block, index: int, grid: FrameGrid, dtype: np.dtype) -> None:
     """Refuse ``block`` unless it has frame ``index``'s shape and the array's ``dtype``, and no masked values.
@@ -18,15 +15,13 @@ def check_frame_block(block, index: int, grid: FrameGrid, dtype: np.dtype) -> No
     >>> check_frame_block(np.zeros((1, 35, 64), "uint16"), 1, grid, np.dtype("uint16"))
     Traceback (most recent call last):
     ...
-    ValueError: frame 1 (grid row 1, column 0) came as a block of shape (1, 35, 64) and dtype uint16, where the frame is (1, 36, 64) of uint16: a Dask block must hold ...
+    ValueError: frame 1 (grid row 1, column 0) came with shape (1, 35, 64) and dtype uint16, where the frame is (1, 36, 64) of uint16: a Dask block must hold ...
     """
-    shape, got = np.shape(block), getattr(block, "dtype", None)
     expected = grid.frame_shape(index)
-    if shape != expected or got != dtype:
+    if np.shape(block) != expected or getattr(block, "dtype", None) != dtype:
         row, col, band = grid.frame_location(index)
         where = f"grid row {row}, column {col}" + (f", band {band}" if grid.frames_per_position > 1 else "")
-        raise ValueError(f"frame {index} ({where}) came as a block of shape {shape} and dtype {got}, where the "
-                         f"frame is {expected} of {dtype}: {_DASK_HINT}")
+        _refuse_block(block, f"frame {index} ({where})", f"the frame is {expected} of {dtype}")
     refuse_masked(block, f"frame {index} of the data")
 
 
@@ -53,11 +48,15 @@ def _declared_block(block, block_info=None):
 
 
 def check_declared_block(block, location: tuple, shape: tuple, dtype: np.dtype) -> None:
-    got_shape, got_dtype = np.shape(block), getattr(block, "dtype", None)
-    if got_shape != shape or got_dtype != dtype:
-        raise ValueError(f"block {location} of the Dask array came with shape {got_shape} and dtype {got_dtype}, "
-                         f"where its chunks declare {shape} of {dtype}: {_DASK_HINT}")
+    if np.shape(block) != shape or getattr(block, "dtype", None) != dtype:
+        _refuse_block(block, f"block {location} of the Dask array", f"its chunks declare {shape} of {dtype}")
     refuse_masked(block, f"block {location} of the Dask array")
+
+
+def _refuse_block(block, what: str, declared: str):
+    raise ValueError(f"{what} came with shape {np.shape(block)} and dtype {getattr(block, 'dtype', None)}, where "
+                     f"{declared}: a Dask block must hold exactly what its chunks declare (for map_blocks: return "
+                     "blocks of the declared chunks= and dtype=); nothing was written")
 
 
 def refuse_masked(values, what: str = "the data") -> None:

@@ -23,7 +23,7 @@ class WriteInput(NamedTuple):
     nodata: object = None
     scaling: dict | None = None
     gcps: int | None = None
-    band_labels: tuple | None = None  #: ``(dimension, labels)``
+    band_labels: str | None = None  #: what the warning says
 
 
 def as_band_array(data) -> WriteInput:
@@ -52,7 +52,7 @@ def _data_array_input(data) -> WriteInput:
     geo = RioGeoreferencing(data, y, x, data.rio.crs) if _has_rioxarray() else None
     ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
     return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data), gcp_count(data),
-                      changed_band_labels(data, band))
+                      band_labels_note(data, band))
 
 
 def band_y_x(data) -> tuple:
@@ -218,23 +218,17 @@ class BandLabelsNotStoredWarning(UserWarning):
     """The array written labelled its bands other than 1..B, the labels a rumi file reads back with."""
 
 
-def changed_band_labels(data, band: str | None) -> tuple | None:
-    """``(band dimension, its labels)`` when they are not 1..B, what the file reads back as; else ``None``."""
+def band_labels_note(data, band: str | None) -> str | None:
+    """What ``write`` warns when band labels other than 1..B, those read back, are dropped; else ``None``."""
     if band is None or band not in data.coords:
         return None
     labels = np.asarray(data.coords[band].values)
     if labels.dtype.kind in "iuf" and np.array_equal(labels, np.arange(1, labels.size + 1)):
         return None
-    return band, labels
-
-
-def band_labels_note(dimension: str, labels) -> str:
-    """What ``write`` warns when band labels other than 1..B are dropped (long lists abbreviated)."""
-    labels = np.asarray(labels)
     texts = (list(np.datetime_as_string(labels, unit="auto")) if labels.dtype.kind == "M"
              else [_number_text(v) if labels.dtype.kind in "iuf" else str(v) for v in labels.tolist()])
     shown = texts if len(texts) <= 6 else texts[:3] + ["..."] + texts[-2:]
-    return (f"band labels are not stored: rumi has no place for them; dimension {dimension!r} labelled "
+    return (f"band labels are not stored: rumi has no place for them; dimension {band!r} labelled "
             f"[{', '.join(shown)}] reads back as band 1..{len(texts)}, in the order written")
 
 
@@ -326,6 +320,6 @@ def scaling_attributes(data) -> dict | None:
     return changing or None
 
 
-__all__ = ["as_band_array", "band_labels_note", "band_y_x", "BandLabelsNotStoredWarning", "changed_band_labels",
+__all__ = ["as_band_array", "band_labels_note", "band_y_x", "BandLabelsNotStoredWarning",
            "gcp_count", "gcps_note", "GcpsNotStoredWarning", "GDAL_SAMPLE_TYPES", "nodata_note",
            "NodataNotStoredWarning", "scale_note", "ScaleNotStoredWarning", "scaling_attributes", "WriteInput"]

@@ -64,10 +64,6 @@ class DaskFrames:
     def _blocks(self):
         return self.array.to_delayed(optimize_graph=False)
 
-    def block(self, k: int):
-        row, col, band = self._grid.frame_location(k)
-        return self._blocks[band, row, col]
-
     def frames_per_block(self) -> int | None:
         """Frames in each source block when blocks span the width and whole frame rows, else ``None``."""
         bands, rows, cols = self.source.chunks
@@ -87,7 +83,8 @@ class DaskFrames:
             return self.cluster.frames(self.source, self._grid, list(indices))
         # named after the frame numbers: hashing the blocks themselves would cost more than listing them
         name = f"rumi-window-{self.array.name}-{tokenize(list(indices))}"
-        window = dask.delayed(_listed)(*(self.block(k) for k in indices), dask_key_name=name)
+        blocks = (self._blocks[band, row, col] for row, col, band in map(self._grid.frame_location, indices))
+        window = dask.delayed(_listed)(*blocks, dask_key_name=name)
         return dask.compute(window, scheduler="threads" if self._here else None)[0]
 
 

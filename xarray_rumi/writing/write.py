@@ -20,7 +20,7 @@ from ..frames.choose import lossy_error, plan_frames, profile_window, sample_fra
 from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
 from .data_array import (GDAL_SAMPLE_TYPES, BandLabelsNotStoredWarning, GcpsNotStoredWarning, NodataNotStoredWarning,
-                         ScaleNotStoredWarning, as_band_array, band_labels_note, gcps_note, nodata_note, scale_note)
+                         ScaleNotStoredWarning, as_band_array, gcps_note, nodata_note, scale_note)
 from .blocks import check_frame_block
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .parameters import check_fits_tiff, check_storage_options, parse_frame_unit, tile_shape
@@ -118,7 +118,7 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if dropped_gcps:
         warnings.warn(gcps_note(gcps), GcpsNotStoredWarning, stacklevel=2)
     if band_labels is not None:
-        warnings.warn(band_labels_note(*band_labels), BandLabelsNotStoredWarning, stacklevel=2)
+        warnings.warn(band_labels, BandLabelsNotStoredWarning, stacklevel=2)
     if nodata is not None:
         warnings.warn(nodata_note(nodata), NodataNotStoredWarning, stacklevel=2)
     if scaling:
