@@ -142,10 +142,6 @@ class _Computing:
             self.working += helpers
             return helpers
 
-    def more_than(self, limit: int) -> bool:
-        # read without the lock: a helper checks it after every piece
-        return self.working > limit
-
     def leave(self) -> None:
         with self.lock:
             self.working -= 1
@@ -218,7 +214,7 @@ class _SharedWork:
                 if batch is not None:
                     piece = self._prepared(batch)
                 piece()
-                if limit is not None and _computing.more_than(limit):
+                if limit is not None and _computing.working > limit:  # read without the lock, after every piece
                     return
         except BaseException as exc:  # noqa: BLE001  (kept, and raised in the caller)
             with self.changed:

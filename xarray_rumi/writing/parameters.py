@@ -25,8 +25,9 @@ def tile_shape(tile_size) -> tuple[int, int]:
     else:
         sides = None
     if sides is None or not all(_is_count(side) for side in sides):
-        raise TypeError(f"tile_size must be an int or a (tile_length, tile_width) pair of ints, got "
-                        f"{_described(tile_size)}")
+        got = (f"the string {tile_size!r}: a string is not read as a number; pass tile_size=int(...)"
+               if isinstance(tile_size, (str, bytes)) else f"{tile_size!r} (a {type(tile_size).__name__})")
+        raise TypeError(f"tile_size must be an int or a (tile_length, tile_width) pair of ints, got {got}")
     if not all(1 <= side <= MAX_TILE_SIDE for side in sides):
         raise ValueError(f"tile_size must be between 1 and {MAX_TILE_SIDE} px, got {tile_size!r}")
     return int(sides[0]), int(sides[1])
@@ -34,12 +35,6 @@ def tile_shape(tile_size) -> tuple[int, int]:
 
 def _is_count(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _described(value) -> str:
-    if isinstance(value, (str, bytes)):
-        return f"the string {value!r}: a string is not read as a number; pass tile_size=int(...)"
-    return f"{value!r} (a {type(value).__name__})"
 
 
 def parse_frame_unit(value) -> FrameUnit | None:
