@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import sys
 import threading
@@ -209,10 +210,7 @@ class _SharedWork:
 
     def work(self, limit: int | None) -> None:
         try:
-            while (job := self._next()) is not None:
-                piece, batch = job
-                if batch is not None:
-                    piece = self._prepared(batch)
+            while (piece := self._next()) is not None:
                 piece()
                 if limit is not None and _computing.working > limit:  # read without the lock, after every piece
                     return
@@ -228,11 +226,11 @@ class _SharedWork:
         with self.changed:
             while self.failure is None:
                 if self.pieces:
-                    return self.pieces.popleft(), None
+                    return self.pieces.popleft()
                 batch = next(self.batches, _NONE)
                 if batch is not _NONE:
                     self.preparing += 1
-                    return None, batch
+                    return functools.partial(self._prepare_and_run, batch)
                 if not self.preparing:
                     return None
                 self.idle += 1
@@ -240,7 +238,7 @@ class _SharedWork:
                 self.idle -= 1
             return None
 
-    def _prepared(self, batch) -> Callable[[], None]:
+    def _prepare_and_run(self, batch) -> None:
         outer, _preparing.work = getattr(_preparing, "work", None), self
         rest: list = []
         try:
@@ -251,7 +249,7 @@ class _SharedWork:
                 self.preparing -= 1
                 self.pieces.extend(rest)
                 self.changed.notify_all()
-        return first
+        first()
 
 
 _NONE = object()
