@@ -184,7 +184,7 @@ _preparing = threading.local()  # .work: the _SharedWork whose batch this thread
 
 
 def share_with_idle(pieces: list) -> bool:
-    """Queue ``pieces`` for the :func:`share_work` whose batch this thread prepares, if one of its threads waits idle."""
+    """Queue ``pieces`` for the :func:`share_work` whose batch this thread prepares, if one of its threads idles."""
     work = getattr(_preparing, "work", None)
     return work is not None and work.share_if_idle(pieces)
 
