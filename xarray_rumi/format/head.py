@@ -21,9 +21,7 @@ from .ifd import (
     TILE_WIDTH,
     parse_head,
 )
-from .placement import GEOREFERENCING_SIZE, IFD_SIZE, PREAMBLE_SIZE, external_sizes, georeferencing_offset
-
-IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE
+from .placement import GEOREFERENCING_SIZE, IFD_HEAD_SIZE, external_sizes, georeferencing_offset
 
 
 def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:
