@@ -15,7 +15,7 @@ import openzl.ext
 from ..format.grid import FrameGrid, FrameUnit
 from ..runtime.threads import share_work
 from .codec import PORTABLE_RECIPES, applicable, as_planes
-from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, parse_recipe
+from .recipes import FALLBACK, INTERBAND, Recipes, _encode, parse_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,7 @@ def _simplicity(recipe: str) -> tuple[int, str]:
 
 def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarray:
     h, w = stored.shape[1:3]
-    y0, x0 = max(0, (h - size) // 2), max(0, (w - size) // 2)
-    return stored[:, y0:y0 + size, x0:x0 + size]
+    return stored[:, _centred(slice(0, h), size), _centred(slice(0, w), size)]
 
 
 def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
@@ -110,27 +109,10 @@ def _fixed(compression) -> Recipes | None:
     if compression in ("auto", "portable") or lossy_error(compression) is not None:
         return None
     if not isinstance(compression, str) or ">" not in compression:
-        raise ValueError(
-            "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
-            f"'planar>zigzag>zstd', got {compression!r}"
-        )
-    recipe = parse_recipe(compression)  # refused now, not at the first frame
-    if recipe.level is not None:
-        check_at_level(recipe)
+        raise ValueError("compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
+                         f"'planar>zigzag>zstd', got {compression!r}")
+    parse_recipe(compression)  # refused now, not at the first frame
     return Recipes(compression)
-
-
-def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
-    """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
-
-    >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
-    >>> choose([ramp], "portable").recipe in PORTABLE_RECIPES
-    True
-    """
-    chosen = _choose_each([samples], compression, workers)
-    if small and compression == "auto":
-        chosen = _slower(chosen, [samples], workers)
-    return chosen[0].recipes
 
 
 @dataclass(frozen=True)
@@ -329,10 +311,9 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
     if compression == "auto" and _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES:
         choices = _slower(choices, sample_sets, workers)  # for the chosen frame unit only: it costs
     chosen = tuple(c.recipes for c in choices)
-    if logger.isEnabledFor(logging.DEBUG):
-        for slot, recipes in enumerate(chosen):
-            logger.debug("compression %s, band slot %d of %d: %s", _describe(compression), slot, len(chosen),
-                         _describe_recipes(recipes))
+    for slot, recipes in enumerate(chosen):  # measured choices only: a caller's OpenZL graph returned above
+        logger.debug("compression %r, band slot %d of %d: recipe %s, error bound %r", compression, slot,
+                     len(chosen), recipes.recipe, recipes.error)
     return grid, chosen
 
 
@@ -342,13 +323,3 @@ def _image_bytes(grid: FrameGrid, sample_sets) -> int:
                     for samples in sample_sets[:grid.frames_per_position])
     return per_pixel * grid.image_length * grid.image_width
 
-
-def _describe(compression) -> str:
-    return "an OpenZL graph" if isinstance(compression, openzl.ext.Compressor) else repr(compression)
-
-
-def _describe_recipes(recipes: Recipes) -> str:
-    if recipes.compressor is not None:
-        return "the caller's OpenZL graph"
-    lossy = f", error bound {recipes.error!r}" if recipes.error is not None else ""
-    return f"recipe {recipes.recipe}{lossy}"
