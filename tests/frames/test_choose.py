@@ -30,6 +30,8 @@ GEOZL_ZSTD_LEVEL = 6
 
 def choose(samples, mode, *, workers=1, small=False):
     """The recipes ``mode`` chooses for one band slot's sample frames; ``small``: an image under SMALL_IMAGE_BYTES."""
+    if compression._fixed(mode) is not None:
+        return compression._fixed(mode)
     chosen = compression._choose_each([samples], mode, workers)
     if small and mode == "auto":
         chosen = compression._slower(chosen, [samples], workers)

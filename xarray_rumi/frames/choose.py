@@ -68,6 +68,11 @@ def _simplicity(recipe: str) -> tuple[int, str]:
     return (recipe.count(">"), recipe)
 
 
+def _ranked(sizes: dict[str, int]) -> list[str]:
+    """The candidates of ``sizes``, smallest first, simplest first among equals."""
+    return sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))
+
+
 def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarray:
     h, w = stored.shape[1:3]
     return stored[:, _centred(slice(0, h), size), _centred(slice(0, w), size)]
@@ -91,7 +96,7 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
 def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
     """The ``count`` smallest, simplest first, one graph per size (or per ``by(graph)``)."""
     kept, seen = [], set()
-    for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
+    for graph in _ranked(sizes):
         key = by(graph) if by else sizes[graph]
         if key not in seen:
             seen.add(key)
@@ -119,14 +124,11 @@ def _fixed(compression) -> Recipes | None:
 class _Choice:
     recipes: Recipes
     size: float  # bytes of the profile windows (inf where none applied)
-    lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: [length on each profile window]}
+    lengths: dict  # {candidate: [length on each profile window]}
 
 
 def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, across_only=()) -> list[_Choice]:
     """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
-    fixed = _fixed(compression)
-    if fixed is not None:
-        return [_Choice(fixed, math.inf)] * len(sample_sets)
     error = lossy_error(compression)
     measure = functools.partial(encoded_sizes, encode=functools.partial(_encode, error=error), workers=workers)
     trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
@@ -137,14 +139,14 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
         shortlists = _shortlists(sample_sets, trial_windows, compression, error, measure, across_only)
         contenders = CONTENDERS
     trials = _measure_all(measure, trial_windows, shortlists)
-    finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
+    finals = [_ranked(sizes)[:contenders] for sizes in trials]
     windows = [[_central_window(s) for s in samples] for samples in sample_sets]
     sizes = iter(measure([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
     chosen = []
     for ws, final in zip(windows, finals):
         lengths = {c: [next(sizes) for _ in ws] for c in final}
         totals = {c: sum(ls) for c, ls in lengths.items() if None not in ls}
-        ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
+        ranked = _ranked(totals)
         size = totals[ranked[0]] if ranked else math.inf
         chosen.append(_Choice(Recipes(ranked[0] if ranked else FALLBACK, error), size, lengths))
     return chosen
@@ -159,12 +161,10 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     sizes = encoded_sizes(jobs, _encode, workers)
     faster = []
     for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
-        winner = choice.recipes.recipe
-        before = choice.lengths.get(winner, [None] * (m + 1))[m]
-        if size is None or before is None or size > SLOW_LEVEL_GAIN * before:
-            faster.append(choice)
-            continue
-        faster.append(_Choice(Recipes(candidate, choice.recipes.error), choice.size * size / before, choice.lengths))
+        before = choice.lengths.get(choice.recipes.recipe, [None] * (m + 1))[m]
+        if size is not None and before is not None and size <= SLOW_LEVEL_GAIN * before:
+            choice = _Choice(Recipes(candidate, choice.recipes.error), choice.size * size / before, choice.lengths)
+        faster.append(choice)
     return faster
 
 
