@@ -180,7 +180,9 @@ class Header:
 
     def offset(self, index: int) -> int:
         """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end)."""
-        return int(self.offsets(self._checked_index(index, allow_end=True)))
+        index = self._checked_index(index, allow_end=True)
+        prefix = int(self._residual_prefix[index]) if self.count_bits else 0  # scalar arithmetic: one read's cost
+        return self.base_frame_offset + index * self.count_min + prefix
 
     def offsets(self, indices=None) -> np.ndarray:
         """Offsets of ``indices`` (default: all frames); ``N`` gives the end."""
