@@ -8,20 +8,10 @@ from ..errors import RumiFormatError
 from .blob import Header
 from .dtypes import SAMPLE_TYPES
 from .grid import FrameGrid, FrameUnit
-from .ifd import (
-    BITS_PER_SAMPLE,
-    IMAGE_LENGTH,
-    IMAGE_WIDTH,
-    SAMPLE_FORMAT,
-    SAMPLES_PER_PIXEL,
-    TAG_NAMES,
-    TILE_BYTE_COUNTS,
-    TILE_LENGTH,
-    TILE_OFFSETS,
-    TILE_WIDTH,
-    parse_head,
-)
-from .placement import GEOREFERENCING_SIZE, IFD_HEAD_SIZE, external_sizes, georeferencing_offset
+from .ifd import TAG_NAMES, parse_head
+from .placement import (BITS_PER_SAMPLE, GEOREFERENCING_SIZE, IFD_HEAD_SIZE, IMAGE_LENGTH, IMAGE_WIDTH, SAMPLE_FORMAT,
+                        SAMPLES_PER_PIXEL, TILE_BYTE_COUNTS, TILE_LENGTH, TILE_OFFSETS, TILE_WIDTH, external_sizes,
+                        georeferencing_offset)
 
 
 def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:

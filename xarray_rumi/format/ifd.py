@@ -13,29 +13,10 @@ from .dtypes import SampleType, sample_type
 from .geo import Georeferencing
 from .grid import FrameGrid, FrameUnit
 from .limits import DEFAULT_LIMITS, Limits
-from .placement import (
-    BITS_PER_SAMPLE,
-    FIXED_TAGS,
-    GEO_KEY_DIRECTORY,
-    IFD_HEAD_SIZE,
-    IFD_OFFSET,
-    IMAGE_LENGTH,
-    IMAGE_WIDTH,
-    MODEL_TRANSFORMATION,
-    PREAMBLE_SIZE,
-    SAMPLES_PER_PIXEL,
-    SAMPLE_FORMAT,
-    TAG_COUNT,
-    TILE_BYTE_COUNTS,
-    TILE_LENGTH,
-    TILE_OFFSETS,
-    TILE_WIDTH,
-    TYPE_CODES,
-    TYPE_SIZES,
-    base_frame_offset,
-    expected_counts,
-    external_sizes,
-)
+from .placement import (BITS_PER_SAMPLE, FIXED_TAGS, GEO_KEY_DIRECTORY, IFD_HEAD_SIZE, IFD_OFFSET, IMAGE_LENGTH,
+                        IMAGE_WIDTH, MODEL_TRANSFORMATION, PREAMBLE_SIZE, SAMPLES_PER_PIXEL, SAMPLE_FORMAT, TAG_COUNT,
+                        TILE_BYTE_COUNTS, TILE_LENGTH, TILE_OFFSETS, TILE_WIDTH, TYPE_CODES, TYPE_SIZES,
+                        base_frame_offset, expected_counts, external_sizes)
 
 TAG_NAMES = {tag: name for tag, name, _, _ in FIXED_TAGS}
 TAG_TYPES = {tag: type_code for tag, _, type_code, _ in FIXED_TAGS}
