@@ -155,11 +155,8 @@ def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
     # A compound CRS reports is_projected for its horizontal part.
     if crs.is_compound or len(crs.axis_info) != 2:
         return crs.type_name, None
-    if crs.is_projected:
-        return crs.type_name, ModelType.PROJECTED
-    if crs.is_geographic:
-        return crs.type_name, ModelType.GEOGRAPHIC
-    return crs.type_name, None
+    model = ModelType.PROJECTED if crs.is_projected else ModelType.GEOGRAPHIC if crs.is_geographic else None
+    return crs.type_name, model
 
 
 def resolve_crs(crs) -> tuple[int, ModelType]:

@@ -22,12 +22,10 @@ def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tu
     """
     external = external_sizes(grid.samples_per_pixel, grid.frame_count)
     tags = georeferencing_offset(grid)
-    if SAMPLE_FORMAT not in external:
-        head = [(0, IFD_HEAD_SIZE)]
-        return [*head, (tags, tags + GEOREFERENCING_SIZE)] if georeferencing else head
-    sample_formats = tags - external[SAMPLE_FORMAT]
     end = tags + GEOREFERENCING_SIZE if georeferencing else tags
-    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (sample_formats, end)]
+    if SAMPLE_FORMAT not in external:  # BitsPerSample and SampleFormat inline: the 252 bytes hold them
+        return [(0, IFD_HEAD_SIZE), (tags, end)] if georeferencing else [(0, IFD_HEAD_SIZE)]
+    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (tags - external[SAMPLE_FORMAT], end)]
 
 
 def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tuple[bytes, bytes, bytes]:
