@@ -71,7 +71,7 @@ def _exact_cast(values: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
         return values
     with np.errstate(invalid="ignore", over="ignore"):
         cast = values.astype(target)
-        back = cast.astype(values.dtype) if values.dtype.kind != "b" else cast.astype(bool)
+        back = cast.astype(values.dtype)
     same = back == values
     if values.dtype.kind in "fc":
         same |= np.isnan(values) & np.isnan(back)
