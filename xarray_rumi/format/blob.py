@@ -256,13 +256,13 @@ def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) ->
     parsed: dict[bytes, Header] = {}
     refused: dict[bytes, RumiFormatError] = {}
     for group in alike.values():
-        fields, count_mins = _check_alike(group, limits)
+        fields, count_mins = _check_alike(group, limits) if len(group) > 1 else (None, [None])
         for blob, count_min in zip(group, count_mins):
             if count_min is not None:
                 parsed[blob] = Header(fields.grid, fields.sample_type, count_min, fields.count_bits,
                                       memoryview(blob)[HEADER_SIZE:], blob)
                 continue
-            try:  # the rule it breaks, found as for one blob
+            try:  # alike to no other, or refused by the batch check: parsed alone, for the rule it breaks
                 parsed[blob] = Header.from_bytes(blob, limits)
             except RumiFormatError as error:
                 refused[blob] = error
