@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import operator
 import struct
@@ -206,7 +207,9 @@ class Header:
         """The frame holding file position ``byte`` (``-1`` before the first frame, ``N`` past the last)."""
         if byte < self.base_frame_offset:
             return -1
-        return int(np.searchsorted(self.offsets(np.arange(self.frame_count + 1)), byte, side="right")) - 1
+        if not self.count_bits:  # equal counts: arithmetic, never an offset per frame
+            return min((byte - self.base_frame_offset) // self.count_min, self.frame_count)
+        return bisect.bisect_right(range(self.frame_count + 1), byte, key=self.offset) - 1
 
     def _checked_index(self, index: int, allow_end: bool = False) -> int:
         index = operator.index(index)
