@@ -308,18 +308,11 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
             choices, sample_sets = choices[-1:], sample_sets[-1:]
         else:
             choices, sample_sets = choices[:-1], sample_sets[:-1]
-    if compression == "auto" and _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES:
+    pixel_bytes = sum(samples[0][:, 0, 0].nbytes for samples in sample_sets)  # of storage elements, every band
+    if compression == "auto" and pixel_bytes * grid.image_length * grid.image_width <= SMALL_IMAGE_BYTES:
         choices = _slower(choices, sample_sets, workers)  # for the chosen frame unit only: it costs
     chosen = tuple(c.recipes for c in choices)
     for slot, recipes in enumerate(chosen):  # measured choices only: a caller's OpenZL graph returned above
         logger.debug("compression %r, band slot %d of %d: recipe %s, error bound %r", compression, slot,
                      len(chosen), recipes.recipe, recipes.error)
     return grid, chosen
-
-
-def _image_bytes(grid: FrameGrid, sample_sets) -> int:
-    """Bytes of storage elements in the image, from the first sample of each band slot."""
-    per_pixel = sum(samples[0].nbytes // (samples[0].shape[1] * samples[0].shape[2])
-                    for samples in sample_sets[:grid.frames_per_position])
-    return per_pixel * grid.image_length * grid.image_width
-
