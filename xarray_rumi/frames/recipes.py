@@ -57,10 +57,6 @@ def parse_recipe(recipe: str) -> ParsedRecipe:
 
     >>> parse_recipe("planar>zigzag>transpose>zstd:16@interband")[1:]
     ('planar>zigzag', 'transpose>zstd', 16, True)
-    >>> parse_recipe("planar>zigzag>entropy:16")
-    Traceback (most recent call last):
-    ...
-    ValueError: only a GeoZL graph ending in zstd runs at another zstd level, not 'planar>zigzag>entropy'
     """
     body, at, _ = recipe.partition("@")
     graph, colon, level = body.partition(":")
