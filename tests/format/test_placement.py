@@ -10,7 +10,7 @@ from xarray_rumi.format import ifd, placement
 
 
 def test_the_ifd_uses_the_placement_tag_numbers():
-    assert [tag for tag, _, _ in ifd.FIXED_TAGS] == [
+    assert [tag for tag, _, _, _ in ifd.FIXED_TAGS] == [
         placement.IMAGE_WIDTH, placement.IMAGE_LENGTH, placement.BITS_PER_SAMPLE, placement.SAMPLES_PER_PIXEL,
         placement.TILE_WIDTH, placement.TILE_LENGTH, placement.TILE_OFFSETS, placement.TILE_BYTE_COUNTS,
         placement.SAMPLE_FORMAT, placement.MODEL_TRANSFORMATION, placement.GEO_KEY_DIRECTORY,

@@ -11,7 +11,6 @@ import pytest
 import xarray as xr
 
 import xarray_rumi
-from xarray_rumi.frames.choose import choose
 from xarray_rumi.frames.recipes import FALLBACK, Recipes
 from xarray_rumi.frames.codec import FORMAT_VERSION, PORTABLE_RECIPES
 from xarray_rumi.reading.open import open_image
@@ -55,14 +54,6 @@ def test_auto_is_lossless_pinned_and_no_larger_than_portable(tmp_path):
     assert np.array_equal(open_image(tmp_path / "auto.rumi").read(), data)
     assert {f[0] for f in _frames(tmp_path / "auto.rumi")} == {0xC0 + FORMAT_VERSION}
     assert os.path.getsize(tmp_path / "auto.rumi") <= os.path.getsize(tmp_path / "portable.rumi")
-
-
-def test_choose_never_picks_a_codec_beyond_the_pinned_version():
-    # sparse/pivco terminals need OpenZL format 27: they must never be candidates
-    samples = [np.zeros((1, 64, 64), np.uint8), np.eye(64, dtype=np.uint8)[None]]
-    recipes = choose(samples, "auto")
-    assert "sparse" not in recipes.recipe and "pivco" not in recipes.recipe
-    assert recipes.encode(samples[0])[0] == 0xC0 + FORMAT_VERSION
 
 
 def test_recipes_fall_back_when_no_candidate_applies():

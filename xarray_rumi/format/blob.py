@@ -74,28 +74,24 @@ class Header:
     def _from_fields(cls, blob: bytes, limits: Limits) -> Header:
         """The fields of ``blob`` checked, without residuals."""
         try:
-            return cls._read_fields(blob, limits)
+            if len(blob) < HEADER_SIZE:
+                raise RumiFormatError("blob.size", f"a blob is at least {HEADER_SIZE} bytes, got {len(blob)}")
+            (magic, version, width, length, tile_width, tile_length, spp,
+             bits, fmt, unit, count_min, count_bits) = _FIELDS.unpack_from(blob)
+            if magic != MAGIC:
+                raise RumiFormatError("blob.magic", f"expected 0x{MAGIC:08X} (bytes 4C 4F 56 45), got 0x{magic:08X}")
+            if version != VERSION:
+                raise RumiFormatError("blob.version", f"this reader implements version {VERSION}, got {version}")
+            sample = sample_type(fmt, bits, rule="blob.sample-encoding")
+            if unit not in (0, 1):
+                raise RumiFormatError("blob.frame-unit", f"frame_unit must be 0 (tile) or 1 (cell), got {unit}")
+            if count_bits > 32:
+                raise RumiFormatError("blob.count-bits", f"count_bits must be between 0 and 32, got {count_bits}")
+            grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit))
+            grid.check(limits, rule="blob", bytes_per_sample=sample.bytes_per_sample)
         except RumiFormatError as refusal:
             refuse_later_blob(blob, refusal)
             raise
-
-    @classmethod
-    def _read_fields(cls, blob: bytes, limits: Limits) -> Header:
-        if len(blob) < HEADER_SIZE:
-            raise RumiFormatError("blob.size", f"a blob is at least {HEADER_SIZE} bytes, got {len(blob)}")
-        (magic, version, width, length, tile_width, tile_length, spp,
-         bits, fmt, unit, count_min, count_bits) = _FIELDS.unpack_from(blob)
-        if magic != MAGIC:
-            raise RumiFormatError("blob.magic", f"expected 0x{MAGIC:08X} (bytes 4C 4F 56 45), got 0x{magic:08X}")
-        if version != VERSION:
-            raise RumiFormatError("blob.version", f"this reader implements version {VERSION}, got {version}")
-        sample = sample_type(fmt, bits, rule="blob.sample-encoding")
-        if unit not in (0, 1):
-            raise RumiFormatError("blob.frame-unit", f"frame_unit must be 0 (tile) or 1 (cell), got {unit}")
-        if count_bits > 32:
-            raise RumiFormatError("blob.count-bits", f"count_bits must be between 0 and 32, got {count_bits}")
-        grid = FrameGrid(width, length, tile_width, tile_length, spp, FrameUnit(unit))
-        grid.check(limits, rule="blob", bytes_per_sample=sample.bytes_per_sample)
         return cls(grid, sample, count_min, count_bits, b"")
 
     @property
@@ -186,8 +182,8 @@ class Header:
     def offset(self, index: int) -> int:
         """``base + k * count_min + sum(residual[0:k])`` for frame ``k`` (``k = N``: the end)."""
         index = self._checked_index(index, allow_end=True)
-        prefix = self._residual_prefix[index] if self.count_bits else 0
-        return self.base_frame_offset + index * self.count_min + int(prefix)
+        prefix = int(self._residual_prefix[index]) if self.count_bits else 0  # scalar arithmetic: one read's cost
+        return self.base_frame_offset + index * self.count_min + prefix
 
     def offsets(self, indices=None) -> np.ndarray:
         """Offsets of ``indices`` (default: all frames); ``N`` gives the end."""
@@ -205,17 +201,13 @@ class Header:
     def ranges(self, indices) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, stops)`` byte ranges of the frames ``indices``."""
         indices = self._checked_indices(indices)
-        starts = self.offsets(indices)
-        counts = self.count_min + (
-            self._residual_prefix[indices + 1] - self._residual_prefix[indices] if self.count_bits else 0
-        )
-        return starts, starts + counts
+        return self.offsets(indices), self.offsets(indices + 1)  # frames lie back to back
 
     def frame_at(self, byte: int) -> int:
         """The frame holding file position ``byte`` (``-1`` before the first frame, ``N`` past the last)."""
         if byte < self.base_frame_offset:
             return -1
-        if not self.count_bits:
+        if not self.count_bits:  # equal counts: arithmetic, never an offset per frame
             return min((byte - self.base_frame_offset) // self.count_min, self.frame_count)
         return bisect.bisect_right(range(self.frame_count + 1), byte, key=self.offset) - 1
 
@@ -261,13 +253,22 @@ def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) ->
     ([9, 5, 9], True)
     """
     blobs = [blob if type(blob) is bytes else bytes(blob) for blob in blobs]
-    alike: dict[bytes, list[bytes]] = {}
+    alike: dict[bytes, list[bytes]] = {}  # distinct blobs by every field but count_min
     for blob in dict.fromkeys(blobs):
-        alike.setdefault(_grid_fields(blob), []).append(blob)
+        alike.setdefault(blob[:_COUNT_MIN.start] + blob[_COUNT_MIN.stop:HEADER_SIZE], []).append(blob)
     parsed: dict[bytes, Header] = {}
     refused: dict[bytes, RumiFormatError] = {}
     for group in alike.values():
-        _parse_alike(group, limits, parsed, refused)
+        fields, count_mins = _check_alike(group, limits) if len(group) > 1 else (None, [None])
+        for blob, count_min in zip(group, count_mins):
+            if count_min is not None:
+                parsed[blob] = Header(fields.grid, fields.sample_type, count_min, fields.count_bits,
+                                      memoryview(blob)[HEADER_SIZE:], blob)
+                continue
+            try:  # alike to no other, or refused by the batch check: parsed alone, for the rule it breaks
+                parsed[blob] = Header.from_bytes(blob, limits)
+            except RumiFormatError as error:
+                refused[blob] = error
     if refused:
         position = next(i for i, blob in enumerate(blobs) if blob in refused)
         error = refused[blobs[position]]
@@ -277,32 +278,6 @@ def headers_from_bytes(blobs, limits: Limits = DEFAULT_LIMITS, *, names=None) ->
 
 
 _COUNT_MIN = slice(23, 27)
-
-
-def _grid_fields(blob: bytes) -> bytes | None:
-    """Every field of ``blob`` but ``count_min``; ``None`` if too short."""
-    return blob[:_COUNT_MIN.start] + blob[_COUNT_MIN.stop:HEADER_SIZE] if len(blob) >= HEADER_SIZE else None
-
-
-def _parse_alike(blobs: list[bytes], limits: Limits, parsed: dict, refused: dict) -> None:
-    """Parse distinct ``blobs`` of one :func:`_grid_fields` into ``parsed``, their errors into ``refused``."""
-    fields = None
-    if len(blobs) > 1 and _grid_fields(blobs[0]) is not None:
-        try:  # the shared fields once; each blob's own check covers count_min
-            fields = Header._from_fields(blobs[0][:_COUNT_MIN.start] + b"\1\0\0\0" + blobs[0][_COUNT_MIN.stop:], limits)
-        except RumiFormatError as error:
-            refused.update(dict.fromkeys(blobs, error))
-            return
-    count_mins = _check_alike(fields, blobs, limits) if fields is not None else [None] * len(blobs)
-    for blob, count_min in zip(blobs, count_mins):
-        if count_min is None:
-            try:
-                parsed[blob] = Header.from_bytes(blob, limits)
-            except RumiFormatError as error:
-                refused[blob] = error
-            continue
-        parsed[blob] = Header(fields.grid, fields.sample_type, count_min, fields.count_bits,
-                              memoryview(blob)[HEADER_SIZE:], blob)
 
 
 def _count_faults(count_min, smallest, largest, last_byte, count_bits: int, frames: int, limits: Limits) -> np.ndarray:
@@ -336,12 +311,17 @@ def _count_fault(fault: int, count_min: int, smallest: int, largest: int, count_
     return RumiFormatError(rule, detail)
 
 
-def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int | None]:
-    """The ``count_min`` of each blob that keeps every rule on its counts, else ``None``."""
-    frames, bits = fields.frame_count, fields.count_bits
+def _check_alike(blobs: list[bytes], limits: Limits) -> tuple[Header | None, list[int | None]]:
+    """The fields ``blobs`` share but ``count_min``, and the ``count_min`` of each blob that keeps every rule, else
+    ``None``."""
     passed: list[int | None] = [None] * len(blobs)
+    try:
+        fields = Header._from_fields(blobs[0][:_COUNT_MIN.start] + b"\1\0\0\0" + blobs[0][_COUNT_MIN.stop:], limits)
+    except RumiFormatError:
+        return None, passed
+    frames, bits = fields.frame_count, fields.count_bits
     if (frames == 1 and bits) or frames > _CHECK_BATCH:
-        return passed
+        return fields, passed
     size = fields.blob_size
     sized = [i for i, blob in enumerate(blobs) if len(blob) == size]
     per_batch = max(1, _CHECK_BATCH // frames)
@@ -357,7 +337,7 @@ def _check_alike(fields: Header, blobs: list[bytes], limits: Limits) -> list[int
         for i, value, ok in zip(rows, count_min.tolist(), good.tolist()):
             if ok:
                 passed[i] = value
-    return passed
+    return fields, passed
 
 
 def pack_residuals(residuals: np.ndarray, count_bits: int) -> bytes:

@@ -44,10 +44,7 @@ class SampleType:
         stored = np.frombuffer(raw, dtype=self.storage.newbyteorder("<"))
         if self.sub_byte:
             if stored.size and int(stored.max()) >> self.bits_per_sample:
-                raise RumiFormatError(
-                    "frame.sub-byte",
-                    f"{self.name} samples must keep their unused high bits zero",
-                )
+                raise RumiFormatError("frame.sub-byte", f"{self.name} samples must keep their unused high bits zero")
             return stored.view(self.dtype).reshape(shape)
         if self.components == 2 and self.dtype.itemsize != self.bytes_per_sample:
             parts = stored.reshape(*shape, 2).astype(np.finfo(self.dtype).dtype)   # (real, imag) pairs
@@ -62,15 +59,10 @@ class SampleType:
         """
         values = np.asarray(values)
         if self.components == 2:
-            return self._encode_complex(values)
-        out = np.ascontiguousarray(_exact_cast(values, self.dtype, self.name)).view(self.storage)
-        return out.astype(self.storage.newbyteorder("<"), copy=False)
-
-    def _encode_complex(self, values: np.ndarray) -> np.ndarray:
-        if values.dtype.kind != "c":
-            values = values.astype(np.complex128)
-        parts = np.stack([values.real, values.imag], axis=-1)
-        stored = _exact_cast(parts, self.storage, self.name)
+            values = values if values.dtype.kind == "c" else values.astype(np.complex128)
+            stored = _exact_cast(np.stack([values.real, values.imag], axis=-1), self.storage, self.name)
+        else:
+            stored = np.ascontiguousarray(_exact_cast(values, self.dtype, self.name)).view(self.storage)
         return np.ascontiguousarray(stored).astype(self.storage.newbyteorder("<"), copy=False)
 
 
@@ -79,7 +71,7 @@ def _exact_cast(values: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
         return values
     with np.errstate(invalid="ignore", over="ignore"):
         cast = values.astype(target)
-        back = cast.astype(values.dtype) if values.dtype.kind != "b" else cast.astype(bool)
+        back = cast.astype(values.dtype)
     same = back == values
     if values.dtype.kind in "fc":
         same |= np.isnan(values) & np.isnan(back)
@@ -129,9 +121,7 @@ SAMPLE_TYPES: dict[tuple[int, int], SampleType] = {
 }
 _BY_NAME = {t.name: t for t in SAMPLE_TYPES.values()}
 
-_BY_DTYPE = {
-    t.dtype: t for t in SAMPLE_TYPES.values() if t.name not in ("cint16", "cint32", "cfloat16")
-}
+_BY_DTYPE = {t.dtype: t for t in SAMPLE_TYPES.values() if t.name not in ("cint16", "cint32", "cfloat16")}
 
 
 def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample-encoding") -> SampleType:
@@ -145,11 +135,8 @@ def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample
     try:
         return SAMPLE_TYPES[(int(sample_format), int(bits_per_sample))]
     except KeyError:
-        raise RumiFormatError(
-            rule,
-            f"(sample_format={sample_format}, bits_per_sample={bits_per_sample}) "
-            "is not a valid rumi pair",
-        ) from None
+        raise RumiFormatError(rule, f"(sample_format={sample_format}, bits_per_sample={bits_per_sample}) "
+                              "is not a valid rumi pair") from None
 
 
 def sample_type_from_name(name: str) -> SampleType:
@@ -157,9 +144,7 @@ def sample_type_from_name(name: str) -> SampleType:
     try:
         return _BY_NAME[str(name)]
     except KeyError:
-        raise ValueError(
-            f"unknown sample type {name!r}; expected one of {', '.join(_BY_NAME)}"
-        ) from None
+        raise ValueError(f"unknown sample type {name!r}; expected one of {', '.join(_BY_NAME)}") from None
 
 
 def sample_type_for_dtype(dtype) -> SampleType:

@@ -74,11 +74,8 @@ class Georeferencing:
 
     def geo_keys(self) -> bytes:
         """The 16 shorts of GeoKeyDirectoryTag."""
-        if self.is_defined:
-            crs_key = KEY_GEOGRAPHIC if self.model_type is ModelType.GEOGRAPHIC else KEY_PROJECTED
-            code = self.epsg
-        else:
-            crs_key, code = KEY_GEOGRAPHIC, 0
+        crs_key = KEY_PROJECTED if self.model_type is ModelType.PROJECTED else KEY_GEOGRAPHIC
+        code = self.epsg if self.is_defined else 0
         return _KEYS.pack(
             1, 1, 0, 3,
             KEY_MODEL_TYPE, 0, 1, int(self.model_type),
@@ -93,53 +90,37 @@ class Georeferencing:
         keys = _KEYS.unpack(keys_bytes)
         version, revision, minor, count = keys[:4]
         if (version, revision, count) != (1, 1, 3) or minor not in (0, 1):
-            raise RumiFormatError(
-                "georeferencing.geokey-header",
-                f"GeoKeyDirectory header must be (1, 1, 0, 3), got {keys[:4]}",
-            )
+            raise RumiFormatError("georeferencing.geokey-header", f"GeoKeyDirectory header must be (1, 1, 0, 3), "
+                                  f"got {keys[:4]}")
         entries = [keys[4 + 4 * i: 8 + 4 * i] for i in range(3)]
         ids = tuple(e[0] for e in entries)
         for key_id, location, key_count, _ in entries:
             if location != 0 or key_count != 1:
-                raise RumiFormatError(
-                    "georeferencing.geokey-inline",
-                    f"GeoKey {key_id} must be stored inline (location 0, count 1)",
-                )
+                raise RumiFormatError("georeferencing.geokey-inline",
+                                      f"GeoKey {key_id} must be stored inline (location 0, count 1)")
         if ids[:2] != (KEY_MODEL_TYPE, KEY_RASTER_TYPE) or ids[2] not in (KEY_GEOGRAPHIC, KEY_PROJECTED):
-            raise RumiFormatError(
-                "georeferencing.geokeys",
-                f"keys must be 1024, 1025 and 2048 or 3072, got {ids}",
-            )
+            raise RumiFormatError("georeferencing.geokeys", f"keys must be 1024, 1025 and 2048 or 3072, got {ids}")
         model, raster, code = (e[3] for e in entries)
         if raster not in (1, 2):
             raise RumiFormatError("georeferencing.raster-type", f"GTRasterTypeGeoKey must be 1 or 2, got {raster}")
         if model not in (0, 1, 2):
             raise RumiFormatError("georeferencing.model-type", f"GTModelTypeGeoKey must be 0, 1 or 2, got {model}")
-        expected_rows = ((0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
-        if (m[8:12], m[12:16]) != expected_rows or m[2] != 0.0 or m[6] != 0.0:
-            raise RumiFormatError(
-                "georeferencing.matrix",
-                "ModelTransformation must have a zero Z column, a zero third row and (0, 0, 0, 1) as its last row",
-            )
+        if (m[8:12], m[12:16]) != ((0.0,) * 4, (0.0, 0.0, 0.0, 1.0)) or m[2] != 0.0 or m[6] != 0.0:
+            raise RumiFormatError("georeferencing.matrix", "ModelTransformation must have a zero Z column, a zero "
+                                  "third row and (0, 0, 0, 1) as its last row")
         transform = (m[0], m[1], m[3], m[4], m[5], m[7])
         if model == 0:
             if ids[2] != KEY_GEOGRAPHIC or code != 0:
-                raise RumiFormatError(
-                    "georeferencing.undefined",
-                    "undefined georeferencing needs GeographicTypeGeoKey (2048) equal to 0",
-                )
+                raise RumiFormatError("georeferencing.undefined",
+                                      "undefined georeferencing needs GeographicTypeGeoKey (2048) equal to 0")
             if transform != IDENTITY:
-                raise RumiFormatError(
-                    "georeferencing.undefined",
-                    "undefined georeferencing needs the identity ModelTransformation the spec gives",
-                )
+                raise RumiFormatError("georeferencing.undefined",
+                                      "undefined georeferencing needs the identity ModelTransformation the spec gives")
             return cls(None, ModelType.UNDEFINED, RasterType(raster), IDENTITY)
         expected_key = KEY_GEOGRAPHIC if model == ModelType.GEOGRAPHIC else KEY_PROJECTED
         if ids[2] != expected_key:
-            raise RumiFormatError(
-                "georeferencing.model-key",
-                f"GTModelTypeGeoKey {model} needs key {expected_key}, found {ids[2]}",
-            )
+            raise RumiFormatError("georeferencing.model-key",
+                                  f"GTModelTypeGeoKey {model} needs key {expected_key}, found {ids[2]}")
         if not all(math.isfinite(v) for v in transform):
             raise RumiFormatError("georeferencing.matrix", "ModelTransformation holds a non-finite value")
         if not EPSG_MIN <= code <= EPSG_MAX:
@@ -149,16 +130,11 @@ class Georeferencing:
             if kind is None:
                 raise RumiFormatError("georeferencing.epsg-registry", f"EPSG:{code} is not defined by the EPSG registry")
             if registry_type is None:
-                raise RumiFormatError(
-                    "georeferencing.epsg-kind",
-                    f"EPSG:{code} is a {kind}; rumi stores only 2D geographic and projected CRSs",
-                )
+                raise RumiFormatError("georeferencing.epsg-kind",
+                                      f"EPSG:{code} is a {kind}; rumi stores only 2D geographic and projected CRSs")
             if registry_type != model:
-                raise RumiFormatError(
-                    "georeferencing.epsg-type",
-                    f"EPSG:{code} is {registry_type.name.lower()} in the EPSG registry, "
-                    f"but GTModelTypeGeoKey says {ModelType(model).name.lower()}",
-                )
+                raise RumiFormatError("georeferencing.epsg-type", f"EPSG:{code} is {registry_type.name.lower()} in "
+                                      f"the EPSG registry, but GTModelTypeGeoKey says {ModelType(model).name.lower()}")
         return cls(code, ModelType(model), RasterType(raster), transform)
 
 
@@ -179,11 +155,8 @@ def registry_entry(code: int) -> tuple[str | None, ModelType | None]:
     # A compound CRS reports is_projected for its horizontal part.
     if crs.is_compound or len(crs.axis_info) != 2:
         return crs.type_name, None
-    if crs.is_projected:
-        return crs.type_name, ModelType.PROJECTED
-    if crs.is_geographic:
-        return crs.type_name, ModelType.GEOGRAPHIC
-    return crs.type_name, None
+    model = ModelType.PROJECTED if crs.is_projected else ModelType.GEOGRAPHIC if crs.is_geographic else None
+    return crs.type_name, model
 
 
 def resolve_crs(crs) -> tuple[int, ModelType]:
@@ -192,17 +165,11 @@ def resolve_crs(crs) -> tuple[int, ModelType]:
     >>> resolve_crs("EPSG:4326")
     (4326, <ModelType.GEOGRAPHIC: 2>)
     """
-    if isinstance(crs, (int, str)):
-        # Names one CRS for good: resolved once per process, as pyproj is slow (docs/benchmarks.md).
-        return _resolve_named_crs(crs)
-    return _resolve_crs(crs)
+    # A code or a string names one CRS for good: resolved once per process, as pyproj is slow (docs/benchmarks.md).
+    return _resolve_crs(crs) if isinstance(crs, (int, str)) else _resolve_crs.__wrapped__(crs)
 
 
 @lru_cache(maxsize=256, typed=True)  # typed: True is not EPSG:1
-def _resolve_named_crs(crs: int | str) -> tuple[int, ModelType]:
-    return _resolve_crs(crs)
-
-
 def _resolve_crs(crs) -> tuple[int, ModelType]:
     from pyproj import CRS
     from pyproj.exceptions import CRSError
@@ -213,18 +180,14 @@ def _resolve_crs(crs) -> tuple[int, ModelType]:
         raise ValueError(f"cannot interpret CRS {crs!r}: {exc}") from None
     code = parsed.to_epsg(min_confidence=100)
     if code is None:
-        raise ValueError(
-            f"rumi stores a CRS only as an EPSG code, and {parsed.name!r} has none; "
-            "write an ordinary GeoTIFF, or drop the georeferencing explicitly"
-        )
+        raise ValueError(f"rumi stores a CRS only as an EPSG code, and {parsed.name!r} has none; "
+                         "write an ordinary GeoTIFF, or drop the georeferencing explicitly")
     if not EPSG_MIN <= code <= EPSG_MAX:
         raise ValueError(f"EPSG:{code} is outside the range rumi can store ({EPSG_MIN}..{EPSG_MAX})")
     kind, model = registry_entry(code)
     if model is None:
-        raise ValueError(
-            f"EPSG:{code} is a {kind or 'code the EPSG registry does not define'}; "
-            "rumi stores only 2D geographic and projected CRSs"
-        )
+        raise ValueError(f"EPSG:{code} is a {kind or 'code the EPSG registry does not define'}; "
+                         "rumi stores only 2D geographic and projected CRSs")
     return code, model
 
 

@@ -22,16 +22,10 @@ class FrameUnit(enum.IntEnum):
     @classmethod
     def parse(cls, value) -> FrameUnit:
         """Accept ``"tile"``/``"cell"``, 0/1 or a ``FrameUnit``; ``ValueError`` otherwise."""
-        if isinstance(value, str):
-            try:
-                return cls[value.upper()]
-            except KeyError:
-                pass
-        elif not isinstance(value, bool):
-            try:
-                return cls(operator.index(value))  # numpy integers too, never 0.5
-            except (ValueError, TypeError):
-                pass
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        if not isinstance(value, bool) and hasattr(value, "__index__") and value in (0, 1):
+            return cls(operator.index(value))  # numpy integers too, never 0.5
         raise ValueError(f"frame_unit must be 'tile', 'cell', 0 or 1, got {value!r}")
 
 
@@ -103,22 +97,15 @@ class FrameGrid:
         if self.image_width < 1 or self.image_length < 1:
             raise RumiFormatError(f"{rule}.image-size", "image_width and image_length must be at least 1 pixel")
         if self.frame_count > limits.max_frames:
-            raise RumiFormatError(
-                f"{rule}.limits",
-                f"{self.frame_count} frames exceed the limit of {limits.max_frames} (Limits.max_frames)",
-            )
+            raise RumiFormatError(f"{rule}.limits", f"{self.frame_count} frames exceed the limit of "
+                                  f"{limits.max_frames} (Limits.max_frames)")
         if bytes_per_sample is not None and self.largest_frame_samples * bytes_per_sample > limits.max_frame_bytes:
-            raise RumiFormatError(
-                f"{rule}.limits",
-                f"a frame of {self.largest_frame_samples} samples of {bytes_per_sample} bytes exceeds "
-                f"Limits.max_frame_bytes ({limits.max_frame_bytes})",
-            )
+            raise RumiFormatError(f"{rule}.limits", f"a frame of {self.largest_frame_samples} samples of "
+                                  f"{bytes_per_sample} bytes exceeds Limits.max_frame_bytes ({limits.max_frame_bytes})")
         image_bytes = self.samples_per_pixel * self.image_length * self.image_width * (bytes_per_sample or 0)
         if image_bytes > limits.max_image_bytes:
-            raise RumiFormatError(
-                f"{rule}.limits",
-                f"an image of {image_bytes} decoded bytes exceeds Limits.max_image_bytes ({limits.max_image_bytes})",
-            )
+            raise RumiFormatError(f"{rule}.limits", f"an image of {image_bytes} decoded bytes exceeds "
+                                  f"Limits.max_image_bytes ({limits.max_image_bytes})")
         return self
 
     def frame_index(self, row: int, col: int, band: int = 0) -> int:
@@ -184,10 +171,8 @@ class FrameGrid:
     @cached_property
     def frame_sizes(self) -> frozenset[tuple[int, int]]:
         """The distinct ``(h, w)`` of the frames."""
-        edge_length, edge_width = self.edge_sizes()
-        heights = {edge_length, self.tile_length} if self.tiles_down > 1 else {edge_length}
-        widths = {edge_width, self.tile_width} if self.tiles_across > 1 else {edge_width}
-        return frozenset((h, w) for h in heights for w in widths)
+        _, heights, widths = self.frame_chunks
+        return frozenset((h, w) for h in set(heights) for w in set(widths))
 
     @property
     def frame_chunks(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -254,11 +239,8 @@ class _AxisPoints:
         block = points // size
         order = np.argsort(block, kind="stable")
         self.blocks, starts = np.unique(block[order], return_index=True)
-        bounds = [*starts.tolist(), points.size]
-        self.members = {}
-        for i, b in enumerate(self.blocks.tolist()):
-            chosen = order[bounds[i]:bounds[i + 1]]
-            self.members[b] = (chosen, points[chosen] - b * size)
+        groups = np.split(order, starts[1:])
+        self.members = {b: (chosen, points[chosen] - b * size) for b, chosen in zip(self.blocks.tolist(), groups)}
 
 
 def axis_sizes(extent: int, tile: int) -> tuple[int, ...]:

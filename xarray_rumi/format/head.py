@@ -8,22 +8,10 @@ from ..errors import RumiFormatError
 from .blob import Header
 from .dtypes import SAMPLE_TYPES
 from .grid import FrameGrid, FrameUnit
-from .ifd import (
-    BITS_PER_SAMPLE,
-    IMAGE_LENGTH,
-    IMAGE_WIDTH,
-    SAMPLE_FORMAT,
-    SAMPLES_PER_PIXEL,
-    TAG_NAMES,
-    TILE_BYTE_COUNTS,
-    TILE_LENGTH,
-    TILE_OFFSETS,
-    TILE_WIDTH,
-    parse_head,
-)
-from .placement import GEOREFERENCING_SIZE, IFD_SIZE, PREAMBLE_SIZE, external_sizes, georeferencing_offset
-
-IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE
+from .ifd import TAG_NAMES, parse_head
+from .placement import (BITS_PER_SAMPLE, GEOREFERENCING_SIZE, IFD_HEAD_SIZE, IMAGE_LENGTH, IMAGE_WIDTH, SAMPLE_FORMAT,
+                        SAMPLES_PER_PIXEL, TILE_BYTE_COUNTS, TILE_LENGTH, TILE_OFFSETS, TILE_WIDTH, external_sizes,
+                        georeferencing_offset)
 
 
 def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tuple[int, int]]:
@@ -34,12 +22,10 @@ def ifd_head_ranges(grid: FrameGrid, *, georeferencing: bool = False) -> list[tu
     """
     external = external_sizes(grid.samples_per_pixel, grid.frame_count)
     tags = georeferencing_offset(grid)
-    if SAMPLE_FORMAT not in external:
-        head = [(0, IFD_HEAD_SIZE)]
-        return [*head, (tags, tags + GEOREFERENCING_SIZE)] if georeferencing else head
-    sample_formats = tags - external[SAMPLE_FORMAT]
     end = tags + GEOREFERENCING_SIZE if georeferencing else tags
-    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (sample_formats, end)]
+    if SAMPLE_FORMAT not in external:  # BitsPerSample and SampleFormat inline: the 252 bytes hold them
+        return [(0, IFD_HEAD_SIZE), (tags, end)] if georeferencing else [(0, IFD_HEAD_SIZE)]
+    return [(0, IFD_HEAD_SIZE + external[BITS_PER_SAMPLE]), (tags - external[SAMPLE_FORMAT], end)]
 
 
 def split_head(grid: FrameGrid, payloads, *, georeferencing: bool = False) -> tuple[bytes, bytes, bytes]:

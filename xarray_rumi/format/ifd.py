@@ -12,64 +12,21 @@ from .container import refuse_later_file
 from .dtypes import SampleType, sample_type
 from .geo import Georeferencing
 from .grid import FrameGrid, FrameUnit
-from .placement import (
-    BITS_PER_SAMPLE,
-    GEO_KEY_DIRECTORY,
-    IFD_OFFSET,
-    IFD_SIZE,
-    IMAGE_LENGTH,
-    IMAGE_WIDTH,
-    MODEL_TRANSFORMATION,
-    PREAMBLE_SIZE,
-    SAMPLES_PER_PIXEL,
-    SAMPLE_FORMAT,
-    TAG_COUNT,
-    TILE_BYTE_COUNTS,
-    TILE_LENGTH,
-    TILE_OFFSETS,
-    TILE_WIDTH,
-    base_frame_offset,
-    external_sizes,
-)
 from .limits import DEFAULT_LIMITS, Limits
+from .placement import (BITS_PER_SAMPLE, FIXED_TAGS, GEO_KEY_DIRECTORY, IFD_HEAD_SIZE, IFD_OFFSET, IMAGE_LENGTH,
+                        IMAGE_WIDTH, MODEL_TRANSFORMATION, PREAMBLE_SIZE, SAMPLES_PER_PIXEL, SAMPLE_FORMAT, TAG_COUNT,
+                        TILE_BYTE_COUNTS, TILE_LENGTH, TILE_OFFSETS, TILE_WIDTH, TYPE_CODES, TYPE_SIZES,
+                        base_frame_offset, expected_counts, external_sizes)
 
-SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
-_TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
-TYPE_SIZES = {type_code: np.dtype(code).itemsize for type_code, code in _TYPE_CODES.items()}
-
-#: (tag, name, type), in the IFD's order.
-FIXED_TAGS = (
-    (IMAGE_WIDTH, "ImageWidth", LONG),
-    (IMAGE_LENGTH, "ImageLength", LONG),
-    (BITS_PER_SAMPLE, "BitsPerSample", SHORT),
-    (SAMPLES_PER_PIXEL, "SamplesPerPixel", SHORT),
-    (TILE_WIDTH, "TileWidth", SHORT),
-    (TILE_LENGTH, "TileLength", SHORT),
-    (TILE_OFFSETS, "TileOffsets", LONG8),
-    (TILE_BYTE_COUNTS, "TileByteCounts", LONG),
-    (SAMPLE_FORMAT, "SampleFormat", SHORT),
-    (MODEL_TRANSFORMATION, "ModelTransformationTag", DOUBLE),
-    (GEO_KEY_DIRECTORY, "GeoKeyDirectoryTag", SHORT),
-)
-TAG_NAMES = {tag: name for tag, name, _ in FIXED_TAGS}
-TAG_TYPES = {tag: type_code for tag, _, type_code in FIXED_TAGS}
-FIELD_MAXIMA = {tag: 2 ** (8 * TYPE_SIZES[type_code]) - 1 for tag, _, type_code in FIXED_TAGS}
+TAG_NAMES = {tag: name for tag, name, _, _ in FIXED_TAGS}
+TAG_TYPES = {tag: type_code for tag, _, type_code, _ in FIXED_TAGS}
+FIELD_MAXIMA = {tag: 2 ** (8 * TYPE_SIZES[type_code]) - 1 for tag, _, type_code, _ in FIXED_TAGS}
 # Tags that explain a rejection better than "not in the fixed IFD".
 _FORBIDDEN = {
     **dict.fromkeys((273, 278, 279), "file-profile.tiled"),  # strips
     **dict.fromkeys((254, 330, 338), "file-profile.single-image"),  # NewSubfileType, SubIFDs, ExtraSamples
     **dict.fromkeys((33550, 33922, 34736, 34737), "georeferencing.tags"),  # GeoTIFF's other tags
 }
-
-
-def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
-    """The count every tag must have for ``B`` bands and ``N`` frames."""
-    b, n = samples_per_pixel, frame_count
-    return {
-        IMAGE_WIDTH: 1, IMAGE_LENGTH: 1, BITS_PER_SAMPLE: b, SAMPLES_PER_PIXEL: 1,
-        TILE_WIDTH: 1, TILE_LENGTH: 1, TILE_OFFSETS: n, TILE_BYTE_COUNTS: n,
-        SAMPLE_FORMAT: b, MODEL_TRANSFORMATION: 16, GEO_KEY_DIRECTORY: 16,
-    }
 
 
 def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, byte_counts) -> bytes:
@@ -79,19 +36,18 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
     if counts.shape != (n,) or counts.min() < 1 or counts.max() > 0xFFFFFFFF:
         raise ValueError(f"need {n} byte counts between 1 and 2**32 - 1")
     base = base_frame_offset(grid)
-    offsets = base + np.concatenate([[0], np.cumsum(counts[:-1])]).astype(np.int64)
     numbers = {
         IMAGE_WIDTH: grid.image_width, IMAGE_LENGTH: grid.image_length,
         BITS_PER_SAMPLE: [sample.bits_per_sample] * b, SAMPLES_PER_PIXEL: b,
         TILE_WIDTH: grid.tile_width, TILE_LENGTH: grid.tile_length,
-        TILE_OFFSETS: offsets, TILE_BYTE_COUNTS: counts, SAMPLE_FORMAT: [sample.sample_format] * b,
+        TILE_OFFSETS: base + np.concatenate([[0], np.cumsum(counts[:-1])]), TILE_BYTE_COUNTS: counts,
+        SAMPLE_FORMAT: [sample.sample_format] * b,
     }
-    values = {tag: np.asarray(value).astype(_TYPE_CODES[TAG_TYPES[tag]]).tobytes() for tag, value in numbers.items()}
+    values = {tag: np.asarray(value).astype(TYPE_CODES[TAG_TYPES[tag]]).tobytes() for tag, value in numbers.items()}
     values.update({MODEL_TRANSFORMATION: georef.model_transformation(), GEO_KEY_DIRECTORY: georef.geo_keys()})
-    counts_by_tag = expected_counts(b, n)
     entries, external = [], []
-    cursor = PREAMBLE_SIZE + IFD_SIZE
-    for tag, _, type_code in FIXED_TAGS:
+    cursor = IFD_HEAD_SIZE
+    for (tag, _, type_code, _), count in zip(FIXED_TAGS, expected_counts(b, n).values()):
         value = values[tag]
         if len(value) <= 8:
             field = value.ljust(8, b"\0")
@@ -99,10 +55,9 @@ def build_prefix(grid: FrameGrid, sample: SampleType, georef: Georeferencing, by
             field = struct.pack("<Q", cursor)
             external.append(value)
             cursor += len(value)
-        entries.append(struct.pack("<HHQ", tag, type_code, counts_by_tag[tag]) + field)
+        entries.append(struct.pack("<HHQ", tag, type_code, count) + field)
     preamble = b"II" + struct.pack("<HHHQ", 43, 8, 0, IFD_OFFSET)
-    ifd = struct.pack("<Q", TAG_COUNT) + b"".join(entries) + struct.pack("<Q", 0)
-    prefix = preamble + ifd + b"".join(external)
+    prefix = preamble + struct.pack("<Q", TAG_COUNT) + b"".join(entries) + struct.pack("<Q", 0) + b"".join(external)
     if len(prefix) != base:  # a bug, never bad input: frames written after it would be located wrong
         raise RuntimeError(f"internal error: the IFD writer made {len(prefix)} bytes before the frames, "
                            f"placement.base_frame_offset says {base}")
@@ -118,24 +73,25 @@ class ParsedIFD:
     georeferencing: Georeferencing
     tile_offsets: np.ndarray
     tile_byte_counts: np.ndarray
-    frame_data_offset: int
+
+    @property
+    def frame_data_offset(self) -> int:
+        return base_frame_offset(self.grid)
 
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     """How many bytes of the file :func:`parse_prefix` needs, from its first 252."""
     _check_preamble(head)
     entries = _entries(head)
-    fixed = PREAMBLE_SIZE + IFD_SIZE
-    if [(tag, type_code) for tag, type_code, _, _ in entries] != [(tag, t) for tag, _, t in FIXED_TAGS]:
-        return fixed
+    if [(tag, type_code) for tag, type_code, _, _ in entries] != [(tag, t) for tag, _, t, _ in FIXED_TAGS]:
+        return IFD_HEAD_SIZE
     by_tag = {tag: (count, field) for tag, _, count, field in entries}
     frames = by_tag[TILE_OFFSETS][0]
     if frames > limits.max_frames:
         raise RumiFormatError(
-            "fixed-ifd.limits", f"TileOffsets claims {frames} frames, above Limits.max_frames ({limits.max_frames})"
-        )
+            "fixed-ifd.limits", f"TileOffsets claims {frames} frames, above Limits.max_frames ({limits.max_frames})")
     bands, = struct.unpack_from("<H", by_tag[SAMPLES_PER_PIXEL][1])
-    return fixed + sum(external_sizes(bands, frames).values())
+    return IFD_HEAD_SIZE + sum(external_sizes(bands, frames).values())
 
 
 def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
@@ -153,10 +109,9 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
         count, field = by_tag[tag]
         if count != 1:
             raise RumiFormatError("fixed-ifd.counts", f"{TAG_NAMES[tag]} must have count 1, got {count}")
-        return int(np.frombuffer(field, _TYPE_CODES[TAG_TYPES[tag]], count=1)[0])
+        return int(np.frombuffer(field, TYPE_CODES[TAG_TYPES[tag]], count=1)[0])
 
-    width, length = inline_scalar(IMAGE_WIDTH), inline_scalar(IMAGE_LENGTH)
-    spp = inline_scalar(SAMPLES_PER_PIXEL)
+    width, length, spp = inline_scalar(IMAGE_WIDTH), inline_scalar(IMAGE_LENGTH), inline_scalar(SAMPLES_PER_PIXEL)
     tile_width, tile_length = inline_scalar(TILE_WIDTH), inline_scalar(TILE_LENGTH)
     offsets_count = by_tag[TILE_OFFSETS][0]
     # Cell frames are the fewer: a grid that fails the frame limit as cells fails it either way.
@@ -174,14 +129,10 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
             f"with {spp} bands needs {positions} (cell) or {positions * spp} (tile)",
         )
     grid = FrameGrid(width, length, tile_width, tile_length, spp, unit).check(limits, rule="fixed-ifd")
-    n = grid.frame_count
-    counts = expected_counts(spp, n)
-    for tag, expected in counts.items():
+    for tag, expected in expected_counts(spp, grid.frame_count).items():
         if by_tag[tag][0] != expected:
-            raise RumiFormatError(
-                "fixed-ifd.counts", f"{TAG_NAMES[tag]} must have count {expected}, got {by_tag[tag][0]}"
-            )
-
+            raise RumiFormatError("fixed-ifd.counts",
+                                  f"{TAG_NAMES[tag]} must have count {expected}, got {by_tag[tag][0]}")
     values = _values(data, by_tag)
     bits = np.frombuffer(values[BITS_PER_SAMPLE], "<u2")
     formats = np.frombuffer(values[SAMPLE_FORMAT], "<u2")
@@ -192,7 +143,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY], check_registry=check_registry)
     tile_offsets = np.frombuffer(values[TILE_OFFSETS], "<u8").astype(np.int64)
     tile_byte_counts = np.frombuffer(values[TILE_BYTE_COUNTS], "<u4").astype(np.int64)
-    return ParsedIFD(grid, sample, georef, tile_offsets, tile_byte_counts, base_frame_offset(grid))
+    return ParsedIFD(grid, sample, georef, tile_offsets, tile_byte_counts)
 
 
 def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
@@ -208,23 +159,19 @@ def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     for tag, (count, field) in _tag_table(_entries(head)).items():
         type_code = TAG_TYPES[tag]
         inline = TYPE_SIZES[type_code] * count <= 8
-        stated[tag] = (count, tuple(np.frombuffer(field, _TYPE_CODES[type_code], count=count).tolist()) if inline else None)
+        stated[tag] = (count, tuple(np.frombuffer(field, TYPE_CODES[type_code], count=count).tolist()) if inline else None)
     return stated
 
 
 def _check_preamble(data: bytes) -> None:
     _check_file_kind(bytes(data[:PREAMBLE_SIZE]))
-    if len(data) < PREAMBLE_SIZE + IFD_SIZE:
-        raise RumiFormatError(
-            "file-profile.truncated",
-            f"a rumi file is at least {PREAMBLE_SIZE + IFD_SIZE} bytes before its frames, got {len(data)}",
-        )
+    if len(data) < IFD_HEAD_SIZE:
+        raise RumiFormatError("file-profile.truncated",
+                              f"a rumi file is at least {IFD_HEAD_SIZE} bytes before its frames, got {len(data)}")
     magic, offset_size, reserved, first_ifd = struct.unpack_from("<HHHQ", data, 2)
     if magic != 43 or offset_size != 8 or reserved != 0:
-        raise RumiFormatError(
-            "file-profile.bigtiff",
-            f"not a BigTIFF header (version {magic}, offset size {offset_size}, reserved {reserved})",
-        )
+        raise RumiFormatError("file-profile.bigtiff",
+                              f"not a BigTIFF header (version {magic}, offset size {offset_size}, reserved {reserved})")
     if first_ifd != IFD_OFFSET:
         raise RumiFormatError("placement.ifd", f"the IFD must start at byte 16, immediately after the header; it is at {first_ifd}")
     count, = struct.unpack_from("<Q", data, IFD_OFFSET)
@@ -241,38 +188,26 @@ def _check_file_kind(head: bytes) -> None:
     if not head:
         raise RumiFormatError("file-profile.truncated", "not a rumi file: the file is empty")
     if not (b"II".startswith(head[:2]) or b"MM".startswith(head[:2])):
-        raise RumiFormatError(
-            "file-profile.little-endian", f"not a rumi file: it does not begin with a TIFF header (II, got {head[:2]!r})"
-        )
+        raise RumiFormatError("file-profile.little-endian",
+                              f"not a rumi file: it does not begin with a TIFF header (II, got {head[:2]!r})")
     if head[:2] == b"MM":
         version = struct.unpack_from(">H", head, 2)[0] if len(head) >= 4 else None
         kind = {42: "classic TIFF", 43: "BigTIFF"}.get(version, "TIFF")
-        raise RumiFormatError(
-            "file-profile.little-endian",
-            f"not a rumi file: a big-endian {kind} (it begins with MM); rumi files are little-endian BigTIFF "
-            "(II, version 43): rumi convert makes one from it",
-        )
+        raise RumiFormatError("file-profile.little-endian", f"not a rumi file: a big-endian {kind} (it begins with "
+                              "MM); rumi files are little-endian BigTIFF (II, version 43): rumi convert makes one "
+                              "from it")
     if len(head) >= 4 and struct.unpack_from("<H", head, 2)[0] == 42:
-        raise RumiFormatError(
-            "file-profile.bigtiff",
-            "not a rumi file: a classic TIFF (version 42, 32-bit offsets); rumi files are BigTIFF (version 43): "
-            "rumi convert makes one from it",
-        )
+        raise RumiFormatError("file-profile.bigtiff", "not a rumi file: a classic TIFF (version 42, 32-bit offsets); "
+                              "rumi files are BigTIFF (version 43): rumi convert makes one from it")
     if len(head) < PREAMBLE_SIZE:
-        raise RumiFormatError(
-            "file-profile.truncated",
-            f"not a rumi file: {len(head)} byte{'s' if len(head) > 1 else ''}, shorter than the "
-            f"{PREAMBLE_SIZE}-byte BigTIFF header every rumi file begins with",
-        )
+        plural = "s" if len(head) > 1 else ""
+        raise RumiFormatError("file-profile.truncated", f"not a rumi file: {len(head)} byte{plural}, shorter "
+                              f"than the {PREAMBLE_SIZE}-byte BigTIFF header every rumi file begins with")
 
 
 def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
-    entries = []
-    for i in range(TAG_COUNT):
-        at = IFD_OFFSET + 8 + 20 * i
-        tag, type_code, count = struct.unpack_from("<HHQ", data, at)
-        entries.append((tag, type_code, count, bytes(data[at + 12: at + 20])))
-    return entries
+    at = [IFD_OFFSET + 8 + 20 * i for i in range(TAG_COUNT)]
+    return [(*struct.unpack_from("<HHQ", data, i), bytes(data[i + 12: i + 20])) for i in at]
 
 
 def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[int, bytes]]:
@@ -280,28 +215,25 @@ def _tag_table(entries: list[tuple[int, int, int, bytes]]) -> dict[int, tuple[in
     tags = [e[0] for e in entries]
     for tag in tags:
         if tag not in TAG_NAMES:
-            rule = _FORBIDDEN.get(tag, "fixed-ifd.tags")
-            raise RumiFormatError(rule, f"the IFD holds tag {tag}, which the fixed IFD does not allow")
+            raise RumiFormatError(_FORBIDDEN.get(tag, "fixed-ifd.tags"),
+                                  f"the IFD holds tag {tag}, which the fixed IFD does not allow")
     if len(set(tags)) != len(tags) or sorted(tags) != tags:
         raise RumiFormatError("fixed-ifd.order", f"tags must appear once each in rising order, got {tags}")
     if len(tags) != TAG_COUNT:
         missing = sorted(set(TAG_NAMES) - set(tags))
         raise RumiFormatError("fixed-ifd.tags", f"the IFD lacks {[TAG_NAMES[t] for t in missing]}")
-    by_tag = {}
-    for tag, type_code, count, field in entries:
+    for tag, type_code, _, _ in entries:
         if type_code != TAG_TYPES[tag]:
-            raise RumiFormatError(
-                "fixed-ifd.types", f"{TAG_NAMES[tag]} must have type {TAG_TYPES[tag]}, got {type_code}"
-            )
-        by_tag[tag] = (count, field)
-    return by_tag
+            raise RumiFormatError("fixed-ifd.types",
+                                  f"{TAG_NAMES[tag]} must have type {TAG_TYPES[tag]}, got {type_code}")
+    return {tag: (count, field) for tag, _, count, field in entries}
 
 
 def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
     """Each tag's value bytes, external placement checked."""
-    cursor = PREAMBLE_SIZE + IFD_SIZE
+    cursor = IFD_HEAD_SIZE
     values = {}
-    for tag, name, type_code in FIXED_TAGS:
+    for tag, name, type_code, _ in FIXED_TAGS:
         count, field = by_tag[tag]
         size = TYPE_SIZES[type_code] * count
         if size <= 8:
@@ -311,10 +243,8 @@ def _values(data: bytes, by_tag: dict) -> dict[int, bytes]:
             continue
         offset, = struct.unpack("<Q", field)
         if offset != cursor:
-            raise RumiFormatError(
-                "placement.external",
-                f"{name} must be stored at byte {cursor}, immediately after the previous value, but is at {offset}",
-            )
+            raise RumiFormatError("placement.external", f"{name} must be stored at byte {cursor}, "
+                                  f"immediately after the previous value, but is at {offset}")
         if len(data) < cursor + size:
             raise RumiFormatError("file-profile.truncated", f"the file ends inside the {name} values")
         values[tag] = bytes(data[cursor: cursor + size])
@@ -329,9 +259,8 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
         first = int(np.argmin(counts))
         raise RumiFormatError("frames.sparse", f"frame {first} has TileByteCounts 0; no frame may be sparse")
     if counts.size and counts.max() > limits.max_frame_byte_count:
-        raise RumiFormatError(
-            "frames.limits", f"a frame of {int(counts.max())} bytes exceeds Limits.max_frame_byte_count"
-        )
+        raise RumiFormatError("frames.limits",
+                              f"a frame of {int(counts.max())} bytes exceeds Limits.max_frame_byte_count")
     base = parsed.frame_data_offset
     expected = base + np.concatenate([[0], np.cumsum(counts[:-1])])
     mismatch = np.flatnonzero(offsets != expected)
@@ -342,18 +271,10 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
     order = np.argsort(offsets, kind="stable")
     by_position = offsets[order]
     if by_position[0] == base and np.array_equal(by_position[1:], (by_position + counts[order])[:-1]):
-        raise RumiFormatError(
-            "frames.order",
-            f"frames are not in frame-index order (frame {k} is at byte {int(offsets[k])}, expected "
-            f"{int(expected[k])}); a band-interleaved layout is rejected",
-        )
+        raise RumiFormatError("frames.order", f"frames are not in frame-index order (frame {k} is at byte "
+                              f"{int(offsets[k])}, expected {int(expected[k])}); a band-interleaved layout is rejected")
     if k == 0:
-        raise RumiFormatError(
-            "placement.frame-data",
-            f"frame data must start at byte {base}, immediately after the external values; "
-            f"TileOffsets[0] is {int(offsets[0])}",
-        )
-    raise RumiFormatError(
-        "frames.contiguous",
-        f"frame {k} must start at byte {int(expected[k])}, right after frame {k - 1}; it starts at {int(offsets[k])}",
-    )
+        raise RumiFormatError("placement.frame-data", f"frame data must start at byte {base}, immediately after the "
+                              f"external values; TileOffsets[0] is {int(offsets[0])}")
+    raise RumiFormatError("frames.contiguous", f"frame {k} must start at byte {int(expected[k])}, right after frame "
+                          f"{k - 1}; it starts at {int(offsets[k])}")

@@ -11,39 +11,55 @@ from .grid import FrameGrid
 IMAGE_WIDTH, IMAGE_LENGTH, BITS_PER_SAMPLE, SAMPLES_PER_PIXEL = 256, 257, 258, 277
 TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_BYTE_COUNTS = 322, 323, 324, 325
 SAMPLE_FORMAT, MODEL_TRANSFORMATION, GEO_KEY_DIRECTORY = 339, 34264, 34735
+SHORT, LONG, DOUBLE, LONG8 = 3, 4, 12, 16
+TYPE_CODES = {SHORT: "<u2", LONG: "<u4", DOUBLE: "<f8", LONG8: "<u8"}
+TYPE_SIZES = {type_code: np.dtype(code).itemsize for type_code, code in TYPE_CODES.items()}
+
+#: (tag, name, type, count: a number, "B" for one per band or "N" for one per frame), in the IFD's order.
+FIXED_TAGS = (
+    (IMAGE_WIDTH, "ImageWidth", LONG, 1),
+    (IMAGE_LENGTH, "ImageLength", LONG, 1),
+    (BITS_PER_SAMPLE, "BitsPerSample", SHORT, "B"),
+    (SAMPLES_PER_PIXEL, "SamplesPerPixel", SHORT, 1),
+    (TILE_WIDTH, "TileWidth", SHORT, 1),
+    (TILE_LENGTH, "TileLength", SHORT, 1),
+    (TILE_OFFSETS, "TileOffsets", LONG8, "N"),
+    (TILE_BYTE_COUNTS, "TileByteCounts", LONG, "N"),
+    (SAMPLE_FORMAT, "SampleFormat", SHORT, "B"),
+    (MODEL_TRANSFORMATION, "ModelTransformationTag", DOUBLE, 16),
+    (GEO_KEY_DIRECTORY, "GeoKeyDirectoryTag", SHORT, 16),
+)
 
 # TIFF's header is the "preamble" here, as "header" means the blob.
 PREAMBLE_SIZE = 16
 IFD_OFFSET = 16
-TAG_COUNT = 11
+TAG_COUNT = len(FIXED_TAGS)
 IFD_SIZE = 8 + 20 * TAG_COUNT + 8  # entry count, 11 entries, next-IFD offset
+IFD_HEAD_SIZE = PREAMBLE_SIZE + IFD_SIZE
 MODEL_TRANSFORMATION_SIZE = 16 * 8
-GEO_KEY_DIRECTORY_SIZE = 16 * 2
-GEOREFERENCING_SIZE = MODEL_TRANSFORMATION_SIZE + GEO_KEY_DIRECTORY_SIZE
+GEOREFERENCING_SIZE = MODEL_TRANSFORMATION_SIZE + 16 * 2
+
+
+def expected_counts(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
+    """The count every tag must have for ``B`` bands and ``N`` frames, in the IFD's order."""
+    per = {"B": samples_per_pixel, "N": frame_count}
+    return {tag: per.get(count, count) for tag, _, _, count in FIXED_TAGS}
 
 
 def external_sizes(samples_per_pixel: int, frame_count: int) -> dict[int, int]:
-    """Bytes each tag stores out of line, keyed by tag, in rising tag order.
+    """Bytes each tag stores out of line (its value does not fit 8 bytes), keyed by tag, in rising tag order.
 
     >>> external_sizes(5, 2)
     {258: 10, 324: 16, 339: 10, 34264: 128, 34735: 32}
     """
-    b, n = samples_per_pixel, frame_count
-    sizes = {
-        BITS_PER_SAMPLE: 2 * b if b >= 5 else 0,
-        TILE_OFFSETS: 8 * n if n >= 2 else 0,
-        TILE_BYTE_COUNTS: 4 * n if n >= 3 else 0,
-        SAMPLE_FORMAT: 2 * b if b >= 5 else 0,
-        MODEL_TRANSFORMATION: MODEL_TRANSFORMATION_SIZE,
-        GEO_KEY_DIRECTORY: GEO_KEY_DIRECTORY_SIZE,
-    }
-    return {tag: size for tag, size in sizes.items() if size}
+    counts = expected_counts(samples_per_pixel, frame_count)
+    sizes = {tag: TYPE_SIZES[type_code] * counts[tag] for tag, _, type_code, _ in FIXED_TAGS}
+    return {tag: size for tag, size in sizes.items() if size > 8}
 
 
 def base_frame_offset(grid: FrameGrid) -> int:
     """Byte offset of the first frame: ``252 +`` the external values."""
-    external = sum(external_sizes(grid.samples_per_pixel, grid.frame_count).values())
-    return PREAMBLE_SIZE + IFD_SIZE + external
+    return IFD_HEAD_SIZE + sum(external_sizes(grid.samples_per_pixel, grid.frame_count).values())
 
 
 def georeferencing_offset(grid: FrameGrid) -> int:

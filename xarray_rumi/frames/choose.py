@@ -15,7 +15,7 @@ import openzl.ext
 from ..format.grid import FrameGrid, FrameUnit
 from ..runtime.threads import share_work
 from .codec import PORTABLE_RECIPES, applicable, as_planes
-from .recipes import FALLBACK, INTERBAND, Recipes, _encode, check_at_level, parse_recipe
+from .recipes import FALLBACK, INTERBAND, Recipes, _encode, parse_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +68,14 @@ def _simplicity(recipe: str) -> tuple[int, str]:
     return (recipe.count(">"), recipe)
 
 
+def _ranked(sizes: dict[str, int]) -> list[str]:
+    """The candidates of ``sizes``, smallest first, simplest first among equals."""
+    return sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))
+
+
 def _central_window(stored: np.ndarray, size: int = PROFILE_WINDOW) -> np.ndarray:
     h, w = stored.shape[1:3]
-    y0, x0 = max(0, (h - size) // 2), max(0, (w - size) // 2)
-    return stored[:, y0:y0 + size, x0:x0 + size]
+    return stored[:, _centred(slice(0, h), size), _centred(slice(0, w), size)]
 
 
 def _quick_raster(samples: list[np.ndarray]) -> np.ndarray:
@@ -92,7 +96,7 @@ def _graph_names(storage: str, error) -> tuple[str, ...]:
 def _distinct_best(sizes: dict[str, int], count: int, *, by=None) -> list[str]:
     """The ``count`` smallest, simplest first, one graph per size (or per ``by(graph)``)."""
     kept, seen = [], set()
-    for graph in sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g))):
+    for graph in _ranked(sizes):
         key = by(graph) if by else sizes[graph]
         if key not in seen:
             seen.add(key)
@@ -110,41 +114,21 @@ def _fixed(compression) -> Recipes | None:
     if compression in ("auto", "portable") or lossy_error(compression) is not None:
         return None
     if not isinstance(compression, str) or ">" not in compression:
-        raise ValueError(
-            "compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
-            f"'planar>zigzag>zstd', got {compression!r}"
-        )
-    recipe = parse_recipe(compression)  # refused now, not at the first frame
-    if recipe.level is not None:
-        check_at_level(recipe)
+        raise ValueError("compression must be 'auto', 'portable', 'lossy:<error>' or a GeoZL recipe such as "
+                         f"'planar>zigzag>zstd', got {compression!r}")
+    parse_recipe(compression)  # refused now, not at the first frame
     return Recipes(compression)
-
-
-def choose(samples: list[np.ndarray], compression: str, *, workers: int = 1, small: bool = False) -> Recipes:
-    """The :class:`Recipes` for ``compression`` given sample frames of storage elements.
-
-    >>> ramp = np.tile(np.arange(64, dtype=np.uint16), (1, 64, 1))
-    >>> choose([ramp], "portable").recipe in PORTABLE_RECIPES
-    True
-    """
-    chosen = _choose_each([samples], compression, workers)
-    if small and compression == "auto":
-        chosen = _slower(chosen, [samples], workers)
-    return chosen[0].recipes
 
 
 @dataclass(frozen=True)
 class _Choice:
     recipes: Recipes
     size: float  # bytes of the profile windows (inf where none applied)
-    lengths: dict = dataclasses.field(default_factory=dict)  # {candidate: [length on each profile window]}
+    lengths: dict  # {candidate: [length on each profile window]}
 
 
 def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int, across_only=()) -> list[_Choice]:
     """One :class:`_Choice` per list of sample frames, all measured together on one pool."""
-    fixed = _fixed(compression)
-    if fixed is not None:
-        return [_Choice(fixed, math.inf)] * len(sample_sets)
     error = lossy_error(compression)
     measure = functools.partial(encoded_sizes, encode=functools.partial(_encode, error=error), workers=workers)
     trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
@@ -155,14 +139,14 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
         shortlists = _shortlists(sample_sets, trial_windows, compression, error, measure, across_only)
         contenders = CONTENDERS
     trials = _measure_all(measure, trial_windows, shortlists)
-    finals = [sorted(sizes, key=lambda g: (sizes[g], *_simplicity(g)))[:contenders] for sizes in trials]
+    finals = [_ranked(sizes)[:contenders] for sizes in trials]
     windows = [[_central_window(s) for s in samples] for samples in sample_sets]
     sizes = iter(measure([(w, c) for ws, final in zip(windows, finals) for c in final for w in ws]))
     chosen = []
     for ws, final in zip(windows, finals):
         lengths = {c: [next(sizes) for _ in ws] for c in final}
         totals = {c: sum(ls) for c, ls in lengths.items() if None not in ls}
-        ranked = sorted(totals, key=lambda g: (totals[g], *_simplicity(g)))
+        ranked = _ranked(totals)
         size = totals[ranked[0]] if ranked else math.inf
         chosen.append(_Choice(Recipes(ranked[0] if ranked else FALLBACK, error), size, lengths))
     return chosen
@@ -177,12 +161,10 @@ def _slower(chosen: list[_Choice], sample_sets, workers: int) -> list[_Choice]:
     sizes = encoded_sizes(jobs, _encode, workers)
     faster = []
     for choice, m, candidate, size in zip(chosen, middle, slow, sizes):
-        winner = choice.recipes.recipe
-        before = choice.lengths.get(winner, [None] * (m + 1))[m]
-        if size is None or before is None or size > SLOW_LEVEL_GAIN * before:
-            faster.append(choice)
-            continue
-        faster.append(_Choice(Recipes(candidate, choice.recipes.error), choice.size * size / before, choice.lengths))
+        before = choice.lengths.get(choice.recipes.recipe, [None] * (m + 1))[m]
+        if size is not None and before is not None and size <= SLOW_LEVEL_GAIN * before:
+            choice = _Choice(Recipes(candidate, choice.recipes.error), choice.size * size / before, choice.lengths)
+        faster.append(choice)
     return faster
 
 
@@ -326,29 +308,11 @@ def plan_frames(grid: FrameGrid, frame_at, compression, *, workers: int = 1,
             choices, sample_sets = choices[-1:], sample_sets[-1:]
         else:
             choices, sample_sets = choices[:-1], sample_sets[:-1]
-    if compression == "auto" and _image_bytes(grid, sample_sets) <= SMALL_IMAGE_BYTES:
+    pixel_bytes = sum(samples[0][:, 0, 0].nbytes for samples in sample_sets)  # of storage elements, every band
+    if compression == "auto" and pixel_bytes * grid.image_length * grid.image_width <= SMALL_IMAGE_BYTES:
         choices = _slower(choices, sample_sets, workers)  # for the chosen frame unit only: it costs
     chosen = tuple(c.recipes for c in choices)
-    if logger.isEnabledFor(logging.DEBUG):
-        for slot, recipes in enumerate(chosen):
-            logger.debug("compression %s, band slot %d of %d: %s", _describe(compression), slot, len(chosen),
-                         _describe_recipes(recipes))
+    for slot, recipes in enumerate(chosen):  # measured choices only: a caller's OpenZL graph returned above
+        logger.debug("compression %r, band slot %d of %d: recipe %s, error bound %r", compression, slot,
+                     len(chosen), recipes.recipe, recipes.error)
     return grid, chosen
-
-
-def _image_bytes(grid: FrameGrid, sample_sets) -> int:
-    """Bytes of storage elements in the image, from the first sample of each band slot."""
-    per_pixel = sum(samples[0].nbytes // (samples[0].shape[1] * samples[0].shape[2])
-                    for samples in sample_sets[:grid.frames_per_position])
-    return per_pixel * grid.image_length * grid.image_width
-
-
-def _describe(compression) -> str:
-    return "an OpenZL graph" if isinstance(compression, openzl.ext.Compressor) else repr(compression)
-
-
-def _describe_recipes(recipes: Recipes) -> str:
-    if recipes.compressor is not None:
-        return "the caller's OpenZL graph"
-    lossy = f", error bound {recipes.error!r}" if recipes.error is not None else ""
-    return f"recipe {recipes.recipe}{lossy}"

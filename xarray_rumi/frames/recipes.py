@@ -52,7 +52,8 @@ class ParsedRecipe(NamedTuple):
 
 
 def parse_recipe(recipe: str) -> ParsedRecipe:
-    """A recipe ``"<predictor>><backend>[:<level>][@interband]"`` taken apart; a bad level is a ``ValueError``.
+    """A recipe ``"<predictor>><backend>[:<level>][@interband]"`` taken apart; ``ValueError`` for a bad level, or a
+    level on a graph that does not end in zstd.
 
     >>> parse_recipe("planar>zigzag>transpose>zstd:16@interband")[1:]
     ('planar>zigzag', 'transpose>zstd', 16, True)
@@ -63,7 +64,10 @@ def parse_recipe(recipe: str) -> ParsedRecipe:
         raise ValueError(f"a zstd level is 1 to 22, got {level!r} in {recipe!r}")
     stages = graph.split(">")
     cut = 2 if len(stages) > 2 and stages[1] == "zigzag" else 1
-    return ParsedRecipe(graph, ">".join(stages[:cut]), ">".join(stages[cut:]), int(level) if colon else None, bool(at))
+    parsed = ParsedRecipe(graph, ">".join(stages[:cut]), ">".join(stages[cut:]), int(level) if colon else None, bool(at))
+    if colon:
+        _check_at_level(parsed)
+    return parsed
 
 
 def _encode(stored: np.ndarray, candidate: str, error=None, cache: ThreadCache | None = None) -> bytes:
@@ -121,7 +125,6 @@ def _encode_at_level(stored: np.ndarray, recipe: ParsedRecipe, cache: ThreadCach
 def _graph_at_level(recipe: ParsedRecipe, width: int, planes: int):
     compressor = openzl.ext.Compressor()
     nodes = openzl.ext.nodes
-    check_at_level(recipe)
     predictor = recipe.predictor
     zstd = openzl.ext.graphs.Zstd(compression_level=recipe.level)(compressor)
     if recipe.backend == "zstd":
@@ -141,17 +144,10 @@ def _graph_at_level(recipe: ParsedRecipe, width: int, planes: int):
     return compressor
 
 
-def check_at_level(recipe: ParsedRecipe) -> None:
-    """Refuse (``ValueError``) a zstd level on a graph that cannot run at one.
-
-    >>> check_at_level(parse_recipe("planar>zigzag>entropy:16"))
-    Traceback (most recent call last):
-    ...
-    ValueError: only a GeoZL graph ending in zstd runs at another zstd level, not 'planar>zigzag>entropy'
-    """
+def _check_at_level(recipe: ParsedRecipe) -> None:
     predictors = {"id", "delta_1d", *_FUSED_PREDICTORS} | {f"{name}>zigzag" for name in _PREDICTORS}
     if recipe.backend not in _ZSTD_BACKENDS or recipe.predictor not in predictors:
         raise ValueError(f"only a GeoZL graph ending in zstd runs at another zstd level, not {recipe.graph!r}")
 
 
-__all__ = ["FALLBACK", "INTERBAND", "ParsedRecipe", "Recipes", "check_at_level", "parse_recipe"]
+__all__ = ["FALLBACK", "INTERBAND", "ParsedRecipe", "Recipes", "parse_recipe"]
