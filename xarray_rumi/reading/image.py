@@ -225,22 +225,12 @@ class RumiImage:
             return [self.source.read(int(starts[0]), int(stops[0]))]
         return self.source.read_many(starts, stops, **options)
 
-    def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
-        """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` (or one frame) each."""
-        indices = np.asarray(indices, dtype=np.int64)
-        starts, stops = self.header.ranges(indices)
-        ends = np.cumsum(stops - starts)
-        first = 0
-        while first < indices.size:
-            limit = (ends[first - 1] if first else 0) + batch_bytes
-            last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
-            yield indices[first:last], starts[first:last], stops[first:last]
-            first = last
-
     def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
         """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
-        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
-            yield from zip(batch.tolist(), self.fetch(starts, stops))
+        indices = np.asarray(indices, dtype=np.int64)
+        starts, stops = self.header.ranges(indices)
+        for part in byte_batches(starts, stops, batch_bytes):
+            yield from zip(indices[part].tolist(), self.fetch(starts[part], stops[part]))
 
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
         """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given); errors name it."""
@@ -356,9 +346,10 @@ def decode_all(jobs) -> None:
 
     def batches():
         for image, touched, place in jobs:
-            batch, request = _remote_sizes(image, touched, threads)
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=batch):
-                yield image, place, indices.tolist(), starts, stops, request
+            starts, stops = image.header.ranges(touched)
+            batch, request = _remote_sizes(image, int((stops - starts).sum()), threads)
+            for part in byte_batches(starts, stops, batch):
+                yield image, place, touched[part].tolist(), starts[part], stops[part], request
 
     def prepare(batch) -> list:
         image, place, indices, starts, stops, request = batch
@@ -368,14 +359,27 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, at_most=frames)
 
 
-def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int, int | None]:
+def _remote_sizes(image: RumiImage, read: int, threads: int) -> tuple[int, int | None]:
     """Compressed bytes a thread fetches at a time (remotely a share among idle threads, within REMOTE_BATCH),
-    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the read)."""
+    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the ``read``)."""
     if image.source.is_local:
         return DECODE_BATCH, None
-    starts, stops = image.header.ranges(touched)
-    read = int((stops - starts).sum())
     return max(DECODE_BATCH, min(-(-read // threads), REMOTE_BATCH // threads)), request_bytes(read)
+
+
+def byte_batches(starts: np.ndarray, stops: np.ndarray, batch_bytes: int):
+    """Slices of consecutive ranges, each at most ``batch_bytes`` long in all (or one range).
+
+    >>> list(byte_batches(np.array([0, 4, 8]), np.array([4, 8, 20]), 8))
+    [slice(0, 2, None), slice(2, 3, None)]
+    """
+    ends = np.cumsum(stops - starts)
+    first = 0
+    while first < ends.size:
+        limit = (ends[first - 1] if first else 0) + batch_bytes
+        last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
+        yield slice(first, last)
+        first = last
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
@@ -385,4 +389,4 @@ def _load_image(source, header, georeferencing, verify, checked, opened_size=Non
     return image
 
 
-__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]
+__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "byte_batches", "decode_all", "read_windows"]
