@@ -12,7 +12,6 @@ import numpy as np
 from ..format.grid import FrameUnit
 from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import computing_threads, share_work
-from . import image as reader
 from .buffers import result_array
 from .checked import pair_digest
 
@@ -228,8 +227,7 @@ def _decode_batches(plans: list[_ImagePlan]):
     """``(plan, frames)`` runs of frames: each remote image's whole (first), local ones a few MiB at a time."""
     for plan in sorted(plans, key=lambda plan: plan.image.source.is_local):
         if plan.image.source.is_local:
-            yield from ((plan, part) for part in reader.byte_batches(*plan.image.header.ranges(plan.frames),
-                                                                     reader.DECODE_BATCH))
+            yield from ((plan, part) for part, _, _ in plan.image.batches(plan.frames))
         else:
             yield plan, slice(0, plan.frames.size)
 

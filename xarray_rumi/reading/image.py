@@ -91,8 +91,8 @@ class RumiImage:
         """The file's real size in bytes (``header.frames_end`` is only a claim)."""
         if self.opened_size is not None:
             return self.opened_size
-        known = self._pin_file()
-        return known.size if known is not None and known.size is not None else self.source.size()
+        self._pin_file()
+        return source_size(self.source)
 
     def __reduce__(self):
         # The check of the blob travels as a fact about the pair, recorded where the image is loaded.
@@ -129,8 +129,7 @@ class RumiImage:
             "the file was cut after its blob was made, or the blob is not this file's")
 
     def _pin_file(self):
-        pin = getattr(self.source, "pin", None)
-        return pin() if pin is not None else None
+        return pin_file(self.source)
 
     def fetch_as_ready(self, starts, stops, handle, *, max_request: int | None = None) -> list[tuple[int, bytes]]:
         """Fetch, calling ``handle(position, payload)`` as remote requests complete; returns the rest's pairs."""
@@ -225,12 +224,30 @@ class RumiImage:
             return [self.source.read(int(starts[0]), int(stops[0]))]
         return self.source.read_many(starts, stops, **options)
 
+    def batches(self, indices: np.ndarray, batch_bytes: int | None = None):
+        """``(part, starts, stops)`` of frames ``indices[part]`` in turn, at most ``batch_bytes`` (default
+        :data:`DECODE_BATCH`) or one frame each.
+
+        >>> import numpy as np, tempfile, os, xarray_rumi
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
+        >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, compression="portable")
+        >>> [part for part, _, _ in xarray_rumi.open_image(path, blob).batches(np.arange(4), batch_bytes=1)]
+        [slice(0, 1, None), slice(1, 2, None), slice(2, 3, None), slice(3, 4, None)]
+        """
+        starts, stops = self.header.ranges(indices)
+        ends = np.cumsum(stops - starts)
+        first = 0
+        while first < ends.size:
+            limit = (ends[first - 1] if first else 0) + (DECODE_BATCH if batch_bytes is None else batch_bytes)
+            last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
+            yield slice(first, last), starts[first:last], stops[first:last]
+            first = last
+
     def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
         """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
         indices = np.asarray(indices, dtype=np.int64)
-        starts, stops = self.header.ranges(indices)
-        for part in byte_batches(starts, stops, batch_bytes):
-            yield from zip(indices[part].tolist(), self.fetch(starts[part], stops[part]))
+        for part, starts, stops in self.batches(indices, batch_bytes):
+            yield from zip(indices[part].tolist(), self.fetch(starts, stops))
 
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
         """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given); errors name it."""
@@ -346,10 +363,9 @@ def decode_all(jobs) -> None:
 
     def batches():
         for image, touched, place in jobs:
-            starts, stops = image.header.ranges(touched)
-            batch, request = _remote_sizes(image, int((stops - starts).sum()), threads)
-            for part in byte_batches(starts, stops, batch):
-                yield image, place, touched[part].tolist(), starts[part], stops[part], request
+            batch, request = _remote_sizes(image, touched, threads)
+            for part, starts, stops in image.batches(touched, batch):
+                yield image, place, touched[part].tolist(), starts, stops, request
 
     def prepare(batch) -> list:
         image, place, indices, starts, stops, request = batch
@@ -359,27 +375,26 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, at_most=frames)
 
 
-def _remote_sizes(image: RumiImage, read: int, threads: int) -> tuple[int, int | None]:
+def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int | None, int | None]:
     """Compressed bytes a thread fetches at a time (remotely a share among idle threads, within REMOTE_BATCH),
-    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the ``read``)."""
+    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the read)."""
     if image.source.is_local:
-        return DECODE_BATCH, None
+        return None, None
+    starts, stops = image.header.ranges(touched)
+    read = int((stops - starts).sum())
     return max(DECODE_BATCH, min(-(-read // threads), REMOTE_BATCH // threads)), request_bytes(read)
 
 
-def byte_batches(starts: np.ndarray, stops: np.ndarray, batch_bytes: int):
-    """Slices of consecutive ranges, each at most ``batch_bytes`` long in all (or one range).
+def pin_file(source):
+    """Fix the version of the file ``source`` reads (:meth:`ByteSource.pin`); ``None`` for a source that keeps none."""
+    pin = getattr(source, "pin", None)
+    return pin() if pin is not None else None
 
-    >>> list(byte_batches(np.array([0, 4, 8]), np.array([4, 8, 20]), 8))
-    [slice(0, 2, None), slice(2, 3, None)]
-    """
-    ends = np.cumsum(stops - starts)
-    first = 0
-    while first < ends.size:
-        limit = (ends[first - 1] if first else 0) + batch_bytes
-        last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
-        yield slice(first, last)
-        first = last
+
+def source_size(source) -> int:
+    """The size of the file in the version ``source`` keeps to (else now)."""
+    identity = getattr(source, "identity", None)
+    return identity.size if identity is not None and identity.size is not None else source.size()
 
 
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
@@ -389,4 +404,4 @@ def _load_image(source, header, georeferencing, verify, checked, opened_size=Non
     return image
 
 
-__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "byte_batches", "decode_all", "read_windows"]
+__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]

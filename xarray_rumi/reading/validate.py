@@ -22,10 +22,9 @@ def validate(path, header=None, *, storage_options=None, limits: Limits = DEFAUL
     >>> validate(path, blob)   # returns None when the file complies
     """
     source = ByteSource.of(path, storage_options)
-    _, file_header = read_ifd(source, limits)
+    _, file_header, size = read_ifd(source, limits)
     if header is not None:
         check_blob_against_file(load_header(header, storage_options, limits), file_header)
-    size = source.size()
     if size != file_header.frames_end:
         rule = "frames.truncated" if size < file_header.frames_end else "frames.trailing-bytes"
         raise RumiFormatError(rule, f"the frames end at byte {file_header.frames_end}, but the file is {size} bytes")
