@@ -54,39 +54,29 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
 
 def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
     """The distinct images (equal ones once: one file, one blob) and, for each, its pairs' positions."""
-    by_object: dict[int, int] = {}
-    by_key: dict[bytes, int] = {}
-    images: list = []
-    members: list[list[int]] = []
+    keys: dict[int, bytes] = {}
+    groups: dict[bytes, tuple] = {}
     for slot, pair in enumerate(pairs):
         try:
             image, _ = pair
         except (TypeError, ValueError):
             raise ValueError(f"pair {slot} is {pair!r}, not an (image, window) pair") from None
-        group = by_object.get(id(image))
-        if group is None:
-            key = pair_digest(image.source, image.header)  # not the file's version: asking it may take a request
-            group = by_key.get(key)
-            if group is None:
-                group = by_key[key] = len(images)
-                images.append(image)
-                members.append([])
-            by_object[id(image)] = group
-        members[group].append(slot)
-    return images, [np.asarray(m, dtype=np.int64) for m in members]
+        if id(image) not in keys:
+            # not the file's version: asking it may take a request
+            keys[id(image)] = pair_digest(image.source, image.header)
+        groups.setdefault(keys[id(image)], (image, []))[1].append(slot)
+    return [image for image, _ in groups.values()], [np.asarray(slots, np.int64) for _, slots in groups.values()]
 
 
 def _checked_windows(windows, images) -> np.ndarray:
-    try:
-        array = np.asarray(windows)
-        if array.dtype.kind not in "iu":  # each value checked, so the message names the bad one
-            array = np.array([[operator.index(v) for v in window] for window in windows], dtype=np.int64)
-        array = array.astype(np.int64, copy=False)
-    except (TypeError, ValueError):
-        bad = next(i for i, w in enumerate(windows) if not _is_window(w))
-        raise ValueError(f"window {bad} is {windows[bad]!r}, not four integers (row, col, height, width)") from None
-    if array.ndim != 2 or array.shape[1] != 4:
-        raise ValueError(f"window 0 is {windows[0]!r}, not four integers (row, col, height, width)")
+    for i, window in enumerate(windows):
+        try:
+            if len([operator.index(v) for v in window]) == 4:
+                continue
+        except TypeError:
+            pass
+        raise ValueError(f"window {i} is {window!r}, not four integers (row, col, height, width)")
+    array = np.asarray(windows, dtype=np.int64).reshape(-1, 4)
     rows, cols, heights, widths = array.T
     if heights[0] < 1 or widths[0] < 1:
         raise ValueError(f"window 0 is {tuple(array[0].tolist())}: a window is at least 1 x 1 px")
@@ -103,13 +93,6 @@ def _checked_windows(windows, images) -> np.ndarray:
         raise ValueError(f"window {i} {tuple(array[i].tolist())} (row, col, height, width) lies outside "
                          f"{images[i].source.url}, which is {lengths[i]} rows x {image_widths[i]} columns")
     return array
-
-
-def _is_window(window) -> bool:
-    try:
-        return len([operator.index(v) for v in window]) == 4
-    except TypeError:
-        return False
 
 
 def _checked_bands(bands, images) -> np.ndarray:
@@ -175,7 +158,7 @@ class _ImagePlan:
             frames, out_band = position, None
             every_band = np.array_equal(band_indices, np.arange(grid.samples_per_pixel))
             whole &= every_band
-            self.frame_bands = slice(None) if every_band else _as_slice(band_indices)
+            self.frame_bands = slice(None) if every_band else band_indices
         else:
             bands = band_indices.size
             frames = (position[:, None] * grid.samples_per_pixel + band_indices[None, :]).reshape(-1)
@@ -210,13 +193,6 @@ def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spa
                   high - starts[:, None], low - frame_start, high - frame_start, size)
 
 
-def _as_slice(indices: np.ndarray):
-    """``indices`` as a slice where consecutive (a view, no gather)."""
-    if indices.size and np.array_equal(indices, np.arange(indices[0], indices[0] + indices.size)):
-        return slice(int(indices[0]), int(indices[0]) + indices.size)
-    return indices
-
-
 def _threads(plans: list[_ImagePlan]) -> int | None:
     """One thread a remote image (up to a bound), so every image's requests go out at once."""
     remote = sum(not plan.image.source.is_local for plan in plans)
@@ -224,23 +200,23 @@ def _threads(plans: list[_ImagePlan]) -> int | None:
 
 
 def _decode_batches(plans: list[_ImagePlan]):
-    """``(plan, frames)`` runs of frames: each remote image's whole (first), local ones a few MiB at a time."""
+    """``(plan, part, starts, stops)``: each remote image's frames whole (first), local ones a few MiB at a time."""
     for plan in sorted(plans, key=lambda plan: plan.image.source.is_local):
         if plan.image.source.is_local:
-            yield from ((plan, part) for part, _, _ in plan.image.batches(plan.frames))
+            yield from ((plan, *batch) for batch in plan.image.batches(plan.frames))
         else:
-            yield plan, slice(0, plan.frames.size)
+            yield plan, slice(0, plan.frames.size), *plan.image.header.ranges(plan.frames)
 
 
 def _prepared(batch) -> list:
-    plan, part = batch
+    plan, part, starts, stops = batch
     first, frames = part.start, plan.frames[part].tolist()
 
     def place(j: int, payload) -> None:
         with plan.decoders:
             _decode_frame(plan, first + j, frames[j], payload)
 
-    rest = plan.image.fetch_as_ready(*plan.image.header.ranges(plan.frames[part]), place)
+    rest = plan.image.fetch_as_ready(starts, stops, place)
     return [functools.partial(place, j, payload) for j, payload in rest]
 
 
