@@ -27,10 +27,9 @@ class CheckedBlobs:
 
     def __init__(self, max_entries: int = 4096):
         self.max_entries = max_entries
-        self._lock = threading.Lock()
         self._checked: OrderedDict[bytes, None] = OrderedDict()
         self._pairs: Counter[bytes] = Counter()  # keys held per pair digest
-        self._checking: dict[bytes, threading.Lock] = {}
+        self._after_fork()
 
     def __contains__(self, key: bytes) -> bool:
         with self._lock:
@@ -51,12 +50,10 @@ class CheckedBlobs:
             self._checked[key] = None
             self._checked.move_to_end(key)
             while len(self._checked) > self.max_entries:
-                self._forget(self._checked.popitem(last=False)[0])
-
-    def _forget(self, key: bytes) -> None:
-        self._pairs[key[:PAIR_SIZE]] -= 1
-        if not self._pairs[key[:PAIR_SIZE]]:
-            del self._pairs[key[:PAIR_SIZE]]
+                pair = self._checked.popitem(last=False)[0][:PAIR_SIZE]
+                self._pairs[pair] -= 1
+                if not self._pairs[pair]:
+                    del self._pairs[pair]
 
     def clear(self) -> None:
         """Forget every pair: each is checked again on its next read."""
@@ -77,7 +74,7 @@ class CheckedBlobs:
     def _after_fork(self) -> None:
         # A lock held by another thread at fork time would never be released in the child.
         self._lock = threading.Lock()
-        self._checking = {}
+        self._checking: dict[bytes, threading.Lock] = {}
 
 
 checked_blobs = CheckedBlobs()
