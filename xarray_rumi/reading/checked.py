@@ -16,14 +16,7 @@ PAIR_SIZE = 16
 
 
 class CheckedBlobs:
-    """The (file, blob) pairs this process has checked, oldest forgotten past ``max_entries``; thread-safe.
-
-    >>> checked = CheckedBlobs(max_entries=2)
-    >>> for key in (b"a", b"b", b"c"):
-    ...     checked.add(key)
-    >>> b"a" in checked, b"c" in checked, len(checked)
-    (False, True, 2)
-    """
+    """The (file, blob) pairs this process has checked, oldest forgotten past ``max_entries``; thread-safe."""
 
     def __init__(self, max_entries: int = 4096):
         self.max_entries = max_entries

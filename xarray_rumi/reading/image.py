@@ -225,15 +225,8 @@ class RumiImage:
         return self.source.read_many(starts, stops, **options)
 
     def batches(self, indices: np.ndarray, batch_bytes: int | None = None):
-        """``(part, starts, stops)`` of frames ``indices[part]`` in turn, at most ``batch_bytes`` (default
-        :data:`DECODE_BATCH`) or one frame each.
-
-        >>> import numpy as np, tempfile, os, xarray_rumi
-        >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-        >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, compression="portable")
-        >>> [part for part, _, _ in xarray_rumi.open_image(path, blob).batches(np.arange(4), batch_bytes=1)]
-        [slice(0, 1, None), slice(1, 2, None), slice(2, 3, None), slice(3, 4, None)]
-        """
+        """``(part, starts, stops)`` of frames ``indices[part]`` in turn, each ``batch_bytes`` (:data:`DECODE_BATCH`)
+        at most, or one frame."""
         starts, stops = self.header.ranges(indices)
         ends = np.cumsum(stops - starts)
         first = 0
@@ -332,18 +325,7 @@ class RumiImage:
 
 
 def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
-    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube, decoded together.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> root = tempfile.mkdtemp()
-    >>> images = []
-    >>> for i in range(3):
-    ...     path = os.path.join(root, f"{i}.rumi")
-    ...     blob = xarray_rumi.write(path, np.full((1, 6, 6), i, "uint8"), tile_size=4)
-    ...     images.append(xarray_rumi.open_image(path, header=blob))
-    >>> read_windows(images, range(0, 1), range(2, 6), range(0, 6))[:, 0, 0, 0].tolist()
-    [0, 1, 2]
-    """
+    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube, decoded together."""
     if len(images) == 1:
         return images[0].read_window(bands, rows, cols)[np.newaxis]
     window = (bands, rows, cols)
