@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 
 #: Compressed bytes a local read fetches at a time: a few frames a decoding thread.
 DECODE_BATCH = 2 * 1024 * 1024
-#: Compressed bytes fetched together when frames are only checked, not placed (validation).
-READ_BATCH = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -236,12 +234,6 @@ class RumiImage:
             yield slice(first, last), starts[first:last], stops[first:last]
             first = last
 
-    def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
-        """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
-        indices = np.asarray(indices, dtype=np.int64)
-        for part, starts, stops in self.batches(indices, batch_bytes):
-            yield from zip(indices[part].tolist(), self.fetch(starts, stops))
-
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
         """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given); errors name it."""
         try:
@@ -386,4 +378,4 @@ def _load_image(source, header, georeferencing, verify, checked, opened_size=Non
     return image
 
 
-__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]
+__all__ = ["DECODE_BATCH", "RumiImage", "decode_all", "read_windows"]
