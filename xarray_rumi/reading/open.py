@@ -68,12 +68,9 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     if supplied is not None:
         # the first frame read checks the blob and the claim
         return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
-    if heading is not None:
-        head = heading.result()
-    else:
-        head = b""
-        if verify and not getattr(source, "pins_on_read", False):
-            pin_file(source)  # before the read, so the read keeps to the version the blob is checked in
+    head = heading.result() if heading is not None else b""
+    if heading is None and verify and not getattr(source, "pins_on_read", False):
+        pin_file(source)  # before the read, so the read keeps to the version the blob is checked in
     supplied = _read_georeferencing(source, blob, check_blob=verify, head=head)
     size = source_size(source) if verify else None
     if verify and size < blob.frames_end:
