@@ -7,6 +7,7 @@ import threading
 from collections import Counter, OrderedDict
 
 from ..format.blob import Header
+from ..format.geo import Georeferencing
 from ..io.source import ByteSource
 from ..runtime.fork import in_forked_child
 
@@ -74,11 +75,14 @@ checked_blobs = CheckedBlobs()
 in_forked_child(checked_blobs._after_fork)
 
 
-def pair_digest(source: ByteSource, header: Header) -> bytes:
-    """A digest of the address (storage options too: another endpoint, another file) and the blob."""
+def pair_digest(source: ByteSource, header: Header, claimed: Georeferencing | None = None) -> bytes:
+    """A digest of the address (storage options too: another endpoint, another file), the blob, and the
+    georeferencing a caller ``claimed``: a pair checked with a claim is checked for that claim only."""
     options = repr(sorted(getattr(source, "storage_options", {}).items()))
-    return hashlib.blake2b(b"\0".join([source.url.encode(), options.encode(), header.to_bytes()]),
-                           digest_size=16).digest()
+    parts = [source.url.encode(), options.encode(), header.to_bytes()]
+    if claimed is not None:
+        parts += [claimed.model_transformation(), claimed.geo_keys()]
+    return hashlib.blake2b(b"\0".join(parts), digest_size=16).digest()
 
 
 def version_key(digest: bytes, source: ByteSource) -> bytes:

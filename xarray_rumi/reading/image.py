@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -73,12 +72,7 @@ class RumiImage:
 
     @cached_property
     def _pair_digest(self) -> bytes:
-        digest = pair_digest(self.source, self.header)
-        if self.claimed_by is None:
-            return digest
-        # A pair checked with claimed georeferencing is checked for that georeferencing only.
-        geo = self.georeferencing
-        return hashlib.blake2b(digest + geo.model_transformation() + geo.geo_keys(), digest_size=16).digest()
+        return pair_digest(self.source, self.header, self.georeferencing if self.claimed_by is not None else None)
 
     @property
     def blob_key(self) -> bytes:
