@@ -343,11 +343,11 @@ def decode_all(jobs) -> None:
     share_work(batches(), prepare, at_most=frames)
 
 
-def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int | None, int | None]:
+def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int, int | None]:
     """Compressed bytes a thread fetches at a time (remotely a share among idle threads, within REMOTE_BATCH),
     and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the read)."""
     if image.source.is_local:
-        return None, None
+        return DECODE_BATCH, None
     starts, stops = image.header.ranges(touched)
     read = int((stops - starts).sum())
     return max(DECODE_BATCH, min(-(-read // threads), REMOTE_BATCH // threads)), request_bytes(read)
