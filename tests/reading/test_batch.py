@@ -16,7 +16,7 @@ import pytest
 from _rumi_bytes import ramp
 
 import xarray_rumi
-import xarray_rumi.reading.batch as batch
+import xarray_rumi.reading.image as reader
 from xarray_rumi.reading.image import RumiImage
 from xarray_rumi.runtime.scratch import FRAME, scratch
 
@@ -159,7 +159,7 @@ def test_each_distinct_frame_is_fetched_once_and_decoded_once(images, monkeypatc
 
 def test_a_local_image_is_fetched_a_few_mib_at_a_time(tmp_path, monkeypatch):
     image, values = write_image(tmp_path, "a.rumi", shape=(1, 64, 64))
-    monkeypatch.setattr(batch, "LOCAL_FETCH_BYTES", 1)  # one frame a fetch
+    monkeypatch.setattr(reader, "DECODE_BATCH", 1)  # one frame a fetch
     sizes = []
     fetch = RumiImage.fetch
     monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b, **kw: sizes.append(len(a)) or fetch(self, a, b, **kw))

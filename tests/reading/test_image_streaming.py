@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import xarray_rumi
+import xarray_rumi.reading.image as reader
+from xarray_rumi.reading.image import RumiImage
 
 SHAPE, TILE = (2, 64, 64), 16   # 32 tile frames
 
@@ -12,6 +14,21 @@ SHAPE, TILE = (2, 64, 64), 16   # 32 tile frames
 def _write(root, name, seed=0):
     values = np.random.default_rng(seed).integers(0, 2**16, SHAPE, dtype=np.uint16)
     return xarray_rumi.write(f"{root}/{name}", values, tile_size=TILE), values
+
+
+def _remote(http_server, name, *, checked=True):
+    """An image over HTTP, its blob checked by a first read unless ``checked=False``, and its values."""
+    blob, values = _write(http_server.root, name)
+    image = xarray_rumi.open_image(f"{http_server.url}/{name}", blob, georeferencing=False)
+    if checked:
+        image.read(rows=slice(0, 1))   # checks the blob against the version of the file the image keeps to
+    return image, values
+
+
+def _recording_fetches(monkeypatch, record) -> None:
+    """``record(starts, stops)`` at every fetch of an image."""
+    fetch = RumiImage.fetch
+    monkeypatch.setattr(RumiImage, "fetch", lambda self, a, b, **kw: record(a, b) or fetch(self, a, b, **kw))
 
 
 def _handled_and_rest(image):
@@ -23,9 +40,7 @@ def _handled_and_rest(image):
 
 
 def test_all_but_the_last_request_are_handled_as_they_arrive(http_server, unmerged_requests):
-    blob, _ = _write(http_server.root, "a.rumi")
-    image = xarray_rumi.open_image(f"{http_server.url}/a.rumi", blob, georeferencing=False)
-    image.read(rows=slice(0, 1))   # checks the blob against the version of the file the image keeps to
+    image, _ = _remote(http_server, "a.rumi")
     handled, rest, starts, stops = _handled_and_rest(image)
     assert len(rest) == 1 and len(handled) == len(starts) - 1   # unmerged: one frame a request
     assert handled.keys() | rest.keys() == set(range(len(starts)))
@@ -35,8 +50,7 @@ def test_all_but_the_last_request_are_handled_as_they_arrive(http_server, unmerg
 
 
 def test_nothing_is_handed_on_before_the_blob_is_checked(http_server, unmerged_requests):
-    blob, _ = _write(http_server.root, "b.rumi")
-    image = xarray_rumi.open_image(f"{http_server.url}/b.rumi", blob, georeferencing=False)
+    image, _ = _remote(http_server, "b.rumi", checked=False)
     handled, rest, starts, _ = _handled_and_rest(image)   # the first read checks the blob
     assert handled == {} and len(rest) == len(starts)
     handled, rest, _, _ = _handled_and_rest(image)   # checked now
@@ -50,42 +64,29 @@ def test_a_local_image_returns_every_frame(tmp_path):
 
 
 def test_a_remote_read_decoded_as_it_arrives_is_the_image(http_server, unmerged_requests):
-    blob, values = _write(http_server.root, "d.rumi")
-    image = xarray_rumi.open_image(f"{http_server.url}/d.rumi", blob, georeferencing=False)
+    image, values = _remote(http_server, "d.rumi", checked=False)
     np.testing.assert_array_equal(image.read(), values)
     np.testing.assert_array_equal(image.read(rows=slice(5, 50), cols=slice(3, 61)), values[:, 5:50, 3:61])
 
 
 def test_a_remote_read_holds_at_most_remote_batch_across_its_threads(http_server, monkeypatch):
-    import xarray_rumi.reading.image as reader
-
-    blob, values = _write(http_server.root, "e.rumi")
-    image = xarray_rumi.open_image(f"{http_server.url}/e.rumi", blob, georeferencing=False)
-    image.read(rows=slice(0, 1))
+    image, values = _remote(http_server, "e.rumi")
     largest = int(max(b - a for a, b in zip(*image.header.ranges(np.arange(image.grid.frame_count)))))
     monkeypatch.setattr(reader, "REMOTE_BATCH", 8 * largest)
     monkeypatch.setattr(reader, "DECODE_BATCH", 1)
     monkeypatch.setattr(reader, "idle_threads", lambda: 2)
     fetched = []
-    fetch = reader.RumiImage.fetch
-    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(int((b - a).sum()))
-                        or fetch(self, a, b, **kw))
+    _recording_fetches(monkeypatch, lambda a, b: fetched.append(int((b - a).sum())))
     np.testing.assert_array_equal(image.read(), values)
     assert len(fetched) > 2 and max(fetched) <= 4 * largest   # each of two threads a half
 
 
 def test_a_remote_read_with_no_other_thread_free_is_one_fetch(http_server, monkeypatch):
     """A Dask task whose neighbours keep the other cores busy: its read is one round trip, not one a share."""
-    import xarray_rumi.reading.image as reader
-
-    blob, values = _write(http_server.root, "f.rumi")
-    image = xarray_rumi.open_image(f"{http_server.url}/f.rumi", blob, georeferencing=False)
-    image.read(rows=slice(0, 1))
+    image, values = _remote(http_server, "f.rumi")
     monkeypatch.setattr(reader, "DECODE_BATCH", 1)
     fetched = []
-    fetch = reader.RumiImage.fetch
-    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetched.append(len(a))
-                        or fetch(self, a, b, **kw))
+    _recording_fetches(monkeypatch, lambda a, b: fetched.append(len(a)))
     for free, fetches in ((1, 1), (2, 2)):
         monkeypatch.setattr(reader, "idle_threads", lambda: free)
         fetched.clear()
@@ -101,15 +102,11 @@ def test_a_thread_waiting_idle_decodes_a_request_that_arrived_while_the_fetching
 
     from fsspec.implementations.http import HTTPFileSystem
 
-    import xarray_rumi.reading.image as reader
-
-    blob, values = _write(http_server.root, "g.rumi")
-    image = xarray_rumi.open_image(f"{http_server.url}/g.rumi", blob, georeferencing=False)
-    image.read(rows=slice(0, 1))   # the blob checked: later reads hand frames on as they arrive
+    image, values = _remote(http_server, "g.rumi")   # the blob checked: later reads hand frames on as they arrive
     monkeypatch.setattr(reader, "idle_threads", lambda: 2)
     held, decoded_elsewhere = image.header.offset(1), threading.Event()
     fetching = []
-    cat_file, decode = HTTPFileSystem._cat_file, reader.RumiImage.decode
+    cat_file, decode = HTTPFileSystem._cat_file, RumiImage.decode
 
     async def held_back(fs, url, start=None, end=None, **kwargs):
         if start == held:
@@ -121,11 +118,9 @@ def test_a_thread_waiting_idle_decodes_a_request_that_arrived_while_the_fetching
             decoded_elsewhere.set()
         return decode(self, index, payload, out=out)
 
-    fetch = reader.RumiImage.fetch
-    monkeypatch.setattr(reader.RumiImage, "fetch", lambda self, a, b, **kw: fetching.append(threading.get_ident())
-                        or fetch(self, a, b, **kw))
+    _recording_fetches(monkeypatch, lambda a, b: fetching.append(threading.get_ident()))
     monkeypatch.setattr(HTTPFileSystem, "_cat_file", held_back)
-    monkeypatch.setattr(reader.RumiImage, "decode", watched)
+    monkeypatch.setattr(RumiImage, "decode", watched)
     np.testing.assert_array_equal(image.read(bands=slice(0, 2), rows=slice(0, 16), cols=slice(0, 16)),
                                   values[:, :16, :16])
     assert len(fetching) == 1 and decoded_elsewhere.is_set()

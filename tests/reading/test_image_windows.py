@@ -53,17 +53,12 @@ def recorded_outs(monkeypatch) -> list:
     return outs
 
 
-def frame_buffer(shape, dtype):
-    """This thread's scratch array for a frame a read cuts."""
-    return scratch(FRAME, shape, dtype)
-
-
 def test_frames_a_window_cuts_are_decoded_into_the_threads_buffer(image, monkeypatch, one_thread):
     image, values = image
     outs = recorded_outs(monkeypatch)
     window = (slice(0, 2), slice(5, 37), slice(3, 19))  # cuts every frame it touches: 2 bands x 3 x 2 positions
     np.testing.assert_array_equal(image.read(*window), values[window])
-    buffer = frame_buffer((1, TILE, TILE), values.dtype)
+    buffer = scratch(FRAME, (1, TILE, TILE), values.dtype)
     assert len(outs) == 12 and all(out is not None and np.shares_memory(out, buffer) for out in outs)
 
 
@@ -73,7 +68,7 @@ def test_frames_a_window_holds_whole_are_decoded_into_the_result(image, monkeypa
     result = image.read(slice(0, 1), slice(0, 32), slice(0, 40))  # two whole frames, two cut
     np.testing.assert_array_equal(result, values[:1, :32, :40])
     whole = [out for out in outs if np.shares_memory(out, result)]
-    cut = [out for out in outs if np.shares_memory(out, frame_buffer((1, TILE, TILE), values.dtype))]
+    cut = [out for out in outs if np.shares_memory(out, scratch(FRAME, (1, TILE, TILE), values.dtype))]
     assert len(outs) == 6 and len(whole) == 4 and len(cut) == 2
 
 
@@ -82,7 +77,7 @@ def test_points_are_decoded_into_the_threads_buffer(image, monkeypatch, one_thre
     outs = recorded_outs(monkeypatch)
     bands, rows, cols = np.array([1]), np.array([0, 39]), np.array([2, 43])
     np.testing.assert_array_equal(image.read_points(bands, rows, cols), values[np.ix_(bands, rows, cols)])
-    buffer = frame_buffer((1, TILE, TILE), values.dtype)
+    buffer = scratch(FRAME, (1, TILE, TILE), values.dtype)
     assert len(outs) == 4 and all(np.shares_memory(out, buffer) for out in outs)
 
 
@@ -91,7 +86,7 @@ def test_a_result_never_shares_the_buffer(image, one_thread):
     first = image.read(slice(0, 1), slice(2, 10), slice(2, 10))  # inside one frame
     points = image.read_points(np.array([0]), np.array([3]), np.array([4]))
     second = image.read(slice(1, 2), slice(20, 30), slice(30, 40))  # another frame, through the same buffer
-    buffer = frame_buffer((1, TILE, TILE), values.dtype)
+    buffer = scratch(FRAME, (1, TILE, TILE), values.dtype)
     assert not any(np.shares_memory(result, buffer) for result in (first, points, second))
     np.testing.assert_array_equal(first, values[:1, 2:10, 2:10])
     np.testing.assert_array_equal(points, values[:1, 3:4, 4:5])
@@ -119,10 +114,10 @@ def test_threads_reading_at_once_each_use_their_own_buffer(image, monkeypatch):
 def test_a_frame_over_the_bound_gets_memory_of_its_own(image, monkeypatch, one_thread):
     image, values = image
     monkeypatch.setattr("xarray_rumi.runtime.scratch.KEPT_BYTES", TILE * TILE)  # half a uint16 frame
-    a, b = (frame_buffer((1, TILE, TILE), values.dtype) for _ in range(2))
+    a, b = (scratch(FRAME, (1, TILE, TILE), values.dtype) for _ in range(2))
     assert not np.shares_memory(a, b)
-    small = frame_buffer((1, 4, 4), values.dtype)
-    assert np.shares_memory(small, frame_buffer((2, 2, 2), np.dtype("uint8")))
+    small = scratch(FRAME, (1, 4, 4), values.dtype)
+    assert np.shares_memory(small, scratch(FRAME, (2, 2, 2), np.dtype("uint8")))
     window = (slice(0, 2), slice(5, 37), slice(3, 19))
     np.testing.assert_array_equal(image.read(*window), values[window])
 

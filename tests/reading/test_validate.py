@@ -31,6 +31,14 @@ def patch_blob(blob: bytes, **changes) -> bytes:
     return FIELDS.pack(*(values[n] for n in names)) + blob[28:]
 
 
+def blob_on(blob: bytes, counts=None, **grid) -> bytes:
+    """A valid blob of ``blob``'s sample type on its grid changed by ``grid``, each frame 50 bytes or ``counts``."""
+    header = Header.from_bytes(blob)
+    changed = dataclasses.replace(header.grid, **grid)
+    counts = np.full(changed.frame_count, 50) if counts is None else counts
+    return Header.from_byte_counts(changed, header.sample_type, counts).to_bytes()
+
+
 def blob_rule(path, blob) -> str:
     with pytest.raises(RumiFormatError) as info:
         xarray_rumi.validate(path, blob)
@@ -64,36 +72,27 @@ def test_header_forms(written, tmp_path):
 ], ids=lambda c: ",".join(c))
 def test_blob_disagreeing_with_the_file(written, changes):
     path, blob, _ = written
-    header = Header.from_bytes(blob)
-    grid = header.grid
-    changed = dataclasses.replace(grid, **{
-        {"width": "image_width", "length": "image_length"}.get(k, k): v
-        for k, v in changes.items() if k in ("width", "length", "tile_width", "tile_length")
-    })
-    if changed.frame_count == grid.frame_count:
+    grid = Header.from_bytes(blob).grid
+    on_grid = {{"width": "image_width", "length": "image_length"}.get(k, k): v
+               for k, v in changes.items() if k in ("width", "length", "tile_width", "tile_length")}
+    if dataclasses.replace(grid, **on_grid).frame_count == grid.frame_count:
         candidate = patch_blob(blob, **changes)
     else:  # a grid with another N needs its own counts to be a valid blob at all
-        candidate = Header.from_byte_counts(changed, header.sample_type, np.full(changed.frame_count, 50)).to_bytes()
-        candidate = patch_blob(candidate, **{k: v for k, v in changes.items() if k in ("bits", "fmt")})
+        candidate = patch_blob(blob_on(blob, **on_grid), **{k: v for k, v in changes.items() if k in ("bits", "fmt")})
     Header.from_bytes(candidate)  # valid on its own
     assert blob_rule(path, candidate) == "blob.matches-file"
 
 
 def test_blob_with_other_bands(written):
     path, blob, _ = written
-    header = Header.from_bytes(blob)
     for bands in (1, 2, 4):
-        grid = dataclasses.replace(header.grid, samples_per_pixel=bands)
-        candidate = Header.from_byte_counts(grid, header.sample_type, np.full(grid.frame_count, 60)).to_bytes()
-        assert blob_rule(path, candidate) == "blob.matches-file"
+        assert blob_rule(path, blob_on(blob, samples_per_pixel=bands)) == "blob.matches-file"
 
 
 def test_blob_with_the_other_frame_unit(written):
     path, blob, _ = written
-    header = Header.from_bytes(blob)
-    cell = dataclasses.replace(header.grid, frame_unit=1)
-    candidate = Header.from_byte_counts(cell, header.sample_type, header.byte_counts()[: cell.frame_count]).to_bytes()
-    assert blob_rule(path, candidate) == "blob.matches-file"
+    counts = Header.from_bytes(blob).byte_counts()[:12]   # 12 cells of 3 bands: the file's first 12 counts
+    assert blob_rule(path, blob_on(blob, counts, frame_unit=1)) == "blob.matches-file"
 
 
 def test_blob_with_other_byte_counts(written):

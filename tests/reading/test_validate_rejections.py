@@ -76,17 +76,11 @@ def base_of(data: bytes) -> int:
     return int(tile_offsets(data)[0])
 
 
-def with_offsets(data: bytes, offsets) -> bytes:
+def with_values(data: bytes, values, tag=324, dtype="<u8") -> bytes:
+    """``data`` with the external values of ``tag`` (by default TileOffsets) written over."""
     out = bytearray(data)
-    at = value_offset(data, 324)
-    out[at: at + 8 * len(offsets)] = np.asarray(offsets, "<u8").tobytes()
-    return bytes(out)
-
-
-def with_counts(data: bytes, counts) -> bytes:
-    out = bytearray(data)
-    at = value_offset(data, 325)
-    out[at: at + 4 * len(counts)] = np.asarray(counts, "<u4").tobytes()
+    at = value_offset(data, tag)
+    out[at: at + np.dtype(dtype).itemsize * len(values)] = np.asarray(values, dtype).tobytes()
     return bytes(out)
 
 
@@ -222,7 +216,7 @@ def test_gap_before_the_first_external_value(tmp_path, valid):
             row[3] = struct.pack("<Q", struct.unpack("<Q", row[3])[0] + 8)
     shifted = with_entries(valid, table)
     shifted = shifted[:252] + b"\0" * 8 + shifted[252:]
-    shifted = with_offsets(shifted, tile_offsets(valid) + 8)
+    shifted = with_values(shifted, tile_offsets(valid) + 8)
     assert base_of(shifted) == base + 8
     assert ifd_rule(tmp_path, shifted) == "placement.external"
 
@@ -234,13 +228,13 @@ def test_inline_value_with_garbage_after_it(tmp_path, valid):
 def test_frame_data_not_immediately_after(tmp_path, valid):
     base = base_of(valid)
     padded = valid[:base] + b"\0" * 16 + valid[base:]
-    assert ifd_rule(tmp_path, with_offsets(padded, tile_offsets(valid) + 16)) == "placement.frame-data"
+    assert ifd_rule(tmp_path, with_values(padded, tile_offsets(valid) + 16)) == "placement.frame-data"
 
 
 def test_sparse_frame(tmp_path, valid):
     counts = tile_byte_counts(valid).copy()
     counts[5] = 0
-    assert ifd_rule(tmp_path, with_counts(valid, counts)) == "frames.sparse"
+    assert ifd_rule(tmp_path, with_values(valid, counts, 325, "<u4")) == "frames.sparse"
 
 
 def test_non_contiguous_frames(tmp_path, valid):
@@ -248,11 +242,11 @@ def test_non_contiguous_frames(tmp_path, valid):
     gapped = valid[:offsets[3]] + b"\0" * 4 + valid[offsets[3]:]
     moved = offsets.copy()
     moved[3:] += 4
-    assert ifd_rule(tmp_path, with_offsets(gapped, moved)) == "frames.contiguous"
+    assert ifd_rule(tmp_path, with_values(gapped, moved)) == "frames.contiguous"
     # Overlapping frames: frame 4 starts inside frame 3.
     overlap = offsets.copy()
     overlap[4] -= 1
-    assert ifd_rule(tmp_path, with_offsets(valid, overlap)) == "frames.contiguous"
+    assert ifd_rule(tmp_path, with_values(valid, overlap)) == "frames.contiguous"
     assert len(frames) == N
 
 
@@ -265,7 +259,7 @@ def test_band_interleaved_frames_are_rejected_even_though_contiguous_once_sorted
     for k in physical:  # all tiles of band 0, then band 1, ...
         new_offsets[k] = cursor
         cursor += counts[k]
-    interleaved = with_offsets(valid[:base_of(valid)], new_offsets) + b"".join(frames[k] for k in physical)
+    interleaved = with_values(valid[:base_of(valid)], new_offsets) + b"".join(frames[k] for k in physical)
     assert len(interleaved) == len(valid)
     order = np.argsort(new_offsets)
     assert np.array_equal(new_offsets[order][1:], (new_offsets + counts)[order][:-1])  # the trap: sorted, contiguous
@@ -280,7 +274,7 @@ def test_reversed_frames_are_out_of_order_not_misplaced(tmp_path, valid):
     for k in reversed(range(N)):
         new_offsets[k] = cursor
         cursor += counts[k]
-    reversed_file = with_offsets(valid[:base_of(valid)], new_offsets) + b"".join(reversed(frames))
+    reversed_file = with_values(valid[:base_of(valid)], new_offsets) + b"".join(reversed(frames))
     assert ifd_rule(tmp_path, reversed_file) == "frames.order"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
+from collections import namedtuple
 
 import numpy as np
 
@@ -12,9 +13,8 @@ from ..format.grid import FrameUnit
 from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import computing_threads, share_work
 from .buffers import result_array
+from .checked import pair_digest
 
-#: Compressed bytes of a local image fetched at a time: decoding starts while the rest is read.
-LOCAL_FETCH_BYTES = 2 * 1024 * 1024
 #: Remote images whose frames are fetched at once: one round trip for a batch of 64 chips from as many images.
 REMOTE_FETCHES_AT_ONCE = 64
 
@@ -54,41 +54,29 @@ def read_windows(pairs, bands=None, *, out: np.ndarray | None = None) -> np.ndar
 
 def _group_by_image(pairs) -> tuple[list, list[np.ndarray]]:
     """The distinct images (equal ones once: one file, one blob) and, for each, its pairs' positions."""
-    by_object: dict[int, int] = {}
-    by_key: dict[tuple, int] = {}
-    images: list = []
-    members: list[list[int]] = []
+    keys: dict[int, bytes] = {}
+    groups: dict[bytes, tuple] = {}
     for slot, pair in enumerate(pairs):
         try:
             image, _ = pair
         except (TypeError, ValueError):
             raise ValueError(f"pair {slot} is {pair!r}, not an (image, window) pair") from None
-        group = by_object.get(id(image))
-        if group is None:
-            # no I/O: a file version may take a request
-            source = image.source
-            key = (source.url, repr(sorted(getattr(source, "storage_options", {}).items())), image.header.to_bytes())
-            group = by_key.get(key)
-            if group is None:
-                group = by_key[key] = len(images)
-                images.append(image)
-                members.append([])
-            by_object[id(image)] = group
-        members[group].append(slot)
-    return images, [np.asarray(m, dtype=np.int64) for m in members]
+        if id(image) not in keys:
+            # not the file's version: asking it may take a request
+            keys[id(image)] = pair_digest(image.source, image.header)
+        groups.setdefault(keys[id(image)], (image, []))[1].append(slot)
+    return [image for image, _ in groups.values()], [np.asarray(slots, np.int64) for _, slots in groups.values()]
 
 
 def _checked_windows(windows, images) -> np.ndarray:
-    try:
-        array = np.asarray(windows)
-        if array.dtype.kind not in "iu":  # each value checked, so the message names the bad one
-            array = np.array([[operator.index(v) for v in window] for window in windows], dtype=np.int64)
-        array = array.astype(np.int64, copy=False)
-    except (TypeError, ValueError):
-        bad = next(i for i, w in enumerate(windows) if not _is_window(w))
-        raise ValueError(f"window {bad} is {windows[bad]!r}, not four integers (row, col, height, width)") from None
-    if array.ndim != 2 or array.shape[1] != 4:
-        raise ValueError(f"window 0 is {windows[0]!r}, not four integers (row, col, height, width)")
+    for i, window in enumerate(windows):
+        try:
+            if len([operator.index(v) for v in window]) == 4:
+                continue
+        except TypeError:
+            pass
+        raise ValueError(f"window {i} is {window!r}, not four integers (row, col, height, width)")
+    array = np.asarray(windows, dtype=np.int64).reshape(-1, 4)
     rows, cols, heights, widths = array.T
     if heights[0] < 1 or widths[0] < 1:
         raise ValueError(f"window 0 is {tuple(array[0].tolist())}: a window is at least 1 x 1 px")
@@ -105,13 +93,6 @@ def _checked_windows(windows, images) -> np.ndarray:
         raise ValueError(f"window {i} {tuple(array[i].tolist())} (row, col, height, width) lies outside "
                          f"{images[i].source.url}, which is {lengths[i]} rows x {image_widths[i]} columns")
     return array
-
-
-def _is_window(window) -> bool:
-    try:
-        return len([operator.index(v) for v in window]) == 4
-    except TypeError:
-        return False
 
 
 def _checked_bands(bands, images) -> np.ndarray:
@@ -156,7 +137,8 @@ def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 class _ImagePlan:
     """One image's distinct frames and their placements: ``bounds[i]:bounds[i + 1]`` place ``frames[i]``.
 
-    Placements are columns of plain lists (no object a placement); ``whole[i]`` holds the frame whole, or is -1.
+    Placements are columns of plain lists (no object a placement); ``whole[i]`` holds the frame whole, or is -1;
+    ``out_band`` is ``None`` where a frame holds every band (cells), which ``frame_bands`` picks from.
     """
 
     def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray,
@@ -172,18 +154,17 @@ class _ImagePlan:
         position = ys.index[window, iy] * grid.tiles_across + xs.index[window, ix]
         whole = (y[2] == 0) & (y[3] == y[4]) & (x[2] == 0) & (x[3] == x[4])
         columns = [slots[window], *y, *x]
-        self.cell = grid.frame_unit is FrameUnit.CELL
-        if self.cell:
+        if grid.frame_unit is FrameUnit.CELL:
             frames, out_band = position, None
             every_band = np.array_equal(band_indices, np.arange(grid.samples_per_pixel))
             whole &= every_band
-            self.frame_bands = slice(None) if every_band else _as_slice(band_indices)
+            self.frame_bands = slice(None) if every_band else band_indices
         else:
             bands = band_indices.size
             frames = (position[:, None] * grid.samples_per_pixel + band_indices[None, :]).reshape(-1)
             out_band = np.tile(np.arange(bands), position.size)
             columns, whole = [np.repeat(c, bands) for c in columns], np.repeat(whole, bands)
-            self.frame_bands = 0
+            self.frame_bands = slice(None)
         order = np.argsort(frames, kind="stable")
         self.frames, first = np.unique(frames[order], return_index=True)
         self.bounds = [*first.tolist(), frames.size]
@@ -196,12 +177,8 @@ class _ImagePlan:
         self.shapes = [(grid.bands_per_frame, heights[j], widths[j]) for j in first.tolist()]
 
 
-class _Spans:
-    """Along one axis, for each window and each frame row (or column) it may touch: which, and which part."""
-
-    def __init__(self, index, valid, out_start, out_stop, in_start, in_stop, size):
-        self.index, self.valid, self.size = index, valid, size
-        self.out_start, self.out_stop, self.in_start, self.in_stop = out_start, out_stop, in_start, in_stop
+#: Along one axis, for each window and each frame row (or column) it may touch: which, and which part.
+_Spans = namedtuple("_Spans", "index valid out_start out_stop in_start in_stop size")
 
 
 def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spans:
@@ -216,13 +193,6 @@ def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spa
                   high - starts[:, None], low - frame_start, high - frame_start, size)
 
 
-def _as_slice(indices: np.ndarray):
-    """``indices`` as a slice where consecutive (a view, no gather)."""
-    if indices.size and np.array_equal(indices, np.arange(indices[0], indices[0] + indices.size)):
-        return slice(int(indices[0]), int(indices[0]) + indices.size)
-    return indices
-
-
 def _threads(plans: list[_ImagePlan]) -> int | None:
     """One thread a remote image (up to a bound), so every image's requests go out at once."""
     remote = sum(not plan.image.source.is_local for plan in plans)
@@ -230,63 +200,42 @@ def _threads(plans: list[_ImagePlan]) -> int | None:
 
 
 def _decode_batches(plans: list[_ImagePlan]):
-    """``(plan, first, stop)`` runs of frames: each remote image's whole (first), local ones a few MiB at a time."""
+    """``(plan, part, starts, stops)``: each remote image's frames whole (first), local ones a few MiB at a time."""
     for plan in sorted(plans, key=lambda plan: plan.image.source.is_local):
-        if not plan.image.source.is_local:
-            yield plan, 0, plan.frames.size
-            continue
-        starts, stops = plan.image.header.ranges(plan.frames)
-        ends = np.cumsum(stops - starts)
-        first = 0
-        while first < plan.frames.size:
-            limit = (ends[first - 1] if first else 0) + LOCAL_FETCH_BYTES
-            stop = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
-            yield plan, first, stop
-            first = stop
+        if plan.image.source.is_local:
+            yield from ((plan, *batch) for batch in plan.image.batches(plan.frames))
+        else:
+            yield plan, slice(0, plan.frames.size), *plan.image.header.ranges(plan.frames)
 
 
 def _prepared(batch) -> list:
-    plan, first, stop = batch
-    frames = plan.frames[first:stop].tolist()
-    decode = _decode_cell_frame if plan.cell else _decode_tile_frame
+    plan, part, starts, stops = batch
+    first, frames = part.start, plan.frames[part].tolist()
 
-    def place(plan: _ImagePlan, i: int, index: int, payload) -> None:
+    def place(j: int, payload) -> None:
         with plan.decoders:
-            decode(plan, i, index, payload)
+            _decode_frame(plan, first + j, frames[j], payload)
 
-    rest = plan.image.fetch_as_ready(*plan.image.header.ranges(plan.frames[first:stop]),
-                                     lambda j, payload: place(plan, first + j, frames[j], payload))
-    return [functools.partial(place, plan, first + j, frames[j], payload) for j, payload in rest]
+    rest = plan.image.fetch_as_ready(starts, stops, place)
+    return [functools.partial(place, j, payload) for j, payload in rest]
 
 
-def _decode_tile_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
+def _decode_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
+    """Decode ``plan.frames[i]`` into its placements, straight into the result where one holds it whole."""
     out, slot, band = plan.out, plan.slot, plan.out_band
     y0, y1, fy0, fy1 = plan.out_y0, plan.out_y1, plan.in_y0, plan.in_y1
     x0, x1, fx0, fx1 = plan.out_x0, plan.out_x1, plan.in_x0, plan.in_x1
+
+    def target(j: int) -> np.ndarray:
+        bands = slice(None) if band is None else slice(band[j], band[j] + 1)
+        return out[slot[j], bands, y0[j]:y1[j], x0[j]:x1[j]]
+
     whole = plan.whole[i]
-    if whole >= 0:
-        b = band[whole]
-        decoded = plan.image.decode(index, payload, out=out[slot[whole], b:b + 1, y0[whole]:y1[whole],
-                                                            x0[whole]:x1[whole]])[0]
-    else:
-        decoded = plan.image.decode(index, payload, out=scratch(FRAME, plan.shapes[i], out.dtype))[0]
+    decoded = plan.image.decode(index, payload, out=target(whole) if whole >= 0 else
+                                scratch(FRAME, plan.shapes[i], out.dtype))
     for j in range(plan.bounds[i], plan.bounds[i + 1]):
         if j != whole:
-            out[slot[j], band[j], y0[j]:y1[j], x0[j]:x1[j]] = decoded[fy0[j]:fy1[j], fx0[j]:fx1[j]]
+            target(j)[...] = decoded[plan.frame_bands, fy0[j]:fy1[j], fx0[j]:fx1[j]]
 
 
-def _decode_cell_frame(plan: _ImagePlan, i: int, index: int, payload) -> None:
-    out, slot, bands = plan.out, plan.slot, plan.frame_bands
-    y0, y1, fy0, fy1 = plan.out_y0, plan.out_y1, plan.in_y0, plan.in_y1
-    x0, x1, fx0, fx1 = plan.out_x0, plan.out_x1, plan.in_x0, plan.in_x1
-    whole = plan.whole[i]
-    if whole >= 0:
-        decoded = plan.image.decode(index, payload, out=out[slot[whole], :, y0[whole]:y1[whole], x0[whole]:x1[whole]])
-    else:
-        decoded = plan.image.decode(index, payload, out=scratch(FRAME, plan.shapes[i], out.dtype))
-    for j in range(plan.bounds[i], plan.bounds[i + 1]):
-        if j != whole:
-            out[slot[j], :, y0[j]:y1[j], x0[j]:x1[j]] = decoded[bands, fy0[j]:fy1[j], fx0[j]:fx1[j]]
-
-
-__all__ = ["LOCAL_FETCH_BYTES", "REMOTE_FETCHES_AT_ONCE", "read_windows"]
+__all__ = ["REMOTE_FETCHES_AT_ONCE", "read_windows"]

@@ -58,9 +58,14 @@ class _Released:
     """Memory of results let go, oldest first, within :data:`KEPT_BYTES`."""
 
     def __init__(self):
-        # re-entrant: a lease may die (and give) while this thread is taking
-        self.lock = threading.RLock()
+        self.forget()
+        in_forked_child(self.forget)
+
+    def forget(self) -> None:
+        # A child's copy of the parent's free memory is copy-on-write: reusing it would fault it in again;
+        # and the lock may have been held by a thread the child does not have.
         self.blocks: list[np.ndarray] = []
+        self.lock = threading.RLock()  # re-entrant: a lease may die (and give) while this thread is taking
 
     def take(self, size: int) -> np.ndarray | None:
         """The smallest kept block of ``size`` to ``2 * size`` bytes."""
@@ -78,16 +83,6 @@ class _Released:
 
 
 _released = _Released()
-
-
-def _forget() -> None:
-    # A child's copy of the parent's free memory is copy-on-write: reusing it would fault it in again;
-    # and the lock may have been held by a thread the child does not have.
-    global _released
-    _released = _Released()
-
-
-in_forked_child(_forget)
 
 
 __all__ = ["ALIGNMENT", "KEPT_BYTES", "POOLED_FROM", "result_array"]

@@ -7,6 +7,7 @@ import threading
 from collections import Counter, OrderedDict
 
 from ..format.blob import Header
+from ..format.geo import Georeferencing
 from ..io.source import ByteSource
 from ..runtime.fork import in_forked_child
 
@@ -16,21 +17,13 @@ PAIR_SIZE = 16
 
 
 class CheckedBlobs:
-    """The (file, blob) pairs this process has checked, oldest forgotten past ``max_entries``; thread-safe.
-
-    >>> checked = CheckedBlobs(max_entries=2)
-    >>> for key in (b"a", b"b", b"c"):
-    ...     checked.add(key)
-    >>> b"a" in checked, b"c" in checked, len(checked)
-    (False, True, 2)
-    """
+    """The (file, blob) pairs this process has checked, oldest forgotten past ``max_entries``; thread-safe."""
 
     def __init__(self, max_entries: int = 4096):
         self.max_entries = max_entries
-        self._lock = threading.Lock()
         self._checked: OrderedDict[bytes, None] = OrderedDict()
         self._pairs: Counter[bytes] = Counter()  # keys held per pair digest
-        self._checking: dict[bytes, threading.Lock] = {}
+        self._after_fork()
 
     def __contains__(self, key: bytes) -> bool:
         with self._lock:
@@ -51,12 +44,10 @@ class CheckedBlobs:
             self._checked[key] = None
             self._checked.move_to_end(key)
             while len(self._checked) > self.max_entries:
-                self._forget(self._checked.popitem(last=False)[0])
-
-    def _forget(self, key: bytes) -> None:
-        self._pairs[key[:PAIR_SIZE]] -= 1
-        if not self._pairs[key[:PAIR_SIZE]]:
-            del self._pairs[key[:PAIR_SIZE]]
+                pair = self._checked.popitem(last=False)[0][:PAIR_SIZE]
+                self._pairs[pair] -= 1
+                if not self._pairs[pair]:
+                    del self._pairs[pair]
 
     def clear(self) -> None:
         """Forget every pair: each is checked again on its next read."""
@@ -77,18 +68,21 @@ class CheckedBlobs:
     def _after_fork(self) -> None:
         # A lock held by another thread at fork time would never be released in the child.
         self._lock = threading.Lock()
-        self._checking = {}
+        self._checking: dict[bytes, threading.Lock] = {}
 
 
 checked_blobs = CheckedBlobs()
 in_forked_child(checked_blobs._after_fork)
 
 
-def pair_digest(source: ByteSource, header: Header) -> bytes:
-    """A digest of the address (storage options too: another endpoint, another file) and the blob."""
+def pair_digest(source: ByteSource, header: Header, claimed: Georeferencing | None = None) -> bytes:
+    """A digest of the address (storage options too: another endpoint, another file), the blob, and the
+    georeferencing a caller ``claimed``: a pair checked with a claim is checked for that claim only."""
     options = repr(sorted(getattr(source, "storage_options", {}).items()))
-    return hashlib.blake2b(b"\0".join([source.url.encode(), options.encode(), header.to_bytes()]),
-                           digest_size=16).digest()
+    parts = [source.url.encode(), options.encode(), header.to_bytes()]
+    if claimed is not None:
+        parts += [claimed.model_transformation(), claimed.geo_keys()]
+    return hashlib.blake2b(b"\0".join(parts), digest_size=16).digest()
 
 
 def version_key(digest: bytes, source: ByteSource) -> bytes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,8 +27,6 @@ log = logging.getLogger(__name__)
 
 #: Compressed bytes a local read fetches at a time: a few frames a decoding thread.
 DECODE_BATCH = 2 * 1024 * 1024
-#: Compressed bytes fetched together when frames are only checked, not placed (validation).
-READ_BATCH = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -75,12 +72,7 @@ class RumiImage:
 
     @cached_property
     def _pair_digest(self) -> bytes:
-        digest = pair_digest(self.source, self.header)
-        if self.claimed_by is None:
-            return digest
-        # A pair checked with claimed georeferencing is checked for that georeferencing only.
-        geo = self.georeferencing
-        return hashlib.blake2b(digest + geo.model_transformation() + geo.geo_keys(), digest_size=16).digest()
+        return pair_digest(self.source, self.header, self.georeferencing if self.claimed_by is not None else None)
 
     @property
     def blob_key(self) -> bytes:
@@ -91,8 +83,8 @@ class RumiImage:
         """The file's real size in bytes (``header.frames_end`` is only a claim)."""
         if self.opened_size is not None:
             return self.opened_size
-        known = self._pin_file()
-        return known.size if known is not None and known.size is not None else self.source.size()
+        self._pin_file()
+        return source_size(self.source)
 
     def __reduce__(self):
         # The check of the blob travels as a fact about the pair, recorded where the image is loaded.
@@ -129,8 +121,7 @@ class RumiImage:
             "the file was cut after its blob was made, or the blob is not this file's")
 
     def _pin_file(self):
-        pin = getattr(self.source, "pin", None)
-        return pin() if pin is not None else None
+        return pin_file(self.source)
 
     def fetch_as_ready(self, starts, stops, handle, *, max_request: int | None = None) -> list[tuple[int, bytes]]:
         """Fetch, calling ``handle(position, payload)`` as remote requests complete; returns the rest's pairs."""
@@ -225,22 +216,17 @@ class RumiImage:
             return [self.source.read(int(starts[0]), int(stops[0]))]
         return self.source.read_many(starts, stops, **options)
 
-    def batch_plan(self, indices, *, batch_bytes: int = DECODE_BATCH):
-        """``(indices, starts, stops)`` of frames ``indices`` in order, at most ``batch_bytes`` (or one frame) each."""
-        indices = np.asarray(indices, dtype=np.int64)
+    def batches(self, indices: np.ndarray, batch_bytes: int | None = None):
+        """``(part, starts, stops)`` of frames ``indices[part]`` in turn, each ``batch_bytes`` (:data:`DECODE_BATCH`)
+        at most, or one frame."""
         starts, stops = self.header.ranges(indices)
         ends = np.cumsum(stops - starts)
         first = 0
-        while first < indices.size:
-            limit = (ends[first - 1] if first else 0) + batch_bytes
+        while first < ends.size:
+            limit = (ends[first - 1] if first else 0) + (DECODE_BATCH if batch_bytes is None else batch_bytes)
             last = max(first + 1, int(np.searchsorted(ends, limit, side="right")))
-            yield indices[first:last], starts[first:last], stops[first:last]
+            yield slice(first, last), starts[first:last], stops[first:last]
             first = last
-
-    def iter_payloads(self, indices, *, batch_bytes: int = READ_BATCH):
-        """``(index, compressed frame)`` for frames ``indices``, fetched a batch at a time."""
-        for batch, starts, stops in self.batch_plan(indices, batch_bytes=batch_bytes):
-            yield from zip(batch.tolist(), self.fetch(starts, stops))
 
     def decode(self, index: int, payload: bytes, out: np.ndarray | None = None) -> np.ndarray:
         """Frame ``index`` from its compressed bytes, ``(bands, h, w)`` (into ``out`` if given); errors name it."""
@@ -325,18 +311,7 @@ class RumiImage:
 
 
 def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
-    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube, decoded together.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> root = tempfile.mkdtemp()
-    >>> images = []
-    >>> for i in range(3):
-    ...     path = os.path.join(root, f"{i}.rumi")
-    ...     blob = xarray_rumi.write(path, np.full((1, 6, 6), i, "uint8"), tile_size=4)
-    ...     images.append(xarray_rumi.open_image(path, header=blob))
-    >>> read_windows(images, range(0, 1), range(2, 6), range(0, 6))[:, 0, 0, 0].tolist()
-    [0, 1, 2]
-    """
+    """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube, decoded together."""
     if len(images) == 1:
         return images[0].read_window(bands, rows, cols)[np.newaxis]
     window = (bands, rows, cols)
@@ -357,8 +332,8 @@ def decode_all(jobs) -> None:
     def batches():
         for image, touched, place in jobs:
             batch, request = _remote_sizes(image, touched, threads)
-            for indices, starts, stops in image.batch_plan(touched, batch_bytes=batch):
-                yield image, place, indices.tolist(), starts, stops, request
+            for part, starts, stops in image.batches(touched, batch):
+                yield image, place, touched[part].tolist(), starts, stops, request
 
     def prepare(batch) -> list:
         image, place, indices, starts, stops, request = batch
@@ -378,6 +353,18 @@ def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[
     return max(DECODE_BATCH, min(-(-read // threads), REMOTE_BATCH // threads)), request_bytes(read)
 
 
+def pin_file(source):
+    """Fix the version of the file ``source`` reads (:meth:`ByteSource.pin`); ``None`` for a source that keeps none."""
+    pin = getattr(source, "pin", None)
+    return pin() if pin is not None else None
+
+
+def source_size(source) -> int:
+    """The size of the file in the version ``source`` keeps to (else now)."""
+    identity = getattr(source, "identity", None)
+    return identity.size if identity is not None and identity.size is not None else source.size()
+
+
 def _load_image(source, header, georeferencing, verify, checked, opened_size=None, claimed_by=None) -> RumiImage:
     image = RumiImage(source, header, georeferencing, verify, opened_size, claimed_by)
     if checked:
@@ -385,4 +372,4 @@ def _load_image(source, header, georeferencing, verify, checked, opened_size=Non
     return image
 
 
-__all__ = ["DECODE_BATCH", "READ_BATCH", "RumiImage", "decode_all", "read_windows"]
+__all__ = ["DECODE_BATCH", "RumiImage", "decode_all", "read_windows"]

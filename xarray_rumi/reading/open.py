@@ -22,7 +22,7 @@ from ..io.source import ByteSource, FileEndedError, read_bytes
 from ..io.urls import is_local
 from ..runtime.threads import waiting_on_network
 from .checked import blob_key, checked_blobs
-from .image import RumiImage
+from .image import RumiImage, pin_file, source_size
 
 #: The first read of a file without a blob; enough for the IFD of ~5,000 frames.
 FIRST_READ = 64 * 1024
@@ -46,18 +46,19 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     if not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be an xarray_rumi.RetryPolicy, got {type(retry).__name__}")
     supplied = caller_georeferencing(crs, transform, raster_type, georeferencing)
-    if supplied is not None and georeferencing is not False:  # False drops the CRS: it says nothing of the file
-        claimed_by = claimed_by or ("crs=/transform=" if georeferencing is None else "georeferencing=")
-    else:
+    if supplied is None or georeferencing is False:  # False drops the CRS: it says nothing of the file
         claimed_by = None
+    else:
+        claimed_by = claimed_by or ("crs=/transform=" if georeferencing is None else "georeferencing=")
     source = byte_source(path, storage_options, retry)
     if header is None:
-        parsed, blob, size = _read_ifd_and_size(source, limits)
+        parsed, blob, size = read_ifd(source, limits)
         if claimed_by is not None and verify:
             check_claimed_georeferencing(supplied, parsed.georeferencing, claimed_by=claimed_by, file=source.url)
         return RumiImage(source, blob, supplied or parsed.georeferencing, verify, size)
     # The file's head comes while the blob is fetched, its answer stating the file's size and version: one round trip.
-    heading = waiting_on_network(read_head, source) if supplied is None and _fetched(header, source) else None
+    fetched = isinstance(header, (str, os.PathLike)) and not getattr(source, "is_local", True)
+    heading = waiting_on_network(read_head, source) if supplied is None and fetched else None
     try:
         blob = load_header(header, storage_options, limits, retry)
     except BaseException:
@@ -67,33 +68,23 @@ def open_image(path, header=None, *, storage_options=None, crs=None, transform=N
     if supplied is not None:
         # the first frame read checks the blob and the claim
         return RumiImage(source, blob, supplied, verify, claimed_by=claimed_by)
-    if heading is not None:
-        head = heading.result()
-    else:
-        head = b""
-        if verify and not getattr(source, "pins_on_read", False):
-            pin_file(source)  # before the read, so the read keeps to the version the blob is checked in
-    supplied = read_georeferencing(source, blob, check_blob=verify, head=head)
-    return RumiImage(source, blob, supplied, verify, checked_size(source, blob) if verify else None)
+    head = heading.result() if heading is not None else b""
+    if heading is None and verify and not getattr(source, "pins_on_read", False):
+        pin_file(source)  # before the read, so the read keeps to the version the blob is checked in
+    supplied = _read_georeferencing(source, blob, check_blob=verify, head=head)
+    size = source_size(source) if verify else None
+    if verify and size < blob.frames_end:
+        check_frames_inside(blob.offsets(), blob.byte_counts(), size, from_blob=True, name=source.url)
+    return RumiImage(source, blob, supplied, verify, size)
 
 
 def byte_source(path, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY):
-    """The byte source of ``path``: a :class:`ByteSource` for a path or URL, a source as it is."""
+    """A :class:`ByteSource` for a path or URL, a byte source as it is."""
     if isinstance(path, (str, os.PathLike)):
         return ByteSource.of(path, storage_options, retry)
     if all(hasattr(path, name) for name in ("url", "read", "read_many")):
         return path
     raise TypeError(f"a rumi image opens from a path, an fsspec URL or a byte source, not {type(path).__name__}")
-
-
-def _fetched(header, source) -> bool:
-    return isinstance(header, (str, os.PathLike)) and not getattr(source, "is_local", True)
-
-
-def pin_file(source):
-    """Fix the version of the file ``source`` reads (:meth:`ByteSource.pin`); ``None`` for a source that keeps none."""
-    pin = getattr(source, "pin", None)
-    return pin() if pin is not None else None
 
 
 def read_head(source) -> bytes:
@@ -108,11 +99,6 @@ def read_head(source) -> bytes:
     if not getattr(source, "pins_on_read", False):
         pin_file(source)
     return source.read(0, FIRST_READ, exact=False)
-
-
-def _size(source) -> int:
-    identity = getattr(source, "identity", None)
-    return identity.size if identity is not None and identity.size is not None else source.size()
 
 
 def caller_georeferencing(crs=None, transform=None, raster_type=None, georeferencing=None) -> Georeferencing | None:
@@ -165,8 +151,10 @@ def read_blob_file(path, storage_options=None, limits: Limits = DEFAULT_LIMITS,
     """
     name = os.fspath(path)
     largest = max_blob_size(limits)
+    # fewer bytes than the fields themselves: no blob is that short, so the answer was cut
     data = read_bytes(path, storage_options, retry, max_size=largest,
-                      claimed_size=lambda first: _claimed_size(first, limits))
+                      claimed_size=lambda first: HEADER_SIZE if len(first) < HEADER_SIZE else
+                      claimed_blob_size(first, limits))
     claimed = claimed_blob_size(data, limits)
     if claimed is not None and len(data) > claimed:
         raise RumiFormatError("blob.size", f"{name} is larger than the {claimed} bytes its blob's fields claim: "
@@ -177,36 +165,24 @@ def read_blob_file(path, storage_options=None, limits: Limits = DEFAULT_LIMITS,
     return data
 
 
-def _claimed_size(first: bytes, limits: Limits) -> int | None:
-    # Fewer bytes than the fields themselves: no blob is that short, so the answer was cut.
-    return HEADER_SIZE if len(first) < HEADER_SIZE else claimed_blob_size(first, limits)
-
-
 def load_headers(headers, names, storage_options=None, limits: Limits = DEFAULT_LIMITS,
                  retry: RetryPolicy = DEFAULT_POLICY) -> list:
     """:func:`load_header` of many entries (``None`` stays ``None``), parsed together; a bad blob is named by ``names``."""
-    names = list(names)
-    headers = list(headers)
+    names, headers = list(names), list(headers)
     if len(headers) != len(names):
         raise ValueError(f"{len(names)} images but {len(headers)} headers")
-    blobs = {}
     for position, header in enumerate(headers):
-        if header is None or isinstance(header, Header):
-            continue
-        if isinstance(header, (bytes, bytearray, memoryview, str, os.PathLike)):
-            blobs[position] = header
-        else:
+        if not isinstance(header, (type(None), Header, bytes, bytearray, memoryview, str, os.PathLike)):
             raise TypeError(f"header must be blob bytes, a path or URL of a blob file, or None; "
                             f"got {type(header).__name__} for image {position} ({names[position]!r})")
+    blobs = {p: header for p, header in enumerate(headers) if not isinstance(header, (type(None), Header))}
     # blob files read at once: a Cube of remote images waits one round trip for them, not one each
     files = [p for p, blob in blobs.items() if isinstance(blob, (str, os.PathLike))]
     read = all_at_once(lambda path: read_blob_file(path, storage_options, limits, retry), [blobs[p] for p in files],
                        waits=not all(is_local(blobs[p]) for p in files))
     blobs.update(zip(files, read))
-    positions = list(blobs)
-    labels = [f"image {p} ({names[p]!r})" for p in positions]
-    parsed = headers_from_bytes(blobs.values(), limits, names=labels)
-    for position, header in zip(positions, parsed):
+    parsed = headers_from_bytes(blobs.values(), limits, names=[f"image {p} ({names[p]!r})" for p in blobs])
+    for position, header in zip(blobs, parsed):
         headers[position] = header
     return headers
 
@@ -217,9 +193,15 @@ def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
     headers = load_headers(headers, paths, kwargs.get("storage_options"), kwargs.get("limits", DEFAULT_LIMITS),
                            kwargs.get("retry", DEFAULT_POLICY))
     opens = list(zip(paths, headers, own_kwargs))
+
+    def without_request(path, header, own) -> bool:
+        given = {**kwargs, **own}
+        georeferenced = given.get("georeferencing") not in (None, False) or (
+            given.get("crs") is not None and given.get("transform") is not None)
+        return (isinstance(path, (str, os.PathLike)) and is_local(path)) or (header is not None and georeferenced)
+
     # local files, and remote ones given their blob and georeferencing, open without a request: in turn is quicker
-    waits = not all(_local(path) or (header is not None and _georeferenced({**kwargs, **own}))
-                    for path, header, own in opens)
+    waits = not all(without_request(*each) for each in opens)
 
     def open_one(position: int) -> RumiImage:
         path, header, own = opens[position]
@@ -230,15 +212,6 @@ def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
             raise RumiFormatError(exc.rule, f"image {position} ({path!r}): {exc.detail}") from exc
 
     return all_at_once(open_one, list(range(len(opens))), waits=waits)
-
-
-def _local(path) -> bool:
-    return isinstance(path, (str, os.PathLike)) and is_local(path)
-
-
-def _georeferenced(kwargs: dict) -> bool:
-    given = kwargs.get("georeferencing")
-    return given not in (None, False) or (kwargs.get("crs") is not None and kwargs.get("transform") is not None)
 
 
 def all_at_once(function, items: list, *, waits: bool = True) -> list:
@@ -255,56 +228,28 @@ def all_at_once(function, items: list, *, waits: bool = True) -> list:
     return [call.result() for call in calls]
 
 
-def read_ifd(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
-    """``(ParsedIFD, Header)`` of the file's IFD, its frame layout checked and its size holding every frame."""
-    parsed, header, _ = _read_ifd_and_size(source, limits, check_registry=check_registry)
-    return parsed, header
-
-
-def _read_ifd_and_size(source, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True):
+def read_ifd(source, limits: Limits = DEFAULT_LIMITS):
+    """``(ParsedIFD, Header, size)`` of the file's IFD, its frame layout checked and its size holding every frame."""
     head = read_head(source)
     needed = prefix_size(head, limits)
     if needed > len(head):
         # A short first read means the file ended; a local file must hold what the IFD claims before it is read.
-        if len(head) < FIRST_READ or (source.is_local and _size(source) < needed):
+        if len(head) < FIRST_READ or (source.is_local and source_size(source) < needed):
             raise RumiFormatError(
                 "file-profile.truncated", f"the IFD and its values need {needed} bytes, but the file is shorter"
             )
         head += source.read(len(head), needed, exact=False)
-    parsed = parse_prefix(head, limits, check_registry=check_registry)
+    parsed = parse_prefix(head, limits)
     check_frame_layout(parsed, limits)
-    size = _size(source)
+    size = source_size(source)
     check_frames_inside(parsed.tile_offsets, parsed.tile_byte_counts, size)
     header = Header.from_byte_counts(parsed.grid, parsed.sample_type, parsed.tile_byte_counts)
     checked_blobs.add(blob_key(source, header))
     return parsed, header, size
 
 
-def checked_size(source, header: Header) -> int:
-    """The file's size, once it holds every frame (else ``frames.truncated``).
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), tile_size=4, compression="portable")
-    >>> checked_size(ByteSource.of(path), Header.from_bytes(blob)) == os.path.getsize(path)
-    True
-    """
-    size = _size(source)
-    if size < header.frames_end:
-        check_frames_inside(header.offsets(), header.byte_counts(), size, from_blob=True, name=source.url)
-    return size
-
-
-def read_georeferencing(source, header: Header, *, check_blob: bool = False, head: bytes = b"") -> Georeferencing:
-    """The georeferencing of a file its blob locates: one read (none if ``head`` holds it); ``check_blob`` checks too.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "uint8"), crs=32618,
-    ...                          transform=(30, 0, 500000, 0, -30, 4000000), compression="portable")
-    >>> read_georeferencing(ByteSource.of(path), Header.from_bytes(blob)).epsg
-    32618
-    """
+def _read_georeferencing(source, header: Header, *, check_blob: bool, head: bytes) -> Georeferencing:
+    # one read (none if ``head`` holds the tags), which with ``check_blob`` also checks the blob
     start = georeferencing_offset(header.grid)
     image = RumiImage(source, header)
     try:
@@ -338,9 +283,9 @@ def header_from_file(path, *, storage_options=None) -> bytes:
     >>> header_from_file(path) == blob
     True
     """
-    _, header = read_ifd(ByteSource.of(path, storage_options))
+    _, header, _ = read_ifd(ByteSource.of(path, storage_options))
     return header.to_bytes()
 
 
-__all__ = ["FIRST_READ", "caller_georeferencing", "checked_size", "header_from_file", "load_header", "load_headers",
-           "open_image", "open_images", "pin_file", "read_blob_file", "read_georeferencing", "read_head", "read_ifd"]
+__all__ = ["FIRST_READ", "caller_georeferencing", "header_from_file", "load_header", "load_headers", "open_image",
+           "open_images", "read_blob_file", "read_head", "read_ifd"]
