@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import geozl
@@ -78,16 +78,12 @@ class OpenZLConfig:
                 raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
 
     def to_config(self) -> dict:
-        """The configuration as plain JSON values, defaults left out."""
+        """The configuration as plain JSON values: the recipe, then the fields not at their defaults."""
         config = {"recipe": self.recipe}
-        if self.sample_type is not None:
-            config["sample_type"] = self.sample_type
-        if self.chunk_shape is not None:
-            config["chunk_shape"] = list(self.chunk_shape)
-        if self.image_shape is not None:
-            config["image_shape"] = list(self.image_shape)
-        if self.endian != "little":
-            config["endian"] = self.endian
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != f.default and f.name != "recipe":
+                config[f.name] = list(value) if isinstance(value, tuple) else value
         return config
 
     def sample_for(self, dtype) -> SampleType:
@@ -157,11 +153,6 @@ def _frame_sizes(image_shape: tuple[int, int], tile_shape: tuple[int, int]) -> f
     return FrameGrid(image_width, image_length, tile_width, tile_length, 1).frame_sizes | {tile_shape}
 
 
-def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether two chunk shapes hold the same planes of the same rows and columns."""
-    return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
-
-
 def _check_type(name: str, value, kind: type, what: str) -> None:
     if not isinstance(value, kind):
         raise TypeError(f"{name} must be {what}, got {value!r}")
@@ -195,4 +186,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "zarr_dtype"]

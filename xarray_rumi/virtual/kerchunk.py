@@ -62,7 +62,8 @@ def layout_references(layout: Layout) -> dict:
     refs[f"{VARIABLE}/.zarray"] = compact_json(zarray)
     refs[f"{VARIABLE}/.zattrs"] = compact_json(attrs)
 
-    keys = _chunk_keys(grid)
+    rows, cols, bands = grid.frame_locations()
+    keys = [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]
     for n, url in enumerate(layout.sources):
         prefix = f"{VARIABLE}/{n}." if layout.stack_dim is not None else f"{VARIABLE}/"
         for key, start, length in zip(keys, plan.starts[n].tolist(), plan.lengths[n].tolist()):
@@ -83,11 +84,6 @@ def consolidated(refs: dict) -> dict:
                 if k.rsplit("/", 1)[-1] in _METADATA}
     zmetadata = compact_json({"zarr_consolidated_format": 1, "metadata": metadata})
     return {**refs, "refs": {**entries, ".zmetadata": zmetadata}}
-
-
-def _chunk_keys(grid) -> list[str]:
-    rows, cols, bands = grid.frame_locations()
-    return [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]
 
 
 def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
