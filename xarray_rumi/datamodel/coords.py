@@ -25,7 +25,7 @@ def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
 
 
 def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dict:
-    """Pixel-centre coordinates as rioxarray's ``affine_to_coords``: 1-D ``x``/``y``, or 2-D ``xc``/``yc`` if rotated.
+    """Pixel-centre ``{name: (dims, values)}`` as rioxarray's ``affine_to_coords``: ``x``/``y``, or 2-D ``xc``/``yc``.
 
     >>> c = spatial_coords((30.0, 0.0, 100.0, 0.0, -30.0, 900.0), width=3, height=2)
     >>> c["x"][1].tolist(), c["y"][1].tolist()
@@ -36,22 +36,12 @@ def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dic
     c, f = a * 0.5 + b * 0.5 + c, d * 0.5 + e * 0.5 + f
     cols, rows = np.arange(width), np.arange(height)
     if b == 0 and d == 0:
-        return {"x": ("x", cols * a + 0 * b + c), "y": ("y", 0 * d + rows * e + f)}
+        return {"x": (("x",), cols * a + 0 * b + c), "y": (("y",), 0 * d + rows * e + f)}
     col_grid, row_grid = np.meshgrid(cols, rows)
     return {
         "xc": (("y", "x"), col_grid * a + row_grid * b + c),
         "yc": (("y", "x"), col_grid * d + row_grid * e + f),
     }
-
-
-def gdal_geotransform(transform: tuple[float, ...]) -> str:
-    """The ``GeoTransform`` attribute: GDAL's order ``c a b f d e`` as rioxarray writes it.
-
-    >>> gdal_geotransform((30.0, 0.0, 100.0, 0.0, -30.0, 900.0))
-    '100.0 30.0 0.0 900.0 0.0 -30.0'
-    """
-    a, b, c, d, e, f = (float(v) for v in transform)
-    return " ".join(str(v) for v in (c, a, b, f, d, e))
 
 
 @lru_cache(maxsize=256)
@@ -73,5 +63,6 @@ def grid_mapping_attrs(georef: Georeferencing | None) -> dict:
     'latitude_longitude'
     """
     attrs = dict(_crs_attrs(georef.epsg)) if georef is not None and georef.is_defined else {}
-    attrs["GeoTransform"] = gdal_geotransform(corner_transform(georef))
+    a, b, c, d, e, f = (float(v) for v in corner_transform(georef))
+    attrs["GeoTransform"] = f"{c} {a} {b} {f} {d} {e}"   # GDAL's order, as rioxarray writes it
     return attrs

@@ -77,13 +77,12 @@ class Layout:
 
     @property
     def raster_type(self) -> RasterType:
-        georef = self.georeferencing
-        return georef.raster_type if georef is not None else RasterType.AREA
+        return RasterType.AREA if self.georeferencing is None else self.georeferencing.raster_type
 
     @property
     def attrs(self) -> dict:
-        georef = self.georeferencing
-        return {"AREA_OR_POINT": self.raster_type.name.title()} if georef is not None and georef.is_defined else {}
+        defined = self.georeferencing is not None and self.georeferencing.is_defined
+        return {"AREA_OR_POINT": self.raster_type.name.title()} if defined else {}
 
     @cached_property
     def coords(self) -> dict[str, Coordinate]:
@@ -91,7 +90,7 @@ class Layout:
         coords = {"band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
         for name, (dims, values) in spatial_coords(corner_transform(self.georeferencing),
                                                    grid.image_width, grid.image_length).items():
-            coords[name] = Coordinate((dims,) if isinstance(dims, str) else tuple(dims), values)
+            coords[name] = Coordinate(dims, values)
         coords[GRID_MAPPING] = Coordinate((), np.int64(0), grid_mapping_attrs(self.georeferencing))
         return coords
 
@@ -104,21 +103,19 @@ class Layout:
     @property
     def encoding(self) -> dict:
         grid = self.grid
-        encoding = {"source": self.sources[0]} if self.stack_dim is None else {}
-        encoding.update({
+        if self.stack_dim is None:
+            encoding = {"source": self.sources[0], "header": self.header.to_bytes()}
+        else:
+            encoding = {"headers": [h.to_bytes() for h in self.headers], "sources": list(self.sources)}
+        return {
+            **encoding,
             "grid_mapping": GRID_MAPPING,
             "preferred_chunks": {"band": grid.bands_per_frame, "y": grid.tile_length, "x": grid.tile_width},
             "tile_size": (grid.tile_length, grid.tile_width),
             "frame_unit": grid.frame_unit.name.lower(),
             "sample_type": self.sample_type.name,
             "raster_type": self.raster_type.name.lower(),
-        })
-        if self.stack_dim is None:
-            encoding["header"] = self.header.to_bytes()
-        else:
-            encoding["headers"] = [h.to_bytes() for h in self.headers]
-            encoding["sources"] = list(self.sources)
-        return encoding
+        }
 
     def _stack(self, value) -> tuple:
         return () if self.stack_dim is None else (value,)
