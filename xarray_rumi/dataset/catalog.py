@@ -10,7 +10,8 @@ import numpy as np
 
 from ..datamodel.variable import VARIABLE, image_layout
 from ..format.blob import Header
-from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
+from ..datamodel.coords import corner_transform
+from ..format.geo import Georeferencing, georeferencing
 from ..reading.image import RumiImage
 from ..reading.open import load_headers, open_image
 from ..stac.read import is_stac, is_stac_geoparquet, item_images, stac_geoparquet_images
@@ -40,8 +41,7 @@ def _image_row(url: str, header: Header, georef: Georeferencing) -> dict:
 
 
 def _bounds(georef: Georeferencing, width: int, height: int) -> tuple[float, float, float, float]:
-    transform = georef.transform
-    a, b, c, d, e, f = centre_to_corner(transform) if georef.raster_type is RasterType.POINT else transform
+    a, b, c, d, e, f = corner_transform(georef)
     cols, rows = np.array([0, width, 0, width]), np.array([0, 0, height, height])
     xs, ys = a * cols + b * rows + c, d * cols + e * rows + f
     return float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())
@@ -87,16 +87,15 @@ def _read_checked(catalog, asset=None):
         what = "an empty list" if not catalog else f"a list of {type(catalog[0]).__name__}"
         raise ValueError(f"a catalog is a Parquet path (a rumi catalog or stac-geoparquet), a DataFrame or STAC Items; "
                          f"got {what}")
-    if not hasattr(catalog, "itertuples") and is_stac_geoparquet(catalog):
+    is_table = hasattr(catalog, "itertuples")
+    if not is_table and is_stac_geoparquet(catalog):
         return _rows_and_headers(stac_geoparquet_images(catalog, asset))
     if asset is not None:
         raise ValueError("assets= chooses among the rumi assets of STAC Items; a rumi catalog's rows are one "
                          "image each")
-    if hasattr(catalog, "itertuples"):
-        return catalog, None, None
     import pandas as pd
 
-    return pd.read_parquet(catalog), None, None
+    return (catalog if is_table else pd.read_parquet(catalog)), None, None
 
 
 def _rows_and_headers(images):

@@ -54,8 +54,11 @@ def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
     if not paths:
         raise ValueError("open_cube needs at least one path")
     # the caller's georeferencing built once for all images, not once an image
-    shared = _shared_georeferencing(open_kwargs)
-    return open_images(paths, headers, georefs, storage_options=storage_options, **shared)
+    rest = {k: v for k, v in open_kwargs.items() if k not in _GEOREFERENCING_KWARGS}
+    supplied = caller_georeferencing(*(open_kwargs.get(k) for k in _GEOREFERENCING_KWARGS))
+    if supplied is not None:
+        rest["georeferencing"] = supplied
+    return open_images(paths, headers, georefs, storage_options=storage_options, **rest)
 
 
 def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:
@@ -120,13 +123,6 @@ def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None
 
 
 _GEOREFERENCING_KWARGS = ("crs", "transform", "raster_type", "georeferencing")
-
-
-def _shared_georeferencing(open_kwargs: dict) -> dict:
-    given = {k: open_kwargs[k] for k in _GEOREFERENCING_KWARGS if k in open_kwargs}
-    rest = {k: v for k, v in open_kwargs.items() if k not in given}
-    supplied = caller_georeferencing(**given)
-    return rest if supplied is None else {**rest, "georeferencing": supplied}
 
 
 def _dimension_name(dim):

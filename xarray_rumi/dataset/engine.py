@@ -103,13 +103,7 @@ def _int_as_slice(k, size: int) -> slice:
 
 
 def _index_array(k, size: int) -> np.ndarray:
-    if isinstance(k, slice):
-        return np.arange(*k.indices(size), dtype=np.int64)
-    a = np.asarray(k, dtype=np.int64).ravel()
-    a = np.where(a < 0, a + size, a)
-    if a.size and (a.min() < 0 or a.max() >= size):
-        raise IndexError(f"index out of bounds for an axis of size {size}")
-    return a
+    return np.arange(size, dtype=np.int64)[k].ravel()   # numpy's bounds check and negative indices
 
 
 def layout_variable(backend_array, layout: Layout, chunks, *, verify: bool) -> xr.Variable:
@@ -202,9 +196,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
             path = os.fspath(filename_or_obj)
         except TypeError:
             return False
-        if not isinstance(path, str):
-            return False
-        return os.path.splitext(path.split("?", 1)[0])[1].lower() == ".rumi"
+        return isinstance(path, str) and path.split("?", 1)[0].lower().endswith(".rumi")
 
 
 __all__ = [
