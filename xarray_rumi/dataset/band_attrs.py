@@ -21,11 +21,7 @@ def described_stack(variable: xr.Variable, recorded: list[ItemImage], *, mask_an
 
 
 def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
-    """rioxarray's attributes for ``bands`` of samples of ``dtype``; ``{}`` without bands.
-
-    >>> band_attrs((StacBand("red", 0, 0.01, -1.0, "m"),), "uint16", "STAC Item 'a'")
-    {'_FillValue': np.uint16(0), 'scale_factor': 0.01, 'add_offset': -1.0, 'long_name': 'red', 'units': 'm'}
-    """
+    """rioxarray's attributes for ``bands`` of samples of ``dtype``; ``{}`` without bands."""
     attrs = {}
     nodata = {"nan" if isinstance(band.nodata, float) and np.isnan(band.nodata) else band.nodata for band in bands}
     if len(nodata) > 1:

@@ -34,11 +34,7 @@ def ambiguous_edges(grid: FrameGrid) -> bool:
 
 
 def frame_shift(data) -> int:
-    """How many bytes a reference's data has before its frame: where OpenZL's frame magic begins.
-
-    >>> frame_shift(bytes.fromhex("d8a5b1d7")), frame_shift(bytes.fromhex("00d8a5b1d7"))
-    (0, 1)
-    """
+    """How many bytes a reference's data has before its frame: where OpenZL's frame magic begins."""
     head = bytes(data[:LARGEST_SHIFT + 4])
     for shift in range(LARGEST_SHIFT + 1):
         # bytes 1..3 of the magic first: no exception on the way to the frame
@@ -61,15 +57,7 @@ class ChunkReferences:
 
 
 def chunk_references(headers: list[Header]) -> ChunkReferences:
-    """The references of images sharing one grid, each moved back by its frame's shift (the constants above).
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> grid = FrameGrid(6, 6, 4, 4, 1)   # right edge (4, 2) and bottom edge (2, 4): 8 samples each
-    >>> h = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [16, 20, 20, 9])
-    >>> plan = chunk_references([h])   # frame 0 is as long as a raw 4 x 4 chunk, frame 1 a right edge
-    >>> plan.starts[0].tolist(), plan.lengths[0].tolist(), plan.moved
-    ([458, 475, 496, 516], [18, 21, 20, 9], 2)
-    """
+    """The references of images sharing one grid, each moved back by its frame's shift (the constants above)."""
     grid, sample = headers[0].grid, headers[0].sample_type
     chunk_bytes = grid.bands_per_frame * grid.tile_length * grid.tile_width * sample.bytes_per_sample
     right = grid.edge_masks()[0] if ambiguous_edges(grid) else np.zeros(grid.frame_count, bool)
