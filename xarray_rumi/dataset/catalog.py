@@ -128,41 +128,30 @@ def _epsg(value):
     return value
 
 
-def _said(epsg, raster_type, transform) -> tuple:
-    try:
-        numbers = tuple(transform)
-    except TypeError:  # refused, naming the row, by georeferencing()
-        numbers = repr(transform)
-    return repr(_epsg(epsg)), repr(raster_type), numbers
-
-
-def _row_names(table, urls: list[str]) -> list[str]:
-    if "id" in table.columns:
-        return [f"STAC Item {item_id!r}" for item_id in table["id"].tolist()]
-    return [f"catalog row {position} ({url!r})" for position, url in enumerate(urls)]
-
-
-def _row_blob(blob, name: str) -> bytes:
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise ValueError(f"{name}: header must be the blob's bytes, got {type(blob).__name__}")
-    return bytes(blob)
-
-
 def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
     """``(DataFrame, opened images, ItemImages or None)`` of a catalog, nothing read."""
     table, headers, recorded = _read_checked(catalog, asset)
     urls = [str(url) for url in table["url"]]
-    names = _row_names(table, urls)
+    if "id" in table.columns:
+        names = [f"STAC Item {item_id!r}" for item_id in table["id"].tolist()]
+    else:
+        names = [f"catalog row {position} ({url!r})" for position, url in enumerate(urls)]
     if headers is None:
-        blobs = [_row_blob(blob, name) for blob, name in zip(table["header"], names)]
-        headers = load_headers(blobs, urls, storage_options)
+        for blob, name in zip(table["header"], names):
+            if not isinstance(blob, (bytes, bytearray, memoryview)):
+                raise ValueError(f"{name}: header must be the blob's bytes, got {type(blob).__name__}")
+        headers = load_headers([bytes(blob) for blob in table["header"]], urls, storage_options)
     shared: dict[tuple, Georeferencing] = {}
     images = []
     for url, name, header, epsg, raster_type, transform in zip(
             urls, names, headers, table["epsg"], table["raster_type"], table["transform"]):
-        said = _said(epsg, raster_type, transform)
+        epsg = _epsg(epsg)
+        try:
+            said = (repr(epsg), repr(raster_type), tuple(transform))
+        except TypeError:   # not numbers: refused, naming the row, by georeferencing()
+            said = (repr(epsg), repr(raster_type), repr(transform))
         if said not in shared:
-            shared[said] = georeferencing(_epsg(epsg), transform, raster_type, record=name,
+            shared[said] = georeferencing(epsg, transform, raster_type, record=name,
                                           fields=("epsg", "transform", "raster_type"))
         images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said],
                                  claimed_by=name))

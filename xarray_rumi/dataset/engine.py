@@ -140,14 +140,12 @@ INDEXES = ("default", "raster")
 
 def index_kind(index) -> str:
     """``index=`` checked: ``"default"`` or ``"raster"``; ``ImportError`` for ``"raster"`` without rasterix."""
-    if index is None:
-        return "default"
-    if not isinstance(index, str) or index not in INDEXES:
+    if index is not None and (not isinstance(index, str) or index not in INDEXES):
         allowed = ", ".join(repr(i) for i in (None, *INDEXES))
         raise ValueError(f"index={index!r} is not one of {allowed}")
     if index == "raster":
         _raster_index()
-    return index
+    return index or "default"
 
 
 def _raster_index():
@@ -185,7 +183,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         # open_kwargs: open_image's, with its defaults (open_dataset_parameters lists them for xarray)
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
-        index = index_kind(index)
+        index = index_kind(index)   # refused before any read
         dataset = image_dataset(open_image(filename_or_obj, **open_kwargs), index=index)
         if drop_variables is not None:
             dataset = dataset.drop_vars(drop_variables, errors="ignore")

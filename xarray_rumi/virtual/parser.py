@@ -46,16 +46,8 @@ class RumiParser:
         from virtualizarr.manifests import ManifestGroup, ManifestStore
 
         source = RegistrySource(url, registry, self.open_kwargs.get("retry", DEFAULT_POLICY))
-        image = open_image(source, self.header, **self.open_kwargs)
-        layout = image_layout(image)
-        coordinates = _CoordinateStore(registry)
-        arrays = {VARIABLE: _frames_array(url, layout, self.codec)}
-        for name, coordinate in layout.coords.items():
-            if name == GRID_MAPPING:
-                arrays[name] = _manifest_array(None, shape=(), data_type=np.dtype(np.int64), chunk_shape=(),
-                                               codecs=[_LITTLE_ENDIAN], attributes=coordinate.attrs, dimension_names=[])
-            else:
-                arrays[name] = coordinates.array(name, np.asarray(coordinate.values), list(coordinate.dims))
+        layout = image_layout(open_image(source, self.header, **self.open_kwargs))
+        arrays = {VARIABLE: _frames_array(url, layout, self.codec), **_coordinate_arrays(layout, registry)}
         return ManifestStore(group=ManifestGroup(arrays=arrays, attributes={}), registry=registry)
 
 
@@ -90,26 +82,28 @@ def _manifest_array(chunks: dict | None, **metadata):
     return ManifestArray(metadata=create_v3_array_metadata(fill_value=0, **metadata), chunkmanifest=manifest)
 
 
-class _CoordinateStore:
-    """An in-memory object store holding coordinate bytes, registered in ``registry``."""
+def _coordinate_arrays(layout: Layout, registry) -> dict:
+    """The coordinates as virtual arrays, their bytes in an in-memory store registered in ``registry``."""
+    import obstore
+    from obstore.store import MemoryStore
 
-    def __init__(self, registry):
-        from obstore.store import MemoryStore
-
-        self.prefix = f"memory://rumi-{uuid.uuid4().hex}"
-        self.store = MemoryStore()
-        registry.register(self.prefix, self.store)
-
-    def array(self, name: str, values: np.ndarray, dims: list[str]):
-        import obstore
-
-        data = np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
-        obstore.put(self.store, name, data)
+    prefix, store = f"memory://rumi-{uuid.uuid4().hex}", MemoryStore()
+    registry.register(prefix, store)
+    arrays = {}
+    for name, coordinate in layout.coords.items():
+        if name == GRID_MAPPING:   # a scalar with no chunk: its attributes are what it says
+            arrays[name] = _manifest_array(None, shape=(), data_type=np.dtype(np.int64), chunk_shape=(),
+                                           codecs=[_LITTLE_ENDIAN], attributes=coordinate.attrs, dimension_names=[])
+            continue
+        values = np.asarray(coordinate.values)
+        data = values.astype(values.dtype.newbyteorder("<")).tobytes()
+        obstore.put(store, name, data)
         ones = (1,) * values.ndim
-        chunks = dict(paths=np.full(ones, f"{self.prefix}/{name}", dtype=np.dtypes.StringDType()),
+        chunks = dict(paths=np.full(ones, f"{prefix}/{name}", dtype=np.dtypes.StringDType()),
                       offsets=np.zeros(ones, np.uint64), lengths=np.full(ones, len(data), np.uint64))
-        return _manifest_array(chunks, shape=values.shape, data_type=values.dtype, chunk_shape=values.shape,
-                               codecs=[_LITTLE_ENDIAN], dimension_names=dims)
+        arrays[name] = _manifest_array(chunks, shape=values.shape, data_type=values.dtype, chunk_shape=values.shape,
+                                       codecs=[_LITTLE_ENDIAN], dimension_names=list(coordinate.dims))
+    return arrays
 
 
 __all__ = ["RumiParser"]
