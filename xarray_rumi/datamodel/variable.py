@@ -95,10 +95,15 @@ class Layout:
         return coords
 
     @property
-    def coordinates_attribute(self) -> str:
-        """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates."""
+    def zarr_attrs(self) -> dict:
+        """``band_data``'s attributes in Zarr: CF ``coordinates`` (``spatial_ref`` and any 2-D ones), the grid
+        mapping, the sample type and a Cube's sources."""
         extra = [name for name, c in self.coords.items() if len(c.dims) > 1]
-        return " ".join([GRID_MAPPING, *extra])
+        attrs = {"coordinates": " ".join([GRID_MAPPING, *extra]), "grid_mapping": GRID_MAPPING,
+                 "rumi_sample_type": self.sample_type.name, **self.attrs}
+        if self.stack_dim is not None:
+            attrs["rumi_sources"] = list(self.sources)
+        return attrs
 
     @property
     def encoding(self) -> dict:

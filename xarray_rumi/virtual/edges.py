@@ -11,16 +11,11 @@ from ..format.blob import Header
 from ..format.grid import FrameGrid
 from ..frames.codec import MAGIC_TAIL, frame_version
 
-# The values are written into stored references (each moves a reference's start and length): never change them.
-#: Leading bytes before a right-edge frame of an ambiguous grid.
-RIGHT_EDGE = 1
-#: Leading bytes before any other frame exactly as long as a raw chunk, so that its reference is not.
-RAW_LENGTH = 2
-#: Leading bytes before a right-edge frame that :data:`RIGHT_EDGE` would make exactly as long as a raw chunk.
-RIGHT_EDGE_AT_RAW_LENGTH = 3
-#: The shifts that mark a right-edge frame.
+# Leading bytes before a frame, written into stored references (so never change them): RIGHT_EDGE before a
+# right-edge frame of an ambiguous grid; RAW_LENGTH before any other frame exactly as long as a raw chunk, so that
+# its reference is not; RIGHT_EDGE_AT_RAW_LENGTH before a right-edge frame that RIGHT_EDGE would make that long.
+RIGHT_EDGE, RAW_LENGTH, RIGHT_EDGE_AT_RAW_LENGTH = 1, 2, 3
 RIGHT_EDGE_SHIFTS = (RIGHT_EDGE, RIGHT_EDGE_AT_RAW_LENGTH)
-#: The largest shift: how far before its reference a frame can begin.
 LARGEST_SHIFT = max(RIGHT_EDGE, RAW_LENGTH, RIGHT_EDGE_AT_RAW_LENGTH)
 
 

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 
-from ..datamodel.coords import GRID_MAPPING
 from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
 from ..io.urls import absolute
 from ..reading.open import open_image
@@ -48,19 +47,10 @@ def layout_references(layout: Layout) -> dict:
     plan = chunk_references(list(layout.headers))
     codec = OpenZLCodec(sample_type=sample.name, chunk_shape=layout.chunks[-3:],
                         image_shape=(grid.image_length, grid.image_width))
-    attrs = {
-        "_ARRAY_DIMENSIONS": list(layout.dims),
-        "coordinates": layout.coordinates_attribute,
-        "grid_mapping": GRID_MAPPING,
-        "rumi_sample_type": sample.name,
-        **layout.attrs,
-    }
-    if layout.stack_dim is not None:
-        attrs["rumi_sources"] = list(layout.sources)
     refs = {".zgroup": compact_json({"zarr_format": 2}), ".zattrs": compact_json({})}
     zarray = _zarray(layout.shape, layout.chunks, zarr_dtype(sample), codec.get_config())
     refs[f"{VARIABLE}/.zarray"] = compact_json(zarray)
-    refs[f"{VARIABLE}/.zattrs"] = compact_json(attrs)
+    refs[f"{VARIABLE}/.zattrs"] = compact_json({"_ARRAY_DIMENSIONS": list(layout.dims), **layout.zarr_attrs})
 
     rows, cols, bands = grid.frame_locations()
     keys = [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]

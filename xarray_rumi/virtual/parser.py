@@ -59,17 +59,12 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
         codecs = [OpenZLZarrCodec(**config).to_dict()]
     else:
         codecs = [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()]
-    attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
-             **layout.attrs}
-
-    def by_chunk(values):   # frame-index order to the chunk grid, (band, row, col)
-        return grid.on_frame_grid(np.asarray(values, np.uint64))
-
+    # frame-index order to the chunk grid, (band, row, col)
+    offsets, lengths = (grid.on_frame_grid(np.asarray(v, np.uint64)) for v in (plan.starts[0], plan.lengths[0]))
     paths = np.full(grid.frame_grid_shape, as_url(url), dtype=np.dtypes.StringDType())
-    return _manifest_array(
-        dict(paths=paths, offsets=by_chunk(plan.starts[0]), lengths=by_chunk(plan.lengths[0])),
-        shape=layout.shape, data_type=zarr_dtype(sample), chunk_shape=layout.chunks, codecs=codecs, attributes=attrs,
-        dimension_names=list(layout.dims))
+    return _manifest_array(dict(paths=paths, offsets=offsets, lengths=lengths), shape=layout.shape,
+                           data_type=zarr_dtype(sample), chunk_shape=layout.chunks, codecs=codecs,
+                           attributes=layout.zarr_attrs, dimension_names=list(layout.dims))
 
 
 def _manifest_array(chunks: dict | None, **metadata):
