@@ -34,10 +34,7 @@ def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
         values = tuple(default if getattr(band, field) is None else getattr(band, field) for band in bands)
         if any(getattr(band, field) is not None for band in bands):
             # rioxarray gives one value where the bands agree, all of them (no CF attribute) where not
-            if len(set(values)) == 1:
-                attrs[one] = values[0]
-            else:
-                attrs[several] = values
+            attrs.update({one: values[0]} if len(set(values)) == 1 else {several: values})
     for field, name in (("name", "long_name"), ("unit", "units")):
         values = tuple(getattr(band, field) for band in bands)
         if any(values):

@@ -48,10 +48,8 @@ class _WindowsAndPoints(BackendArray):
     def _read(self, key: tuple) -> np.ndarray:
         squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
         key = tuple(_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
-        if all(isinstance(k, slice) for k in key):
-            ranges = [range(*k.indices(n)) for k, n in zip(key, self.shape)]
-            if all(r.step == 1 for r in ranges):
-                return self.read_window(ranges)[squeeze]
+        if all(isinstance(k, slice) and k.step in (None, 1) for k in key):
+            return self.read_window([range(*k.indices(n)) for k, n in zip(key, self.shape)])[squeeze]
         return self.read_points([_index_array(k, n) for k, n in zip(key, self.shape)])[squeeze]
 
 
