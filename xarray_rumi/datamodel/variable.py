@@ -45,16 +45,12 @@ class Layout:
     stack_dim: str | None = None
 
     @property
-    def header(self) -> Header:
-        return self.headers[0]
-
-    @property
     def grid(self):
-        return self.header.grid
+        return self.headers[0].grid
 
     @property
     def sample_type(self):
-        return self.header.sample_type
+        return self.headers[0].sample_type
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -109,7 +105,7 @@ class Layout:
     def encoding(self) -> dict:
         grid = self.grid
         if self.stack_dim is None:
-            encoding = {"source": self.sources[0], "header": self.header.to_bytes()}
+            encoding = {"source": self.sources[0], "header": self.headers[0].to_bytes()}
         else:
             encoding = {"headers": [h.to_bytes() for h in self.headers], "sources": list(self.sources)}
         return {

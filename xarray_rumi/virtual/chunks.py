@@ -73,9 +73,9 @@ class OpenZLConfig:
                                  sample_type_from_name(self.sample_type).storage.str)
         if reason is not None:
             raise ValueError(f"recipe {self.recipe!r} cannot encode this codec's chunks: {reason}")
-        if self.image_shape is not None:
-            if self.sample_type is None or self.chunk_shape is None or len(self.chunk_shape) < 2:
-                raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
+        if self.image_shape is not None and (self.sample_type is None or self.chunk_shape is None
+                                             or len(self.chunk_shape) < 2):
+            raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
 
     def to_config(self) -> dict:
         """The configuration as plain JSON values: the recipe, then the fields not at their defaults."""
@@ -161,15 +161,12 @@ def _check_type(name: str, value, kind: type, what: str) -> None:
 def _sizes(name: str, value, *, length: int | None = None, at_least: int = 0) -> tuple[int, ...] | None:
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+    if not isinstance(value, (list, tuple, np.ndarray)) or any(
+            isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral) for item in value):
         raise TypeError(f"{name} must be a list of positive integers, got {value!r}")
-    if any(isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral) for item in value):
-        raise TypeError(f"{name} must hold integers, got {value!r}")
     sizes = tuple(int(item) for item in value)
-    if length is not None and len(sizes) != length or len(sizes) < at_least:
+    if (length is not None and len(sizes) != length) or len(sizes) < at_least or any(size < 1 for size in sizes):
         raise ValueError(f"{name} must be {length or f'at least {at_least}'} positive integers, got {list(sizes)}")
-    if any(size < 1 for size in sizes):
-        raise ValueError(f"{name} must hold positive integers, got {list(sizes)}")
     return sizes
 
 

@@ -53,7 +53,7 @@ class RumiParser:
 
 def _frames_array(url: str, layout: Layout, codec_name: str):
     grid, sample = layout.grid, layout.sample_type
-    plan = chunk_references([layout.header])
+    plan = chunk_references(list(layout.headers))
     config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width))
     if codec_name == "openzl":
         codecs = [OpenZLZarrCodec(**config).to_dict()]
