@@ -27,16 +27,8 @@ class Coordinate:
 
 @dataclass(frozen=True)
 class Layout:
-    """``band_data`` of one image, or of a Cube of aligned images stacked along ``stack_dim``.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((2, 30, 20), "uint16"), tile_size=16, crs=32633,
-    ...                          transform=(10, 0, 5e5, 0, -10, 6e6))
-    >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
-    >>> layout.dims, layout.shape, layout.chunks, layout.attrs
-    (('band', 'y', 'x'), (2, 30, 20), (1, 16, 16), {'AREA_OR_POINT': 'Area'})
-    """
+    """``band_data`` of one image, or of a Cube of aligned images stacked along ``stack_dim``: dims, shape, one
+    frame as the chunk, coordinates, attributes and encoding."""
 
     headers: tuple[Header, ...]
     sources: tuple[str, ...]

@@ -38,16 +38,7 @@ def zarr_dtype(sample: SampleType) -> np.dtype:
 
 @dataclass(frozen=True)
 class OpenZLConfig:
-    """The codec's configuration and its work, shared by both registrations.
-
-    >>> right_edge = OpenZLConfig().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
-    >>> codec = OpenZLConfig(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
-    >>> codec.decode(bytes(1) + right_edge)[0]   # a reference one byte before its frame
-    array([[0, 1, 0, 0],
-           [2, 3, 0, 0],
-           [4, 5, 0, 0],
-           [6, 7, 0, 0]], dtype=uint16)
-    """
+    """The codec's configuration, checked where it is made, and the encoding and decoding every registration shares."""
 
     sample_type: str | None = None
     recipe: str = DEFAULT_RECIPE
