@@ -75,12 +75,12 @@ class Layout:
     @cached_property
     def coords(self) -> dict[str, Coordinate]:
         grid = self.grid
-        coords = {"band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
-        for name, (dims, values) in spatial_coords(corner_transform(self.georeferencing),
-                                                   grid.image_width, grid.image_length).items():
-            coords[name] = Coordinate(dims, values)
-        coords[GRID_MAPPING] = Coordinate((), np.int64(0), grid_mapping_attrs(self.georeferencing))
-        return coords
+        spatial = spatial_coords(corner_transform(self.georeferencing), grid.image_width, grid.image_length)
+        return {
+            "band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64)),
+            **{name: Coordinate(dims, values) for name, (dims, values) in spatial.items()},
+            GRID_MAPPING: Coordinate((), np.int64(0), grid_mapping_attrs(self.georeferencing)),
+        }
 
     @property
     def zarr_attrs(self) -> dict:

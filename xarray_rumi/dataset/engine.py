@@ -183,9 +183,7 @@ class RumiBackendEntrypoint(BackendEntrypoint):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
         index = index_kind(index)   # refused before any read
         dataset = image_dataset(open_image(filename_or_obj, **open_kwargs), index=index)
-        if drop_variables is not None:
-            dataset = dataset.drop_vars(drop_variables, errors="ignore")
-        return dataset
+        return dataset if drop_variables is None else dataset.drop_vars(drop_variables, errors="ignore")
 
     def guess_can_open(self, filename_or_obj) -> bool:
         try:

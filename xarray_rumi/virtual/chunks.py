@@ -86,9 +86,8 @@ class OpenZLConfig:
         """One OpenZL frame holding ``chunk`` (any shape; the last two axes are rows and columns)."""
         chunk = np.asarray(chunk)
         stored = self.sample_for(chunk.dtype).encode(chunk)  # refuses values the sample type cannot hold
-        planes = int(np.prod(chunk.shape[:-2], dtype=np.int64)) if chunk.ndim >= 2 else 1
         rows = chunk.shape[-2] if chunk.ndim >= 2 else 1
-        return encode_frame(stored.reshape(planes, rows, -1), self.recipe)
+        return encode_frame(stored.reshape(math.prod(chunk.shape[:-2]), rows, -1), self.recipe)
 
     def decode(self, data, chunk_shape: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
         """Decode one chunk to ``chunk_shape`` (default: the configured one)."""
@@ -122,7 +121,6 @@ class OpenZLConfig:
     def _frame_size(self, samples: int, remainder: int, shape, shift: int) -> tuple[int, int]:
         planes = math.prod(shape[:-2])
         tile_length, tile_width = shape[-2:]
-        image_length, image_width = self.image_shape
         shapes = _frame_sizes(self.image_shape, (tile_length, tile_width))
         candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
         if len(candidates) == 2:
@@ -130,11 +128,9 @@ class OpenZLConfig:
             right = shift in RIGHT_EDGE_SHIFTS
             candidates = [c for c in candidates if (c[0] == tile_length) == right]
         if len(candidates) != 1:
-            raise RumiFormatError(
-                "frame.length",
-                f"the frame decodes to {samples} samples, which no frame of a {image_length} x {image_width} "
-                f"image in {tile_length} x {tile_width} tiles holds",
-            )
+            image_length, image_width = self.image_shape
+            raise RumiFormatError("frame.length", f"the frame decodes to {samples} samples, which no frame of a "
+                                  f"{image_length} x {image_width} image in {tile_length} x {tile_width} tiles holds")
         return candidates[0]
 
 

@@ -83,13 +83,11 @@ _BYTE_ORDER = {"little": "<", "big": ">"}
 
 def _check_byte_order(dtype: np.dtype, endian: str) -> None:
     """Refuse a chunk whose bytes decode would not hand back: one of the other byte order."""
-    order = {"=": "little" if sys.byteorder == "little" else "big", "<": "little", ">": "big"}.get(dtype.byteorder)
+    order = {"=": sys.byteorder, "<": "little", ">": "big"}.get(dtype.byteorder)
     if order is not None and order != endian and dtype.itemsize > 1:
-        raise ValueError(
-            f"openzl: the chunk is {order}-endian ({dtype.str}), but the codec's endian is {endian!r}, so decoding "
-            f"would hand back its bytes swapped: use OpenZLCodec(endian={order!r}) for {order}-endian arrays, "
-            f"or store the array {endian}-endian"
-        )
+        raise ValueError(f"openzl: the chunk is {order}-endian ({dtype.str}), but the codec's endian is {endian!r}, "
+                         f"so decoding would hand back its bytes swapped: use OpenZLCodec(endian={order!r}) for "
+                         f"{order}-endian arrays, or store the array {endian}-endian")
 
 
 def _same_planes(a, b) -> bool:
