@@ -65,6 +65,7 @@ __all__ = sorted([
     "read_windows", "validate", "write", *(name for name, (_, _, needs) in _LAZY.items() if _installed(needs)),
 ])
 
+
 def __dir__():
     # stac is the one submodule users reach by its name (xarray_rumi.stac.item); the others are the package's inside
     return sorted({*__all__, "stac"})
