@@ -51,8 +51,6 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
 
 
 def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
-    if not paths:
-        raise ValueError("open_cube needs at least one path")
     # the caller's georeferencing built once for all images, not once an image
     rest = {k: v for k, v in open_kwargs.items() if k not in _GEOREFERENCING_KWARGS}
     supplied = caller_georeferencing(*(open_kwargs.get(k) for k in _GEOREFERENCING_KWARGS))

@@ -35,8 +35,6 @@ def cube_references(paths, dim: str = "time", headers=None, **open_kwargs) -> di
     headers = list(headers) if headers is not None else [None] * len(paths)
     if len(headers) != len(paths):
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
-    if not paths:
-        raise ValueError("no files to reference")
     images = [open_image(absolute(p), h, **open_kwargs) for p, h in zip(paths, headers)]
     return layout_references(cube_layout(images, dim))
 
