@@ -38,9 +38,7 @@ class RumiParser:
             raise ValueError(f"codec must be 'openzl' or 'numcodecs.openzl', got {codec!r}")
         # Refuse contradictory georeferencing now, not at the first file.
         caller_georeferencing(*(open_kwargs.get(k) for k in ("crs", "transform", "raster_type", "georeferencing")))
-        self.codec = codec
-        self.header = header
-        self.open_kwargs = open_kwargs
+        self.codec, self.header, self.open_kwargs = codec, header, open_kwargs
 
     def __call__(self, url: str, registry):
         from virtualizarr.manifests import ManifestGroup, ManifestStore
