@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 
@@ -171,9 +170,6 @@ def open_catalog(catalog, *, chunks=None, storage_options=None, assets=None, mas
     >>> int(ds.band_data.sum()), ds.rio.crs.to_epsg()
     (2016, 4326)
     """
-    with contextlib.suppress(ImportError):
-        import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
-
     if assets is not None and not isinstance(assets, str):
         keys = list(assets)
         if len(keys) != 1:

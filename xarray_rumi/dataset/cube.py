@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pandas as pd
@@ -113,8 +112,6 @@ def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None
     """The Cube of opened, aligned images; ``names`` name them in errors."""
     layout = cube_layout(images, _dimension_name(dim), names)
     stacked = layout_variable(RumiCubeArray(images), layout, chunks, verify=images[0].verify)
-    with contextlib.suppress(ImportError):
-        import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
     cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
     cube = spatially_indexed(cube, index, layout.georeferencing, f"the Cube's {len(images)} images")
     return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -120,6 +121,8 @@ def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
     """The layout's coordinates with the indexes xarray would infer (built directly: inferring costs more)."""
+    with contextlib.suppress(ImportError):
+        import rioxarray  # noqa: F401  (.rio on every dataset built here, as xr.open_dataset's plugins give it)
     variables = {name: xr.Variable(c.dims, c.values, attrs=dict(c.attrs)) for name, c in layout.coords.items()}
     indexes = {name: PandasIndex(pd.Index(variable.values, name=name), name)
                for name, variable in variables.items() if variable.dims == (name,)}
