@@ -58,7 +58,7 @@ def layout_references(layout: Layout) -> dict:
             refs[prefix + key] = [url, start, length]
 
     for name, coordinate in layout.coords.items():
-        refs.update(_inline(name, np.asarray(coordinate.values), list(coordinate.dims), coordinate.attrs))
+        refs.update(_inline(name, coordinate))
     return consolidated({"version": 1, "refs": refs})
 
 
@@ -82,13 +82,13 @@ def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
     }
 
 
-def _inline(name: str, values: np.ndarray, dims: list[str], attrs: dict) -> dict:
-    """A small array stored whole in the references, as one base64 chunk."""
-    values = np.array(values, order="C")  # ascontiguousarray would make a 0-d array 1-d
+def _inline(name: str, coordinate) -> dict:
+    """A coordinate stored whole in the references, as one base64 chunk (``tobytes`` gives C order)."""
+    values = np.asarray(coordinate.values)
     key = ".".join("0" for _ in values.shape) or "0"
     return {
         f"{name}/.zarray": compact_json(_zarray(values.shape, values.shape, values.dtype, None)),
-        f"{name}/.zattrs": compact_json({"_ARRAY_DIMENSIONS": dims, **attrs}),
+        f"{name}/.zattrs": compact_json({"_ARRAY_DIMENSIONS": list(coordinate.dims), **coordinate.attrs}),
         f"{name}/{key}": "base64:" + base64.b64encode(values.astype(values.dtype.newbyteorder("<")).tobytes()).decode(),
     }
 
