@@ -63,11 +63,9 @@ def readable_with_defaults(refs: dict) -> dict:
             out.pop(name, None)   # VirtualiZarr's 0-d key, which zarr never asks for
         zarray["fill_value"] = None
         out[key] = compact_json(zarray)
-        attrs_key = f"{name}.zattrs"
-        if attrs_key in out:
-            attrs = json.loads(out[attrs_key])
-            attrs.pop("_FillValue", None)
-            out[attrs_key] = compact_json(attrs)
+        if f"{name}.zattrs" in out:
+            attrs = json.loads(out[f"{name}.zattrs"])
+            out[f"{name}.zattrs"] = compact_json({k: v for k, v in attrs.items() if k != "_FillValue"})
     return {**refs, "refs": out}
 
 
