@@ -156,10 +156,8 @@ def _raster_index():
         if err.name not in ("rasterix", "xproj"):
             raise
         # cli/shared.install_hint's words: the layering keeps it out of reach
-        raise ImportError(
-            f'index="raster" needs rasterix and xproj ({err.name} is not installed), the rasterix extra: '
-            'pip install "xarray-rumi[rasterix]" (in a clone: pip install ".[rasterix]")'
-        ) from err
+        raise ImportError(f'index="raster" needs rasterix and xproj ({err.name} is not installed), the rasterix '
+                          'extra: pip install "xarray-rumi[rasterix]" (in a clone: pip install ".[rasterix]")') from err
     return raster_index
 
 
