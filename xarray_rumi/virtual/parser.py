@@ -53,10 +53,8 @@ def _frames_array(url: str, layout: Layout, codec_name: str):
     grid, sample = layout.grid, layout.sample_type
     plan = chunk_references(list(layout.headers))
     config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width))
-    if codec_name == "openzl":
-        codecs = [OpenZLZarrCodec(**config).to_dict()]
-    else:
-        codecs = [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()]
+    codecs = ([OpenZLZarrCodec(**config).to_dict()] if codec_name == "openzl"
+              else [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()])
     # frame-index order to the chunk grid, (band, row, col)
     offsets, lengths = (grid.on_frame_grid(np.asarray(v, np.uint64)) for v in (plan.starts[0], plan.lengths[0]))
     paths = np.full(grid.frame_grid_shape, as_url(url), dtype=np.dtypes.StringDType())
