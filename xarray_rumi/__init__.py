@@ -65,9 +65,7 @@ __all__ = sorted([
     "read_windows", "validate", "write", *(name for name, (_, _, needs) in _LAZY.items() if _installed(needs)),
 ])
 
-#: Submodules users reach by their names (``xarray_rumi.stac.item``); the rest are the package's inside.
-_PUBLIC_SUBMODULES = ["stac"]
-
 
 def __dir__():
-    return sorted({*__all__, *_PUBLIC_SUBMODULES})
+    # stac is the one submodule users reach by its name (xarray_rumi.stac.item); the others are the package's inside
+    return sorted({*__all__, "stac"})

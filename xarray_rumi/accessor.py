@@ -23,17 +23,12 @@ class RumiDataArrayAccessor:
         self._array = array
 
     def to_rumi(self, path, **kwargs) -> bytes:
-        """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults.
-
-        Nodata and scale/offset are not stored: ``NodataNotStoredWarning``/``ScaleNotStoredWarning`` say so.
-        """
+        """``xarray_rumi.write(path, self, **kwargs)``; settings the array was read with are the defaults."""
         return write(path, self._array, **kwargs)
 
     def quicklook(self, path=None, *, bands=None, size: int = SIZE, percentiles=PERCENTILES, storage_options=None):
-        """A small 8-bit image of the array (grey, or RGB of three 1-based ``bands``), longest side ``size``.
-
-        Each band is stretched between ``percentiles``; with ``path`` the PNG is written there, else returned.
-        """
+        """An 8-bit image (grey, or RGB of three 1-based ``bands``), each band stretched between ``percentiles``,
+        longest side ``size``: written as a PNG to ``path`` if given, else returned."""
         pixels = data_array_quicklook(self._array, bands=bands, size=size, percentiles=percentiles)
         if path is None:
             return pixels
@@ -49,13 +44,10 @@ class RumiDatasetAccessor:
         self._dataset = dataset
 
     def to_rumi(self, path, variable: str | None = None, **kwargs) -> bytes:
-        """Write ``variable`` (the only one, or ``band_data``) with :func:`xarray_rumi.write`."""
+        """Write ``variable`` (``band_data``, or the only one) with :func:`xarray_rumi.write`."""
         names = list(self._dataset.data_vars)
+        if variable is None and "band_data" not in names and len(names) != 1:
+            raise ValueError(f"the dataset has several variables {names}; pass variable=")
         if variable is None:
-            if "band_data" in names:
-                variable = "band_data"
-            elif len(names) == 1:
-                variable = names[0]
-            else:
-                raise ValueError(f"the dataset has several variables {names}; pass variable=")
+            variable = "band_data" if "band_data" in names else names[0]
         return self._dataset[variable].rumi.to_rumi(path, **kwargs)

@@ -42,13 +42,13 @@ def test_coordinates_are_rioxarrays_band_pixel_centres_and_spatial_ref(tmp_path)
     assert layout.coords["x"].values[:2].tolist() == [500005.0, 500015.0]
     assert layout.coords["y"].values[:2].tolist() == [5999995.0, 5999985.0]
     assert layout.coords["spatial_ref"].dims == () and "crs_wkt" in layout.coords["spatial_ref"].attrs
-    assert layout.coordinates_attribute == "spatial_ref"
+    assert layout.zarr_attrs["coordinates"] == "spatial_ref"
 
 
 def test_a_rotated_grid_has_two_dimensional_coordinates_named_in_the_cf_attribute(tmp_path):
     layout = image_layout(_image(tmp_path, crs=32618, transform=(30, 5, 5e5, 5, -30, 4e6)))
     assert [name for name, c in layout.coords.items() if c.dims == ("y", "x")] == ["xc", "yc"]
-    assert layout.coordinates_attribute == "spatial_ref xc yc"
+    assert layout.zarr_attrs["coordinates"] == "spatial_ref xc yc"
 
 
 def test_area_or_point_is_said_only_where_there_is_georeferencing(tmp_path):

@@ -168,7 +168,7 @@ def test_misaligned_images_name_the_first_mismatch(scenes, tmp_path, changes, na
 
 def test_open_cube_argument_errors(scenes):
     paths, blobs, _ = scenes
-    with pytest.raises(ValueError, match="at least one"):
+    with pytest.raises(ValueError, match="a Cube needs at least one image"):
         open_cube([])
     with pytest.raises(ValueError, match="3 paths but 2 headers"):
         open_cube(paths, blobs[:2])

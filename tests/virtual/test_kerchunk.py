@@ -303,6 +303,8 @@ def test_cube_refuses_images_on_different_grids(tmp_path):
     xarray_rumi.write(b, np.zeros((1, 32, 32), "uint8"), tile_size=8, **UTM)
     with pytest.raises(ValueError, match="cannot stack into a Cube: image 1 .* has tile size"):
         cube_references([a, b], "time")
+    with pytest.raises(ValueError, match="a Cube needs at least one image"):
+        cube_references([], "time")
 
 
 @pytest.mark.parametrize(("name", "tile"), [("RGB.byte.tif", 256), ("small_dem_3m_merged.tif", 128),

@@ -37,10 +37,8 @@ def check_aligned(images: Sequence, names: Sequence[str] | None = None) -> None:
         key = alignment_key(image)
         for prop in ALIGNMENT:
             if key[prop] != reference[prop]:
-                raise ValueError(
-                    f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
-                    f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}"
-                )
+                raise ValueError(f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
+                                 f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}")
 
 
 def _describe(value) -> str:

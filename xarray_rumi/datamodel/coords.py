@@ -12,11 +12,7 @@ GRID_MAPPING = "spatial_ref"
 
 
 def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
-    """GDAL's corner affine ``(a, b, c, d, e, f)`` (PixelIsPoint shifted half a pixel), or the identity.
-
-    >>> corner_transform(Georeferencing(32618, 1, RasterType.POINT, (30, 0, 100015, 0, -30, 199985)))
-    (30.0, 0.0, 100000.0, 0.0, -30.0, 200000.0)
-    """
+    """GDAL's corner affine ``(a, b, c, d, e, f)`` (PixelIsPoint shifted half a pixel), or the identity."""
     if georef is None or not georef.is_defined:
         return IDENTITY
     if georef.raster_type is RasterType.POINT:
@@ -25,33 +21,18 @@ def corner_transform(georef: Georeferencing | None) -> tuple[float, ...]:
 
 
 def spatial_coords(transform: tuple[float, ...], width: int, height: int) -> dict:
-    """Pixel-centre coordinates as rioxarray's ``affine_to_coords``: 1-D ``x``/``y``, or 2-D ``xc``/``yc`` if rotated.
-
-    >>> c = spatial_coords((30.0, 0.0, 100.0, 0.0, -30.0, 900.0), width=3, height=2)
-    >>> c["x"][1].tolist(), c["y"][1].tolist()
-    ([115.0, 145.0, 175.0], [885.0, 855.0])
-    """
+    """Pixel-centre ``{name: (dims, values)}`` as rioxarray's ``affine_to_coords`` (``xc``/``yc`` if rotated)."""
     a, b, c, d, e, f = transform
     # the affine package's order of operations, so values are identical to rioxarray's
     c, f = a * 0.5 + b * 0.5 + c, d * 0.5 + e * 0.5 + f
     cols, rows = np.arange(width), np.arange(height)
     if b == 0 and d == 0:
-        return {"x": ("x", cols * a + 0 * b + c), "y": ("y", 0 * d + rows * e + f)}
+        return {"x": (("x",), cols * a + 0 * b + c), "y": (("y",), 0 * d + rows * e + f)}
     col_grid, row_grid = np.meshgrid(cols, rows)
     return {
         "xc": (("y", "x"), col_grid * a + row_grid * b + c),
         "yc": (("y", "x"), col_grid * d + row_grid * e + f),
     }
-
-
-def gdal_geotransform(transform: tuple[float, ...]) -> str:
-    """The ``GeoTransform`` attribute: GDAL's order ``c a b f d e`` as rioxarray writes it.
-
-    >>> gdal_geotransform((30.0, 0.0, 100.0, 0.0, -30.0, 900.0))
-    '100.0 30.0 0.0 900.0 0.0 -30.0'
-    """
-    a, b, c, d, e, f = (float(v) for v in transform)
-    return " ".join(str(v) for v in (c, a, b, f, d, e))
 
 
 @lru_cache(maxsize=256)
@@ -67,11 +48,8 @@ def _crs_attrs(epsg: int) -> tuple[tuple[str, object], ...]:
 
 
 def grid_mapping_attrs(georef: Georeferencing | None) -> dict:
-    """``spatial_ref``'s attributes: CF grid mapping, WKT, GeoTransform (only that without a CRS).
-
-    >>> grid_mapping_attrs(Georeferencing(4326, 2, RasterType.AREA, (0.1, 0, -180, 0, -0.1, 90)))["grid_mapping_name"]
-    'latitude_longitude'
-    """
+    """``spatial_ref``'s attributes: CF grid mapping, WKT, GeoTransform (only that without a CRS)."""
     attrs = dict(_crs_attrs(georef.epsg)) if georef is not None and georef.is_defined else {}
-    attrs["GeoTransform"] = gdal_geotransform(corner_transform(georef))
+    a, b, c, d, e, f = (float(v) for v in corner_transform(georef))
+    attrs["GeoTransform"] = f"{c} {a} {b} {f} {d} {e}"   # GDAL's order, as rioxarray writes it
     return attrs

@@ -27,16 +27,8 @@ class Coordinate:
 
 @dataclass(frozen=True)
 class Layout:
-    """``band_data`` of one image, or of a Cube of aligned images stacked along ``stack_dim``.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((2, 30, 20), "uint16"), tile_size=16, crs=32633,
-    ...                          transform=(10, 0, 5e5, 0, -10, 6e6))
-    >>> layout = image_layout(xarray_rumi.open_image(path, header=blob))
-    >>> layout.dims, layout.shape, layout.chunks, layout.attrs
-    (('band', 'y', 'x'), (2, 30, 20), (1, 16, 16), {'AREA_OR_POINT': 'Area'})
-    """
+    """``band_data`` of one image, or of a Cube of aligned images stacked along ``stack_dim``: dims, shape, one
+    frame as the chunk, coordinates, attributes and encoding."""
 
     headers: tuple[Header, ...]
     sources: tuple[str, ...]
@@ -45,16 +37,12 @@ class Layout:
     stack_dim: str | None = None
 
     @property
-    def header(self) -> Header:
-        return self.headers[0]
-
-    @property
     def grid(self):
-        return self.header.grid
+        return self.headers[0].grid
 
     @property
     def sample_type(self):
-        return self.header.sample_type
+        return self.headers[0].sample_type
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -77,48 +65,50 @@ class Layout:
 
     @property
     def raster_type(self) -> RasterType:
-        georef = self.georeferencing
-        return georef.raster_type if georef is not None else RasterType.AREA
+        return RasterType.AREA if self.georeferencing is None else self.georeferencing.raster_type
 
     @property
     def attrs(self) -> dict:
-        georef = self.georeferencing
-        return {"AREA_OR_POINT": self.raster_type.name.title()} if georef is not None and georef.is_defined else {}
+        defined = self.georeferencing is not None and self.georeferencing.is_defined
+        return {"AREA_OR_POINT": self.raster_type.name.title()} if defined else {}
 
     @cached_property
     def coords(self) -> dict[str, Coordinate]:
         grid = self.grid
-        coords = {"band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64))}
-        for name, (dims, values) in spatial_coords(corner_transform(self.georeferencing),
-                                                   grid.image_width, grid.image_length).items():
-            coords[name] = Coordinate((dims,) if isinstance(dims, str) else tuple(dims), values)
-        coords[GRID_MAPPING] = Coordinate((), np.int64(0), grid_mapping_attrs(self.georeferencing))
-        return coords
+        spatial = spatial_coords(corner_transform(self.georeferencing), grid.image_width, grid.image_length)
+        return {
+            "band": Coordinate(("band",), np.arange(1, grid.samples_per_pixel + 1, dtype=np.int64)),
+            **{name: Coordinate(dims, values) for name, (dims, values) in spatial.items()},
+            GRID_MAPPING: Coordinate((), np.int64(0), grid_mapping_attrs(self.georeferencing)),
+        }
 
     @property
-    def coordinates_attribute(self) -> str:
-        """The CF ``coordinates`` attribute: ``spatial_ref`` and any 2-D (rotated) coordinates."""
+    def zarr_attrs(self) -> dict:
+        """``band_data``'s attributes in Zarr: CF ``coordinates`` (``spatial_ref`` and any 2-D ones), the grid
+        mapping, the sample type and a Cube's sources."""
         extra = [name for name, c in self.coords.items() if len(c.dims) > 1]
-        return " ".join([GRID_MAPPING, *extra])
+        attrs = {"coordinates": " ".join([GRID_MAPPING, *extra]), "grid_mapping": GRID_MAPPING,
+                 "rumi_sample_type": self.sample_type.name, **self.attrs}
+        if self.stack_dim is not None:
+            attrs["rumi_sources"] = list(self.sources)
+        return attrs
 
     @property
     def encoding(self) -> dict:
         grid = self.grid
-        encoding = {"source": self.sources[0]} if self.stack_dim is None else {}
-        encoding.update({
+        if self.stack_dim is None:
+            encoding = {"source": self.sources[0], "header": self.headers[0].to_bytes()}
+        else:
+            encoding = {"headers": [h.to_bytes() for h in self.headers], "sources": list(self.sources)}
+        return {
+            **encoding,
             "grid_mapping": GRID_MAPPING,
             "preferred_chunks": {"band": grid.bands_per_frame, "y": grid.tile_length, "x": grid.tile_width},
             "tile_size": (grid.tile_length, grid.tile_width),
             "frame_unit": grid.frame_unit.name.lower(),
             "sample_type": self.sample_type.name,
             "raster_type": self.raster_type.name.lower(),
-        })
-        if self.stack_dim is None:
-            encoding["header"] = self.header.to_bytes()
-        else:
-            encoding["headers"] = [h.to_bytes() for h in self.headers]
-            encoding["sources"] = list(self.sources)
-        return encoding
+        }
 
     def _stack(self, value) -> tuple:
         return () if self.stack_dim is None else (value,)

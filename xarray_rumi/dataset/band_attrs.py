@@ -21,11 +21,7 @@ def described_stack(variable: xr.Variable, recorded: list[ItemImage], *, mask_an
 
 
 def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
-    """rioxarray's attributes for ``bands`` of samples of ``dtype``; ``{}`` without bands.
-
-    >>> band_attrs((StacBand("red", 0, 0.01, -1.0, "m"),), "uint16", "STAC Item 'a'")
-    {'_FillValue': np.uint16(0), 'scale_factor': 0.01, 'add_offset': -1.0, 'long_name': 'red', 'units': 'm'}
-    """
+    """rioxarray's attributes for ``bands`` of samples of ``dtype``; ``{}`` without bands."""
     attrs = {}
     nodata = {"nan" if isinstance(band.nodata, float) and np.isnan(band.nodata) else band.nodata for band in bands}
     if len(nodata) > 1:
@@ -38,10 +34,7 @@ def band_attrs(bands: tuple[StacBand, ...], dtype, record: str) -> dict:
         values = tuple(default if getattr(band, field) is None else getattr(band, field) for band in bands)
         if any(getattr(band, field) is not None for band in bands):
             # rioxarray gives one value where the bands agree, all of them (no CF attribute) where not
-            if len(set(values)) == 1:
-                attrs[one] = values[0]
-            else:
-                attrs[several] = values
+            attrs.update({one: values[0]} if len(set(values)) == 1 else {several: values})
     for field, name in (("name", "long_name"), ("unit", "units")):
         values = tuple(getattr(band, field) for band in bands)
         if any(values):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 
@@ -10,7 +9,8 @@ import numpy as np
 
 from ..datamodel.variable import VARIABLE, image_layout
 from ..format.blob import Header
-from ..format.geo import Georeferencing, RasterType, centre_to_corner, georeferencing
+from ..datamodel.coords import corner_transform
+from ..format.geo import Georeferencing, georeferencing
 from ..reading.image import RumiImage
 from ..reading.open import load_headers, open_image
 from ..stac.read import is_stac, is_stac_geoparquet, item_images, stac_geoparquet_images
@@ -40,8 +40,7 @@ def _image_row(url: str, header: Header, georef: Georeferencing) -> dict:
 
 
 def _bounds(georef: Georeferencing, width: int, height: int) -> tuple[float, float, float, float]:
-    transform = georef.transform
-    a, b, c, d, e, f = centre_to_corner(transform) if georef.raster_type is RasterType.POINT else transform
+    a, b, c, d, e, f = corner_transform(georef)
     cols, rows = np.array([0, width, 0, width]), np.array([0, 0, height, height])
     xs, ys = a * cols + b * rows + c, d * cols + e * rows + f
     return float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())
@@ -87,16 +86,15 @@ def _read_checked(catalog, asset=None):
         what = "an empty list" if not catalog else f"a list of {type(catalog[0]).__name__}"
         raise ValueError(f"a catalog is a Parquet path (a rumi catalog or stac-geoparquet), a DataFrame or STAC Items; "
                          f"got {what}")
-    if not hasattr(catalog, "itertuples") and is_stac_geoparquet(catalog):
+    is_table = hasattr(catalog, "itertuples")
+    if not is_table and is_stac_geoparquet(catalog):
         return _rows_and_headers(stac_geoparquet_images(catalog, asset))
     if asset is not None:
         raise ValueError("assets= chooses among the rumi assets of STAC Items; a rumi catalog's rows are one "
                          "image each")
-    if hasattr(catalog, "itertuples"):
-        return catalog, None, None
     import pandas as pd
 
-    return pd.read_parquet(catalog), None, None
+    return (catalog if is_table else pd.read_parquet(catalog)), None, None
 
 
 def _rows_and_headers(images):
@@ -129,41 +127,30 @@ def _epsg(value):
     return value
 
 
-def _said(epsg, raster_type, transform) -> tuple:
-    try:
-        numbers = tuple(transform)
-    except TypeError:  # refused, naming the row, by georeferencing()
-        numbers = repr(transform)
-    return repr(_epsg(epsg)), repr(raster_type), numbers
-
-
-def _row_names(table, urls: list[str]) -> list[str]:
-    if "id" in table.columns:
-        return [f"STAC Item {item_id!r}" for item_id in table["id"].tolist()]
-    return [f"catalog row {position} ({url!r})" for position, url in enumerate(urls)]
-
-
-def _row_blob(blob, name: str) -> bytes:
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise ValueError(f"{name}: header must be the blob's bytes, got {type(blob).__name__}")
-    return bytes(blob)
-
-
 def catalog_images(catalog, storage_options=None, asset=None) -> tuple:
     """``(DataFrame, opened images, ItemImages or None)`` of a catalog, nothing read."""
     table, headers, recorded = _read_checked(catalog, asset)
     urls = [str(url) for url in table["url"]]
-    names = _row_names(table, urls)
+    if "id" in table.columns:
+        names = [f"STAC Item {item_id!r}" for item_id in table["id"].tolist()]
+    else:
+        names = [f"catalog row {position} ({url!r})" for position, url in enumerate(urls)]
     if headers is None:
-        blobs = [_row_blob(blob, name) for blob, name in zip(table["header"], names)]
-        headers = load_headers(blobs, urls, storage_options)
+        for blob, name in zip(table["header"], names):
+            if not isinstance(blob, (bytes, bytearray, memoryview)):
+                raise ValueError(f"{name}: header must be the blob's bytes, got {type(blob).__name__}")
+        headers = load_headers([bytes(blob) for blob in table["header"]], urls, storage_options)
     shared: dict[tuple, Georeferencing] = {}
     images = []
     for url, name, header, epsg, raster_type, transform in zip(
             urls, names, headers, table["epsg"], table["raster_type"], table["transform"]):
-        said = _said(epsg, raster_type, transform)
+        epsg = _epsg(epsg)
+        try:
+            said = (repr(epsg), repr(raster_type), tuple(transform))
+        except TypeError:   # not numbers: refused, naming the row, by georeferencing()
+            said = (repr(epsg), repr(raster_type), repr(transform))
         if said not in shared:
-            shared[said] = georeferencing(_epsg(epsg), transform, raster_type, record=name,
+            shared[said] = georeferencing(epsg, transform, raster_type, record=name,
                                           fields=("epsg", "transform", "raster_type"))
         images.append(open_image(url, header=header, storage_options=storage_options, georeferencing=shared[said],
                                  claimed_by=name))
@@ -183,9 +170,6 @@ def open_catalog(catalog, *, chunks=None, storage_options=None, assets=None, mas
     >>> int(ds.band_data.sum()), ds.rio.crs.to_epsg()
     (2016, 4326)
     """
-    with contextlib.suppress(ImportError):
-        import rioxarray  # noqa: F401  (.rio on what is returned, as xr.open_dataset gives it)
-
     if assets is not None and not isinstance(assets, str):
         keys = list(assets)
         if len(keys) != 1:

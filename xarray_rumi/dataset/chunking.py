@@ -61,11 +61,9 @@ def _warn_cut_frames(layout: Layout, chunks: tuple[tuple[int, ...], ...]) -> Non
         cut = boundaries[(boundaries % frame != 0) & (boundaries < extent)]
         if cut.size:
             # xarray's own words, for the same situation in xr.open_dataset
-            warnings.warn(
-                f"The specified chunks separate the stored chunks along dimension {dim!r} starting at index "
-                f"{int(cut[0])}. This could degrade performance. Instead, consider rechunking after loading.",
-                UserWarning, stacklevel=4,
-            )
+            warnings.warn(f"The specified chunks separate the stored chunks along dimension {dim!r} starting at "
+                          f"index {int(cut[0])}. This could degrade performance. Instead, consider rechunking after "
+                          "loading.", UserWarning, stacklevel=4)
             return
 
 
@@ -79,10 +77,8 @@ def dask_array(backend_array, layout: Layout, chunks, *, verify: bool):
     named.update(b"" if verify else b"\0unverified")
     blocks = frame_chunks(layout, chunks)
     named.update(repr(blocks).encode())
-    return dask.array.from_array(
-        backend_array, chunks=blocks, name=f"rumi-{named.hexdigest()}", lock=False, meta=np.ndarray,
-        inline_array=False,
-    )
+    return dask.array.from_array(backend_array, chunks=blocks, name=f"rumi-{named.hexdigest()}", lock=False,
+                                 meta=np.ndarray, inline_array=False)
 
 
 __all__ = ["cube_auto_chunks", "dask_array", "frame_chunks"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pandas as pd
@@ -34,6 +33,10 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
     (('time', 'band', 'y', 'x'), [[2, 2, 2], [2, 2, 2]])
     """
     index = index_kind(index)
+    # the caller's georeferencing built once for all images, not once an image
+    supplied = caller_georeferencing(*(open_kwargs.pop(k, None) for k in _GEOREFERENCING_KWARGS))
+    if supplied is not None:
+        open_kwargs["georeferencing"] = supplied
     if is_stac(paths_or_items):
         if headers is not None:
             raise ValueError("STAC Items carry their blobs; pass headers= only with paths")
@@ -46,27 +49,18 @@ def open_cube(paths_or_items, headers=None, dim=DEFAULT_DIM, *, storage_options=
         raise TypeError(f"open_cube takes a list of paths or URLs, got one: {paths_or_items!r}; pass "
                         f"[{paths_or_items!r}] for a Cube of one image, or open it with xr.open_dataset")
     paths = [os.fspath(p) for p in paths_or_items]
-    images = _open_images(paths, _headers_for(paths, headers), [{}] * len(paths), storage_options, open_kwargs)
+    images = open_images(paths, _headers_for(paths, headers), storage_options=storage_options, **open_kwargs)
     return cube_dataset(images, dim, chunks, paths, index=index)
 
 
-def _open_images(paths, headers, georefs, storage_options, open_kwargs) -> list:
-    if not paths:
-        raise ValueError("open_cube needs at least one path")
-    # the caller's georeferencing built once for all images, not once an image
-    shared = _shared_georeferencing(open_kwargs)
-    return open_images(paths, headers, georefs, storage_options=storage_options, **shared)
-
-
 def _items_cube(items, dim, assets, *, storage_options, chunks, index, mask_and_scale, open_kwargs) -> xr.Dataset:
-    given = any(open_kwargs.get(k) is not None for k in _GEOREFERENCING_KWARGS)
     cubes = {}
     for key in [None] if assets is None else asset_keys(assets):
         recorded = item_images(items, key)
-        georefs = [{}] * len(recorded) if given else [
+        claims = None if "georeferencing" in open_kwargs else [   # the Items' georeferencing, unless the caller's
             {"georeferencing": i.georeferencing, "claimed_by": i.record} for i in recorded]
         paths = [i.href for i in recorded]
-        images = _open_images(paths, [i.blob for i in recorded], georefs, storage_options, open_kwargs)
+        images = open_images(paths, [i.blob for i in recorded], claims, storage_options=storage_options, **open_kwargs)
         cube = cube_dataset(images, dated(dim, [i.datetime for i in recorded]), chunks, paths, index=index)
         cube[VARIABLE] = described_stack(cube[VARIABLE].variable, recorded, mask_and_scale=mask_and_scale)
         cubes[VARIABLE if key is None else key] = cube, images[0]
@@ -112,21 +106,12 @@ def cube_dataset(images, dim=DEFAULT_DIM, chunks=None, names=None, *, index=None
     """The Cube of opened, aligned images; ``names`` name them in errors."""
     layout = cube_layout(images, _dimension_name(dim), names)
     stacked = layout_variable(RumiCubeArray(images), layout, chunks, verify=images[0].verify)
-    with contextlib.suppress(ImportError):
-        import rioxarray  # noqa: F401  (.rio on the Cube, as xr.open_dataset's plugins give it)
     cube = xr.Dataset({VARIABLE: stacked}, coords=layout_coordinates(layout))
     cube = spatially_indexed(cube, index, layout.georeferencing, f"the Cube's {len(images)} images")
     return cube if layout.stack_dim is dim else cube.assign_coords({layout.stack_dim: dim})
 
 
 _GEOREFERENCING_KWARGS = ("crs", "transform", "raster_type", "georeferencing")
-
-
-def _shared_georeferencing(open_kwargs: dict) -> dict:
-    given = {k: open_kwargs[k] for k in _GEOREFERENCING_KWARGS if k in open_kwargs}
-    rest = {k: v for k, v in open_kwargs.items() if k not in given}
-    supplied = caller_georeferencing(**given)
-    return rest if supplied is None else {**rest, "georeferencing": supplied}
 
 
 def _dimension_name(dim):

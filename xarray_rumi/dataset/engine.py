@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -48,10 +49,8 @@ class _WindowsAndPoints(BackendArray):
     def _read(self, key: tuple) -> np.ndarray:
         squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
         key = tuple(_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
-        if all(isinstance(k, slice) for k in key):
-            ranges = [range(*k.indices(n)) for k, n in zip(key, self.shape)]
-            if all(r.step == 1 for r in ranges):
-                return self.read_window(ranges)[squeeze]
+        if all(isinstance(k, slice) and k.step in (None, 1) for k in key):
+            return self.read_window([range(*k.indices(n)) for k, n in zip(key, self.shape)])[squeeze]
         return self.read_points([_index_array(k, n) for k, n in zip(key, self.shape)])[squeeze]
 
 
@@ -103,13 +102,7 @@ def _int_as_slice(k, size: int) -> slice:
 
 
 def _index_array(k, size: int) -> np.ndarray:
-    if isinstance(k, slice):
-        return np.arange(*k.indices(size), dtype=np.int64)
-    a = np.asarray(k, dtype=np.int64).ravel()
-    a = np.where(a < 0, a + size, a)
-    if a.size and (a.min() < 0 or a.max() >= size):
-        raise IndexError(f"index out of bounds for an axis of size {size}")
-    return a
+    return np.arange(size, dtype=np.int64)[k].ravel()   # numpy's bounds check and negative indices
 
 
 def layout_variable(backend_array, layout: Layout, chunks, *, verify: bool) -> xr.Variable:
@@ -128,6 +121,8 @@ def image_variable(image: RumiImage, *, chunks=None) -> xr.Variable:
 
 def layout_coordinates(layout: Layout) -> xr.Coordinates:
     """The layout's coordinates with the indexes xarray would infer (built directly: inferring costs more)."""
+    with contextlib.suppress(ImportError):
+        import rioxarray  # noqa: F401  (.rio on every dataset built here, as xr.open_dataset's plugins give it)
     variables = {name: xr.Variable(c.dims, c.values, attrs=dict(c.attrs)) for name, c in layout.coords.items()}
     indexes = {name: PandasIndex(pd.Index(variable.values, name=name), name)
                for name, variable in variables.items() if variable.dims == (name,)}
@@ -146,14 +141,12 @@ INDEXES = ("default", "raster")
 
 def index_kind(index) -> str:
     """``index=`` checked: ``"default"`` or ``"raster"``; ``ImportError`` for ``"raster"`` without rasterix."""
-    if index is None:
-        return "default"
-    if not isinstance(index, str) or index not in INDEXES:
+    if index is not None and (not isinstance(index, str) or index not in INDEXES):
         allowed = ", ".join(repr(i) for i in (None, *INDEXES))
         raise ValueError(f"index={index!r} is not one of {allowed}")
     if index == "raster":
         _raster_index()
-    return index
+    return index or "default"
 
 
 def _raster_index():
@@ -163,10 +156,8 @@ def _raster_index():
         if err.name not in ("rasterix", "xproj"):
             raise
         # cli/shared.install_hint's words: the layering keeps it out of reach
-        raise ImportError(
-            f'index="raster" needs rasterix and xproj ({err.name} is not installed), the rasterix extra: '
-            'pip install "xarray-rumi[rasterix]" (in a clone: pip install ".[rasterix]")'
-        ) from err
+        raise ImportError(f'index="raster" needs rasterix and xproj ({err.name} is not installed), the rasterix '
+                          'extra: pip install "xarray-rumi[rasterix]" (in a clone: pip install ".[rasterix]")') from err
     return raster_index
 
 
@@ -191,20 +182,16 @@ class RumiBackendEntrypoint(BackendEntrypoint):
         # open_kwargs: open_image's, with its defaults (open_dataset_parameters lists them for xarray)
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             raise TypeError(f"the rumi engine opens a path or an fsspec URL, not {type(filename_or_obj).__name__}")
-        index = index_kind(index)
+        index = index_kind(index)   # refused before any read
         dataset = image_dataset(open_image(filename_or_obj, **open_kwargs), index=index)
-        if drop_variables is not None:
-            dataset = dataset.drop_vars(drop_variables, errors="ignore")
-        return dataset
+        return dataset if drop_variables is None else dataset.drop_vars(drop_variables, errors="ignore")
 
     def guess_can_open(self, filename_or_obj) -> bool:
         try:
             path = os.fspath(filename_or_obj)
         except TypeError:
             return False
-        if not isinstance(path, str):
-            return False
-        return os.path.splitext(path.split("?", 1)[0])[1].lower() == ".rumi"
+        return isinstance(path, str) and path.split("?", 1)[0].lower().endswith(".rumi")
 
 
 __all__ = [

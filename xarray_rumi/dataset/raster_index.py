@@ -40,15 +40,11 @@ class InMemoryRasterIndex(rasterix.RasterIndex):
 def raster_indexed(dataset: xr.Dataset, georeferencing: Georeferencing | None, what: str) -> xr.Dataset:
     """``dataset`` indexed by an :class:`InMemoryRasterIndex`, CRS set with xproj; ``ValueError`` naming ``what``."""
     if georeferencing is None or not georeferencing.is_defined:
-        raise ValueError(
-            f'index="raster" needs georeferencing, and there is none in {what}: give crs= and transform=, '
-            "or open with the default index"
-        )
+        raise ValueError(f'index="raster" needs georeferencing, and there is none in {what}: give crs= and '
+                         "transform=, or open with the default index")
     dataset = dataset.proj.assign_crs({GRID_MAPPING: CRS.from_epsg(georeferencing.epsg)})
-    index = InMemoryRasterIndex.from_transform(
-        Affine(*corner_transform(georeferencing)), width=dataset.sizes["x"], height=dataset.sizes["y"],
-        crs=dataset.proj.crs,
-    )
+    index = InMemoryRasterIndex.from_transform(Affine(*corner_transform(georeferencing)), width=dataset.sizes["x"],
+                                               height=dataset.sizes["y"], crs=dataset.proj.crs)
     variables = index.create_variables()
     spatial = [name for name, c in dataset.coords.items() if c.dims and set(c.dims) <= {"y", "x"}]
     return dataset.drop_vars(spatial).assign_coords(xr.Coordinates(variables, indexes=dict.fromkeys(variables, index)))

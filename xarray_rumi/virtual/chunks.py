@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import geozl
@@ -38,16 +38,7 @@ def zarr_dtype(sample: SampleType) -> np.dtype:
 
 @dataclass(frozen=True)
 class OpenZLConfig:
-    """The codec's configuration and its work, shared by both registrations.
-
-    >>> right_edge = OpenZLConfig().encode(np.arange(8, dtype="uint16").reshape(1, 4, 2))
-    >>> codec = OpenZLConfig(sample_type="uint16", chunk_shape=(1, 4, 4), image_shape=(6, 6))
-    >>> codec.decode(bytes(1) + right_edge)[0]   # a reference one byte before its frame
-    array([[0, 1, 0, 0],
-           [2, 3, 0, 0],
-           [4, 5, 0, 0],
-           [6, 7, 0, 0]], dtype=uint16)
-    """
+    """The codec's configuration, checked where it is made, and the encoding and decoding every registration shares."""
 
     sample_type: str | None = None
     recipe: str = DEFAULT_RECIPE
@@ -73,21 +64,17 @@ class OpenZLConfig:
                                  sample_type_from_name(self.sample_type).storage.str)
         if reason is not None:
             raise ValueError(f"recipe {self.recipe!r} cannot encode this codec's chunks: {reason}")
-        if self.image_shape is not None:
-            if self.sample_type is None or self.chunk_shape is None or len(self.chunk_shape) < 2:
-                raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
+        if self.image_shape is not None and (self.sample_type is None or self.chunk_shape is None
+                                             or len(self.chunk_shape) < 2):
+            raise ValueError("edge placement (image_shape) needs sample_type and a chunk_shape ending in (T_l, T_w)")
 
     def to_config(self) -> dict:
-        """The configuration as plain JSON values, defaults left out."""
+        """The configuration as plain JSON values: the recipe, then the fields not at their defaults."""
         config = {"recipe": self.recipe}
-        if self.sample_type is not None:
-            config["sample_type"] = self.sample_type
-        if self.chunk_shape is not None:
-            config["chunk_shape"] = list(self.chunk_shape)
-        if self.image_shape is not None:
-            config["image_shape"] = list(self.image_shape)
-        if self.endian != "little":
-            config["endian"] = self.endian
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != f.default and f.name != "recipe":
+                config[f.name] = list(value) if isinstance(value, tuple) else value
         return config
 
     def sample_for(self, dtype) -> SampleType:
@@ -99,9 +86,8 @@ class OpenZLConfig:
         """One OpenZL frame holding ``chunk`` (any shape; the last two axes are rows and columns)."""
         chunk = np.asarray(chunk)
         stored = self.sample_for(chunk.dtype).encode(chunk)  # refuses values the sample type cannot hold
-        planes = int(np.prod(chunk.shape[:-2], dtype=np.int64)) if chunk.ndim >= 2 else 1
         rows = chunk.shape[-2] if chunk.ndim >= 2 else 1
-        return encode_frame(stored.reshape(planes, rows, -1), self.recipe)
+        return encode_frame(stored.reshape(math.prod(chunk.shape[:-2]), rows, -1), self.recipe)
 
     def decode(self, data, chunk_shape: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
         """Decode one chunk to ``chunk_shape`` (default: the configured one)."""
@@ -135,7 +121,6 @@ class OpenZLConfig:
     def _frame_size(self, samples: int, remainder: int, shape, shift: int) -> tuple[int, int]:
         planes = math.prod(shape[:-2])
         tile_length, tile_width = shape[-2:]
-        image_length, image_width = self.image_shape
         shapes = _frame_sizes(self.image_shape, (tile_length, tile_width))
         candidates = sorted(c for c in shapes if planes * c[0] * c[1] == samples and not remainder)
         if len(candidates) == 2:
@@ -143,11 +128,9 @@ class OpenZLConfig:
             right = shift in RIGHT_EDGE_SHIFTS
             candidates = [c for c in candidates if (c[0] == tile_length) == right]
         if len(candidates) != 1:
-            raise RumiFormatError(
-                "frame.length",
-                f"the frame decodes to {samples} samples, which no frame of a {image_length} x {image_width} "
-                f"image in {tile_length} x {tile_width} tiles holds",
-            )
+            image_length, image_width = self.image_shape
+            raise RumiFormatError("frame.length", f"the frame decodes to {samples} samples, which no frame of a "
+                                  f"{image_length} x {image_width} image in {tile_length} x {tile_width} tiles holds")
         return candidates[0]
 
 
@@ -155,11 +138,6 @@ class OpenZLConfig:
 def _frame_sizes(image_shape: tuple[int, int], tile_shape: tuple[int, int]) -> frozenset[tuple[int, int]]:
     (image_length, image_width), (tile_length, tile_width) = image_shape, tile_shape
     return FrameGrid(image_width, image_length, tile_width, tile_length, 1).frame_sizes | {tile_shape}
-
-
-def same_planes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether two chunk shapes hold the same planes of the same rows and columns."""
-    return a[-2:] == b[-2:] and int(np.prod(a[:-2], dtype=np.int64)) == int(np.prod(b[:-2], dtype=np.int64))
 
 
 def _check_type(name: str, value, kind: type, what: str) -> None:
@@ -170,15 +148,12 @@ def _check_type(name: str, value, kind: type, what: str) -> None:
 def _sizes(name: str, value, *, length: int | None = None, at_least: int = 0) -> tuple[int, ...] | None:
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+    if not isinstance(value, (list, tuple, np.ndarray)) or any(
+            isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral) for item in value):
         raise TypeError(f"{name} must be a list of positive integers, got {value!r}")
-    if any(isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral) for item in value):
-        raise TypeError(f"{name} must hold integers, got {value!r}")
     sizes = tuple(int(item) for item in value)
-    if length is not None and len(sizes) != length or len(sizes) < at_least:
+    if (length is not None and len(sizes) != length) or len(sizes) < at_least or any(size < 1 for size in sizes):
         raise ValueError(f"{name} must be {length or f'at least {at_least}'} positive integers, got {list(sizes)}")
-    if any(size < 1 for size in sizes):
-        raise ValueError(f"{name} must hold positive integers, got {list(sizes)}")
     return sizes
 
 
@@ -195,4 +170,4 @@ def _recipe_refusal(recipe: str, storage: str | None) -> str | None:
     return reason
 
 
-__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "same_planes", "zarr_dtype"]
+__all__ = ["DEFAULT_RECIPE", "ENDIANS", "OpenZLConfig", "zarr_dtype"]

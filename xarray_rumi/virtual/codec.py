@@ -18,7 +18,7 @@ from zarr.registry import get_ndbuffer_class, register_codec
 from ..format.dtypes import sample_type_from_name
 from ..format.limits import DEFAULT_LIMITS
 from ..frames.codec import decode_elements, decompress, frame_version
-from .chunks import DEFAULT_RECIPE, OpenZLConfig, same_planes, zarr_dtype
+from .chunks import DEFAULT_RECIPE, OpenZLConfig, zarr_dtype
 
 
 class OpenZLCodec(Codec):
@@ -41,9 +41,8 @@ class OpenZLCodec(Codec):
 
     @classmethod
     def from_config(cls, config: dict) -> OpenZLCodec:
-        config = dict(config)
-        config.pop("id", None)
-        return cls(**config)
+        # numcodecs' own from_config passes the codec id on to __init__
+        return cls(**{k: v for k, v in config.items() if k != "id"})
 
     def encode(self, buf) -> bytes:
         chunk = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_ndarray(buf)
@@ -84,17 +83,28 @@ _BYTE_ORDER = {"little": "<", "big": ">"}
 
 def _check_byte_order(dtype: np.dtype, endian: str) -> None:
     """Refuse a chunk whose bytes decode would not hand back: one of the other byte order."""
-    order = {"=": "little" if sys.byteorder == "little" else "big", "<": "little", ">": "big"}.get(dtype.byteorder)
+    order = {"=": sys.byteorder, "<": "little", ">": "big"}.get(dtype.byteorder)
     if order is not None and order != endian and dtype.itemsize > 1:
-        raise ValueError(
-            f"openzl: the chunk is {order}-endian ({dtype.str}), but the codec's endian is {endian!r}, so decoding "
-            f"would hand back its bytes swapped: use OpenZLCodec(endian={order!r}) for {order}-endian arrays, "
-            f"or store the array {endian}-endian"
-        )
+        raise ValueError(f"openzl: the chunk is {order}-endian ({dtype.str}), but the codec's endian is {endian!r}, "
+                         f"so decoding would hand back its bytes swapped: use OpenZLCodec(endian={order!r}) for "
+                         f"{order}-endian arrays, or store the array {endian}-endian")
 
 
-class _SyncInThread:
-    """The async half of zarr's codec interface, for a codec that defines the synchronous one."""
+def _same_planes(a, b) -> bool:
+    """Whether two chunk shapes hold the same planes of the same rows and columns."""
+    return tuple(a[-2:]) == tuple(b[-2:]) and math.prod(a[:-2]) == math.prod(b[:-2])
+
+
+class _ZarrOpenZL:
+    """What both zarr v3 codecs share: the async half of zarr's interface run in a thread, and the named config."""
+
+    is_fixed_size = False
+    _name: str
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        _, configuration = parse_named_configuration(data, cls._name, require_configuration=False)
+        return cls(**(configuration or {}))
 
     async def _decode_single(self, chunk_data, chunk_spec):
         return await asyncio.to_thread(self._decode_sync, chunk_data, chunk_spec)
@@ -107,7 +117,7 @@ class _SyncInThread:
 
 
 @dataclass(frozen=True)
-class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
+class OpenZLZarrCodec(_ZarrOpenZL, ArrayBytesCodec):
     """zarr v3 array-to-bytes codec ``"openzl"`` (the serializer of a chunk).
 
     >>> import zarr
@@ -117,8 +127,7 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     34
     """
 
-    is_fixed_size = False
-
+    _name = "openzl"
     sample_type: str | None = None
     recipe: str = DEFAULT_RECIPE
     chunk_shape: tuple[int, ...] | None = None
@@ -133,13 +142,8 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
     def config(self) -> OpenZLConfig:
         return OpenZLConfig(self.sample_type, self.recipe, self.chunk_shape, self.image_shape)
 
-    @classmethod
-    def from_dict(cls, data: dict) -> OpenZLZarrCodec:
-        _, configuration = parse_named_configuration(data, "openzl", require_configuration=False)
-        return cls(**(configuration or {}))
-
     def to_dict(self) -> dict:
-        return {"name": "openzl", "configuration": self.config.to_config()}
+        return {"name": self._name, "configuration": self.config.to_config()}
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         _check_array(self.config, dtype, chunk_grid)
@@ -156,8 +160,7 @@ class OpenZLZarrCodec(_SyncInThread, ArrayBytesCodec):
 def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
     """Refuse a configuration whose chunk shape or sample type is not the array's."""
     grid_chunks = getattr(chunk_grid, "chunk_shape", None)
-    if chunks.chunk_shape is not None and grid_chunks is not None and not same_planes(tuple(grid_chunks),
-                                                                                     chunks.chunk_shape):
+    if chunks.chunk_shape is not None and grid_chunks is not None and not _same_planes(grid_chunks, chunks.chunk_shape):
         raise ValueError(f"openzl chunk_shape {list(chunks.chunk_shape)} differs from the array's chunks "
                          f"{list(grid_chunks)}")
     native = dtype.to_native_dtype()
@@ -168,7 +171,7 @@ def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
 
 
 @dataclass(frozen=True)
-class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
+class OpenZLBytesCodec(_ZarrOpenZL, BytesBytesCodec):
     """zarr v3 ``"numcodecs.openzl"``: the numcodecs codec behind zarr's ``bytes`` serializer.
 
     >>> import zarr
@@ -179,7 +182,7 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     ((2-1j), 'numcodecs.openzl')
     """
 
-    is_fixed_size = False
+    _name = "numcodecs.openzl"
     codec_config: dict
 
     def __init__(self, **config):
@@ -191,14 +194,8 @@ class OpenZLBytesCodec(_SyncInThread, BytesBytesCodec):
     def _codec(self) -> OpenZLCodec:
         return OpenZLCodec.from_config(self.codec_config)
 
-    @classmethod
-    def from_dict(cls, data: dict) -> OpenZLBytesCodec:
-        _, configuration = parse_named_configuration(data, "numcodecs.openzl", require_configuration=False)
-        return cls(**(configuration or {}))
-
     def to_dict(self) -> dict:
-        configuration = {k: v for k, v in self.codec_config.items() if k != "id"}
-        return {"name": "numcodecs.openzl", "configuration": configuration}
+        return {"name": self._name, "configuration": self._codec.config.to_config()}
 
     def validate(self, *, shape, dtype, chunk_grid) -> None:
         _check_array(self._codec.config, dtype, chunk_grid)

@@ -15,18 +15,11 @@ from ..io.urls import as_url
 from .kerchunk import compact_json
 from .parser import RumiParser
 
-
 IMAGE_DIMS = ("band", "y", "x")
 
 
 def check_stack_dim(dim: str) -> None:
-    """Refuse a stacking dimension that is not a new name.
-
-    >>> check_stack_dim("band")
-    Traceback (most recent call last):
-    ...
-    ValueError: the stacking dimension must be new, not one of band, y, x: got 'band'
-    """
+    """Refuse a stacking dimension that is not a new name."""
     if not isinstance(dim, str) or not dim or dim in IMAGE_DIMS:
         raise ValueError(f"the stacking dimension must be new, not one of {', '.join(IMAGE_DIMS)}: got {dim!r}")
 
@@ -58,16 +51,8 @@ def virtual_cube_references(images: Sequence, dim: str) -> dict:
 
 
 def readable_with_defaults(refs: dict) -> dict:
-    """``refs`` with null fill values, no ``_FillValue`` attributes and chunkless scalars inlined.
-
-    >>> refs = {"version": 1, "refs": {"s/.zarray": '{"shape":[],"chunks":[],"dtype":"<i8","fill_value":0}',
-    ...                                "s/.zattrs": '{"_FillValue":0}'}}
-    >>> for key, value in sorted(readable_with_defaults(refs)["refs"].items()):
-    ...     print(key, value)
-    s/.zarray {"shape":[],"chunks":[],"dtype":"<i8","fill_value":null}
-    s/.zattrs {}
-    s/0 base64:AAAAAAAAAAA=
-    """
+    """``refs`` with null fill values, no ``_FillValue`` attributes and chunkless scalars inlined, as
+    :func:`~xarray_rumi.virtual.kerchunk.references` writes them."""
     out = dict(refs["refs"])
     for key in [k for k in out if k.endswith("/.zarray") or k == ".zarray"]:
         name = key[: -len(".zarray")]
@@ -78,11 +63,9 @@ def readable_with_defaults(refs: dict) -> dict:
             out.pop(name, None)   # VirtualiZarr's 0-d key, which zarr never asks for
         zarray["fill_value"] = None
         out[key] = compact_json(zarray)
-        attrs_key = f"{name}.zattrs"
-        if attrs_key in out:
-            attrs = json.loads(out[attrs_key])
-            attrs.pop("_FillValue", None)
-            out[attrs_key] = compact_json(attrs)
+        if f"{name}.zattrs" in out:
+            attrs = json.loads(out[f"{name}.zattrs"])
+            out[f"{name}.zattrs"] = compact_json({k: v for k, v in attrs.items() if k != "_FillValue"})
     return {**refs, "refs": out}
 
 

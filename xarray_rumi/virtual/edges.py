@@ -11,16 +11,11 @@ from ..format.blob import Header
 from ..format.grid import FrameGrid
 from ..frames.codec import MAGIC_TAIL, frame_version
 
-# The values are written into stored references (each moves a reference's start and length): never change them.
-#: Leading bytes before a right-edge frame of an ambiguous grid.
-RIGHT_EDGE = 1
-#: Leading bytes before any other frame exactly as long as a raw chunk, so that its reference is not.
-RAW_LENGTH = 2
-#: Leading bytes before a right-edge frame that :data:`RIGHT_EDGE` would make exactly as long as a raw chunk.
-RIGHT_EDGE_AT_RAW_LENGTH = 3
-#: The shifts that mark a right-edge frame.
+# Leading bytes before a frame, written into stored references (so never change them): RIGHT_EDGE before a
+# right-edge frame of an ambiguous grid; RAW_LENGTH before any other frame exactly as long as a raw chunk, so that
+# its reference is not; RIGHT_EDGE_AT_RAW_LENGTH before a right-edge frame that RIGHT_EDGE would make that long.
+RIGHT_EDGE, RAW_LENGTH, RIGHT_EDGE_AT_RAW_LENGTH = 1, 2, 3
 RIGHT_EDGE_SHIFTS = (RIGHT_EDGE, RIGHT_EDGE_AT_RAW_LENGTH)
-#: The largest shift: how far before its reference a frame can begin.
 LARGEST_SHIFT = max(RIGHT_EDGE, RAW_LENGTH, RIGHT_EDGE_AT_RAW_LENGTH)
 
 
@@ -34,11 +29,7 @@ def ambiguous_edges(grid: FrameGrid) -> bool:
 
 
 def frame_shift(data) -> int:
-    """How many bytes a reference's data has before its frame: where OpenZL's frame magic begins.
-
-    >>> frame_shift(bytes.fromhex("d8a5b1d7")), frame_shift(bytes.fromhex("00d8a5b1d7"))
-    (0, 1)
-    """
+    """How many bytes a reference's data has before its frame: where OpenZL's frame magic begins."""
     head = bytes(data[:LARGEST_SHIFT + 4])
     for shift in range(LARGEST_SHIFT + 1):
         # bytes 1..3 of the magic first: no exception on the way to the frame
@@ -61,15 +52,7 @@ class ChunkReferences:
 
 
 def chunk_references(headers: list[Header]) -> ChunkReferences:
-    """The references of images sharing one grid, each moved back by its frame's shift (the constants above).
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> grid = FrameGrid(6, 6, 4, 4, 1)   # right edge (4, 2) and bottom edge (2, 4): 8 samples each
-    >>> h = Header.from_byte_counts(grid, sample_type_from_name("uint8"), [16, 20, 20, 9])
-    >>> plan = chunk_references([h])   # frame 0 is as long as a raw 4 x 4 chunk, frame 1 a right edge
-    >>> plan.starts[0].tolist(), plan.lengths[0].tolist(), plan.moved
-    ([458, 475, 496, 516], [18, 21, 20, 9], 2)
-    """
+    """The references of images sharing one grid, each moved back by its frame's shift (the constants above)."""
     grid, sample = headers[0].grid, headers[0].sample_type
     chunk_bytes = grid.bands_per_frame * grid.tile_length * grid.tile_width * sample.bytes_per_sample
     right = grid.edge_masks()[0] if ambiguous_edges(grid) else np.zeros(grid.frame_count, bool)

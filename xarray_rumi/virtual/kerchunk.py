@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 
-from ..datamodel.coords import GRID_MAPPING
 from ..datamodel.variable import VARIABLE, Layout, cube_layout, image_layout
 from ..io.urls import absolute
 from ..reading.open import open_image
@@ -36,8 +35,6 @@ def cube_references(paths, dim: str = "time", headers=None, **open_kwargs) -> di
     headers = list(headers) if headers is not None else [None] * len(paths)
     if len(headers) != len(paths):
         raise ValueError(f"{len(paths)} files but {len(headers)} headers")
-    if not paths:
-        raise ValueError("no files to reference")
     images = [open_image(absolute(p), h, **open_kwargs) for p, h in zip(paths, headers)]
     return layout_references(cube_layout(images, dim))
 
@@ -48,28 +45,20 @@ def layout_references(layout: Layout) -> dict:
     plan = chunk_references(list(layout.headers))
     codec = OpenZLCodec(sample_type=sample.name, chunk_shape=layout.chunks[-3:],
                         image_shape=(grid.image_length, grid.image_width))
-    attrs = {
-        "_ARRAY_DIMENSIONS": list(layout.dims),
-        "coordinates": layout.coordinates_attribute,
-        "grid_mapping": GRID_MAPPING,
-        "rumi_sample_type": sample.name,
-        **layout.attrs,
-    }
-    if layout.stack_dim is not None:
-        attrs["rumi_sources"] = list(layout.sources)
     refs = {".zgroup": compact_json({"zarr_format": 2}), ".zattrs": compact_json({})}
     zarray = _zarray(layout.shape, layout.chunks, zarr_dtype(sample), codec.get_config())
     refs[f"{VARIABLE}/.zarray"] = compact_json(zarray)
-    refs[f"{VARIABLE}/.zattrs"] = compact_json(attrs)
+    refs[f"{VARIABLE}/.zattrs"] = compact_json({"_ARRAY_DIMENSIONS": list(layout.dims), **layout.zarr_attrs})
 
-    keys = _chunk_keys(grid)
+    rows, cols, bands = grid.frame_locations()
+    keys = [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]
     for n, url in enumerate(layout.sources):
         prefix = f"{VARIABLE}/{n}." if layout.stack_dim is not None else f"{VARIABLE}/"
         for key, start, length in zip(keys, plan.starts[n].tolist(), plan.lengths[n].tolist()):
             refs[prefix + key] = [url, start, length]
 
     for name, coordinate in layout.coords.items():
-        refs.update(_inline(name, np.asarray(coordinate.values), list(coordinate.dims), coordinate.attrs))
+        refs.update(_inline(name, coordinate))
     return consolidated({"version": 1, "refs": refs})
 
 
@@ -85,11 +74,6 @@ def consolidated(refs: dict) -> dict:
     return {**refs, "refs": {**entries, ".zmetadata": zmetadata}}
 
 
-def _chunk_keys(grid) -> list[str]:
-    rows, cols, bands = grid.frame_locations()
-    return [f"{b}.{r}.{c}" for b, r, c in zip(bands.tolist(), rows.tolist(), cols.tolist())]
-
-
 def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
     # fill_value null: rumi has no nodata, and xarray would mask real pixels with a _FillValue
     return {
@@ -98,13 +82,13 @@ def _zarray(shape, chunks, dtype: np.dtype, compressor) -> dict:
     }
 
 
-def _inline(name: str, values: np.ndarray, dims: list[str], attrs: dict) -> dict:
-    """A small array stored whole in the references, as one base64 chunk."""
-    values = np.array(values, order="C")  # ascontiguousarray would make a 0-d array 1-d
+def _inline(name: str, coordinate) -> dict:
+    """A coordinate stored whole in the references, as one base64 chunk (``tobytes`` gives C order)."""
+    values = np.asarray(coordinate.values)
     key = ".".join("0" for _ in values.shape) or "0"
     return {
         f"{name}/.zarray": compact_json(_zarray(values.shape, values.shape, values.dtype, None)),
-        f"{name}/.zattrs": compact_json({"_ARRAY_DIMENSIONS": dims, **attrs}),
+        f"{name}/.zattrs": compact_json({"_ARRAY_DIMENSIONS": list(coordinate.dims), **coordinate.attrs}),
         f"{name}/{key}": "base64:" + base64.b64encode(values.astype(values.dtype.newbyteorder("<")).tobytes()).decode(),
     }
 

@@ -38,46 +38,29 @@ class RumiParser:
             raise ValueError(f"codec must be 'openzl' or 'numcodecs.openzl', got {codec!r}")
         # Refuse contradictory georeferencing now, not at the first file.
         caller_georeferencing(*(open_kwargs.get(k) for k in ("crs", "transform", "raster_type", "georeferencing")))
-        self.codec = codec
-        self.header = header
-        self.open_kwargs = open_kwargs
+        self.codec, self.header, self.open_kwargs = codec, header, open_kwargs
 
     def __call__(self, url: str, registry):
         from virtualizarr.manifests import ManifestGroup, ManifestStore
 
         source = RegistrySource(url, registry, self.open_kwargs.get("retry", DEFAULT_POLICY))
-        image = open_image(source, self.header, **self.open_kwargs)
-        layout = image_layout(image)
-        coordinates = _CoordinateStore(registry)
-        arrays = {VARIABLE: _frames_array(url, layout, self.codec)}
-        for name, coordinate in layout.coords.items():
-            if name == GRID_MAPPING:
-                arrays[name] = _manifest_array(None, shape=(), data_type=np.dtype(np.int64), chunk_shape=(),
-                                               codecs=[_LITTLE_ENDIAN], attributes=coordinate.attrs, dimension_names=[])
-            else:
-                arrays[name] = coordinates.array(name, np.asarray(coordinate.values), list(coordinate.dims))
+        layout = image_layout(open_image(source, self.header, **self.open_kwargs))
+        arrays = {VARIABLE: _frames_array(url, layout, self.codec), **_coordinate_arrays(layout, registry)}
         return ManifestStore(group=ManifestGroup(arrays=arrays, attributes={}), registry=registry)
 
 
 def _frames_array(url: str, layout: Layout, codec_name: str):
     grid, sample = layout.grid, layout.sample_type
-    plan = chunk_references([layout.header])
+    plan = chunk_references(list(layout.headers))
     config = dict(sample_type=sample.name, chunk_shape=layout.chunks, image_shape=(grid.image_length, grid.image_width))
-    if codec_name == "openzl":
-        codecs = [OpenZLZarrCodec(**config).to_dict()]
-    else:
-        codecs = [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()]
-    attrs = {"coordinates": layout.coordinates_attribute, "grid_mapping": GRID_MAPPING, "rumi_sample_type": sample.name,
-             **layout.attrs}
-
-    def by_chunk(values):   # frame-index order to the chunk grid, (band, row, col)
-        return grid.on_frame_grid(np.asarray(values, np.uint64))
-
+    codecs = ([OpenZLZarrCodec(**config).to_dict()] if codec_name == "openzl"
+              else [_LITTLE_ENDIAN, OpenZLBytesCodec(**config).to_dict()])
+    # frame-index order to the chunk grid, (band, row, col)
+    offsets, lengths = (grid.on_frame_grid(np.asarray(v, np.uint64)) for v in (plan.starts[0], plan.lengths[0]))
     paths = np.full(grid.frame_grid_shape, as_url(url), dtype=np.dtypes.StringDType())
-    return _manifest_array(
-        dict(paths=paths, offsets=by_chunk(plan.starts[0]), lengths=by_chunk(plan.lengths[0])),
-        shape=layout.shape, data_type=zarr_dtype(sample), chunk_shape=layout.chunks, codecs=codecs, attributes=attrs,
-        dimension_names=list(layout.dims))
+    return _manifest_array(dict(paths=paths, offsets=offsets, lengths=lengths), shape=layout.shape,
+                           data_type=zarr_dtype(sample), chunk_shape=layout.chunks, codecs=codecs,
+                           attributes=layout.zarr_attrs, dimension_names=list(layout.dims))
 
 
 def _manifest_array(chunks: dict | None, **metadata):
@@ -90,26 +73,28 @@ def _manifest_array(chunks: dict | None, **metadata):
     return ManifestArray(metadata=create_v3_array_metadata(fill_value=0, **metadata), chunkmanifest=manifest)
 
 
-class _CoordinateStore:
-    """An in-memory object store holding coordinate bytes, registered in ``registry``."""
+def _coordinate_arrays(layout: Layout, registry) -> dict:
+    """The coordinates as virtual arrays, their bytes in an in-memory store registered in ``registry``."""
+    import obstore
+    from obstore.store import MemoryStore
 
-    def __init__(self, registry):
-        from obstore.store import MemoryStore
-
-        self.prefix = f"memory://rumi-{uuid.uuid4().hex}"
-        self.store = MemoryStore()
-        registry.register(self.prefix, self.store)
-
-    def array(self, name: str, values: np.ndarray, dims: list[str]):
-        import obstore
-
-        data = np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
-        obstore.put(self.store, name, data)
+    prefix, store = f"memory://rumi-{uuid.uuid4().hex}", MemoryStore()
+    registry.register(prefix, store)
+    arrays = {}
+    for name, coordinate in layout.coords.items():
+        if name == GRID_MAPPING:   # a scalar with no chunk: its attributes are what it says
+            arrays[name] = _manifest_array(None, shape=(), data_type=np.dtype(np.int64), chunk_shape=(),
+                                           codecs=[_LITTLE_ENDIAN], attributes=coordinate.attrs, dimension_names=[])
+            continue
+        values = np.asarray(coordinate.values)
+        data = values.astype(values.dtype.newbyteorder("<")).tobytes()
+        obstore.put(store, name, data)
         ones = (1,) * values.ndim
-        chunks = dict(paths=np.full(ones, f"{self.prefix}/{name}", dtype=np.dtypes.StringDType()),
+        chunks = dict(paths=np.full(ones, f"{prefix}/{name}", dtype=np.dtypes.StringDType()),
                       offsets=np.zeros(ones, np.uint64), lengths=np.full(ones, len(data), np.uint64))
-        return _manifest_array(chunks, shape=values.shape, data_type=values.dtype, chunk_shape=values.shape,
-                               codecs=[_LITTLE_ENDIAN], dimension_names=dims)
+        arrays[name] = _manifest_array(chunks, shape=values.shape, data_type=values.dtype, chunk_shape=values.shape,
+                                       codecs=[_LITTLE_ENDIAN], dimension_names=list(coordinate.dims))
+    return arrays
 
 
 __all__ = ["RumiParser"]
