@@ -7,12 +7,14 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
+from odc.loader import RioDriver
+
 from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
 from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
 
 
-class RumiDriver:
-    """odc-loader driver for rumi assets (odc's GeoTIFF reader for the others); picklable.
+class RumiDriver(RioDriver):
+    """odc-loader driver for rumi assets (odc's GeoTIFF driver for the others); picklable.
 
     Give odc-stac's ``stac_cfg`` here: odc passes its own only to the parser this driver replaces.
 
@@ -27,29 +29,23 @@ class RumiDriver:
     """
 
     def __init__(self, stac_cfg: dict | None = None) -> None:
+        super().__init__()
         self.stac_cfg = dict(stac_cfg or {})
 
     def __repr__(self) -> str:
         return f"RumiDriver(stac_cfg={self.stac_cfg!r})" if self.stac_cfg else "RumiDriver()"
 
     def new_load(self, geobox, *, chunks=None) -> RumiLoad:
-        return RumiLoad(_rio_driver().new_load(geobox, chunks=chunks))
+        return RumiLoad(super().new_load(geobox, chunks=chunks))
 
     def finalise_load(self, load_state: RumiLoad):
-        return _rio_driver().finalise_load(load_state.rio)
-
-    def capture_env(self) -> dict:
-        return _rio_driver().capture_env()
+        return super().finalise_load(load_state.rio)
 
     def restore_env(self, env: dict, load_state: RumiLoad) -> contextlib.AbstractContextManager:
-        return _rio_driver().restore_env(env, load_state.rio)
+        return super().restore_env(env, load_state.rio)
 
     def open(self, src, ctx):
-        if isinstance(src.driver_data, RumiAsset):
-            return RumiReader(src)
-        from odc.loader import RioReader
-
-        return RioReader(src, ctx)
+        return RumiReader(src) if isinstance(src.driver_data, RumiAsset) else super().open(src, ctx)
 
     @property
     def md_parser(self) -> RumiMDParser:
@@ -59,16 +55,12 @@ class RumiDriver:
     def dask_reader(self) -> RumiDaskReader:
         return RumiDaskReader(self)
 
-    @property
-    def aux_reader(self):
-        return None
 
-
+@dataclass(frozen=True)
 class RumiMDParser:
     """odc's metadata parser, with each rumi asset's band count and type from its blob."""
 
-    def __init__(self, stac_cfg: dict | None = None) -> None:
-        self.stac_cfg = dict(stac_cfg or {})
+    stac_cfg: dict = field(default_factory=dict)
 
     def extract(self, md):
         from odc.loader.types import RasterBandMetadata, norm_nodata
@@ -95,10 +87,14 @@ class RumiMDParser:
         return group.patch(bands=bands)
 
     def driver_data(self, md, band_key):
-        asset = md.assets.get(band_key[0])
+        name = band_key[0]
+        asset = md.assets.get(name)
         if asset is None or STAC_HEADER not in asset.extra_fields:
             return None
-        return _rumi_asset(md, band_key[0])
+        # the asset's own projection fields override the Item's
+        record = {"id": md.id, "properties": md.properties, "assets": {name: asset.extra_fields}}
+        return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record),
+                         claimed_by=f"STAC Item {md.id!r}")
 
 
 @dataclass
@@ -107,9 +103,6 @@ class RumiLoad:
 
     rio: object
     asked: dict = field(default_factory=dict)
-
-    def bands_of(self, group: str) -> list:
-        return self.asked.setdefault(group, [])
 
 
 @dataclass(frozen=True)
@@ -153,7 +146,7 @@ class RumiDaskReader:
                 src, self.load, cfg, dst_geobox, self.driver, self.env, selection, dask_key_name=key)
         band, nodata = _band_index(src), _nodata(src)
         group = tokenize(src.uri, src.driver_data, nodata, *(getattr(cfg, name) for name in SHARED_CFG))
-        bands = self.load.bands_of(group)
+        bands = self.load.asked.setdefault(group, [])
         if band not in bands:
             bands.append(band)
         request = ChunkRequest(src.uri, src.driver_data, bands, cfg, nodata)
@@ -189,11 +182,9 @@ def load(items, bands=None, **kwargs):
     """
     import odc.stac
 
-    if kwargs.get("driver") is not None:
+    if kwargs.pop("driver", None) is not None:
         raise TypeError("xarray_rumi.stac.load reads with the rumi driver; call odc.stac.load(driver=...) for another")
-    kwargs.pop("driver", None)
-    driver = RumiDriver(stac_cfg=kwargs.get("stac_cfg"))
-    return odc.stac.load(pystac_items(items), bands, driver=driver, **kwargs)
+    return odc.stac.load(pystac_items(items), bands, driver=RumiDriver(kwargs.get("stac_cfg")), **kwargs)
 
 
 def pystac_items(items):
@@ -229,20 +220,6 @@ def _stac_geoparquet_dicts(path) -> list[dict]:
         raise ValueError(f"{path!r} is not a stac-geoparquet file (its Parquet metadata does not say so: a rumi "
                          "catalog opens with xarray_rumi.open_catalog)")
     return read_stac_geoparquet(path)
-
-
-def _rio_driver():
-    from odc.loader import RioDriver
-
-    return RioDriver()
-
-
-def _rumi_asset(item, name: str) -> RumiAsset:
-    asset = item.assets[name]
-    # the asset's own projection fields override the Item's
-    record = {"id": item.id, "properties": item.properties, "assets": {name: asset.extra_fields}}
-    return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record),
-                     claimed_by=f"STAC Item {item.id!r}")
 
 
 def _band_index(src) -> int:
