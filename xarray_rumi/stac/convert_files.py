@@ -66,17 +66,16 @@ def convert_file(job: FileJob) -> FileResult:
     ('converted', 'kept')
     """
     try:
-        image = None if _source_is_newer(job) else kept_output(job.target, job.storage_options)
+        image = _output_not_older(job)
         bands, source_shape = _source_bands(job.source)
-        status = "kept"
-        if image is None or _shape(image) != source_shape:
-            # on this worker's threads, not back to the cluster a frame a task
-            with dask.config.set(scheduler="threads", num_workers=computing_threads()):
-                convert(job.source, job.target, storage_options=job.storage_options, **job.options)
-            status = "converted"
-            image = open_image(job.target, read_blob_file(f"{job.target}.header", job.storage_options),
-                               storage_options=job.storage_options)
-        return _result(job, status, image, bands)
+        if image is not None and _shape(image) == source_shape:
+            return _result(job, "kept", image, bands)
+        # on this worker's threads, not back to the cluster a frame a task
+        with dask.config.set(scheduler="threads", num_workers=computing_threads()):
+            convert(job.source, job.target, storage_options=job.storage_options, **job.options)
+        image = open_image(job.target, read_blob_file(f"{job.target}.header", job.storage_options),
+                           storage_options=job.storage_options)
+        return _result(job, "converted", image, bands)
     except (ValueError, OSError) as exc:
         return FileResult(job, "failed", reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
@@ -84,10 +83,7 @@ def convert_file(job: FileJob) -> FileResult:
 
 
 def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
-    """The result of each job whose valid output is already there, else ``None`` (its task says why), on threads.
-
-    Sources are opened without their georeferencing (docs/stac.md, "Restartable and safe").
-    """
+    """The result of each job whose valid output is already there, else ``None`` (its task says why), on threads."""
     from rasterio.errors import NotGeoreferencedWarning
 
     from ..runtime.threads import ordered_map
@@ -100,9 +96,7 @@ def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
 
 def _kept_file(job: FileJob) -> FileResult | None:
     try:
-        if _source_is_newer(job):
-            return None
-        image = kept_output(job.target, job.storage_options)
+        image = _output_not_older(job)
         # the source's GCPs go unread with its georeferencing: an output with none (what rumi convert
         # makes of a GCP source) is left to its task, which opens the source whole
         if image is None or image.georeferencing is None or not image.georeferencing.is_defined:
@@ -113,15 +107,15 @@ def _kept_file(job: FileJob) -> FileResult | None:
         return None
 
 
-def _source_is_newer(job: FileJob) -> bool:
-    """Whether a local source was modified after its local output (make's rule: a source replaced in place,
-    same grid and type, is converted again); remote sources are not asked (docs/stac.md)."""
-    if not (is_local(job.source) and is_local(job.target)):
-        return False
-    try:
-        return os.stat(local_path(job.source)).st_mtime_ns > os.stat(local_path(job.target)).st_mtime_ns
-    except OSError:  # no output yet (it is converted), or a source GDAL names another way (/vsi...)
-        return False
+def _output_not_older(job: FileJob):
+    """:func:`kept_output`, unless a local source was modified after its local output (make's rule, docs/stac.md)."""
+    if is_local(job.source) and is_local(job.target):
+        try:
+            if os.stat(local_path(job.source)).st_mtime_ns > os.stat(local_path(job.target)).st_mtime_ns:
+                return None
+        except OSError:  # no output yet (it is converted), or a source GDAL names another way (/vsi...)
+            pass
+    return kept_output(job.target, job.storage_options)
 
 
 def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
@@ -130,8 +124,7 @@ def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
 
 
 def kept_output(target: str, storage_options=None):
-    """``target`` opened (a ``RumiImage``) if it is a whole rumi file whose blob beside it is the one its IFD
-    gives, else ``None``."""
+    """``target`` opened if it is a whole rumi file whose blob beside it is the one its IFD gives, else ``None``."""
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
         image = open_image(target, storage_options=storage_options)  # its blob rebuilt from the IFD, its real size
@@ -147,7 +140,7 @@ def _shape(image) -> tuple:
 
 def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands, tuple]:
     """The band metadata and ``(bands, rows, cols, dtype)`` of ``source``; its GCPs refused unless
-    ``georeferencing=False`` (which reads none of its georeferencing, PAM's excepted)."""
+    ``georeferencing=False``, which reads none of it but PAM's."""
     import rasterio
 
     options, settings = {}, {}
@@ -163,7 +156,7 @@ def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands
                              "(gdalwarp), then convert")
         bands = SourceBands(src.nodata, tuple(src.scales), tuple(src.offsets), tuple(src.units),
                             tuple(src.descriptions))
-        dtype = {"complex_int16": "complex64", "complex_int32": "complex128"}.get(src.dtypes[0], src.dtypes[0])
+        dtype = "complex64" if src.dtypes[0] == "complex_int16" else src.dtypes[0]  # rumi convert's type for it
         return bands, (src.count, src.height, src.width, dtype)
 
 
@@ -175,17 +168,14 @@ def _size(source: str) -> int | None:
 
 
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:
-    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes.
-
-    Local outputs already there are checked here first, on threads: a rerun hands the cluster only what
-    is left (remote ones are checked by their own tasks, where a request each costs no client time).
-    """
+    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes."""
+    # a rerun hands the cluster only what is left; remote outputs are checked by their own tasks, where a
+    # request each costs no client time
     if not jobs or not is_local(jobs[0].target):
         return _run_jobs(jobs, scheduler, processes, progress)
     kept = kept_files(jobs)
-    for result in kept:
-        if result is not None:
-            _reported(result, progress)
+    for result in filter(None, kept):
+        _reported(result, progress)
     done = iter(_run_jobs([job for job, result in zip(jobs, kept) if result is None], scheduler, processes, progress))
     return [result if result is not None else next(done) for result in kept]
 
@@ -202,8 +192,6 @@ def _run_jobs(jobs: list[FileJob], scheduler, processes: int | None, progress) -
         return [_reported(result, progress) for result in results]
     if hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
         return _on_client(scheduler, jobs, progress)
-    import dask
-
     tasks = [dask.delayed(convert_file, pure=False)(job) for job in jobs]
     return [_reported(result, progress) for result in dask.compute(*tasks, scheduler=scheduler)]
 
@@ -232,13 +220,10 @@ def _reported(result: FileResult, progress) -> FileResult:
 
 
 def _active_client():
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return None
-    try:
-        return distributed.default_client()
-    except ValueError:
+    try:  # a client of this process: distributed is imported then
+        return sys.modules["distributed"].default_client()
+    except (KeyError, ValueError):
         return None
 
 
-__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_files", "kept_output", "run_jobs"]
+__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_output", "run_jobs"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 from dataclasses import dataclass
@@ -269,17 +270,14 @@ def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
 
 def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.ndarray:
     """The window of sorted ``bands``: one read per run of consecutive bands, or one for cell frames."""
-    runs = [[bands[0]]]
-    for band in bands[1:]:
-        if band == runs[-1][-1] + 1 or image.grid.bands_per_frame > 1:
-            runs[-1].append(band)
-        else:
-            runs.append([band])
+    if image.grid.bands_per_frame > 1:
+        runs = [list(bands)]
+    else:
+        runs = [[band for _, band in run] for _, run in itertools.groupby(enumerate(bands), lambda p: p[1] - p[0])]
     parts = []
     for run in runs:
-        first, last = run[0], run[-1]
-        pixels = image.read_window(range(first, last + 1), rows, cols)
-        parts.append(pixels if len(run) == last - first + 1 else pixels[[b - first for b in run]])
+        pixels = image.read_window(range(run[0], run[-1] + 1), rows, cols)
+        parts.append(pixels if len(run) == run[-1] - run[0] + 1 else pixels[[b - run[0] for b in run]])
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -300,22 +298,13 @@ def blob_header(blob: bytes):
 
 
 def _same_nodata(a, b) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if math.isnan(a):
-        return math.isnan(b)
-    return a == b
+    return a == b or (a is not None and b is not None and math.isnan(a) and math.isnan(b))
 
 
 def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
     """Where ``pixels`` are nodata, by odc's rule (NaN always counts in floats)."""
-    if pixels.dtype.kind == "f":
-        if nodata is None or math.isnan(nodata):
-            return np.isnan(pixels)
-        return np.isnan(pixels) | (pixels == nodata)
-    if nodata is None:
-        return np.zeros(pixels.shape, dtype=bool)
-    return pixels == nodata
+    equal = np.zeros(pixels.shape, bool) if nodata is None else pixels == nodata
+    return equal | np.isnan(pixels) if pixels.dtype.kind == "f" else equal
 
 
 __all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
