@@ -9,10 +9,12 @@ import math
 import os
 import posixpath
 
+import fsspec
+
 from ..format.blob import Header
 from ..io.urls import is_url
 from .convert_files import FileJob, FileResult, SourceBands, run_jobs
-from .items import FILE, PROJECTION, RASTER, stac_nodata
+from .items import FILE, PROJECTION, RASTER, absolute_href, stac_nodata
 from .read import STAC_CRS_FIELDS, STAC_HEADER, STAC_MEDIA_TYPE, read_stac_geoparquet, stac_item_dicts
 
 EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
@@ -92,7 +94,8 @@ def plan_jobs(dicts: list[dict], destination, *, assets=None, options=None, stor
     if len({job.target for job in jobs}) != len(jobs):
         raise ValueError("two Items share an id: their files would replace each other under the destination")
     for folder in {_join(destination, job.item_id) for job in jobs}:
-        _make_folder(folder, storage_options)
+        fs, path = fsspec.core.url_to_fs(folder, **(storage_options or {}))
+        fs.makedirs(path, exist_ok=True)
     return jobs
 
 
@@ -129,7 +132,7 @@ def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
     # a null overrides the Item's CRS fields: the asset's CRS is the rumi file's
     asset.update({name: None for name in STAC_CRS_FIELDS if name in properties})
     asset.update(fields)
-    asset.update(href=_absolute(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
+    asset.update(href=absolute_href(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
     asset["raster:bands"] = band_fields(_source_bands(source), fields["raster:bands"], result.bands,
                                         header.sample_type)
     if "bands" in source:
@@ -190,20 +193,6 @@ def _segment(name, what: str) -> str:
 
 def _join(root: str, *parts: str) -> str:
     return posixpath.join(root, *parts) if is_url(root) else os.path.join(root, *parts)
-
-
-def _absolute(target: str) -> str:
-    return target if is_url(target) else os.path.abspath(target)
-
-
-def _make_folder(folder: str, storage_options) -> None:
-    if not is_url(folder):
-        os.makedirs(folder, exist_ok=True)
-        return
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(folder, **(storage_options or {}))
-    fs.makedirs(path, exist_ok=True)
 
 
 __all__ = ["EO", "GEOTIFF_TYPES", "REFUSED", "band_fields", "convert_items", "converted_items", "is_geotiff_asset",

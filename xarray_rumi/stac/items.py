@@ -7,6 +7,7 @@ import datetime as dt
 import math
 import os
 import posixpath
+import re
 
 import numpy as np
 
@@ -46,19 +47,15 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
 
     image = open_image(path, header, storage_options=storage_options)
     properties = dict(properties or {})
-    when = _datetime(datetime if datetime is not None else properties.pop("datetime", None), path, storage_options)
-    properties.pop("datetime", None)
+    given = properties.pop("datetime", None)
+    when = _datetime(datetime if datetime is not None else given, path, storage_options)
     geometry, bbox = footprint(image.georeferencing, image.grid.image_width, image.grid.image_length)
     fields = image_fields(image, nodata)
     properties.update({name: fields.pop(name) for name in PROJECTION_FIELDS})
-    result = pystac.Item(
-        id=_item_id(path), geometry=geometry, bbox=bbox, datetime=when, properties=properties,
-        stac_extensions=[PROJECTION, RASTER, FILE],
-    )
-    result.add_asset("data", pystac.Asset(
-        href=href or _href(path), media_type=STAC_MEDIA_TYPE, roles=["data"], title="rumi image",
-        extra_fields=fields,
-    ))
+    result = pystac.Item(posixpath.basename(str(os.fspath(path)).rstrip("/")).removesuffix(".rumi"), geometry, bbox,
+                         when, properties, stac_extensions=[PROJECTION, RASTER, FILE])
+    result.add_asset("data", pystac.Asset(href or absolute_href(path), "rumi image", media_type=STAC_MEDIA_TYPE,
+                                          roles=["data"], extra_fields=fields))
     return result
 
 
@@ -148,13 +145,8 @@ def stac_nodata(nodata, sample_type):
 def _number(nodata) -> int | float:
     if isinstance(nodata, (bool, np.bool_)):
         raise TypeError(f"nodata must be a number, got {nodata!r}")
-    if isinstance(nodata, (int, np.integer)):
+    if isinstance(nodata, (int, np.integer)) or (isinstance(nodata, str) and re.fullmatch(r"\s*[+-]?\d+\s*", nodata)):
         return int(nodata)
-    if isinstance(nodata, str):
-        try:
-            return int(nodata)
-        except ValueError:
-            pass
     try:
         return float(nodata)
     except (TypeError, ValueError):
@@ -169,22 +161,17 @@ def _integer_range(sample_type) -> tuple[int, int] | None:
     return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
 
 
-def _item_id(path) -> str:
-    name = posixpath.basename(str(os.fspath(path)).rstrip("/"))
-    return name.removesuffix(".rumi")
-
-
-def _href(path) -> str:
+def absolute_href(path) -> str:
+    """A URL as it is, a local path made absolute."""
     path = os.fspath(path)
     return path if is_url(path) else os.path.abspath(path)
 
 
 def _datetime(value, path, storage_options) -> dt.datetime:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    if isinstance(value, str):
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     if value is not None:
         raise TypeError(f"datetime must be a datetime or an ISO 8601 string, got {type(value).__name__}")
     import fsspec
@@ -199,4 +186,4 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
 
 
-__all__ = ["PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]
+__all__ = ["PROJECTION_FIELDS", "absolute_href", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]
