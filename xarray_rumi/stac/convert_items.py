@@ -144,13 +144,7 @@ def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
 
 
 def band_fields(described: list[dict], rumi: list[dict], geotiff: SourceBands, sample_type) -> list[dict]:
-    """``raster:bands``: the Item's entries win, the rumi ``data_type``, the GeoTIFF's fields fill the rest.
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> geotiff = SourceBands(0.0, (0.01,), (-1.0,), ("m",), (None,))
-    >>> band_fields([{"nodata": 1}], [{"data_type": "uint16"}], geotiff, sample_type_from_name("uint16"))
-    [{'nodata': 1, 'data_type': 'uint16', 'scale': 0.01, 'offset': -1.0, 'unit': 'm'}]
-    """
+    """``raster:bands``: the Item's entries win, the rumi ``data_type``, the GeoTIFF's fields fill the rest."""
     bands = []
     for index, own in enumerate(rumi):
         band = {**(described[index] if index < len(described) else {}), **own}

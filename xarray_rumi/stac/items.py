@@ -60,14 +60,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
 
 
 def image_fields(image, nodata=None) -> dict:
-    """The STAC fields of an opened rumi image.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "int16"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
-    >>> image_fields(open_image(path, blob))["raster:bands"]
-    [{'data_type': 'int16'}]
-    """
+    """The STAC fields of an opened rumi image (docs/stac.md, "The fields")."""
     grid, georef = image.grid, image.georeferencing
     fields = {
         "proj:code": georef.crs_code,
@@ -93,13 +86,7 @@ def item_collection(paths, headers=None, **kwargs):
 
 
 def footprint(georef: Georeferencing, width: int, height: int):
-    """The image's lon/lat GeoJSON polygon (not split at the antimeridian) and bbox; ``(None, None)`` without a CRS.
-
-    >>> from xarray_rumi.format.geo import Georeferencing
-    >>> geometry, bbox = footprint(Georeferencing(4326, 2, 1, (1, 0, 10, 0, -1, 50)), 4, 2)
-    >>> bbox
-    [10.0, 48.0, 14.0, 50.0]
-    """
+    """The image's lon/lat GeoJSON polygon (not split at the antimeridian) and bbox; ``(None, None)`` without a CRS."""
     if not georef.is_defined:
         return None, None
     from pyproj import CRS, Transformer

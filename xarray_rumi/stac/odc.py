@@ -188,14 +188,7 @@ def load(items, bands=None, **kwargs):
 
 
 def pystac_items(items):
-    """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path.
-
-    >>> import pystac
-    >>> feature = {"type": "Feature", "stac_version": "1.1.0", "id": "a", "geometry": None, "properties":
-    ...            {"datetime": "2024-05-01T00:00:00Z"}, "links": [], "assets": {}}
-    >>> [item.id for item in pystac_items({"type": "FeatureCollection", "features": [feature]})]
-    ['a']
-    """
+    """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path."""
     if isinstance(items, (str, bytes, os.PathLike)):
         items = _stac_geoparquet_dicts(items)
     elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item

@@ -89,19 +89,17 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     from odc.geo.roi import roi_is_empty
     from odc.loader import resolve_dst_dtype, resolve_dst_nodata, resolve_src_nodata
 
-    cfg, bands = request.cfg, tuple(sorted(set(request.bands)))
+    cfg, bands, header = request.cfg, tuple(sorted(set(request.bands))), blob_header(request.asset.blob)
     src_geobox = source_geobox(request.asset)
     # odc's tolerance: with nearest resampling a sub-pixel shift still pastes.
     info = compute_reproject_roi(src_geobox, dst_geobox, ttol=0.9 if cfg.nearest else 0.05)
     roi_dst = tuple(info.roi_dst)
-    sample_dtype = blob_header(request.asset.blob).sample_type.dtype
+    sample_dtype = header.sample_type.dtype
     out = np.ndarray((len(bands), *(s.stop - s.start for s in roi_dst)),
                      dtype=resolve_dst_dtype(str(sample_dtype), cfg))
     src_nodata = resolve_src_nodata(request.src_nodata, cfg)
     dst_nodata = resolve_dst_nodata(out.dtype, cfg, src_nodata)
-    if out.size == 0:
-        return ChunkPixels(roi_dst, bands, out)
-    if roi_is_empty(info.roi_src):  # the chunk's grid overlaps, but no source pixel lands in it
+    if out.size == 0 or roi_is_empty(info.roi_src):  # or the chunk's grid overlaps, but no source pixel lands in it
         out[...] = dst_nodata if dst_nodata is not None else 0
         return ChunkPixels(roi_dst, bands, out)
     paste = bool(info.paste_ok and info.read_shrink == 1)
@@ -110,8 +108,8 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     if not paste:
         rows, cols = _grown(rows, cols, src_geobox.shape.yx, cfg.resampling, info.scale)
     try:
-        image = open_image(request.href, header=blob_header(request.asset.blob),
-                           georeferencing=request.asset.georeferencing, claimed_by=request.asset.claimed_by)
+        image = open_image(request.href, header=header, georeferencing=request.asset.georeferencing,
+                           claimed_by=request.asset.claimed_by)
         pixels = _read_bands(image, bands, rows, cols)
     except READ_ERRORS as error:
         if cfg.fail_on_error:
@@ -119,15 +117,14 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
         return ChunkPixels(roi_dst, bands, out[:, 0:0, 0:0], failed=str(error))
     if paste:
-        tile_width = blob_header(request.asset.blob).grid.tile_width
-        out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, tile_width))
+        out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, header.grid.tile_width))
         # odc's order: the nodata test is on the cast pixels, where a clamped nodata does not count
         if dst_nodata is not None and not _same_nodata(src_nodata, dst_nodata):
             np.copyto(out, dst_nodata, where=_nodata_mask(out, src_nodata))
     else:
         window = src_geobox[rows.start:rows.stop, cols.start:cols.stop]
-        twin_pixels = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
-        _warp(twin_pixels, out, window, dst_geobox[info.roi_dst], cfg.resampling, src_nodata, dst_nodata)
+        _warp(pixels.astype(gdal_dtype(pixels.dtype), copy=False), out, window, dst_geobox[info.roi_dst],
+              cfg.resampling, src_nodata, dst_nodata)
     return ChunkPixels(roi_dst, bands, out)
 
 
@@ -168,12 +165,7 @@ def refuse_unloadable_dtype(href: str, samples: np.dtype, cfg) -> None:
 
 
 def gdal_dtype(dtype: np.dtype) -> np.dtype:
-    """The type GDAL holds samples of ``dtype`` in: the type itself, or the GeoTIFF type that holds every value.
-
-    >>> import ml_dtypes
-    >>> [gdal_dtype(np.dtype(t)).name for t in ("uint16", "bool", ml_dtypes.int4, ml_dtypes.bfloat16, "float16")]
-    ['uint16', 'uint8', 'int8', 'float32', 'float32']
-    """
+    """The type GDAL holds samples of ``dtype`` in: the type itself, or the GeoTIFF type that holds every value."""
     if dtype in WARPABLE:
         return dtype
     for wider in (np.dtype("uint8"), np.dtype("int8"), np.dtype("float32"), np.dtype("complex64")):
