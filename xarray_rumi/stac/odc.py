@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from odc.loader import RioDriver
 
-from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
+from .odc_read import ChunkPixels, ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
 from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
 
 
@@ -152,15 +152,11 @@ class RumiDaskReader:
         request = ChunkRequest(src.uri, src.driver_data, bands, cfg, nodata)
         chunk = delayed(read_chunk, pure=True, traverse=False)(
             request, dst_geobox, dask_key_name=f"rumi-chunk-{tokenize(group, dst_geobox)}")
-        return delayed(_band_of, pure=True, traverse=False)(chunk, band, dask_key_name=key)
+        return delayed(ChunkPixels.band, pure=True, traverse=False)(chunk, band, dask_key_name=key)
 
 
 #: What of odc's load configuration a file's bands must share to be put on a chunk together.
 SHARED_CFG = ("dtype", "fill_value", "src_nodata_fallback", "src_nodata_override", "resampling", "fail_on_error")
-
-
-def _band_of(chunk, band: int):
-    return chunk.band(band)
 
 
 def _read_other(src, load, cfg, dst_geobox, driver, env, selection):

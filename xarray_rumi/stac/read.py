@@ -119,20 +119,16 @@ def decode_blob(encoded, record: str) -> bytes:
 
 def is_stac(value) -> bool:
     """Whether ``value`` is STAC: an Item, an ItemCollection, their dicts, or a list of Items."""
-    if isinstance(value, dict):
-        return value.get("type") in ("Feature", "FeatureCollection")
-    if hasattr(value, "to_dict") and hasattr(value, "assets"):  # a pystac Item
-        return True
-    if type(value).__name__ == "ItemCollection":
-        return True
-    if isinstance(value, (list, tuple)) and value:
-        return all(is_stac(v) and not _is_collection(v) for v in value)
-    return False
-
-
-def _is_collection(value) -> bool:
-    return type(value).__name__ == "ItemCollection" or (
+    if isinstance(value, (list, tuple)):  # of Items: collections are given, not listed
+        return bool(value) and all(_is_item(v) for v in value)
+    return _is_item(value) or type(value).__name__ == "ItemCollection" or (
         isinstance(value, dict) and value.get("type") == "FeatureCollection")
+
+
+def _is_item(value) -> bool:
+    if isinstance(value, dict):
+        return value.get("type") == "Feature"
+    return hasattr(value, "to_dict") and hasattr(value, "assets")  # a pystac Item
 
 
 def is_stac_geoparquet(path) -> bool:
