@@ -54,17 +54,7 @@ class FileResult:
 
 
 def convert_file(job: FileJob) -> FileResult:
-    """Convert ``job.source`` unless a valid output is there; never raises for a bad file (its ``reason``).
-
-    >>> import numpy as np, rasterio, tempfile, os
-    >>> d = tempfile.mkdtemp()
-    >>> with rasterio.open(os.path.join(d, "in.tif"), "w", driver="GTiff", width=32, height=32, count=1,
-    ...                    dtype="uint8", crs="EPSG:4326", transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as f:
-    ...     f.write(np.ones((1, 32, 32), "uint8"))
-    >>> job = FileJob("a", "data", os.path.join(d, "in.tif"), os.path.join(d, "out.rumi"))
-    >>> convert_file(job).status, convert_file(job).status
-    ('converted', 'kept')
-    """
+    """Convert ``job.source`` unless a valid output is there; never raises for a bad file (its ``reason``)."""
     try:
         image = _output_not_older(job)
         bands, source_shape = _source_bands(job.source)

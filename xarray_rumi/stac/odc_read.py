@@ -175,11 +175,7 @@ def gdal_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
-    """``pixels`` cast as GDAL casts into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type that loses values.
-
-    >>> cast_as_gdal(np.array([1.6, -5, 300.7, 1e6, 2.5, -2.5, np.nan], "float32"), "int8").tolist()
-    [2, -5, 127, 127, 3, -3, 0]
-    """
+    """``pixels`` cast as GDAL casts into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type that loses values."""
     dtype = np.dtype(dtype)
     if pixels.dtype == dtype:
         return pixels
@@ -231,11 +227,7 @@ def _as_eight_at_a_time(values: np.ndarray, out: np.ndarray, one_at_a_time: np.n
 
 
 def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
-    """Columns GDAL converts one value at a time: the last ``len(run) % 8`` of each row's run inside a tile.
-
-    >>> np.flatnonzero(one_value_columns(range(0, 20), 16)).tolist()    # runs 0-15, 16-19
-    [16, 17, 18, 19]
-    """
+    """Columns GDAL converts one value at a time: the last ``len(run) % 8`` of each row's run inside a tile."""
     columns = np.arange(cols.start, cols.stop)
     run_start = np.maximum(columns // tile_width * tile_width, cols.start)
     run_stop = np.minimum((columns // tile_width + 1) * tile_width, cols.stop)

@@ -65,16 +65,7 @@ class ItemImage:
 
 
 def item_images(items, asset: str | None = None) -> list[ItemImage]:
-    """Each STAC Item's rumi image, reading no file; ``asset=None``: the one asset with a blob, else ``ValueError``.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 16, 16), "uint8"), tile_size=8, crs=32633,
-    ...                          transform=(10, 0, 500000, 0, -10, 5000000))
-    >>> [image] = item_images(xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z"))
-    >>> image.blob == blob, image.georeferencing.epsg, bool(image.datetime == np.datetime64("2024-05-01T10:00"))
-    (True, 32633, True)
-    """
+    """Each STAC Item's rumi image, reading no file; ``asset=None``: the one asset with a blob, else ``ValueError``."""
     images = []
     for item in stac_item_dicts(items):
         key, fields = rumi_asset(item, asset)
@@ -85,11 +76,7 @@ def item_images(items, asset: str | None = None) -> list[ItemImage]:
 
 
 def asset_bands(asset: dict) -> tuple[StacBand, ...]:
-    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values).
-
-    >>> asset_bands({"eo:bands": [{"name": "red"}], "raster:bands": [{"nodata": 0, "scale": 0.01}]})
-    (StacBand(name='red', nodata=0, scale=0.01, offset=None, unit=None),)
-    """
+    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values)."""
     named = _present_bands(asset.get("eo:bands") or asset.get("bands"))
     raster = _present_bands(asset.get("raster:bands")) or [
         {"nodata": b.get("nodata"), "unit": b.get("unit"), "scale": b.get("raster:scale"),
