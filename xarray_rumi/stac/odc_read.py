@@ -129,17 +129,14 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
 
 
 def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_nodata) -> None:
-    """odc's ``rasterio.warp.reproject``; band by band with a source nodata, as GDAL would merge the bands' validity."""
+    """odc's ``rasterio.warp.reproject``, band by band with a source nodata (GDAL would merge the bands' validity)."""
     import rasterio.warp
     from odc.geo.warp import resampling_s2rio
 
     common = dict(src_transform=src_geobox.transform, src_crs=str(src_geobox.crs), src_nodata=src_nodata,
                   dst_crs=str(dst_geobox.crs), dst_transform=dst_geobox.transform, dst_nodata=dst_nodata,
                   resampling=resampling_s2rio(resampling))
-    if src_nodata is None:
-        rasterio.warp.reproject(pixels, out, **common)
-        return
-    for band_pixels, band_out in zip(pixels, out):
+    for band_pixels, band_out in [(pixels, out)] if src_nodata is None else zip(pixels, out):
         rasterio.warp.reproject(band_pixels, band_out, **common)
 
 
@@ -180,10 +177,8 @@ def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = N
     if pixels.dtype == dtype:
         return pixels
     if dtype not in WARPABLE:
-        if _holds_exactly(dtype, pixels.dtype):
-            return pixels.astype(dtype)
-        raise ValueError(f"{pixels.dtype} samples cannot be loaded as {dtype}: not every value fits, and GDAL, "
-                         f"which casts for odc's GeoTIFF reader, has no {dtype}; load them as a type GDAL has")
+        _refuse_what_gdal_cannot_give("pixels", pixels.dtype, dtype, True, "nearest")
+        return pixels.astype(dtype)
     values = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
     from_complex = values.dtype.kind == "c"
     if from_complex and dtype.kind != "c":

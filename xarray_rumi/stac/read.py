@@ -187,9 +187,8 @@ def _utc_datetimes(table) -> np.ndarray:
     import pyarrow.compute as pc
 
     dates = np.full(table.num_rows, np.datetime64("NaT", "ns"))
-    for name in ("start_datetime", "datetime"):  # datetime last: it wins where both are given
-        if name not in table.column_names:
-            continue
+    # datetime last: it wins where both are given
+    for name in [name for name in ("start_datetime", "datetime") if name in table.column_names]:
         column = table[name]
         if pa.types.is_timestamp(column.type):
             values = pc.cast(column, pa.timestamp("ns", tz="UTC")).to_numpy(zero_copy_only=False)
