@@ -119,10 +119,8 @@ def stac_nodata(nodata, sample_type):
     """``nodata`` as the raster extension writes it; ``ValueError`` when no sample can equal it."""
     value = _number(nodata)
     integer_range = _integer_range(sample_type)
-    if integer_range is None:
-        if math.isnan(value):
-            return "nan"
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
+    if integer_range is None:  # JSON has no NaN nor infinities: the raster extension spells them "nan", "inf", "-inf"
+        return value if math.isfinite(value) else str(value)
     low, high = integer_range
     if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
         raise ValueError(f"nodata {nodata!r} is not a value of {sample_type.name} samples ({low} to {high})")
