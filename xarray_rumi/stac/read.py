@@ -202,19 +202,14 @@ def stac_item_dicts(items) -> list[dict]:
     """Item dicts from an Item, an ItemCollection, their dicts, or a list of Items."""
     if isinstance(items, dict):
         return list(items["features"]) if items.get("type") == "FeatureCollection" else [items]
-    if hasattr(items, "to_dict") and hasattr(items, "assets"):
-        return [_pystac_item_dict(items)]
     if type(items).__name__ == "ItemCollection":
-        return [_pystac_item_dict(i) for i in items.items]
-    return [d for i in items for d in stac_item_dicts(i)]
-
-
-def _pystac_item_dict(item) -> dict:
-    """A pystac Item as a dict, with absolute asset hrefs."""
-    as_dict = item.to_dict(include_self_link=False)
-    for key, asset in item.assets.items():
+        return stac_item_dicts(items.items)
+    if not _is_item(items):
+        return [d for i in items for d in stac_item_dicts(i)]
+    as_dict = items.to_dict(include_self_link=False)  # a pystac Item, its asset hrefs made absolute
+    for key, asset in items.assets.items():
         as_dict["assets"][key]["href"] = asset.get_absolute_href() or asset.href
-    return as_dict
+    return [as_dict]
 
 
 def rumi_asset(item: dict, asset: str | None = None) -> tuple[str, dict]:
