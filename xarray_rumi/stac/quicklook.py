@@ -47,22 +47,7 @@ def quicklook(path, header=None, *, bands=None, size: int = SIZE, percentiles=PE
 
 
 def stretch(samples: np.ndarray, percentiles=PERCENTILES) -> np.ndarray:
-    """``(bands, rows, cols)`` samples as ``uint8`` grey or RGB."""
-    percentiles = checked_percentiles(percentiles)
-    values = np.asarray(samples)
-    if np.iscomplexobj(values):
-        values = np.abs(values * 0.5)  # halved, so no magnitude overflows
-    values = values.astype(np.float64)
-    finite = np.isfinite(values)
-    layers = [_stretch_band(band, known, percentiles) for band, known in zip(values, finite)]
-    valid = finite.all(axis=0)
-    if not valid.all():
-        layers.append(np.where(valid, 255, 0).astype(np.uint8))
-    return layers[0] if len(layers) == 1 else np.stack(layers, axis=-1)
-
-
-def checked_percentiles(percentiles) -> tuple[float, float]:
-    """``(low, high)`` with ``0 <= low < high <= 100``, else ``ValueError``."""
+    """``(bands, rows, cols)`` samples as ``uint8`` grey or RGB, between ``(low, high)`` percentiles of 0 to 100."""
     try:
         low, high = (float(p) for p in percentiles)
     except (TypeError, ValueError):
@@ -70,7 +55,16 @@ def checked_percentiles(percentiles) -> tuple[float, float]:
     if not 0 <= low < high <= 100:  # NaN fails every comparison
         raise ValueError(f"a quicklook's percentiles are (low, high) with 0 <= low < high <= 100, "
                          f"got {tuple(percentiles) if np.iterable(percentiles) else percentiles}")
-    return low, high
+    values = np.asarray(samples)
+    if np.iscomplexobj(values):
+        values = np.abs(values * 0.5)  # halved, so no magnitude overflows
+    values = values.astype(np.float64)
+    finite = np.isfinite(values)
+    layers = [_stretch_band(band, known, (low, high)) for band, known in zip(values, finite)]
+    valid = finite.all(axis=0)
+    if not valid.all():
+        layers.append(np.where(valid, 255, 0).astype(np.uint8))
+    return layers[0] if len(layers) == 1 else np.stack(layers, axis=-1)
 
 
 def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarray:
@@ -81,10 +75,8 @@ def _stretch_band(band: np.ndarray, finite: np.ndarray, percentiles) -> np.ndarr
     if lowest == highest:
         return np.where(finite, MID_GREY, 0).astype(np.uint8)
     with np.errstate(over="ignore"):
-        spread = highest - lowest
-    if not np.isfinite(spread):
-        # a quarter is exact here and keeps every difference finite
-        band, known = band / 4, known / 4
+        if not np.isfinite(highest - lowest):  # a quarter is exact here and keeps every difference finite
+            band, known = band / 4, known / 4
     low, high = np.percentile(known, percentiles)
     if high > low:
         with np.errstate(over="ignore", invalid="ignore"):  # a spread of subnormals may overflow: clipped
@@ -148,5 +140,5 @@ def data_array_quicklook(array, *, bands=None, size: int = SIZE, percentiles=PER
     return stretch(np.asarray(picked.values), percentiles)
 
 
-__all__ = ["MID_GREY", "PERCENTILES", "SIZE", "checked_percentiles", "data_array_quicklook", "encode_png", "quicklook",
+__all__ = ["MID_GREY", "PERCENTILES", "SIZE", "data_array_quicklook", "encode_png", "quicklook",
            "stretch", "write_quicklook"]
