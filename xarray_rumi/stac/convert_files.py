@@ -110,7 +110,11 @@ def _output_not_older(job: FileJob):
 
 def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
     fields = image_fields(image)
-    return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
+    try:
+        source_bytes = ByteSource.of(job.source).size()
+    except (OSError, ValueError):  # a URL rasterio reads but fsspec cannot size
+        source_bytes = None
+    return FileResult(job, status, None, source_bytes, fields["file:size"], fields, bands)
 
 
 def kept_output(target: str, storage_options=None):
@@ -135,8 +139,7 @@ def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands
 
     options, settings = {}, {}
     if not georeferencing:
-        # PAM: .aux.xml sidecars still count. Sidecars are then asked for by name, not found in a listing
-        # of the source's folder (one an open: O(files) each in a flat archive; remotely, a listing request).
+        # PAM .aux.xml sidecars still count, asked for by name rather than found by listing the folder (docs/stac.md)
         options, settings = {"GEOREF_SOURCES": "PAM"}, {"GDAL_DISABLE_READDIR_ON_OPEN": "TRUE"}
     with rasterio.Env(**settings), rasterio.open(source, **options) as src:
         if georeferencing and src.gcps[0]:
@@ -148,13 +151,6 @@ def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands
                             tuple(src.descriptions))
         dtype = "complex64" if src.dtypes[0] == "complex_int16" else src.dtypes[0]  # rumi convert's type for it
         return bands, (src.count, src.height, src.width, dtype)
-
-
-def _size(source: str) -> int | None:
-    try:
-        return ByteSource.of(source).size()
-    except (OSError, ValueError):  # a URL rasterio reads but fsspec cannot size
-        return None
 
 
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:

@@ -117,33 +117,23 @@ def _band(sample_type, nodata=None) -> dict:
 
 def stac_nodata(nodata, sample_type):
     """``nodata`` as the raster extension writes it; ``ValueError`` when no sample can equal it."""
-    value = _number(nodata)
-    integer_range = _integer_range(sample_type)
-    if integer_range is None:  # JSON has no NaN nor infinities: the raster extension spells them "nan", "inf", "-inf"
-        return value if math.isfinite(value) else str(value)
-    low, high = integer_range
-    if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
-        raise ValueError(f"nodata {nodata!r} is not a value of {sample_type.name} samples ({low} to {high})")
-    return int(value)
-
-
-def _number(nodata) -> int | float:
     if isinstance(nodata, (bool, np.bool_)):
         raise TypeError(f"nodata must be a number, got {nodata!r}")
     if isinstance(nodata, (int, np.integer)) or (isinstance(nodata, str) and re.fullmatch(r"\s*[+-]?\d+\s*", nodata)):
-        return int(nodata)
-    try:
-        return float(nodata)
-    except (TypeError, ValueError):
-        raise TypeError(f"nodata must be a number or 'nan', 'inf', '-inf', got {nodata!r}") from None
-
-
-def _integer_range(sample_type) -> tuple[int, int] | None:
+        value = int(nodata)
+    else:
+        try:
+            value = float(nodata)
+        except (TypeError, ValueError):
+            raise TypeError(f"nodata must be a number or 'nan', 'inf', '-inf', got {nodata!r}") from None
     signed = {1: False, 2: True, 5: True}.get(sample_type.sample_format)  # unsigned, signed, complex int
-    if signed is None:
-        return None
+    if signed is None:  # JSON has no NaN nor infinities: the raster extension spells them "nan", "inf", "-inf"
+        return value if math.isfinite(value) else str(value)
     bits = sample_type.bits_per_sample // sample_type.components
-    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
+        raise ValueError(f"nodata {nodata!r} is not a value of {sample_type.name} samples ({low} to {high})")
+    return int(value)
 
 
 def absolute_href(path) -> str:
