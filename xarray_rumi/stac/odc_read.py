@@ -142,7 +142,7 @@ def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_
 
 def _refuse_what_gdal_cannot_give(href: str, samples: np.dtype, out: np.dtype, paste: bool, resampling: str) -> None:
     """``ValueError`` where GDAL has no ``out`` type for this paste or warp."""
-    if out in WARPABLE or (paste and (out == samples or _holds_exactly(out, samples))):
+    if out in WARPABLE or (paste and np.can_cast(samples, out, "safe")):
         return
     if paste:
         what = f"loaded as dtype={out.name!r} on their own grid: not every value fits, and GDAL, which casts"
@@ -166,7 +166,7 @@ def gdal_dtype(dtype: np.dtype) -> np.dtype:
     if dtype in WARPABLE:
         return dtype
     for wider in (np.dtype("uint8"), np.dtype("int8"), np.dtype("float32"), np.dtype("complex64")):
-        if _holds_exactly(wider, dtype):
+        if np.can_cast(dtype, wider, "safe"):  # ml_dtypes registers its types' safe casts
             return wider
     raise ValueError(f"no type GDAL reads holds every {dtype} value")
 
@@ -227,24 +227,6 @@ def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
     run_start = np.maximum(columns // tile_width * tile_width, cols.start)
     run_stop = np.minimum((columns // tile_width + 1) * tile_width, cols.stop)
     return columns >= run_stop - (run_stop - run_start) % 8
-
-
-def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
-    if narrow == np.bool_:
-        return True
-    try:
-        return np.can_cast(narrow, wide, "safe")
-    except TypeError:
-        pass
-    import ml_dtypes
-
-    if wide.kind == "f" and narrow.kind == "V":  # bfloat16, float8, float6, float4 (ml_dtypes' kind)
-        info = ml_dtypes.finfo(narrow)
-        return info.nmant <= np.finfo(wide).nmant and info.maxexp <= np.finfo(wide).maxexp
-    if wide.kind in "iu":
-        info = ml_dtypes.iinfo(narrow)
-        return np.iinfo(wide).min <= info.min and info.max <= np.iinfo(wide).max
-    return False
 
 
 def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.ndarray:
