@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -12,7 +13,7 @@ import dask
 from ..io.source import ByteSource
 from ..io.urls import is_local, local_path
 from ..reading.open import open_image, read_blob_file
-from ..runtime.threads import computing_threads
+from ..runtime.threads import computing_threads, in_processes, ordered_map
 from ..writing.convert import convert
 from .items import image_fields
 
@@ -72,19 +73,8 @@ def convert_file(job: FileJob) -> FileResult:
         return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
 
 
-def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
-    """The result of each job whose valid output is already there, else ``None`` (its task says why), on threads."""
-    from rasterio.errors import NotGeoreferencedWarning
-
-    from ..runtime.threads import ordered_map
-
-    with warnings.catch_warnings():
-        # the filters are the process's: set here, around every thread's opens, not in each thread
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        return list(ordered_map(_kept_file, jobs, in_flight=2 * computing_threads()))
-
-
 def _kept_file(job: FileJob) -> FileResult | None:
+    """``job``'s result if its valid output is already there, else ``None`` (its task says why)."""
     try:
         image = _output_not_older(job)
         # the source's GCPs go unread with its georeferencing: an output with none (what rumi convert
@@ -159,7 +149,12 @@ def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, 
     # request each costs no client time
     if not jobs or not is_local(jobs[0].target):
         return _run_jobs(jobs, scheduler, processes, progress)
-    kept = kept_files(jobs)
+    from rasterio.errors import NotGeoreferencedWarning
+
+    with warnings.catch_warnings():
+        # the filters are the process's: set here, around every thread's opens, not in each thread
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        kept = list(ordered_map(_kept_file, jobs, in_flight=2 * computing_threads()))
     for result in filter(None, kept):
         _reported(result, progress)
     done = iter(_run_jobs([job for job, result in zip(jobs, kept) if result is None], scheduler, processes, progress))
@@ -169,11 +164,10 @@ def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, 
 def _run_jobs(jobs: list[FileJob], scheduler, processes: int | None, progress) -> list[FileResult]:
     if not jobs:
         return []
+    if scheduler is None and "distributed" in sys.modules:  # a client of this process: distributed is imported then
+        with contextlib.suppress(ValueError):  # there is none
+            scheduler = sys.modules["distributed"].default_client()
     if scheduler is None:
-        scheduler = _active_client()
-    if scheduler is None:
-        from ..runtime.threads import in_processes
-
         results = in_processes(convert_file, jobs, min(len(jobs), processes or os.cpu_count() or 1))
         return [_reported(result, progress) for result in results]
     if hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
@@ -203,13 +197,6 @@ def _reported(result: FileResult, progress) -> FileResult:
     if progress is not None:
         progress(result)
     return result
-
-
-def _active_client():
-    try:  # a client of this process: distributed is imported then
-        return sys.modules["distributed"].default_client()
-    except (KeyError, ValueError):
-        return None
 
 
 __all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_output", "run_jobs"]
