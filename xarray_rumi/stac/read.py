@@ -77,17 +77,13 @@ def item_images(items, asset: str | None = None) -> list[ItemImage]:
 
 def asset_bands(asset: dict) -> tuple[StacBand, ...]:
     """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values)."""
-    named = _present_bands(asset.get("eo:bands") or asset.get("bands"))
-    raster = _present_bands(asset.get("raster:bands")) or [
+    # stac-geoparquet gives a band null where an asset has fewer bands than another
+    named = [band or {} for band in asset.get("eo:bands") or asset.get("bands") or []]
+    raster = [band or {} for band in asset.get("raster:bands") or []] or [
         {"nodata": b.get("nodata"), "unit": b.get("unit"), "scale": b.get("raster:scale"),
-         "offset": b.get("raster:offset")} for b in _present_bands(asset.get("bands"))]
+         "offset": b.get("raster:offset")} for b in (band or {} for band in asset.get("bands") or [])]
     return tuple(StacBand(names.get("name"), values.get("nodata"), values.get("scale"), values.get("offset"),
                           values.get("unit")) for names, values in itertools.zip_longest(named, raster, fillvalue={}))
-
-
-def _present_bands(bands) -> list[dict]:
-    # stac-geoparquet gives every member any band of the table has, null where this one has none
-    return [_present(band or {}) for band in bands or []]
 
 
 def _record(item_id) -> str:
