@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from odc.loader import RioDriver
 
-from .odc_read import ChunkPixels, ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
-from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
+from .odc_read import ChunkPixels, ChunkRequest, blob_header, read_chunk, refuse_unloadable_dtype
+from .read import STAC_HEADER, ItemImage, is_stac_geoparquet, item_images, read_stac_geoparquet, stac_item_dicts
 
 
 class RumiDriver(RioDriver):
@@ -45,7 +45,7 @@ class RumiDriver(RioDriver):
         return super().restore_env(env, load_state.rio)
 
     def open(self, src, ctx):
-        return RumiReader(src) if isinstance(src.driver_data, RumiAsset) else super().open(src, ctx)
+        return RumiReader(src) if isinstance(src.driver_data, ItemImage) else super().open(src, ctx)
 
     @property
     def md_parser(self) -> RumiMDParser:
@@ -87,14 +87,11 @@ class RumiMDParser:
         return group.patch(bands=bands)
 
     def driver_data(self, md, band_key):
-        name = band_key[0]
-        asset = md.assets.get(name)
+        asset = md.assets.get(band_key[0])
         if asset is None or STAC_HEADER not in asset.extra_fields:
             return None
-        # the asset's own projection fields override the Item's
-        record = {"id": md.id, "properties": md.properties, "assets": {name: asset.extra_fields}}
-        return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record),
-                         claimed_by=f"STAC Item {md.id!r}")
+        fields = {**asset.extra_fields, "href": asset.href}
+        return item_images({"id": md.id, "properties": md.properties, "assets": {band_key[0]: fields}})[0]
 
 
 @dataclass
@@ -129,7 +126,7 @@ class RumiDaskReader:
     layer_name: str = ""
 
     def open(self, src, cfg, ctx, *, layer_name: str, idx: int) -> RumiDaskReader:
-        if isinstance(src.driver_data, RumiAsset):
+        if isinstance(src.driver_data, ItemImage):
             # refused while the load is built, not in every task
             refuse_unloadable_dtype(src.uri, blob_header(src.driver_data.blob).sample_type.dtype, cfg)
         env = self.env if self.env is not None else self.driver.capture_env()
@@ -141,7 +138,7 @@ class RumiDaskReader:
 
         key = (self.layer_name, *idx)
         src, cfg = self.src, self.cfg
-        if not isinstance(src.driver_data, RumiAsset):
+        if not isinstance(src.driver_data, ItemImage):
             return delayed(_read_other, pure=True, traverse=False)(
                 src, self.load, cfg, dst_geobox, self.driver, self.env, selection, dask_key_name=key)
         band, nodata = _band_index(src), _nodata(src)

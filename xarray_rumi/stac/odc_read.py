@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import RumiFormatError
-from ..format.geo import Georeferencing
 from ..reading.open import open_image
+from .read import ItemImage
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +28,6 @@ READ_ERRORS = (OSError, RumiFormatError)
 
 
 @dataclass(frozen=True)
-class RumiAsset:
-    """An Item's rumi asset: its blob, its georeferencing, and the Item that claims it (named in refusals)."""
-
-    blob: bytes
-    georeferencing: Georeferencing
-    claimed_by: str | None = None
-
-
-@dataclass(frozen=True)
 class ChunkRequest:
     """0-based ``bands`` of one rumi file under odc's ``RasterLoadParams``; ``src_nodata`` from ``raster:bands``.
 
@@ -44,7 +35,7 @@ class ChunkRequest:
     """
 
     href: str
-    asset: RumiAsset
+    asset: ItemImage
     bands: list | tuple
     cfg: object
     src_nodata: float | None = None
@@ -70,7 +61,7 @@ class ChunkPixels:
         return self.roi_dst, dst[self.roi_dst]
 
 
-def source_geobox(asset: RumiAsset):
+def source_geobox(asset: ItemImage):
     """The source image's ``odc.geo.GeoBox``, with the corner transform GDAL reports for its GeoTIFF twin."""
     from affine import Affine
     from odc.geo.geobox import GeoBox
@@ -109,7 +100,7 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         rows, cols = _grown(rows, cols, src_geobox.shape.yx, cfg.resampling, info.scale)
     try:
         image = open_image(request.href, header=header, georeferencing=request.asset.georeferencing,
-                           claimed_by=request.asset.claimed_by)
+                           claimed_by=request.asset.record)
         pixels = _read_bands(image, bands, rows, cols)
     except READ_ERRORS as error:
         if cfg.fail_on_error:
@@ -268,5 +259,5 @@ def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
     return equal | np.isnan(pixels) if pixels.dtype.kind == "f" else equal
 
 
-__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
+__all__ = ["ChunkPixels", "ChunkRequest", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
            "read_chunk", "refuse_unloadable_dtype", "source_geobox"]
