@@ -152,13 +152,11 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     import fsspec
 
     fs, target = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
-    info = fs.info(target)
-    modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
-    if modified is None:
-        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime= (rumi stac --datetime)")
-    if isinstance(modified, (int, float)):
-        return dt.datetime.fromtimestamp(modified, dt.UTC)
-    return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
+    try:
+        return _datetime(fs.modified(target), path, storage_options)
+    except (NotImplementedError, KeyError):  # a file system that keeps no modification time (HTTP)
+        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime= "
+                         "(rumi stac --datetime)") from None
 
 
 __all__ = ["PROJECTION_FIELDS", "absolute_href", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]
