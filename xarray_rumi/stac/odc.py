@@ -72,18 +72,17 @@ class RumiMDParser:
             if STAC_HEADER not in asset.extra_fields:
                 continue
             header = blob_header(base64.b64decode(asset.extra_fields[STAC_HEADER]))
+            dtype = header.sample_type.dtype
             described = asset.extra_fields.get("raster:bands") or []
             for key in [k for k in bands if k[0] == name]:
                 del bands[key]
             for index in range(1, header.grid.samples_per_pixel + 1):
                 # odc's own reading of the asset: raster:bands, or stac_cfg's (one band when it names the asset)
                 odc_band = group.bands.get((name, index)) or group.bands.get((name, 1))
-                stac_band = described[index - 1] if index <= len(described) else {}
-                bands[(name, index)] = RasterBandMetadata(
-                    data_type=str(header.sample_type.dtype),
-                    nodata=odc_band.nodata if odc_band is not None else norm_nodata(stac_band.get("nodata")),
-                    units=odc_band.units if odc_band is not None else stac_band.get("unit", "1"),
-                )
+                if odc_band is None:  # odc skipped the asset (not an image media type): its raster:bands, read here
+                    own = described[index - 1] if index <= len(described) else {}
+                    odc_band = RasterBandMetadata(nodata=norm_nodata(own.get("nodata")), units=own.get("unit", "1"))
+                bands[(name, index)] = RasterBandMetadata(str(dtype), odc_band.nodata, odc_band.units)
         return group.patch(bands=bands)
 
     def driver_data(self, md, band_key):
@@ -183,7 +182,16 @@ def load(items, bands=None, **kwargs):
 def pystac_items(items):
     """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path."""
     if isinstance(items, (str, bytes, os.PathLike)):
-        items = _stac_geoparquet_dicts(items)
+        path = os.fsdecode(items)
+        try:
+            geoparquet = is_stac_geoparquet(path)
+        except ValueError as error:  # pyarrow's ArrowInvalid: not Parquet at all
+            raise ValueError(f"{path!r} is not a stac-geoparquet file ({error}); xarray_rumi.stac.load takes STAC "
+                             "Items, their dicts, a FeatureCollection dict, or a stac-geoparquet file's path") from None
+        if not geoparquet:
+            raise ValueError(f"{path!r} is not a stac-geoparquet file (its Parquet metadata does not say so: a rumi "
+                             "catalog opens with xarray_rumi.open_catalog)")
+        items = read_stac_geoparquet(path)
     elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
         items = [items]
     return (item for given in items for item in _as_pystac(given))
@@ -193,19 +201,6 @@ def _as_pystac(given) -> list:
     import pystac
 
     return [pystac.Item.from_dict(d) for d in stac_item_dicts(given)] if isinstance(given, dict) else [given]
-
-
-def _stac_geoparquet_dicts(path) -> list[dict]:
-    path = os.fsdecode(path)
-    try:
-        geoparquet = is_stac_geoparquet(path)
-    except ValueError as error:  # pyarrow's ArrowInvalid: not Parquet at all
-        raise ValueError(f"{path!r} is not a stac-geoparquet file ({error}); xarray_rumi.stac.load takes STAC "
-                         "Items, their dicts, a FeatureCollection dict, or a stac-geoparquet file's path") from None
-    if not geoparquet:
-        raise ValueError(f"{path!r} is not a stac-geoparquet file (its Parquet metadata does not say so: a rumi "
-                         "catalog opens with xarray_rumi.open_catalog)")
-    return read_stac_geoparquet(path)
 
 
 def _band_index(src) -> int:
