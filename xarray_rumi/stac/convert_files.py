@@ -197,6 +197,3 @@ def _reported(result: FileResult, progress) -> FileResult:
     if progress is not None:
         progress(result)
     return result
-
-
-__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_output", "run_jobs"]

@@ -187,7 +187,3 @@ def _segment(name, what: str) -> str:
 
 def _join(root: str, *parts: str) -> str:
     return posixpath.join(root, *parts) if is_url(root) else os.path.join(root, *parts)
-
-
-__all__ = ["EO", "GEOTIFF_TYPES", "REFUSED", "band_fields", "convert_items", "converted_items", "is_geotiff_asset",
-           "plan_jobs", "rumi_asset", "source_item_dicts", "summary"]

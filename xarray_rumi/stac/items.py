@@ -157,6 +157,3 @@ def _datetime(value, path, storage_options) -> dt.datetime:
     except (NotImplementedError, KeyError):  # a file system that keeps no modification time (HTTP)
         raise ValueError(f"{path}: no modification time to date the Item by; pass datetime= "
                          "(rumi stac --datetime)") from None
-
-
-__all__ = ["PROJECTION_FIELDS", "absolute_href", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]

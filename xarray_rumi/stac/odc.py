@@ -212,6 +212,3 @@ def _band_index(src) -> int:
 
 def _nodata(src):
     return src.meta.nodata if src.meta is not None else None
-
-
-__all__ = ["RumiDaskReader", "RumiDriver", "RumiLoad", "RumiMDParser", "RumiReader", "load", "pystac_items"]

@@ -257,7 +257,3 @@ def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
     """Where ``pixels`` are nodata, by odc's rule (NaN always counts in floats)."""
     equal = np.zeros(pixels.shape, bool) if nodata is None else pixels == nodata
     return equal | np.isnan(pixels) if pixels.dtype.kind == "f" else equal
-
-
-__all__ = ["ChunkPixels", "ChunkRequest", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
-           "read_chunk", "refuse_unloadable_dtype", "source_geobox"]

@@ -138,7 +138,3 @@ def data_array_quicklook(array, *, bands=None, size: int = SIZE, percentiles=PER
     band_dim, y_dim, x_dim = array.dims
     picked = array.isel({band_dim: chosen, y_dim: slice(step // 2, None, step), x_dim: slice(step // 2, None, step)})
     return stretch(np.asarray(picked.values), percentiles)
-
-
-__all__ = ["MID_GREY", "PERCENTILES", "SIZE", "data_array_quicklook", "encode_png", "quicklook",
-           "stretch", "write_quicklook"]

@@ -290,9 +290,3 @@ def stac_datetime(item: dict):
     if stamp.tzinfo is not None:  # xarray's time coordinates are naive: UTC, as STAC's are
         stamp = stamp.tz_convert("UTC").tz_localize(None)
     return stamp.to_datetime64()
-
-
-__all__ = ["ItemImage", "STAC_CRS_FIELDS", "StacBand", "asset_bands", "STAC_HEADER", "STAC_MEDIA_TYPE",
-           "STAC_RASTER_TYPE", "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images",
-           "read_stac_geoparquet", "rumi_asset", "stac_datetime", "stac_geoparquet_images", "stac_georeferencing",
-           "stac_item_dicts"]
