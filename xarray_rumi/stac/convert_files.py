@@ -67,10 +67,9 @@ def convert_file(job: FileJob) -> FileResult:
         image = open_image(job.target, read_blob_file(f"{job.target}.header", job.storage_options),
                            storage_options=job.storage_options)
         return _result(job, "converted", image, bands)
-    except (ValueError, OSError) as exc:
-        return FileResult(job, "failed", reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
-        return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - any error is this file's; one not of bad input named with its type
+        bad_input = isinstance(exc, (ValueError, OSError))
+        return FileResult(job, "failed", reason=str(exc) if bad_input else f"{type(exc).__name__}: {exc}")
 
 
 def _kept_file(job: FileJob) -> FileResult | None:

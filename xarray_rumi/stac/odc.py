@@ -142,9 +142,8 @@ class RumiDaskReader:
                 src, self.load, cfg, dst_geobox, self.driver, self.env, selection, dask_key_name=key)
         band, nodata = _band_index(src), _nodata(src)
         group = tokenize(src.uri, src.driver_data, nodata, *(getattr(cfg, name) for name in SHARED_CFG))
-        bands = self.load.asked.setdefault(group, [])
-        if band not in bands:
-            bands.append(band)
+        bands = self.load.asked.setdefault(group, set())
+        bands.add(band)
         request = ChunkRequest(src.uri, src.driver_data, bands, cfg, nodata)
         chunk = delayed(read_chunk, pure=True, traverse=False)(
             request, dst_geobox, dask_key_name=f"rumi-chunk-{tokenize(group, dst_geobox)}")

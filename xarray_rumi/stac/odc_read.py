@@ -36,7 +36,7 @@ class ChunkRequest:
 
     href: str
     asset: ItemImage
-    bands: list | tuple
+    bands: set | tuple
     cfg: object
     src_nodata: float | None = None
 

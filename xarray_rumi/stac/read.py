@@ -60,7 +60,7 @@ class ItemImage:
         return hash(self._compared())
 
     def _compared(self) -> tuple:
-        nanoseconds = None if np.isnat(self.datetime) else int(self.datetime.astype("M8[ns]").astype(np.int64))
+        nanoseconds = int(self.datetime.astype("M8[ns]").astype(np.int64))  # NaT too: the lowest int64
         return self.href, self.blob, self.georeferencing, self.id, nanoseconds, self.asset, self.bands
 
 
