@@ -43,17 +43,14 @@ class ChunkRequest:
 
 @dataclass(frozen=True)
 class ChunkPixels:
-    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst``; ``failed``: the skipped read error (fail_on_error=False)."""
+    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst`` (empty for a read error skipped with fail_on_error=False)."""
 
     roi_dst: tuple[slice, slice]
     bands: tuple[int, ...]
-    pixels: np.ndarray | None
-    failed: str | None = None
+    pixels: np.ndarray
 
     def band(self, band: int, dst: np.ndarray | None = None) -> tuple[tuple[slice, slice], np.ndarray]:
         """``(roi, pixels)`` of band ``band`` (0-based), as odc's readers return them (into ``dst`` if given)."""
-        if self.failed is not None:
-            return np.s_[0:0, 0:0], (dst[0:0, 0:0] if dst is not None else np.ndarray((0, 0), self.pixels.dtype))
         pixels = self.pixels[self.bands.index(band)]
         if dst is None:
             return self.roi_dst, pixels
@@ -106,7 +103,7 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         if cfg.fail_on_error:
             raise
         log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
-        return ChunkPixels(roi_dst, bands, out[:, 0:0, 0:0], failed=str(error))
+        return ChunkPixels(np.s_[0:0, 0:0], bands, out[:, 0:0, 0:0])
     if paste:
         out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, header.grid.tile_width))
         # odc's order: the nodata test is on the cast pixels, where a clamped nodata does not count
