@@ -24,10 +24,8 @@ PROJECTION_FIELDS = ("proj:code", "proj:shape", "proj:transform")
 #: Points along each edge of the footprint before reprojection, so curved edges stay inside the polygon.
 EDGE_POINTS = 21
 
-_STAC_DATA_TYPES = {
-    "bool": "uint8", "uint2": "uint8", "uint4": "uint8", "int2": "int8", "int4": "int8",
-    "complex64": "cfloat32", "complex128": "cfloat64",
-}
+_STAC_DATA_TYPES = {"bool": "uint8", "uint2": "uint8", "uint4": "uint8", "int2": "int8", "int4": "int8",
+                    "complex64": "cfloat32", "complex128": "cfloat64"}
 _STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
                "float64", "cint16", "cint32", "cfloat32", "cfloat64"}
 

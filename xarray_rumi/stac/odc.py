@@ -29,8 +29,8 @@ class RumiDriver(RioDriver):
     """
 
     def __init__(self, stac_cfg: dict | None = None) -> None:
-        super().__init__()
         self.stac_cfg = dict(stac_cfg or {})
+        super().__init__(md_parser=RumiMDParser(self.stac_cfg), dask_reader=RumiDaskReader(self))
 
     def __repr__(self) -> str:
         return f"RumiDriver(stac_cfg={self.stac_cfg!r})" if self.stac_cfg else "RumiDriver()"
@@ -46,14 +46,6 @@ class RumiDriver(RioDriver):
 
     def open(self, src, ctx):
         return RumiReader(src) if isinstance(src.driver_data, ItemImage) else super().open(src, ctx)
-
-    @property
-    def md_parser(self) -> RumiMDParser:
-        return RumiMDParser(self.stac_cfg)
-
-    @property
-    def dask_reader(self) -> RumiDaskReader:
-        return RumiDaskReader(self)
 
 
 @dataclass(frozen=True)
