@@ -103,24 +103,19 @@ def converted_items(dicts: list[dict], results: list[FileResult]) -> list:
     """Each Item dict as a ``pystac.Item`` with its converted assets replaced."""
     import pystac
 
-    by_item: dict[str, dict[str, FileResult]] = {}
+    new_items = [copy.deepcopy(item) for item in dicts]
+    by_id = {new.get("id"): new for new in new_items}
+    for new in new_items:
+        new["links"] = [link for link in new.get("links", []) if link.get("rel") != "self"]
     for result in results:
-        by_item.setdefault(result.job.item_id, {})[result.job.asset] = result
-    return [pystac.Item.from_dict(_converted(item, by_item.get(item.get("id"), {}))) for item in dicts]
-
-
-def _converted(item: dict, results: dict[str, FileResult]) -> dict:
-    new = copy.deepcopy(item)
-    new["links"] = [link for link in new.get("links", []) if link.get("rel") != "self"]
-    extensions = list(new.get("stac_extensions", []))
-    for key, result in results.items():
+        new, key = by_id[result.job.item_id], result.job.asset
         if result.status == "failed":
             new["assets"][key][REFUSED] = result.reason
             continue
         new["assets"][key] = rumi_asset(new["assets"][key], result, new.get("properties", {}))
-        extensions += [PROJECTION, RASTER, FILE] + ([EO] if "eo:bands" in new["assets"][key] else [])
-    new["stac_extensions"] = list(dict.fromkeys(extensions))
-    return new
+        extensions = [PROJECTION, RASTER, FILE] + ([EO] if "eo:bands" in new["assets"][key] else [])
+        new["stac_extensions"] = list(dict.fromkeys([*new.get("stac_extensions", []), *extensions]))
+    return [pystac.Item.from_dict(new) for new in new_items]
 
 
 def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
