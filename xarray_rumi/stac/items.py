@@ -97,9 +97,8 @@ def footprint(georef: Georeferencing, width: int, height: int):
     to_lonlat = Transformer.from_crs(CRS.from_epsg(georef.epsg), CRS.from_epsg(4326), always_xy=True)
     lons, lats = to_lonlat.transform(xs, ys)
     ring = [[float(x), float(y)] for x, y in zip(lons, lats)]
-    ring.append(ring[0])
     bbox = [float(np.min(lons)), float(np.min(lats)), float(np.max(lons)), float(np.max(lats))]
-    return {"type": "Polygon", "coordinates": [ring]}, bbox
+    return {"type": "Polygon", "coordinates": [ring + ring[:1]]}, bbox
 
 
 def _band(sample_type, nodata=None) -> dict:

@@ -92,7 +92,6 @@ def encode_png(pixels: np.ndarray) -> bytes:
     channels = 1 if pixels.ndim == 2 else pixels.shape[2] if pixels.ndim == 3 else 0
     if channels not in _COLOUR_TYPES:
         raise ValueError(f"a PNG is made of (rows, cols) or (rows, cols, 1 to 4) pixels, not {pixels.shape}")
-    colour_type = _COLOUR_TYPES[channels]
     rows, cols = pixels.shape[:2]
     # filter type 0 (none) on every scanline: zlib does the compressing
     scanlines = np.concatenate([np.zeros((rows, 1), np.uint8), pixels.reshape(rows, -1)], axis=1)
@@ -100,7 +99,7 @@ def encode_png(pixels: np.ndarray) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    header = struct.pack(">IIBBBBB", cols, rows, 8, colour_type, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", cols, rows, 8, _COLOUR_TYPES[channels], 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 6))
             + chunk(b"IEND", b""))
 

@@ -283,10 +283,7 @@ def stac_datetime(item: dict):
     import pandas as pd
 
     properties = item.get("properties", {})
-    value = properties.get("datetime") or properties.get("start_datetime")
-    if value is None:
-        return np.datetime64("NaT", "ns")
-    stamp = pd.Timestamp(value)
+    stamp = pd.Timestamp(properties.get("datetime") or properties.get("start_datetime"))  # NaT for None
     if stamp.tzinfo is not None:  # xarray's time coordinates are naive: UTC, as STAC's are
         stamp = stamp.tz_convert("UTC").tz_localize(None)
     return stamp.to_datetime64()
