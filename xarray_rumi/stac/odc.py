@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 from dataclasses import dataclass, field
 
@@ -41,7 +40,7 @@ class RumiDriver(RioDriver):
     def finalise_load(self, load_state: RumiLoad):
         return super().finalise_load(load_state.rio)
 
-    def restore_env(self, env: dict, load_state: RumiLoad) -> contextlib.AbstractContextManager:
+    def restore_env(self, env: dict, load_state: RumiLoad):
         return super().restore_env(env, load_state.rio)
 
     def open(self, src, ctx):

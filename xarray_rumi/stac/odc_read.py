@@ -219,10 +219,8 @@ def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
 
 def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.ndarray:
     """The window of sorted ``bands``: one read per run of consecutive bands, or one for cell frames."""
-    if image.grid.bands_per_frame > 1:
-        runs = [list(bands)]
-    else:
-        runs = [[band for _, band in run] for _, run in itertools.groupby(enumerate(bands), lambda p: p[1] - p[0])]
+    runs = ([list(bands)] if image.grid.bands_per_frame > 1 else
+            [[band for _, band in run] for _, run in itertools.groupby(enumerate(bands), lambda p: p[1] - p[0])])
     parts = []
     for run in runs:
         pixels = image.read_window(range(run[0], run[-1] + 1), rows, cols)
