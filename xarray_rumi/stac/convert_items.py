@@ -165,11 +165,10 @@ def _source_bands(asset: dict) -> list[dict]:
 
 def summary(results: list[FileResult]) -> dict:
     """A migration's counts (converted, kept, failed), bytes in and out, and their ratio."""
-    done = [r for r in results if r.status != "failed"]
-    source_bytes = sum(r.source_bytes or 0 for r in done)
-    target_bytes = sum(r.target_bytes or 0 for r in done)
-    return {"converted": sum(r.status == "converted" for r in results), "kept": sum(r.status == "kept" for r in results),
-            "failed": sum(r.status == "failed" for r in results), "bytes_in": source_bytes, "bytes_out": target_bytes,
+    counts = {status: sum(r.status == status for r in results) for status in ("converted", "kept", "failed")}
+    source_bytes = sum(r.source_bytes or 0 for r in results)  # a failed file has no sizes
+    target_bytes = sum(r.target_bytes or 0 for r in results)
+    return {**counts, "bytes_in": source_bytes, "bytes_out": target_bytes,
             "ratio": source_bytes / target_bytes if target_bytes else math.nan}
 
 
