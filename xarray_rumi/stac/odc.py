@@ -65,8 +65,7 @@ class RumiMDParser:
             header = blob_header(base64.b64decode(asset.extra_fields[STAC_HEADER]))
             dtype = header.sample_type.dtype
             described = asset.extra_fields.get("raster:bands") or []
-            for key in [k for k in bands if k[0] == name]:
-                del bands[key]
+            bands = {key: band for key, band in bands.items() if key[0] != name}
             for index in range(1, header.grid.samples_per_pixel + 1):
                 # odc's own reading of the asset: raster:bands, or stac_cfg's (one band when it names the asset)
                 odc_band = group.bands.get((name, index)) or group.bands.get((name, 1))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..datamodel.coords import corner_transform
 from ..errors import RumiFormatError
 from ..reading.open import open_image
 from .read import ItemImage
@@ -62,8 +63,6 @@ def source_geobox(asset: ItemImage):
     """The source image's ``odc.geo.GeoBox``, with the corner transform GDAL reports for its GeoTIFF twin."""
     from affine import Affine
     from odc.geo.geobox import GeoBox
-
-    from ..datamodel.coords import corner_transform
 
     georef, grid = asset.georeferencing, blob_header(asset.blob).grid
     if not georef.is_defined:
@@ -132,10 +131,8 @@ def _refuse_what_gdal_cannot_give(href: str, samples: np.dtype, out: np.dtype, p
     """``ValueError`` where GDAL has no ``out`` type for this paste or warp."""
     if out in WARPABLE or (paste and np.can_cast(samples, out, "safe")):
         return
-    if paste:
-        what = f"loaded as dtype={out.name!r} on their own grid: not every value fits, and GDAL, which casts"
-    else:
-        what = f"reprojected into dtype={out.name!r} ({resampling} resampling onto another grid): GDAL, which warps"
+    what = (f"loaded as dtype={out.name!r} on their own grid: not every value fits, and GDAL, which casts" if paste
+            else f"reprojected into dtype={out.name!r} ({resampling} resampling onto another grid): GDAL, which warps")
     raise ValueError(
         f"{href}: {samples} samples cannot be {what} for odc's GeoTIFF reader, has no {out}. "
         "Load them with dtype= a type GDAL has (dtype='float32' for float types and bfloat16, 'uint8'/'int8' for "
