@@ -117,8 +117,7 @@ def kept_output(target: str, storage_options=None):
 
 
 def _shape(image) -> tuple:
-    grid = image.grid
-    return grid.samples_per_pixel, grid.image_length, grid.image_width, image.header.sample_type.dtype.name
+    return *image.grid.shape, image.header.sample_type.dtype.name
 
 
 def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands, tuple]:

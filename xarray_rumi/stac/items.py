@@ -87,15 +87,14 @@ def footprint(georef: Georeferencing, width: int, height: int):
     """The image's lon/lat GeoJSON polygon (not split at the antimeridian) and bbox; ``(None, None)`` without a CRS."""
     if not georef.is_defined:
         return None, None
-    from pyproj import CRS, Transformer
+    from pyproj import Transformer
 
     a, b, c, d, e, f = corner_transform(georef)
     steps = np.linspace(0.0, 1.0, EDGE_POINTS)[:-1]
     cols = np.concatenate([steps * width, np.full_like(steps, width), (1 - steps) * width, np.zeros_like(steps)])
     rows = np.concatenate([np.zeros_like(steps), steps * height, np.full_like(steps, height), (1 - steps) * height])
     xs, ys = a * cols + b * rows + c, d * cols + e * rows + f
-    to_lonlat = Transformer.from_crs(CRS.from_epsg(georef.epsg), CRS.from_epsg(4326), always_xy=True)
-    lons, lats = to_lonlat.transform(xs, ys)
+    lons, lats = Transformer.from_crs(georef.epsg, 4326, always_xy=True).transform(xs, ys)
     ring = [[float(x), float(y)] for x, y in zip(lons, lats)]
     bbox = [float(np.min(lons)), float(np.min(lats)), float(np.max(lons)), float(np.max(lats))]
     return {"type": "Polygon", "coordinates": [ring + ring[:1]]}, bbox

@@ -24,8 +24,6 @@ EXTRA_MARGIN = 20
 #: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
 WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
                                             "float32", "float64", "complex64", "complex128"))
-#: Errors that ``fail_on_error=False`` turns into a missing source, as odc does with rasterio's read errors.
-READ_ERRORS = (OSError, RumiFormatError)
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
         image = open_image(request.href, header=header, georeferencing=request.asset.georeferencing,
                            claimed_by=request.asset.record)
         pixels = _read_bands(image, bands, rows, cols)
-    except READ_ERRORS as error:
+    except (OSError, RumiFormatError) as error:  # what fail_on_error=False skips, as odc skips rasterio's
         if cfg.fail_on_error:
             raise
         log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
