@@ -121,8 +121,7 @@ def _shape(image) -> tuple:
 
 
 def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands, tuple]:
-    """The band metadata and ``(bands, rows, cols, dtype)`` of ``source``; its GCPs refused unless
-    ``georeferencing=False``, which reads none of it but PAM's."""
+    """``source``'s band metadata and ``(bands, rows, cols, dtype)``; GCPs refused unless ``georeferencing=False``."""
     import rasterio
 
     options, settings = {}, {}
