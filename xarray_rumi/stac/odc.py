@@ -170,6 +170,8 @@ def load(items, bands=None, **kwargs):
 
 def pystac_items(items):
     """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path."""
+    import pystac
+
     if isinstance(items, (str, bytes, os.PathLike)):
         path = os.fsdecode(items)
         try:
@@ -183,13 +185,8 @@ def pystac_items(items):
         items = read_stac_geoparquet(path)
     elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
         items = [items]
-    return (item for given in items for item in _as_pystac(given))
-
-
-def _as_pystac(given) -> list:
-    import pystac
-
-    return [pystac.Item.from_dict(d) for d in stac_item_dicts(given)] if isinstance(given, dict) else [given]
+    return (pystac.Item.from_dict(item) if isinstance(item, dict) else item
+            for given in items for item in (stac_item_dicts(given) if isinstance(given, dict) else [given]))
 
 
 def _band_index(src) -> int:
