@@ -275,6 +275,18 @@ def test_a_rerun_converts_again_a_source_replaced_after_its_output(sources_dir):
     assert convert_file(FileJob("scene-0", "B02", source, target)).status == "kept"  # the output is the newer
 
 
+@pytest.mark.parametrize(("asset", "expected"), [
+    ({"href": "b.tif", "type": "image/tiff; application=geotiff; profile=cloud-optimized"}, True),
+    ({"href": "thumb.png", "type": "image/png"}, False),
+    ({"href": "s3://b/x.TIF"}, True),   # no media type: the href says
+    ({"href": "x.tif", "type": "image/tiff", "rumi:header": "AAAA"}, False),   # converted already
+])
+def test_a_geotiff_asset_is_told_by_media_type_or_else_by_href(asset, expected):
+    from xarray_rumi.stac.convert_items import is_geotiff_asset
+
+    assert is_geotiff_asset(asset) is expected
+
+
 def test_unsafe_item_ids_are_refused_before_any_file(sources_dir):
     items = make_items(str(sources_dir / "cogs"), count=1)
     items[0].id = "../escape"

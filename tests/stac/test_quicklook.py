@@ -140,6 +140,12 @@ def test_percentiles_out_of_order_or_range_are_refused(tmp_path, percentiles):
         quicklook(path, blob, percentiles=percentiles)
 
 
+def test_a_size_under_one_pixel_is_refused(tmp_path):
+    da = xr.DataArray(np.arange(12.0).reshape(3, 4), dims=("y", "x"))
+    with pytest.raises(ValueError, match="a quicklook's size must be at least 1 pixel, got 0"):
+        da.rumi.quicklook(size=0)
+
+
 def test_a_quicklook_makes_no_missing_folder(tmp_path):
     da = xr.DataArray(np.arange(12.0).reshape(3, 4), dims=("y", "x"))
     with pytest.raises(FileNotFoundError):

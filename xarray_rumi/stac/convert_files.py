@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -12,7 +13,7 @@ import dask
 from ..io.source import ByteSource
 from ..io.urls import is_local, local_path
 from ..reading.open import open_image, read_blob_file
-from ..runtime.threads import computing_threads
+from ..runtime.threads import computing_threads, in_processes, ordered_map
 from ..writing.convert import convert
 from .items import image_fields
 
@@ -54,55 +55,27 @@ class FileResult:
 
 
 def convert_file(job: FileJob) -> FileResult:
-    """Convert ``job.source`` unless a valid output is there; never raises for a bad file (its ``reason``).
-
-    >>> import numpy as np, rasterio, tempfile, os
-    >>> d = tempfile.mkdtemp()
-    >>> with rasterio.open(os.path.join(d, "in.tif"), "w", driver="GTiff", width=32, height=32, count=1,
-    ...                    dtype="uint8", crs="EPSG:4326", transform=rasterio.Affine(0.1, 0, 5, 0, -0.1, 45)) as f:
-    ...     f.write(np.ones((1, 32, 32), "uint8"))
-    >>> job = FileJob("a", "data", os.path.join(d, "in.tif"), os.path.join(d, "out.rumi"))
-    >>> convert_file(job).status, convert_file(job).status
-    ('converted', 'kept')
-    """
+    """Convert ``job.source`` unless a valid output is there; never raises for a bad file (its ``reason``)."""
     try:
-        image = None if _source_is_newer(job) else kept_output(job.target, job.storage_options)
+        image = _output_not_older(job)
         bands, source_shape = _source_bands(job.source)
-        status = "kept"
-        if image is None or _shape(image) != source_shape:
-            # on this worker's threads, not back to the cluster a frame a task
-            with dask.config.set(scheduler="threads", num_workers=computing_threads()):
-                convert(job.source, job.target, storage_options=job.storage_options, **job.options)
-            status = "converted"
-            image = open_image(job.target, read_blob_file(f"{job.target}.header", job.storage_options),
-                               storage_options=job.storage_options)
-        return _result(job, status, image, bands)
-    except (ValueError, OSError) as exc:
-        return FileResult(job, "failed", reason=str(exc))
-    except Exception as exc:  # noqa: BLE001 - anything else is this file's too, named with its type
-        return FileResult(job, "failed", reason=f"{type(exc).__name__}: {exc}")
-
-
-def kept_files(jobs: list[FileJob]) -> list[FileResult | None]:
-    """The result of each job whose valid output is already there, else ``None`` (its task says why), on threads.
-
-    Sources are opened without their georeferencing (docs/stac.md, "Restartable and safe").
-    """
-    from rasterio.errors import NotGeoreferencedWarning
-
-    from ..runtime.threads import ordered_map
-
-    with warnings.catch_warnings():
-        # the filters are the process's: set here, around every thread's opens, not in each thread
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        return list(ordered_map(_kept_file, jobs, in_flight=2 * computing_threads()))
+        if image is not None and _shape(image) == source_shape:
+            return _result(job, "kept", image, bands)
+        # on this worker's threads, not back to the cluster a frame a task
+        with dask.config.set(scheduler="threads", num_workers=computing_threads()):
+            convert(job.source, job.target, storage_options=job.storage_options, **job.options)
+        image = open_image(job.target, read_blob_file(f"{job.target}.header", job.storage_options),
+                           storage_options=job.storage_options)
+        return _result(job, "converted", image, bands)
+    except Exception as exc:  # noqa: BLE001 - any error is this file's; one not of bad input named with its type
+        bad_input = isinstance(exc, (ValueError, OSError))
+        return FileResult(job, "failed", reason=str(exc) if bad_input else f"{type(exc).__name__}: {exc}")
 
 
 def _kept_file(job: FileJob) -> FileResult | None:
+    """``job``'s result if its valid output is already there, else ``None`` (its task says why)."""
     try:
-        if _source_is_newer(job):
-            return None
-        image = kept_output(job.target, job.storage_options)
+        image = _output_not_older(job)
         # the source's GCPs go unread with its georeferencing: an output with none (what rumi convert
         # makes of a GCP source) is left to its task, which opens the source whole
         if image is None or image.georeferencing is None or not image.georeferencing.is_defined:
@@ -113,25 +86,28 @@ def _kept_file(job: FileJob) -> FileResult | None:
         return None
 
 
-def _source_is_newer(job: FileJob) -> bool:
-    """Whether a local source was modified after its local output (make's rule: a source replaced in place,
-    same grid and type, is converted again); remote sources are not asked (docs/stac.md)."""
-    if not (is_local(job.source) and is_local(job.target)):
-        return False
-    try:
-        return os.stat(local_path(job.source)).st_mtime_ns > os.stat(local_path(job.target)).st_mtime_ns
-    except OSError:  # no output yet (it is converted), or a source GDAL names another way (/vsi...)
-        return False
+def _output_not_older(job: FileJob):
+    """:func:`kept_output`, unless a local source was modified after its local output (make's rule, docs/stac.md)."""
+    if is_local(job.source) and is_local(job.target):
+        try:
+            if os.stat(local_path(job.source)).st_mtime_ns > os.stat(local_path(job.target)).st_mtime_ns:
+                return None
+        except OSError:  # no output yet (it is converted), or a source GDAL names another way (/vsi...)
+            pass
+    return kept_output(job.target, job.storage_options)
 
 
 def _result(job: FileJob, status: str, image, bands: SourceBands) -> FileResult:
     fields = image_fields(image)
-    return FileResult(job, status, None, _size(job.source), fields["file:size"], fields, bands)
+    try:
+        source_bytes = ByteSource.of(job.source).size()
+    except (OSError, ValueError):  # a URL rasterio reads but fsspec cannot size
+        source_bytes = None
+    return FileResult(job, status, None, source_bytes, fields["file:size"], fields, bands)
 
 
 def kept_output(target: str, storage_options=None):
-    """``target`` opened (a ``RumiImage``) if it is a whole rumi file whose blob beside it is the one its IFD
-    gives, else ``None``."""
+    """``target`` opened if it is a whole rumi file whose blob beside it is the one its IFD gives, else ``None``."""
     try:
         blob = read_blob_file(f"{target}.header", storage_options)
         image = open_image(target, storage_options=storage_options)  # its blob rebuilt from the IFD, its real size
@@ -141,19 +117,16 @@ def kept_output(target: str, storage_options=None):
 
 
 def _shape(image) -> tuple:
-    grid = image.grid
-    return grid.samples_per_pixel, grid.image_length, grid.image_width, image.header.sample_type.dtype.name
+    return *image.grid.shape, image.header.sample_type.dtype.name
 
 
 def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands, tuple]:
-    """The band metadata and ``(bands, rows, cols, dtype)`` of ``source``; its GCPs refused unless
-    ``georeferencing=False`` (which reads none of its georeferencing, PAM's excepted)."""
+    """``source``'s band metadata and ``(bands, rows, cols, dtype)``; GCPs refused unless ``georeferencing=False``."""
     import rasterio
 
     options, settings = {}, {}
     if not georeferencing:
-        # PAM: .aux.xml sidecars still count. Sidecars are then asked for by name, not found in a listing
-        # of the source's folder (one an open: O(files) each in a flat archive; remotely, a listing request).
+        # PAM .aux.xml sidecars still count, asked for by name rather than found by listing the folder (docs/stac.md)
         options, settings = {"GEOREF_SOURCES": "PAM"}, {"GDAL_DISABLE_READDIR_ON_OPEN": "TRUE"}
     with rasterio.Env(**settings), rasterio.open(source, **options) as src:
         if georeferencing and src.gcps[0]:
@@ -163,29 +136,24 @@ def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands
                              "(gdalwarp), then convert")
         bands = SourceBands(src.nodata, tuple(src.scales), tuple(src.offsets), tuple(src.units),
                             tuple(src.descriptions))
-        dtype = {"complex_int16": "complex64", "complex_int32": "complex128"}.get(src.dtypes[0], src.dtypes[0])
+        dtype = "complex64" if src.dtypes[0] == "complex_int16" else src.dtypes[0]  # rumi convert's type for it
         return bands, (src.count, src.height, src.width, dtype)
 
 
-def _size(source: str) -> int | None:
-    try:
-        return ByteSource.of(source).size()
-    except (OSError, ValueError):  # a URL rasterio reads but fsspec cannot size
-        return None
-
-
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:
-    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes.
-
-    Local outputs already there are checked here first, on threads: a rerun hands the cluster only what
-    is left (remote ones are checked by their own tasks, where a request each costs no client time).
-    """
+    """:func:`convert_file` of every job, in order, on ``scheduler``, the active client, or ``processes`` processes."""
+    # a rerun hands the cluster only what is left; remote outputs are checked by their own tasks, where a
+    # request each costs no client time
     if not jobs or not is_local(jobs[0].target):
         return _run_jobs(jobs, scheduler, processes, progress)
-    kept = kept_files(jobs)
-    for result in kept:
-        if result is not None:
-            _reported(result, progress)
+    from rasterio.errors import NotGeoreferencedWarning
+
+    with warnings.catch_warnings():
+        # the filters are the process's: set here, around every thread's opens, not in each thread
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        kept = list(ordered_map(_kept_file, jobs, in_flight=2 * computing_threads()))
+    for result in filter(None, kept):
+        _reported(result, progress)
     done = iter(_run_jobs([job for job, result in zip(jobs, kept) if result is None], scheduler, processes, progress))
     return [result if result is not None else next(done) for result in kept]
 
@@ -193,17 +161,14 @@ def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, 
 def _run_jobs(jobs: list[FileJob], scheduler, processes: int | None, progress) -> list[FileResult]:
     if not jobs:
         return []
+    if scheduler is None and "distributed" in sys.modules:  # a client of this process: distributed is imported then
+        with contextlib.suppress(ValueError):  # there is none
+            scheduler = sys.modules["distributed"].default_client()
     if scheduler is None:
-        scheduler = _active_client()
-    if scheduler is None:
-        from ..runtime.threads import in_processes
-
         results = in_processes(convert_file, jobs, min(len(jobs), processes or os.cpu_count() or 1))
         return [_reported(result, progress) for result in results]
     if hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
         return _on_client(scheduler, jobs, progress)
-    import dask
-
     tasks = [dask.delayed(convert_file, pure=False)(job) for job in jobs]
     return [_reported(result, progress) for result in dask.compute(*tasks, scheduler=scheduler)]
 
@@ -229,16 +194,3 @@ def _reported(result: FileResult, progress) -> FileResult:
     if progress is not None:
         progress(result)
     return result
-
-
-def _active_client():
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return None
-    try:
-        return distributed.default_client()
-    except ValueError:
-        return None
-
-
-__all__ = ["FileJob", "FileResult", "SourceBands", "convert_file", "kept_files", "kept_output", "run_jobs"]

@@ -9,10 +9,12 @@ import math
 import os
 import posixpath
 
+import fsspec
+
 from ..format.blob import Header
 from ..io.urls import is_url
 from .convert_files import FileJob, FileResult, SourceBands, run_jobs
-from .items import FILE, PROJECTION, RASTER, stac_nodata
+from .items import FILE, PROJECTION, RASTER, absolute_href, stac_nodata
 from .read import STAC_CRS_FIELDS, STAC_HEADER, STAC_MEDIA_TYPE, read_stac_geoparquet, stac_item_dicts
 
 EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
@@ -64,13 +66,7 @@ def source_item_dicts(items) -> list[dict]:
 
 
 def is_geotiff_asset(asset: dict) -> bool:
-    """Whether an asset dict is a GeoTIFF, by media type or else by href.
-
-    >>> is_geotiff_asset({"href": "b.tif", "type": "image/tiff; application=geotiff; profile=cloud-optimized"})
-    True
-    >>> is_geotiff_asset({"href": "thumb.png", "type": "image/png"}), is_geotiff_asset({"href": "s3://b/x.TIF"})
-    (False, True)
-    """
+    """Whether an asset dict is a GeoTIFF, by media type (its parameters aside) or else by href."""
     if STAC_HEADER in asset:
         return False
     media = asset.get("type")
@@ -92,7 +88,8 @@ def plan_jobs(dicts: list[dict], destination, *, assets=None, options=None, stor
     if len({job.target for job in jobs}) != len(jobs):
         raise ValueError("two Items share an id: their files would replace each other under the destination")
     for folder in {_join(destination, job.item_id) for job in jobs}:
-        _make_folder(folder, storage_options)
+        fs, path = fsspec.core.url_to_fs(folder, **(storage_options or {}))
+        fs.makedirs(path, exist_ok=True)
     return jobs
 
 
@@ -100,24 +97,19 @@ def converted_items(dicts: list[dict], results: list[FileResult]) -> list:
     """Each Item dict as a ``pystac.Item`` with its converted assets replaced."""
     import pystac
 
-    by_item: dict[str, dict[str, FileResult]] = {}
+    new_items = [copy.deepcopy(item) for item in dicts]
+    by_id = {new.get("id"): new for new in new_items}
+    for new in new_items:
+        new["links"] = [link for link in new.get("links", []) if link.get("rel") != "self"]
     for result in results:
-        by_item.setdefault(result.job.item_id, {})[result.job.asset] = result
-    return [pystac.Item.from_dict(_converted(item, by_item.get(item.get("id"), {}))) for item in dicts]
-
-
-def _converted(item: dict, results: dict[str, FileResult]) -> dict:
-    new = copy.deepcopy(item)
-    new["links"] = [link for link in new.get("links", []) if link.get("rel") != "self"]
-    extensions = list(new.get("stac_extensions", []))
-    for key, result in results.items():
+        new, key = by_id[result.job.item_id], result.job.asset
         if result.status == "failed":
             new["assets"][key][REFUSED] = result.reason
             continue
         new["assets"][key] = rumi_asset(new["assets"][key], result, new.get("properties", {}))
-        extensions += [PROJECTION, RASTER, FILE] + ([EO] if "eo:bands" in new["assets"][key] else [])
-    new["stac_extensions"] = list(dict.fromkeys(extensions))
-    return new
+        extensions = [PROJECTION, RASTER, FILE] + ([EO] if "eo:bands" in new["assets"][key] else [])
+        new["stac_extensions"] = list(dict.fromkeys([*new.get("stac_extensions", []), *extensions]))
+    return [pystac.Item.from_dict(new) for new in new_items]
 
 
 def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
@@ -129,7 +121,7 @@ def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
     # a null overrides the Item's CRS fields: the asset's CRS is the rumi file's
     asset.update({name: None for name in STAC_CRS_FIELDS if name in properties})
     asset.update(fields)
-    asset.update(href=_absolute(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
+    asset.update(href=absolute_href(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
     asset["raster:bands"] = band_fields(_source_bands(source), fields["raster:bands"], result.bands,
                                         header.sample_type)
     if "bands" in source:
@@ -141,13 +133,7 @@ def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
 
 
 def band_fields(described: list[dict], rumi: list[dict], geotiff: SourceBands, sample_type) -> list[dict]:
-    """``raster:bands``: the Item's entries win, the rumi ``data_type``, the GeoTIFF's fields fill the rest.
-
-    >>> from xarray_rumi.format.dtypes import sample_type_from_name
-    >>> geotiff = SourceBands(0.0, (0.01,), (-1.0,), ("m",), (None,))
-    >>> band_fields([{"nodata": 1}], [{"data_type": "uint16"}], geotiff, sample_type_from_name("uint16"))
-    [{'nodata': 1, 'data_type': 'uint16', 'scale': 0.01, 'offset': -1.0, 'unit': 'm'}]
-    """
+    """``raster:bands``: the Item's entries win, the rumi ``data_type``, the GeoTIFF's fields fill the rest."""
     bands = []
     for index, own in enumerate(rumi):
         band = {**(described[index] if index < len(described) else {}), **own}
@@ -173,11 +159,10 @@ def _source_bands(asset: dict) -> list[dict]:
 
 def summary(results: list[FileResult]) -> dict:
     """A migration's counts (converted, kept, failed), bytes in and out, and their ratio."""
-    done = [r for r in results if r.status != "failed"]
-    source_bytes = sum(r.source_bytes or 0 for r in done)
-    target_bytes = sum(r.target_bytes or 0 for r in done)
-    return {"converted": sum(r.status == "converted" for r in results), "kept": sum(r.status == "kept" for r in results),
-            "failed": sum(r.status == "failed" for r in results), "bytes_in": source_bytes, "bytes_out": target_bytes,
+    counts = {status: sum(r.status == status for r in results) for status in ("converted", "kept", "failed")}
+    source_bytes = sum(r.source_bytes or 0 for r in results)  # a failed file has no sizes
+    target_bytes = sum(r.target_bytes or 0 for r in results)
+    return {**counts, "bytes_in": source_bytes, "bytes_out": target_bytes,
             "ratio": source_bytes / target_bytes if target_bytes else math.nan}
 
 
@@ -190,21 +175,3 @@ def _segment(name, what: str) -> str:
 
 def _join(root: str, *parts: str) -> str:
     return posixpath.join(root, *parts) if is_url(root) else os.path.join(root, *parts)
-
-
-def _absolute(target: str) -> str:
-    return target if is_url(target) else os.path.abspath(target)
-
-
-def _make_folder(folder: str, storage_options) -> None:
-    if not is_url(folder):
-        os.makedirs(folder, exist_ok=True)
-        return
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(folder, **(storage_options or {}))
-    fs.makedirs(path, exist_ok=True)
-
-
-__all__ = ["EO", "GEOTIFF_TYPES", "REFUSED", "band_fields", "convert_items", "converted_items", "is_geotiff_asset",
-           "plan_jobs", "rumi_asset", "source_item_dicts", "summary"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .items import item_collection
-from .read import read_stac_geoparquet, stac_item_dicts
+from .read import stac_item_dicts
 
 
 def write_stac_geoparquet(items, out) -> None:
@@ -35,6 +35,3 @@ def build_stac_catalog(paths, out, headers=None, **item_kwargs) -> list[dict]:
     dicts = [i.to_dict(include_self_link=False) for i in item_collection(paths, headers, **item_kwargs)]
     write_stac_geoparquet(dicts, out)
     return dicts
-
-
-__all__ = ["build_stac_catalog", "read_stac_geoparquet", "write_stac_geoparquet"]

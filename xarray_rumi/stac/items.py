@@ -7,6 +7,7 @@ import datetime as dt
 import math
 import os
 import posixpath
+import re
 
 import numpy as np
 
@@ -23,10 +24,8 @@ PROJECTION_FIELDS = ("proj:code", "proj:shape", "proj:transform")
 #: Points along each edge of the footprint before reprojection, so curved edges stay inside the polygon.
 EDGE_POINTS = 21
 
-_STAC_DATA_TYPES = {
-    "bool": "uint8", "uint2": "uint8", "uint4": "uint8", "int2": "int8", "int4": "int8",
-    "complex64": "cfloat32", "complex128": "cfloat64",
-}
+_STAC_DATA_TYPES = {"bool": "uint8", "uint2": "uint8", "uint4": "uint8", "int2": "int8", "int4": "int8",
+                    "complex64": "cfloat32", "complex128": "cfloat64"}
 _STAC_NAMES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
                "float64", "cint16", "cint32", "cfloat32", "cfloat64"}
 
@@ -46,31 +45,20 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
 
     image = open_image(path, header, storage_options=storage_options)
     properties = dict(properties or {})
-    when = _datetime(datetime if datetime is not None else properties.pop("datetime", None), path, storage_options)
-    properties.pop("datetime", None)
+    given = properties.pop("datetime", None)
+    when = _datetime(datetime if datetime is not None else given, path, storage_options)
     geometry, bbox = footprint(image.georeferencing, image.grid.image_width, image.grid.image_length)
     fields = image_fields(image, nodata)
     properties.update({name: fields.pop(name) for name in PROJECTION_FIELDS})
-    result = pystac.Item(
-        id=_item_id(path), geometry=geometry, bbox=bbox, datetime=when, properties=properties,
-        stac_extensions=[PROJECTION, RASTER, FILE],
-    )
-    result.add_asset("data", pystac.Asset(
-        href=href or _href(path), media_type=STAC_MEDIA_TYPE, roles=["data"], title="rumi image",
-        extra_fields=fields,
-    ))
+    result = pystac.Item(posixpath.basename(str(os.fspath(path)).rstrip("/")).removesuffix(".rumi"), geometry, bbox,
+                         when, properties, stac_extensions=[PROJECTION, RASTER, FILE])
+    result.add_asset("data", pystac.Asset(href or absolute_href(path), "rumi image", media_type=STAC_MEDIA_TYPE,
+                                          roles=["data"], extra_fields=fields))
     return result
 
 
 def image_fields(image, nodata=None) -> dict:
-    """The STAC fields of an opened rumi image.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "a.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 8, 8), "int16"), crs=32633, transform=(10, 0, 5e5, 0, -10, 5e6))
-    >>> image_fields(open_image(path, blob))["raster:bands"]
-    [{'data_type': 'int16'}]
-    """
+    """The STAC fields of an opened rumi image (docs/stac.md, "The fields")."""
     grid, georef = image.grid, image.georeferencing
     fields = {
         "proj:code": georef.crs_code,
@@ -96,28 +84,20 @@ def item_collection(paths, headers=None, **kwargs):
 
 
 def footprint(georef: Georeferencing, width: int, height: int):
-    """The image's lon/lat GeoJSON polygon (not split at the antimeridian) and bbox; ``(None, None)`` without a CRS.
-
-    >>> from xarray_rumi.format.geo import Georeferencing
-    >>> geometry, bbox = footprint(Georeferencing(4326, 2, 1, (1, 0, 10, 0, -1, 50)), 4, 2)
-    >>> bbox
-    [10.0, 48.0, 14.0, 50.0]
-    """
+    """The image's lon/lat GeoJSON polygon (not split at the antimeridian) and bbox; ``(None, None)`` without a CRS."""
     if not georef.is_defined:
         return None, None
-    from pyproj import CRS, Transformer
+    from pyproj import Transformer
 
     a, b, c, d, e, f = corner_transform(georef)
     steps = np.linspace(0.0, 1.0, EDGE_POINTS)[:-1]
     cols = np.concatenate([steps * width, np.full_like(steps, width), (1 - steps) * width, np.zeros_like(steps)])
     rows = np.concatenate([np.zeros_like(steps), steps * height, np.full_like(steps, height), (1 - steps) * height])
     xs, ys = a * cols + b * rows + c, d * cols + e * rows + f
-    to_lonlat = Transformer.from_crs(CRS.from_epsg(georef.epsg), CRS.from_epsg(4326), always_xy=True)
-    lons, lats = to_lonlat.transform(xs, ys)
+    lons, lats = Transformer.from_crs(georef.epsg, 4326, always_xy=True).transform(xs, ys)
     ring = [[float(x), float(y)] for x, y in zip(lons, lats)]
-    ring.append(ring[0])
     bbox = [float(np.min(lons)), float(np.min(lats)), float(np.max(lons)), float(np.max(lats))]
-    return {"type": "Polygon", "coordinates": [ring]}, bbox
+    return {"type": "Polygon", "coordinates": [ring + ring[:1]]}, bbox
 
 
 def _band(sample_type, nodata=None) -> dict:
@@ -133,70 +113,43 @@ def _band(sample_type, nodata=None) -> dict:
 
 def stac_nodata(nodata, sample_type):
     """``nodata`` as the raster extension writes it; ``ValueError`` when no sample can equal it."""
-    value = _number(nodata)
-    integer_range = _integer_range(sample_type)
-    if integer_range is None:
-        if math.isnan(value):
-            return "nan"
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
-    low, high = integer_range
+    if isinstance(nodata, (bool, np.bool_)):
+        raise TypeError(f"nodata must be a number, got {nodata!r}")
+    if isinstance(nodata, (int, np.integer)) or (isinstance(nodata, str) and re.fullmatch(r"\s*[+-]?\d+\s*", nodata)):
+        value = int(nodata)
+    else:
+        try:
+            value = float(nodata)
+        except (TypeError, ValueError):
+            raise TypeError(f"nodata must be a number or 'nan', 'inf', '-inf', got {nodata!r}") from None
+    signed = {1: False, 2: True, 5: True}.get(sample_type.sample_format)  # unsigned, signed, complex int
+    if signed is None:  # JSON has no NaN nor infinities: the raster extension spells them "nan", "inf", "-inf"
+        return value if math.isfinite(value) else str(value)
+    bits = sample_type.bits_per_sample // sample_type.components
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
         raise ValueError(f"nodata {nodata!r} is not a value of {sample_type.name} samples ({low} to {high})")
     return int(value)
 
 
-def _number(nodata) -> int | float:
-    if isinstance(nodata, (bool, np.bool_)):
-        raise TypeError(f"nodata must be a number, got {nodata!r}")
-    if isinstance(nodata, (int, np.integer)):
-        return int(nodata)
-    if isinstance(nodata, str):
-        try:
-            return int(nodata)
-        except ValueError:
-            pass
-    try:
-        return float(nodata)
-    except (TypeError, ValueError):
-        raise TypeError(f"nodata must be a number or 'nan', 'inf', '-inf', got {nodata!r}") from None
-
-
-def _integer_range(sample_type) -> tuple[int, int] | None:
-    signed = {1: False, 2: True, 5: True}.get(sample_type.sample_format)  # unsigned, signed, complex int
-    if signed is None:
-        return None
-    bits = sample_type.bits_per_sample // sample_type.components
-    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-
-
-def _item_id(path) -> str:
-    name = posixpath.basename(str(os.fspath(path)).rstrip("/"))
-    return name.removesuffix(".rumi")
-
-
-def _href(path) -> str:
+def absolute_href(path) -> str:
+    """A URL as it is, a local path made absolute."""
     path = os.fspath(path)
     return path if is_url(path) else os.path.abspath(path)
 
 
 def _datetime(value, path, storage_options) -> dt.datetime:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    if isinstance(value, str):
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     if value is not None:
         raise TypeError(f"datetime must be a datetime or an ISO 8601 string, got {type(value).__name__}")
     import fsspec
 
     fs, target = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
-    info = fs.info(target)
-    modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
-    if modified is None:
-        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime= (rumi stac --datetime)")
-    if isinstance(modified, (int, float)):
-        return dt.datetime.fromtimestamp(modified, dt.UTC)
-    return _datetime(modified if isinstance(modified, dt.datetime) else str(modified), path, storage_options)
-
-
-__all__ = ["PROJECTION_FIELDS", "footprint", "image_fields", "item", "item_collection", "stac_nodata"]
+    try:
+        return _datetime(fs.modified(target), path, storage_options)
+    except (NotImplementedError, KeyError):  # a file system that keeps no modification time (HTTP)
+        raise ValueError(f"{path}: no modification time to date the Item by; pass datetime= "
+                         "(rumi stac --datetime)") from None

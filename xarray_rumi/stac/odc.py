@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 from dataclasses import dataclass, field
 
-from .odc_read import ChunkRequest, RumiAsset, blob_header, read_chunk, refuse_unloadable_dtype
-from .read import STAC_HEADER, is_stac_geoparquet, read_stac_geoparquet, stac_item_dicts, stac_georeferencing
+from odc.loader import RioDriver
+
+from .odc_read import ChunkPixels, ChunkRequest, blob_header, read_chunk, refuse_unloadable_dtype
+from .read import STAC_HEADER, ItemImage, is_stac_geoparquet, item_images, read_stac_geoparquet, stac_item_dicts
 
 
-class RumiDriver:
-    """odc-loader driver for rumi assets (odc's GeoTIFF reader for the others); picklable.
+class RumiDriver(RioDriver):
+    """odc-loader driver for rumi assets (odc's GeoTIFF driver for the others); picklable.
 
     Give odc-stac's ``stac_cfg`` here: odc passes its own only to the parser this driver replaces.
 
@@ -28,47 +29,29 @@ class RumiDriver:
 
     def __init__(self, stac_cfg: dict | None = None) -> None:
         self.stac_cfg = dict(stac_cfg or {})
+        super().__init__(md_parser=RumiMDParser(self.stac_cfg), dask_reader=RumiDaskReader(self))
 
     def __repr__(self) -> str:
         return f"RumiDriver(stac_cfg={self.stac_cfg!r})" if self.stac_cfg else "RumiDriver()"
 
     def new_load(self, geobox, *, chunks=None) -> RumiLoad:
-        return RumiLoad(_rio_driver().new_load(geobox, chunks=chunks))
+        return RumiLoad(super().new_load(geobox, chunks=chunks))
 
     def finalise_load(self, load_state: RumiLoad):
-        return _rio_driver().finalise_load(load_state.rio)
+        return super().finalise_load(load_state.rio)
 
-    def capture_env(self) -> dict:
-        return _rio_driver().capture_env()
-
-    def restore_env(self, env: dict, load_state: RumiLoad) -> contextlib.AbstractContextManager:
-        return _rio_driver().restore_env(env, load_state.rio)
+    def restore_env(self, env: dict, load_state: RumiLoad):
+        return super().restore_env(env, load_state.rio)
 
     def open(self, src, ctx):
-        if isinstance(src.driver_data, RumiAsset):
-            return RumiReader(src)
-        from odc.loader import RioReader
-
-        return RioReader(src, ctx)
-
-    @property
-    def md_parser(self) -> RumiMDParser:
-        return RumiMDParser(self.stac_cfg)
-
-    @property
-    def dask_reader(self) -> RumiDaskReader:
-        return RumiDaskReader(self)
-
-    @property
-    def aux_reader(self):
-        return None
+        return RumiReader(src) if isinstance(src.driver_data, ItemImage) else super().open(src, ctx)
 
 
+@dataclass(frozen=True)
 class RumiMDParser:
     """odc's metadata parser, with each rumi asset's band count and type from its blob."""
 
-    def __init__(self, stac_cfg: dict | None = None) -> None:
-        self.stac_cfg = dict(stac_cfg or {})
+    stac_cfg: dict = field(default_factory=dict)
 
     def extract(self, md):
         from odc.loader.types import RasterBandMetadata, norm_nodata
@@ -80,25 +63,24 @@ class RumiMDParser:
             if STAC_HEADER not in asset.extra_fields:
                 continue
             header = blob_header(base64.b64decode(asset.extra_fields[STAC_HEADER]))
+            dtype = header.sample_type.dtype
             described = asset.extra_fields.get("raster:bands") or []
-            for key in [k for k in bands if k[0] == name]:
-                del bands[key]
+            bands = {key: band for key, band in bands.items() if key[0] != name}
             for index in range(1, header.grid.samples_per_pixel + 1):
                 # odc's own reading of the asset: raster:bands, or stac_cfg's (one band when it names the asset)
                 odc_band = group.bands.get((name, index)) or group.bands.get((name, 1))
-                stac_band = described[index - 1] if index <= len(described) else {}
-                bands[(name, index)] = RasterBandMetadata(
-                    data_type=str(header.sample_type.dtype),
-                    nodata=odc_band.nodata if odc_band is not None else norm_nodata(stac_band.get("nodata")),
-                    units=odc_band.units if odc_band is not None else stac_band.get("unit", "1"),
-                )
+                if odc_band is None:  # odc skipped the asset (not an image media type): its raster:bands, read here
+                    own = described[index - 1] if index <= len(described) else {}
+                    odc_band = RasterBandMetadata(nodata=norm_nodata(own.get("nodata")), units=own.get("unit", "1"))
+                bands[(name, index)] = RasterBandMetadata(str(dtype), odc_band.nodata, odc_band.units)
         return group.patch(bands=bands)
 
     def driver_data(self, md, band_key):
         asset = md.assets.get(band_key[0])
         if asset is None or STAC_HEADER not in asset.extra_fields:
             return None
-        return _rumi_asset(md, band_key[0])
+        fields = {**asset.extra_fields, "href": asset.href}
+        return item_images({"id": md.id, "properties": md.properties, "assets": {band_key[0]: fields}})[0]
 
 
 @dataclass
@@ -107,9 +89,6 @@ class RumiLoad:
 
     rio: object
     asked: dict = field(default_factory=dict)
-
-    def bands_of(self, group: str) -> list:
-        return self.asked.setdefault(group, [])
 
 
 @dataclass(frozen=True)
@@ -136,7 +115,7 @@ class RumiDaskReader:
     layer_name: str = ""
 
     def open(self, src, cfg, ctx, *, layer_name: str, idx: int) -> RumiDaskReader:
-        if isinstance(src.driver_data, RumiAsset):
+        if isinstance(src.driver_data, ItemImage):
             # refused while the load is built, not in every task
             refuse_unloadable_dtype(src.uri, blob_header(src.driver_data.blob).sample_type.dtype, cfg)
         env = self.env if self.env is not None else self.driver.capture_env()
@@ -148,26 +127,21 @@ class RumiDaskReader:
 
         key = (self.layer_name, *idx)
         src, cfg = self.src, self.cfg
-        if not isinstance(src.driver_data, RumiAsset):
+        if not isinstance(src.driver_data, ItemImage):
             return delayed(_read_other, pure=True, traverse=False)(
                 src, self.load, cfg, dst_geobox, self.driver, self.env, selection, dask_key_name=key)
         band, nodata = _band_index(src), _nodata(src)
         group = tokenize(src.uri, src.driver_data, nodata, *(getattr(cfg, name) for name in SHARED_CFG))
-        bands = self.load.bands_of(group)
-        if band not in bands:
-            bands.append(band)
+        bands = self.load.asked.setdefault(group, set())
+        bands.add(band)
         request = ChunkRequest(src.uri, src.driver_data, bands, cfg, nodata)
         chunk = delayed(read_chunk, pure=True, traverse=False)(
             request, dst_geobox, dask_key_name=f"rumi-chunk-{tokenize(group, dst_geobox)}")
-        return delayed(_band_of, pure=True, traverse=False)(chunk, band, dask_key_name=key)
+        return delayed(ChunkPixels.band, pure=True, traverse=False)(chunk, band, dask_key_name=key)
 
 
 #: What of odc's load configuration a file's bands must share to be put on a chunk together.
 SHARED_CFG = ("dtype", "fill_value", "src_nodata_fallback", "src_nodata_override", "resampling", "fail_on_error")
-
-
-def _band_of(chunk, band: int):
-    return chunk.band(band)
 
 
 def _read_other(src, load, cfg, dst_geobox, driver, env, selection):
@@ -189,60 +163,30 @@ def load(items, bands=None, **kwargs):
     """
     import odc.stac
 
-    if kwargs.get("driver") is not None:
+    if kwargs.pop("driver", None) is not None:
         raise TypeError("xarray_rumi.stac.load reads with the rumi driver; call odc.stac.load(driver=...) for another")
-    kwargs.pop("driver", None)
-    driver = RumiDriver(stac_cfg=kwargs.get("stac_cfg"))
-    return odc.stac.load(pystac_items(items), bands, driver=driver, **kwargs)
+    return odc.stac.load(pystac_items(items), bands, driver=RumiDriver(kwargs.get("stac_cfg")), **kwargs)
 
 
 def pystac_items(items):
-    """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path.
-
-    >>> import pystac
-    >>> feature = {"type": "Feature", "stac_version": "1.1.0", "id": "a", "geometry": None, "properties":
-    ...            {"datetime": "2024-05-01T00:00:00Z"}, "links": [], "assets": {}}
-    >>> [item.id for item in pystac_items({"type": "FeatureCollection", "features": [feature]})]
-    ['a']
-    """
-    if isinstance(items, (str, bytes, os.PathLike)):
-        items = _stac_geoparquet_dicts(items)
-    elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
-        items = [items]
-    return (item for given in items for item in _as_pystac(given))
-
-
-def _as_pystac(given) -> list:
+    """pystac Items, lazily, from Items, their dicts, a FeatureCollection dict, or a stac-geoparquet path."""
     import pystac
 
-    return [pystac.Item.from_dict(d) for d in stac_item_dicts(given)] if isinstance(given, dict) else [given]
-
-
-def _stac_geoparquet_dicts(path) -> list[dict]:
-    path = os.fsdecode(path)
-    try:
-        geoparquet = is_stac_geoparquet(path)
-    except ValueError as error:  # pyarrow's ArrowInvalid: not Parquet at all
-        raise ValueError(f"{path!r} is not a stac-geoparquet file ({error}); xarray_rumi.stac.load takes STAC "
-                         "Items, their dicts, a FeatureCollection dict, or a stac-geoparquet file's path") from None
-    if not geoparquet:
-        raise ValueError(f"{path!r} is not a stac-geoparquet file (its Parquet metadata does not say so: a rumi "
-                         "catalog opens with xarray_rumi.open_catalog)")
-    return read_stac_geoparquet(path)
-
-
-def _rio_driver():
-    from odc.loader import RioDriver
-
-    return RioDriver()
-
-
-def _rumi_asset(item, name: str) -> RumiAsset:
-    asset = item.assets[name]
-    # the asset's own projection fields override the Item's
-    record = {"id": item.id, "properties": item.properties, "assets": {name: asset.extra_fields}}
-    return RumiAsset(base64.b64decode(asset.extra_fields[STAC_HEADER]), stac_georeferencing(record),
-                     claimed_by=f"STAC Item {item.id!r}")
+    if isinstance(items, (str, bytes, os.PathLike)):
+        path = os.fsdecode(items)
+        try:
+            geoparquet = is_stac_geoparquet(path)
+        except ValueError as error:  # pyarrow's ArrowInvalid: not Parquet at all
+            raise ValueError(f"{path!r} is not a stac-geoparquet file ({error}); xarray_rumi.stac.load takes STAC "
+                             "Items, their dicts, a FeatureCollection dict, or a stac-geoparquet file's path") from None
+        if not geoparquet:
+            raise ValueError(f"{path!r} is not a stac-geoparquet file (its Parquet metadata does not say so: a rumi "
+                             "catalog opens with xarray_rumi.open_catalog)")
+        items = read_stac_geoparquet(path)
+    elif isinstance(items, dict) or (hasattr(items, "to_dict") and hasattr(items, "assets")):  # one Item
+        items = [items]
+    return (pystac.Item.from_dict(item) if isinstance(item, dict) else item
+            for given in items for item in (stac_item_dicts(given) if isinstance(given, dict) else [given]))
 
 
 def _band_index(src) -> int:
@@ -254,6 +198,3 @@ def _band_index(src) -> int:
 
 def _nodata(src):
     return src.meta.nodata if src.meta is not None else None
-
-
-__all__ = ["RumiDaskReader", "RumiDriver", "RumiLoad", "RumiMDParser", "RumiReader", "load", "pystac_items"]

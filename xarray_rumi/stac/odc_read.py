@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..datamodel.coords import corner_transform
 from ..errors import RumiFormatError
-from ..format.geo import Georeferencing
 from ..reading.open import open_image
+from .read import ItemImage
 
 log = logging.getLogger(__name__)
 
@@ -22,17 +24,6 @@ EXTRA_MARGIN = 20
 #: Sample types GDAL warps (rasterio 1.4 with GDAL 3.10); anything else is pasted, or upcast, or refused.
 WARPABLE = frozenset(np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64",
                                             "float32", "float64", "complex64", "complex128"))
-#: Errors that ``fail_on_error=False`` turns into a missing source, as odc does with rasterio's read errors.
-READ_ERRORS = (OSError, RumiFormatError)
-
-
-@dataclass(frozen=True)
-class RumiAsset:
-    """An Item's rumi asset: its blob, its georeferencing, and the Item that claims it (named in refusals)."""
-
-    blob: bytes
-    georeferencing: Georeferencing
-    claimed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,25 +34,22 @@ class ChunkRequest:
     """
 
     href: str
-    asset: RumiAsset
-    bands: list | tuple
+    asset: ItemImage
+    bands: set | tuple
     cfg: object
     src_nodata: float | None = None
 
 
 @dataclass(frozen=True)
 class ChunkPixels:
-    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst``; ``failed``: the skipped read error (fail_on_error=False)."""
+    """``pixels[i]`` is band ``bands[i]`` on ``roi_dst`` (empty for a read error skipped with fail_on_error=False)."""
 
     roi_dst: tuple[slice, slice]
     bands: tuple[int, ...]
-    pixels: np.ndarray | None
-    failed: str | None = None
+    pixels: np.ndarray
 
     def band(self, band: int, dst: np.ndarray | None = None) -> tuple[tuple[slice, slice], np.ndarray]:
         """``(roi, pixels)`` of band ``band`` (0-based), as odc's readers return them (into ``dst`` if given)."""
-        if self.failed is not None:
-            return np.s_[0:0, 0:0], (dst[0:0, 0:0] if dst is not None else np.ndarray((0, 0), self.pixels.dtype))
         pixels = self.pixels[self.bands.index(band)]
         if dst is None:
             return self.roi_dst, pixels
@@ -69,12 +57,10 @@ class ChunkPixels:
         return self.roi_dst, dst[self.roi_dst]
 
 
-def source_geobox(asset: RumiAsset):
+def source_geobox(asset: ItemImage):
     """The source image's ``odc.geo.GeoBox``, with the corner transform GDAL reports for its GeoTIFF twin."""
     from affine import Affine
     from odc.geo.geobox import GeoBox
-
-    from ..datamodel.coords import corner_transform
 
     georef, grid = asset.georeferencing, blob_header(asset.blob).grid
     if not georef.is_defined:
@@ -88,19 +74,17 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     from odc.geo.roi import roi_is_empty
     from odc.loader import resolve_dst_dtype, resolve_dst_nodata, resolve_src_nodata
 
-    cfg, bands = request.cfg, tuple(sorted(set(request.bands)))
+    cfg, bands, header = request.cfg, tuple(sorted(set(request.bands))), blob_header(request.asset.blob)
     src_geobox = source_geobox(request.asset)
     # odc's tolerance: with nearest resampling a sub-pixel shift still pastes.
     info = compute_reproject_roi(src_geobox, dst_geobox, ttol=0.9 if cfg.nearest else 0.05)
     roi_dst = tuple(info.roi_dst)
-    sample_dtype = blob_header(request.asset.blob).sample_type.dtype
+    sample_dtype = header.sample_type.dtype
     out = np.ndarray((len(bands), *(s.stop - s.start for s in roi_dst)),
                      dtype=resolve_dst_dtype(str(sample_dtype), cfg))
     src_nodata = resolve_src_nodata(request.src_nodata, cfg)
     dst_nodata = resolve_dst_nodata(out.dtype, cfg, src_nodata)
-    if out.size == 0:
-        return ChunkPixels(roi_dst, bands, out)
-    if roi_is_empty(info.roi_src):  # the chunk's grid overlaps, but no source pixel lands in it
+    if out.size == 0 or roi_is_empty(info.roi_src):  # or the chunk's grid overlaps, but no source pixel lands in it
         out[...] = dst_nodata if dst_nodata is not None else 0
         return ChunkPixels(roi_dst, bands, out)
     paste = bool(info.paste_ok and info.read_shrink == 1)
@@ -109,50 +93,44 @@ def read_chunk(request: ChunkRequest, dst_geobox) -> ChunkPixels:
     if not paste:
         rows, cols = _grown(rows, cols, src_geobox.shape.yx, cfg.resampling, info.scale)
     try:
-        image = open_image(request.href, header=blob_header(request.asset.blob),
-                           georeferencing=request.asset.georeferencing, claimed_by=request.asset.claimed_by)
+        image = open_image(request.href, header=header, georeferencing=request.asset.georeferencing,
+                           claimed_by=request.asset.record)
         pixels = _read_bands(image, bands, rows, cols)
-    except READ_ERRORS as error:
+    except (OSError, RumiFormatError) as error:  # what fail_on_error=False skips, as odc skips rasterio's
         if cfg.fail_on_error:
             raise
         log.warning("Ignoring read failure reading %s (reason: '%s')", request.href, error)
-        return ChunkPixels(roi_dst, bands, out[:, 0:0, 0:0], failed=str(error))
+        return ChunkPixels(np.s_[0:0, 0:0], bands, out[:, 0:0, 0:0])
     if paste:
-        tile_width = blob_header(request.asset.blob).grid.tile_width
-        out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, tile_width))
+        out[...] = cast_as_gdal(pixels, out.dtype, one_at_a_time=one_value_columns(cols, header.grid.tile_width))
         # odc's order: the nodata test is on the cast pixels, where a clamped nodata does not count
         if dst_nodata is not None and not _same_nodata(src_nodata, dst_nodata):
             np.copyto(out, dst_nodata, where=_nodata_mask(out, src_nodata))
     else:
         window = src_geobox[rows.start:rows.stop, cols.start:cols.stop]
-        twin_pixels = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
-        _warp(twin_pixels, out, window, dst_geobox[info.roi_dst], cfg.resampling, src_nodata, dst_nodata)
+        _warp(pixels.astype(gdal_dtype(pixels.dtype), copy=False), out, window, dst_geobox[info.roi_dst],
+              cfg.resampling, src_nodata, dst_nodata)
     return ChunkPixels(roi_dst, bands, out)
 
 
 def _warp(pixels, out, src_geobox, dst_geobox, resampling: str, src_nodata, dst_nodata) -> None:
-    """odc's ``rasterio.warp.reproject``; band by band with a source nodata, as GDAL would merge the bands' validity."""
+    """odc's ``rasterio.warp.reproject``, band by band with a source nodata (GDAL would merge the bands' validity)."""
     import rasterio.warp
     from odc.geo.warp import resampling_s2rio
 
     common = dict(src_transform=src_geobox.transform, src_crs=str(src_geobox.crs), src_nodata=src_nodata,
                   dst_crs=str(dst_geobox.crs), dst_transform=dst_geobox.transform, dst_nodata=dst_nodata,
                   resampling=resampling_s2rio(resampling))
-    if src_nodata is None:
-        rasterio.warp.reproject(pixels, out, **common)
-        return
-    for band_pixels, band_out in zip(pixels, out):
+    for band_pixels, band_out in [(pixels, out)] if src_nodata is None else zip(pixels, out):
         rasterio.warp.reproject(band_pixels, band_out, **common)
 
 
 def _refuse_what_gdal_cannot_give(href: str, samples: np.dtype, out: np.dtype, paste: bool, resampling: str) -> None:
     """``ValueError`` where GDAL has no ``out`` type for this paste or warp."""
-    if out in WARPABLE or (paste and (out == samples or _holds_exactly(out, samples))):
+    if out in WARPABLE or (paste and np.can_cast(samples, out, "safe")):
         return
-    if paste:
-        what = f"loaded as dtype={out.name!r} on their own grid: not every value fits, and GDAL, which casts"
-    else:
-        what = f"reprojected into dtype={out.name!r} ({resampling} resampling onto another grid): GDAL, which warps"
+    what = (f"loaded as dtype={out.name!r} on their own grid: not every value fits, and GDAL, which casts" if paste
+            else f"reprojected into dtype={out.name!r} ({resampling} resampling onto another grid): GDAL, which warps")
     raise ValueError(
         f"{href}: {samples} samples cannot be {what} for odc's GeoTIFF reader, has no {out}. "
         "Load them with dtype= a type GDAL has (dtype='float32' for float types and bfloat16, 'uint8'/'int8' for "
@@ -167,34 +145,23 @@ def refuse_unloadable_dtype(href: str, samples: np.dtype, cfg) -> None:
 
 
 def gdal_dtype(dtype: np.dtype) -> np.dtype:
-    """The type GDAL holds samples of ``dtype`` in: the type itself, or the GeoTIFF type that holds every value.
-
-    >>> import ml_dtypes
-    >>> [gdal_dtype(np.dtype(t)).name for t in ("uint16", "bool", ml_dtypes.int4, ml_dtypes.bfloat16, "float16")]
-    ['uint16', 'uint8', 'int8', 'float32', 'float32']
-    """
+    """The type GDAL holds samples of ``dtype`` in: the type itself, or the GeoTIFF type that holds every value."""
     if dtype in WARPABLE:
         return dtype
     for wider in (np.dtype("uint8"), np.dtype("int8"), np.dtype("float32"), np.dtype("complex64")):
-        if _holds_exactly(wider, dtype):
+        if np.can_cast(dtype, wider, "safe"):  # ml_dtypes registers its types' safe casts
             return wider
     raise ValueError(f"no type GDAL reads holds every {dtype} value")
 
 
 def cast_as_gdal(pixels: np.ndarray, dtype, one_at_a_time: np.ndarray | None = None) -> np.ndarray:
-    """``pixels`` cast as GDAL casts into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type that loses values.
-
-    >>> cast_as_gdal(np.array([1.6, -5, 300.7, 1e6, 2.5, -2.5, np.nan], "float32"), "int8").tolist()
-    [2, -5, 127, 127, 3, -3, 0]
-    """
+    """``pixels`` cast as GDAL casts into a ``dtype`` buffer; ``ValueError`` for a non-GDAL type that loses values."""
     dtype = np.dtype(dtype)
     if pixels.dtype == dtype:
         return pixels
     if dtype not in WARPABLE:
-        if _holds_exactly(dtype, pixels.dtype):
-            return pixels.astype(dtype)
-        raise ValueError(f"{pixels.dtype} samples cannot be loaded as {dtype}: not every value fits, and GDAL, "
-                         f"which casts for odc's GeoTIFF reader, has no {dtype}; load them as a type GDAL has")
+        _refuse_what_gdal_cannot_give("pixels", pixels.dtype, dtype, True, "nearest")
+        return pixels.astype(dtype)
     values = pixels.astype(gdal_dtype(pixels.dtype), copy=False)
     from_complex = values.dtype.kind == "c"
     if from_complex and dtype.kind != "c":
@@ -238,48 +205,21 @@ def _as_eight_at_a_time(values: np.ndarray, out: np.ndarray, one_at_a_time: np.n
 
 
 def one_value_columns(cols: range, tile_width: int) -> np.ndarray:
-    """Columns GDAL converts one value at a time: the last ``len(run) % 8`` of each row's run inside a tile.
-
-    >>> np.flatnonzero(one_value_columns(range(0, 20), 16)).tolist()    # runs 0-15, 16-19
-    [16, 17, 18, 19]
-    """
+    """Columns GDAL converts one value at a time: the last ``len(run) % 8`` of each row's run inside a tile."""
     columns = np.arange(cols.start, cols.stop)
     run_start = np.maximum(columns // tile_width * tile_width, cols.start)
     run_stop = np.minimum((columns // tile_width + 1) * tile_width, cols.stop)
     return columns >= run_stop - (run_stop - run_start) % 8
 
 
-def _holds_exactly(wide: np.dtype, narrow: np.dtype) -> bool:
-    if narrow == np.bool_:
-        return True
-    try:
-        return np.can_cast(narrow, wide, "safe")
-    except TypeError:
-        pass
-    import ml_dtypes
-
-    if wide.kind == "f" and narrow.kind == "V":  # bfloat16, float8, float6, float4 (ml_dtypes' kind)
-        info = ml_dtypes.finfo(narrow)
-        return info.nmant <= np.finfo(wide).nmant and info.maxexp <= np.finfo(wide).maxexp
-    if wide.kind in "iu":
-        info = ml_dtypes.iinfo(narrow)
-        return np.iinfo(wide).min <= info.min and info.max <= np.iinfo(wide).max
-    return False
-
-
 def _read_bands(image, bands: tuple[int, ...], rows: range, cols: range) -> np.ndarray:
     """The window of sorted ``bands``: one read per run of consecutive bands, or one for cell frames."""
-    runs = [[bands[0]]]
-    for band in bands[1:]:
-        if band == runs[-1][-1] + 1 or image.grid.bands_per_frame > 1:
-            runs[-1].append(band)
-        else:
-            runs.append([band])
+    runs = ([list(bands)] if image.grid.bands_per_frame > 1 else
+            [[band for _, band in run] for _, run in itertools.groupby(enumerate(bands), lambda p: p[1] - p[0])])
     parts = []
     for run in runs:
-        first, last = run[0], run[-1]
-        pixels = image.read_window(range(first, last + 1), rows, cols)
-        parts.append(pixels if len(run) == last - first + 1 else pixels[[b - first for b in run]])
+        pixels = image.read_window(range(run[0], run[-1] + 1), rows, cols)
+        parts.append(pixels if len(run) == run[-1] - run[0] + 1 else pixels[[b - run[0] for b in run]])
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -300,23 +240,10 @@ def blob_header(blob: bytes):
 
 
 def _same_nodata(a, b) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if math.isnan(a):
-        return math.isnan(b)
-    return a == b
+    return a == b or (a is not None and b is not None and math.isnan(a) and math.isnan(b))
 
 
 def _nodata_mask(pixels: np.ndarray, nodata) -> np.ndarray:
     """Where ``pixels`` are nodata, by odc's rule (NaN always counts in floats)."""
-    if pixels.dtype.kind == "f":
-        if nodata is None or math.isnan(nodata):
-            return np.isnan(pixels)
-        return np.isnan(pixels) | (pixels == nodata)
-    if nodata is None:
-        return np.zeros(pixels.shape, dtype=bool)
-    return pixels == nodata
-
-
-__all__ = ["ChunkPixels", "ChunkRequest", "RumiAsset", "blob_header", "cast_as_gdal", "gdal_dtype", "one_value_columns",
-           "read_chunk", "refuse_unloadable_dtype", "source_geobox"]
+    equal = np.zeros(pixels.shape, bool) if nodata is None else pixels == nodata
+    return equal | np.isnan(pixels) if pixels.dtype.kind == "f" else equal

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -59,24 +60,15 @@ class ItemImage:
         return hash(self._compared())
 
     def _compared(self) -> tuple:
-        nanoseconds = None if np.isnat(self.datetime) else int(self.datetime.astype("M8[ns]").astype(np.int64))
+        nanoseconds = int(self.datetime.astype("M8[ns]").astype(np.int64))  # NaT too: the lowest int64
         return self.href, self.blob, self.georeferencing, self.id, nanoseconds, self.asset, self.bands
 
 
 def item_images(items, asset: str | None = None) -> list[ItemImage]:
-    """Each STAC Item's rumi image, reading no file; ``asset=None``: the one asset with a blob, else ``ValueError``.
-
-    >>> import numpy as np, tempfile, os, xarray_rumi
-    >>> path = os.path.join(tempfile.mkdtemp(), "scene.rumi")
-    >>> blob = xarray_rumi.write(path, np.zeros((1, 16, 16), "uint8"), tile_size=8, crs=32633,
-    ...                          transform=(10, 0, 500000, 0, -10, 5000000))
-    >>> [image] = item_images(xarray_rumi.stac.item(path, blob, datetime="2024-05-01T10:00:00Z"))
-    >>> image.blob == blob, image.georeferencing.epsg, bool(image.datetime == np.datetime64("2024-05-01T10:00"))
-    (True, 32633, True)
-    """
+    """Each STAC Item's rumi image, reading no file; ``asset=None``: the one asset with a blob, else ``ValueError``."""
     images = []
     for item in stac_item_dicts(items):
-        key, fields = rumi_asset_entry(item, asset)
+        key, fields = rumi_asset(item, asset)
         blob = decode_blob(fields[STAC_HEADER], _record(item.get("id")))
         images.append(ItemImage(fields["href"], blob, stac_georeferencing(item, key), item.get("id"),
                                 stac_datetime(item), key, asset_bands(fields)))
@@ -84,25 +76,14 @@ def item_images(items, asset: str | None = None) -> list[ItemImage]:
 
 
 def asset_bands(asset: dict) -> tuple[StacBand, ...]:
-    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values).
-
-    >>> asset_bands({"eo:bands": [{"name": "red"}], "raster:bands": [{"nodata": 0, "scale": 0.01}]})
-    (StacBand(name='red', nodata=0, scale=0.01, offset=None, unit=None),)
-    """
-    named = _present_bands(asset.get("eo:bands") or asset.get("bands"))
-    raster = _present_bands(asset.get("raster:bands")) or [
+    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values)."""
+    # stac-geoparquet gives a band null where an asset has fewer bands than another
+    named = [band or {} for band in asset.get("eo:bands") or asset.get("bands") or []]
+    raster = [band or {} for band in asset.get("raster:bands") or []] or [
         {"nodata": b.get("nodata"), "unit": b.get("unit"), "scale": b.get("raster:scale"),
-         "offset": b.get("raster:offset")} for b in _present_bands(asset.get("bands"))]
-    count = max(len(named), len(raster))
-    return tuple(StacBand(name=(named[i].get("name") if i < len(named) else None),
-                          **{field: (raster[i].get(field) if i < len(raster) else None)
-                             for field in ("nodata", "scale", "offset", "unit")})
-                 for i in range(count))
-
-
-def _present_bands(bands) -> list[dict]:
-    # stac-geoparquet gives every member any band of the table has, null where this one has none
-    return [_present(band or {}) for band in bands or []]
+         "offset": b.get("raster:offset")} for b in (band or {} for band in asset.get("bands") or [])]
+    return tuple(StacBand(names.get("name"), values.get("nodata"), values.get("scale"), values.get("offset"),
+                          values.get("unit")) for names, values in itertools.zip_longest(named, raster, fillvalue={}))
 
 
 def _record(item_id) -> str:
@@ -121,20 +102,16 @@ def decode_blob(encoded, record: str) -> bytes:
 
 def is_stac(value) -> bool:
     """Whether ``value`` is STAC: an Item, an ItemCollection, their dicts, or a list of Items."""
-    if isinstance(value, dict):
-        return value.get("type") in ("Feature", "FeatureCollection")
-    if hasattr(value, "to_dict") and hasattr(value, "assets"):  # a pystac Item
-        return True
-    if type(value).__name__ == "ItemCollection":
-        return True
-    if isinstance(value, (list, tuple)) and value:
-        return all(is_stac(v) and not _is_collection(v) for v in value)
-    return False
-
-
-def _is_collection(value) -> bool:
-    return type(value).__name__ == "ItemCollection" or (
+    if isinstance(value, (list, tuple)):  # of Items: collections are given, not listed
+        return bool(value) and all(_is_item(v) for v in value)
+    return _is_item(value) or type(value).__name__ == "ItemCollection" or (
         isinstance(value, dict) and value.get("type") == "FeatureCollection")
+
+
+def _is_item(value) -> bool:
+    if isinstance(value, dict):
+        return value.get("type") == "Feature"
+    return hasattr(value, "to_dict") and hasattr(value, "assets")  # a pystac Item
 
 
 def is_stac_geoparquet(path) -> bool:
@@ -154,8 +131,8 @@ def read_stac_geoparquet(path) -> list[dict]:
 
 #: The columns :func:`stac_geoparquet_images` reads.
 _ITEM_PROPERTIES = ("datetime", "start_datetime", *STAC_CRS_FIELDS, "proj:transform")
-_ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, *STAC_CRS_FIELDS, "proj:transform")
-_BAND_FIELDS = ("eo:bands", "bands", "raster:bands")
+_ASSET_FIELDS = ("href", STAC_HEADER, STAC_RASTER_TYPE, STAC_TRANSFORM, *STAC_CRS_FIELDS, "proj:transform",
+                 "eo:bands", "bands", "raster:bands")
 
 
 def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
@@ -164,36 +141,26 @@ def stac_geoparquet_images(path, asset: str | None = None) -> list[ItemImage]:
 
     names = pq.read_schema(path).names
     table = pq.read_table(path, columns=[c for c in ("id", "assets", *_ITEM_PROPERTIES) if c in names])
-    ids = table["id"].to_pylist()
     properties = {name: table[name].to_pylist() for name in _ITEM_PROPERTIES[2:] if name in names}
     assets = _blob_assets(table["assets"].combine_chunks()) if "assets" in names else {}
     datetimes = _utc_datetimes(table)
-    # Items that record the same georeferencing share one, built once
-    said_by = _rows(properties.values(), len(ids))
-    asset_says = {key: _rows([v for name, v in fields.items() if name not in ("href", STAC_HEADER, *_BAND_FIELDS)],
-                             len(ids))
-                  for key, fields in assets.items()}
-    georeferencing: dict[tuple, Georeferencing] = {}
+    # Items that say the same of their georeferencing and bands share them, built once
+    described: dict[str, tuple[Georeferencing, tuple]] = {}
     blobs: dict[str, bytes] = {}
-    bands: dict[tuple, tuple] = {}
     images = []
-    for row, item_id in enumerate(ids):
+    for row, item_id in enumerate(table["id"].to_pylist()):
         key = _rumi_asset_key(item_id, [k for k, f in assets.items() if f[STAC_HEADER][row] is not None], asset)
-        fields = assets[key]
-        said = (key, said_by[row], asset_says[key][row])
-        if said not in georeferencing:
-            georeferencing[said] = stac_georeferencing({
-                "id": item_id, "properties": _present({name: values[row] for name, values in properties.items()}),
-                "assets": {key: _present({name: values[row] for name, values in fields.items()})}})
-        encoded = fields[STAC_HEADER][row]
+        fields = _present({name: values[row] for name, values in assets[key].items()})
+        said = _present({name: values[row] for name, values in properties.items()})
+        said_key = repr((key, said, [(n, v) for n, v in fields.items() if n not in ("href", STAC_HEADER)]))
+        if said_key not in described:
+            item = {"id": item_id, "properties": said, "assets": {key: fields}}
+            described[said_key] = stac_georeferencing(item, key), asset_bands(fields)
+        encoded = fields[STAC_HEADER]
         if encoded not in blobs:
             blobs[encoded] = decode_blob(encoded, _record(item_id))
-        said_of_bands = tuple(fields[name][row] for name in _BAND_FIELDS if name in fields)
-        key_of_bands = (key, repr(said_of_bands))
-        if key_of_bands not in bands:
-            bands[key_of_bands] = asset_bands(dict(zip([n for n in _BAND_FIELDS if n in fields], said_of_bands)))
-        images.append(ItemImage(fields["href"][row], blobs[encoded], georeferencing[said], item_id, datetimes[row],
-                                key, bands[key_of_bands]))
+        georef, bands = described[said_key]
+        images.append(ItemImage(fields["href"], blobs[encoded], georef, item_id, datetimes[row], key, bands))
     return images
 
 
@@ -201,25 +168,11 @@ def _present(fields: dict) -> dict:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def _rows(columns, count: int) -> list[tuple]:
-    hashable = [[_hashable(v) for v in values] for values in columns]
-    return list(zip(*hashable)) if hashable else [()] * count
-
-
-def _hashable(value):
-    if isinstance(value, list):
-        return tuple(value)
-    if isinstance(value, dict):  # a PROJJSON struct
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
 def _blob_assets(assets) -> dict[str, dict[str, list]]:
     """``{asset: {field: values}}`` of each asset that may carry a blob; flattening keeps the parents' nulls."""
     found = {}
     for field, values in zip(assets.type, assets.flatten()):
-        fields = {f.name: column for f, column in zip(values.type, values.flatten())
-                  if f.name in (*_ASSET_FIELDS, *_BAND_FIELDS)}
+        fields = {f.name: column for f, column in zip(values.type, values.flatten()) if f.name in _ASSET_FIELDS}
         if STAC_HEADER in fields:
             found[field.name] = {name: column.to_pylist() for name, column in fields.items()}
     return found
@@ -230,9 +183,8 @@ def _utc_datetimes(table) -> np.ndarray:
     import pyarrow.compute as pc
 
     dates = np.full(table.num_rows, np.datetime64("NaT", "ns"))
-    for name in ("start_datetime", "datetime"):  # datetime last: it wins where both are given
-        if name not in table.column_names:
-            continue
+    # datetime last: it wins where both are given
+    for name in [name for name in ("start_datetime", "datetime") if name in table.column_names]:
         column = table[name]
         if pa.types.is_timestamp(column.type):
             values = pc.cast(column, pa.timestamp("ns", tz="UTC")).to_numpy(zero_copy_only=False)
@@ -246,28 +198,18 @@ def stac_item_dicts(items) -> list[dict]:
     """Item dicts from an Item, an ItemCollection, their dicts, or a list of Items."""
     if isinstance(items, dict):
         return list(items["features"]) if items.get("type") == "FeatureCollection" else [items]
-    if hasattr(items, "to_dict") and hasattr(items, "assets"):
-        return [_pystac_item_dict(items)]
     if type(items).__name__ == "ItemCollection":
-        return [_pystac_item_dict(i) for i in items.items]
-    return [d for i in items for d in stac_item_dicts(i)]
-
-
-def _pystac_item_dict(item) -> dict:
-    """A pystac Item as a dict, with absolute asset hrefs."""
-    as_dict = item.to_dict(include_self_link=False)
-    for key, asset in item.assets.items():
+        return stac_item_dicts(items.items)
+    if not _is_item(items):
+        return [d for i in items for d in stac_item_dicts(i)]
+    as_dict = items.to_dict(include_self_link=False)  # a pystac Item, its asset hrefs made absolute
+    for key, asset in items.assets.items():
         as_dict["assets"][key]["href"] = asset.get_absolute_href() or asset.href
-    return as_dict
+    return [as_dict]
 
 
-def rumi_asset(item: dict, asset: str | None = None) -> dict:
-    """The asset of a STAC Item dict that is a rumi file: ``item["assets"][asset]``, else the one carrying the blob."""
-    return rumi_asset_entry(item, asset)[1]
-
-
-def rumi_asset_entry(item: dict, asset: str | None = None) -> tuple[str, dict]:
-    """``(key, asset dict)`` of :func:`rumi_asset`."""
+def rumi_asset(item: dict, asset: str | None = None) -> tuple[str, dict]:
+    """``(key, asset dict)`` of an Item dict's rumi asset: ``asset``, else the one asset carrying a blob."""
     assets = item.get("assets", {})
     key = _rumi_asset_key(item.get("id"), [k for k, fields in assets.items() if STAC_HEADER in fields], asset)
     return key, assets[key]
@@ -290,7 +232,7 @@ def _rumi_asset_key(item_id, keys: list[str], asset: str | None) -> str:
 
 def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
     """The georeferencing an Item records, the asset's fields over the Item's; ``ValueError`` naming a bad field."""
-    asset = rumi_asset(item, asset)
+    asset = rumi_asset(item, asset)[1]
     fields = {**(item.get("properties") or {}), **asset}
     record = _record(item.get("id"))
     own_matrix = asset.get(STAC_TRANSFORM) is not None
@@ -306,19 +248,16 @@ def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
 
 def _item_crs(fields: dict, record: str) -> tuple[str, object]:
     given = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
-    if not given:
-        return STAC_CRS_FIELDS[0], None
-    if len(given) > 1:
-        first, value = given[0]
-        code = _epsg(first, value, record)
-        for name, value in given[1:]:
-            try:
-                other = _epsg(name, value, record)
-            except ValueError:  # a form pyproj cannot reduce to an EPSG code says nothing against the first
-                continue
-            if other != code:
-                raise ValueError(f"{record}: its CRS fields name different CRSs "
-                                 f"({first} EPSG:{code}, {name} EPSG:{other})")
+    if len(given) < 2:
+        return given[0] if given else (STAC_CRS_FIELDS[0], None)
+    first, code = given[0][0], _epsg(*given[0], record)
+    for name, value in given[1:]:
+        try:
+            other = _epsg(name, value, record)
+        except ValueError:  # a form pyproj cannot reduce to an EPSG code says nothing against the first
+            continue
+        if other != code:
+            raise ValueError(f"{record}: its CRS fields name different CRSs ({first} EPSG:{code}, {name} EPSG:{other})")
     return given[0]
 
 
@@ -327,9 +266,7 @@ def _epsg(name: str, value, record: str) -> int:
 
 
 def _crs_value(value):
-    if isinstance(value, dict):
-        return json.dumps(_without_nulls(value), sort_keys=True)
-    return value
+    return json.dumps(_without_nulls(value), sort_keys=True) if isinstance(value, dict) else value
 
 
 def _without_nulls(value):
@@ -346,16 +283,7 @@ def stac_datetime(item: dict):
     import pandas as pd
 
     properties = item.get("properties", {})
-    value = properties.get("datetime") or properties.get("start_datetime")
-    if value is None:
-        return np.datetime64("NaT", "ns")
-    stamp = pd.Timestamp(value)
+    stamp = pd.Timestamp(properties.get("datetime") or properties.get("start_datetime"))  # NaT for None
     if stamp.tzinfo is not None:  # xarray's time coordinates are naive: UTC, as STAC's are
         stamp = stamp.tz_convert("UTC").tz_localize(None)
     return stamp.to_datetime64()
-
-
-__all__ = ["ItemImage", "STAC_CRS_FIELDS", "StacBand", "asset_bands", "rumi_asset_entry", "STAC_HEADER", "STAC_MEDIA_TYPE",
-           "STAC_RASTER_TYPE", "STAC_TRANSFORM", "decode_blob", "is_stac", "is_stac_geoparquet", "item_images",
-           "read_stac_geoparquet", "rumi_asset", "stac_datetime", "stac_geoparquet_images", "stac_georeferencing",
-           "stac_item_dicts"]
