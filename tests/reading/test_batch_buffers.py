@@ -1,4 +1,4 @@
-"""Large results' memory (batches, windows, Cube chunks): reused once every view of a result is gone, never while one lives."""
+"""Large results' memory (batches, windows, Cube chunks): reused once no view of a result lives, never before."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Memory for large read results (batches, windows, Cube chunks), reused once the caller lets one go (docs/benchmarks.md)."""
+"""Memory for large read results (batches, windows, Cube chunks), reused once the caller lets one go."""
 
 from __future__ import annotations
 
