@@ -132,7 +132,14 @@ class RangeServer(LoopbackServer):
                 path = os.path.join(server.root, self.path.split("?", 1)[0].lstrip("/"))
                 return path if os.path.isfile(path) else None
 
+            def send_response(self, code, message=None):
+                # The answer is made while the latency runs, as a distant store's is: what the client waits for is
+                # the latency, and the server's own work (on the client's cores here) does not add to it.
+                time.sleep(max(0.0, self.first_byte_due - time.perf_counter()))
+                super().send_response(code, message)
+
             def do_HEAD(self):
+                self.first_byte_due = time.perf_counter() + server.latency
                 server._arrived()
                 try:
                     self._head()
@@ -140,6 +147,7 @@ class RangeServer(LoopbackServer):
                     server._done()
 
             def do_GET(self):
+                self.first_byte_due = time.perf_counter() + server.latency
                 server._arrived()
                 try:
                     self._get()
@@ -147,7 +155,6 @@ class RangeServer(LoopbackServer):
                     server._done()
 
             def _head(self):
-                time.sleep(server.latency)
                 path = self._target()
                 if path is None:
                     self.send_error(404)
@@ -162,7 +169,6 @@ class RangeServer(LoopbackServer):
                 self.end_headers()
 
             def _get(self):
-                time.sleep(server.latency)
                 path = self._target()
                 if path is None:
                     self.send_error(404)

@@ -1,4 +1,4 @@
-"""Batch results' memory: reused once every view of a result is gone, never while one lives."""
+"""Large results' memory (batches, windows, Cube chunks): reused once no view of a result lives, never before."""
 
 from __future__ import annotations
 
@@ -101,3 +101,27 @@ def test_a_batch_reuses_the_memory_of_the_batch_before_once_it_is_gone(tmp_path)
         np.testing.assert_array_equal(chip, values[:, row:row + height, col:col + width])
     handed = np.from_dlpack(second)
     assert handed.ctypes.data == address
+
+
+
+
+@pytest.mark.parametrize("cube", [False, True], ids=["window", "cube chunk"])
+def test_a_large_window_or_cube_chunk_reuses_the_memory_of_one_let_go(tmp_path, cube):
+    from xarray_rumi.reading.image import read_windows
+
+    values = np.arange(2 * 512 * 512, dtype="uint16").reshape(2, 512, 512)
+    blob = xarray_rumi.write(tmp_path / "a.rumi", values, tile_size=128)
+    image = xarray_rumi.open_image(tmp_path / "a.rumi", blob)
+    if cube:
+        def read():
+            return read_windows([image, image], range(2), range(512), range(512))[1]
+    else:
+        def read():
+            return image.read(rows=slice(0, 512))  # 16 frames, 1 MiB: a Dask "auto" chunk or .values
+
+    first = read()
+    del first
+    (kept,) = buffers._released.blocks
+    again = read()
+    assert not buffers._released.blocks and np.shares_memory(again, kept)
+    np.testing.assert_array_equal(again, values)

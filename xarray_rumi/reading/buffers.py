@@ -1,4 +1,4 @@
-"""Memory for batch results, reused once the caller lets a result go (docs/benchmarks.md, "Training batches")."""
+"""Memory for large read results (batches, windows, Cube chunks), reused once the caller lets one go."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from ..io.source import ByteSource, FileEndedError, pinned_by_next_read
 from ..runtime.scratch import FRAME, scratch
 from ..runtime.threads import idle_threads, share_with_idle, share_work
 from . import readahead
+from .buffers import result_array
 from .checked import checked_blobs, pair_digest, version_key
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ class RumiImage:
             # a chunks={} task: remotely it may share a read-ahead, and the decoded frame is the result, uncopied
             return self.decode(frame, readahead.read_frame(self, frame))
         window = (bands, rows, cols)
-        out = np.empty(tuple(len(r) for r in window), self.sample_type.dtype)
+        out = result_array(tuple(len(r) for r in window), self.sample_type.dtype)
         decode_all([self.window_job(window, out)])
         return out
 
@@ -315,7 +316,7 @@ def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
     if len(images) == 1:
         return images[0].read_window(bands, rows, cols)[np.newaxis]
     window = (bands, rows, cols)
-    out = np.empty((len(images), *(len(r) for r in window)), images[0].sample_type.dtype)
+    out = result_array((len(images), *(len(r) for r in window)), images[0].sample_type.dtype)
     decode_all([image.window_job(window, part) for image, part in zip(images, out)])
     return out
 
