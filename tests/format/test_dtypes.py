@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -143,3 +146,16 @@ def test_names_are_numpy_names_or_the_three_complex_extras():
             assert np.dtype(t.name if t.name != "bool" else np.bool_) == t.dtype or t.dtype.name == t.name
     with pytest.raises(ValueError, match="unknown sample type"):
         sample_type_from_name("int3")
+
+
+def test_plain_types_never_import_ml_dtypes(tmp_path):
+    # ml_dtypes' import can cost half a second (numpy 2.4), and xr.open_dataset imports every installed backend
+    script = f"""
+import sys, numpy as np, xarray as xr, xarray_rumi
+blob = xarray_rumi.write({str(tmp_path / "a.rumi")!r}, np.ones((2, 8, 8), "float32"), tile_size=4)
+assert xr.open_dataset({str(tmp_path / "a.rumi")!r}, engine="rumi", header=blob)["band_data"].values.sum() == 128
+assert "ml_dtypes" not in sys.modules
+import ml_dtypes
+assert xarray_rumi.format.dtypes.sample_type_for_dtype(ml_dtypes.bfloat16).name == "bfloat16"
+"""
+    subprocess.run([sys.executable, "-c", script], check=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import RumiFormatError
@@ -80,48 +81,84 @@ def _exact_cast(values: np.ndarray, target: np.dtype, name: str) -> np.ndarray:
     return cast
 
 
-def _t(name, fmt, bits, dtype, storage=None, components=1) -> SampleType:
-    dtype = np.dtype(dtype)
-    return SampleType(name, fmt, bits, dtype, np.dtype(storage or dtype), components)
-
-
 _u8 = np.uint8
-SAMPLE_TYPES: dict[tuple[int, int], SampleType] = {
-    (t.sample_format, t.bits_per_sample): t
-    for t in (
-        _t("bool", 1, 1, np.bool_, _u8),
-        _t("uint2", 1, 2, ml_dtypes.uint2, _u8),
-        _t("uint4", 1, 4, ml_dtypes.uint4, _u8),
-        _t("uint8", 1, 8, np.uint8),
-        _t("uint16", 1, 16, np.uint16),
-        _t("uint32", 1, 32, np.uint32),
-        _t("uint64", 1, 64, np.uint64),
-        _t("int2", 2, 2, ml_dtypes.int2, _u8),
-        _t("int4", 2, 4, ml_dtypes.int4, _u8),
-        _t("int8", 2, 8, np.int8),
-        _t("int16", 2, 16, np.int16),
-        _t("int32", 2, 32, np.int32),
-        _t("int64", 2, 64, np.int64),
-        _t("float16", 3, 16, np.float16),
-        _t("float32", 3, 32, np.float32),
-        _t("float64", 3, 64, np.float64),
-        _t("cint16", 5, 32, np.complex64, np.int16, 2),
-        _t("cint32", 5, 64, np.complex128, np.int32, 2),
-        _t("cfloat16", 6, 32, np.complex64, np.float16, 2),
-        _t("complex64", 6, 64, np.complex64, np.float32, 2),
-        _t("complex128", 6, 128, np.complex128, np.float64, 2),
-        _t("float8_e4m3fn", 100, 8, ml_dtypes.float8_e4m3fn, _u8),
-        _t("float8_e5m2", 101, 8, ml_dtypes.float8_e5m2, _u8),
-        _t("bfloat16", 102, 16, ml_dtypes.bfloat16, np.uint16),
-        _t("float8_e8m0fnu", 103, 8, ml_dtypes.float8_e8m0fnu, _u8),
-        _t("float6_e2m3fn", 104, 6, ml_dtypes.float6_e2m3fn, _u8),
-        _t("float6_e3m2fn", 105, 6, ml_dtypes.float6_e3m2fn, _u8),
-        _t("float4_e2m1fn", 106, 4, ml_dtypes.float4_e2m1fn, _u8),
-    )
-}
-_BY_NAME = {t.name: t for t in SAMPLE_TYPES.values()}
+#: The spec's sample types: name, sample_format, bits_per_sample, numpy type (a str: ml_dtypes' type of that name),
+#: storage, components.
+_SPECS = (
+    ("bool", 1, 1, np.bool_, _u8),
+    ("uint2", 1, 2, "uint2", _u8),
+    ("uint4", 1, 4, "uint4", _u8),
+    ("uint8", 1, 8, np.uint8),
+    ("uint16", 1, 16, np.uint16),
+    ("uint32", 1, 32, np.uint32),
+    ("uint64", 1, 64, np.uint64),
+    ("int2", 2, 2, "int2", _u8),
+    ("int4", 2, 4, "int4", _u8),
+    ("int8", 2, 8, np.int8),
+    ("int16", 2, 16, np.int16),
+    ("int32", 2, 32, np.int32),
+    ("int64", 2, 64, np.int64),
+    ("float16", 3, 16, np.float16),
+    ("float32", 3, 32, np.float32),
+    ("float64", 3, 64, np.float64),
+    ("cint16", 5, 32, np.complex64, np.int16, 2),
+    ("cint32", 5, 64, np.complex128, np.int32, 2),
+    ("cfloat16", 6, 32, np.complex64, np.float16, 2),
+    ("complex64", 6, 64, np.complex64, np.float32, 2),
+    ("complex128", 6, 128, np.complex128, np.float64, 2),
+    ("float8_e4m3fn", 100, 8, "float8_e4m3fn", _u8),
+    ("float8_e5m2", 101, 8, "float8_e5m2", _u8),
+    ("bfloat16", 102, 16, "bfloat16", np.uint16),
+    ("float8_e8m0fnu", 103, 8, "float8_e8m0fnu", _u8),
+    ("float6_e2m3fn", 104, 6, "float6_e2m3fn", _u8),
+    ("float6_e3m2fn", 105, 6, "float6_e3m2fn", _u8),
+    ("float4_e2m1fn", 106, 4, "float4_e2m1fn", _u8),
+)
 
-_BY_DTYPE = {t.dtype: t for t in SAMPLE_TYPES.values() if t.name not in ("cint16", "cint32", "cfloat16")}
+
+class _SampleTypes(Mapping):
+    """``(sample_format, bits_per_sample)`` -> :class:`SampleType`, each made when first asked for.
+
+    ml_dtypes is imported only for one of its types: with some numpy releases its import costs half a second, which
+    every process reading plain integers or floats (and every ``xr.open_dataset``, which loads all backends) would pay.
+    """
+
+    def __init__(self) -> None:
+        self._specs = {(spec[1], spec[2]): spec for spec in _SPECS}
+        self._made: dict[tuple[int, int], SampleType] = {}
+
+    def __getitem__(self, pair) -> SampleType:
+        made = self._made.get(pair)
+        if made is None:
+            made = self._made[pair] = _made(*self._specs[pair])
+        return made
+
+    def __iter__(self):
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+def _made(name, sample_format, bits, dtype, storage=None, components=1) -> SampleType:
+    if isinstance(dtype, str):
+        import ml_dtypes
+
+        dtype = getattr(ml_dtypes, dtype)
+    return SampleType(name, sample_format, bits, np.dtype(dtype), np.dtype(storage or dtype), components)
+
+
+SAMPLE_TYPES = _SampleTypes()
+_PAIR_BY_NAME = {spec[0]: (spec[1], spec[2]) for spec in _SPECS}
+# the sample type a numpy array is written as: complex64/complex128 as themselves, never as cint16/cint32/cfloat16
+_WRITTEN_AS = [spec for spec in _SPECS if spec[0] not in ("cint16", "cint32", "cfloat16")]
+_PAIR_BY_NUMPY_DTYPE = {np.dtype(spec[3]): spec[1:3] for spec in _WRITTEN_AS if not isinstance(spec[3], str)}
+
+
+@functools.cache
+def _pair_by_dtype() -> dict:
+    """:data:`_WRITTEN_AS` by dtype, ml_dtypes' types included (importing ml_dtypes)."""
+    return {SAMPLE_TYPES[spec[1:3]].dtype: spec[1:3] for spec in _WRITTEN_AS}
 
 
 def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample-encoding") -> SampleType:
@@ -142,15 +179,16 @@ def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample
 def sample_type_from_name(name: str) -> SampleType:
     """The sample type named ``name`` (``"cint16"``, ``"uint4"``, ...); ``ValueError`` for another name."""
     try:
-        return _BY_NAME[str(name)]
+        return SAMPLE_TYPES[_PAIR_BY_NAME[str(name)]]
     except KeyError:
-        raise ValueError(f"unknown sample type {name!r}; expected one of {', '.join(_BY_NAME)}") from None
+        raise ValueError(f"unknown sample type {name!r}; expected one of {', '.join(_PAIR_BY_NAME)}") from None
 
 
 def sample_type_for_dtype(dtype) -> SampleType:
     """The sample type that stores a numpy dtype without conversion; ``ValueError`` if none does."""
     dtype = np.dtype(dtype)
-    found = _BY_DTYPE.get(np.dtype(dtype.type))
-    if found is None:
+    key = np.dtype(dtype.type)
+    pair = _PAIR_BY_NUMPY_DTYPE.get(key) or _pair_by_dtype().get(key)
+    if pair is None:
         raise ValueError(f"rumi has no sample type for dtype {dtype}")
-    return found
+    return SAMPLE_TYPES[pair]
