@@ -14,7 +14,7 @@ from ..errors import RumiFormatError
 from . import demo, header, info, quicklook, stac, validate
 from .demo import demo_raster
 from .shared import (EXIT_STATUS, READER_GONE, STDOUT, CannotWrite, CommandParser, HelpFormatter, Refused,
-                     install_hint, storage_error, write_stdout)
+                     cannot_read, install_hint, storage_error, write_stdout)
 
 #: Commands that need an extra, and the extra that brings what they need.
 _EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
@@ -55,7 +55,7 @@ def _run(args) -> int:
     except OSError as exc:
         if isinstance(exc, BrokenPipeError) and _output_is_a_pipe():
             raise  # our reader left (main stops quietly); on a file or terminal it is an I/O failure like any
-        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {exc}", file=report)
+        print(f"rumi {args.command}: {cannot_read(_unreadable(args, exc), exc)}", file=report)
         return 1
     except ValueError as exc:
         print(f"rumi {args.command}: {exc}", file=sys.stderr)
@@ -68,13 +68,13 @@ def _run(args) -> int:
     except Exception as exc:
         if not storage_error(exc):
             raise
-        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {type(exc).__name__}: {exc}", file=report)
+        print(f"rumi {args.command}: {cannot_read(_unreadable(args, exc), exc)}", file=report)
         return 1
 
 
 class _WatchedOutput:
-    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, never taken for
-    the input's (``rumi info a.rumi > /dev/full``)."""
+    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, never taken for the
+    input's (``rumi info a.rumi > /dev/full``)."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -110,8 +110,8 @@ def _discard_stdout() -> None:
         pass
 
 
-def _unreadable(args, exc: OSError) -> str:
-    """The input an OSError is about, as the user wrote it: the blob when the error names it, else FILE.
+def _unreadable(args, exc: Exception) -> str:
+    """The input an error is about, as the user wrote it: the blob when the error names it, else FILE.
 
     >>> _unreadable(argparse.Namespace(file="a.rumi", header="a.blob"), OSError("connection reset"))
     'a.rumi'
@@ -119,8 +119,8 @@ def _unreadable(args, exc: OSError) -> str:
     header = getattr(args, "header", None)
     if header and str(header) in str(exc):
         return str(header)
-    files = getattr(args, "file", None) or getattr(args, "files", None) or ""
-    return str(files) if isinstance(files, (str, os.PathLike)) else " ".join(map(str, files))
+    files = getattr(args, "file", "")
+    return " ".join(map(str, files)) if isinstance(files, list) else str(files)
 
 
 def _output_is_a_pipe() -> bool:
@@ -147,11 +147,9 @@ def _commands_needing_extras():
     """``add_command`` of ``convert`` and ``refs``, or of a stand-in naming the extra their modules import."""
     for command in ("convert", "refs"):
         try:
-            module = importlib.import_module(f"{__name__}.{command}")
+            yield importlib.import_module(f"{__name__}.{command}").add_command
         except ImportError as exc:
             yield _missing_command(command, exc)
-        else:
-            yield module.add_command
 
 
 def _missing_command(command: str, error: ImportError):

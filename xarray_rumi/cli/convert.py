@@ -1,10 +1,5 @@
-"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters rasterio opens, to rumi files.
-
-Each file goes through :func:`xarray_rumi.convert`; this
-module decides where each one goes, shows progress on a terminal, converts
-files in parallel processes with ``-j``, names every file it could not
-convert, and ends with a table of sizes and the notes of what rumi did not store.
-"""
+"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters rasterio opens, to rumi files,
+each through :func:`xarray_rumi.convert`, ending with a table of sizes and the notes of what rumi did not store."""
 
 from __future__ import annotations
 
@@ -19,7 +14,8 @@ from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
 from ..writing.parameters import MAX_TILE_SIDE
-from .shared import Refused, add_storage_options, check_folder, options_for, positive_int, said_of
+from .shared import (Refused, add_storage_options, check_folder, make_folder, options_for, positive_int, said_of,
+                     stac_bytes, write_output)
 
 
 def add_command(commands) -> None:
@@ -75,14 +71,7 @@ def run(args) -> int:
     except ValueError as exc:  # outputs that would replace each other: refused like every command's (exit 1)
         raise Refused(str(exc)) from None
     if len(args.inputs) > 1:
-        if is_url(args.output):
-            import fsspec
-
-            fs, root = fsspec.core.url_to_fs(args.output, **(args.storage_options or {}))
-            fs.makedirs(root, exist_ok=True)
-        else:
-            check_folder(args.output.rstrip(os.sep))  # the output folder is made, never a folder above it
-            os.makedirs(args.output, exist_ok=True)
+        make_folder(args.output, args.storage_options)
     options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
                    drop_georeferencing=args.drop_georeferencing, crs=args.crs,
                    storage_options=options_for(args.output, args.storage_options))
@@ -112,11 +101,7 @@ def run(args) -> int:
 
 
 def tile_side(text: str) -> int:
-    """An argparse type: ``--tile-size``, 1 to 65535 px as ``write`` takes it.
-
-    >>> tile_side("256")
-    256
-    """
+    """An argparse type: ``--tile-size``, 1 to 65535 px as ``write`` takes it."""
     side = positive_int(text)
     if side > MAX_TILE_SIDE:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_TILE_SIDE} px (TileWidth and TileLength are TIFF "
@@ -149,17 +134,8 @@ def _convert_quietly(args) -> Conversion | ValueError | OSError:
 
 
 class LazyBar:
-    """A tqdm bar that appears at its first update, and only on a terminal.
-
-    A file refused before its first frame never shows a "0%" bar; output
-    redirected to a file or a pipe gets no bar at all.
-
-    >>> import io
-    >>> with LazyBar(io.StringIO(), total=2) as bar:   # not a terminal: no bar
-    ...     bar.update(2)
-    >>> bar.bar is None
-    True
-    """
+    """A tqdm bar on a terminal only (tqdm's ``disable=None``), shown from its first update: a file refused before
+    its first frame shows no "0%" bar."""
 
     def __init__(self, stream=None, **options):
         self.stream = sys.stderr if stream is None else stream
@@ -168,29 +144,17 @@ class LazyBar:
 
     def update(self, n: int = 1) -> None:
         if self.bar is None:
-            if not _is_terminal(self.stream):
-                return
             from tqdm import tqdm
 
-            self.bar = tqdm(file=self.stream, **self.options)
+            self.bar = tqdm(file=self.stream, disable=None, **self.options)
         self.bar.update(n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
     def __enter__(self) -> LazyBar:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _is_terminal(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _frame_count(source: str, args) -> int | None:
@@ -285,38 +249,18 @@ def _client(address):
 
 
 def _write_items(items, output: str, geoparquet: bool, storage_options=None) -> str:
-    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``, whole or not at all; left untouched
-    when already the same."""
-    import json
-
+    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``; a rerun that gives the same bytes
+    writes nothing."""
     from ..io.source import ByteSource
-    from ..writing.staging import write_small
 
     name = "items.parquet" if geoparquet else "items.json"
     target = posixpath.join(output, name) if is_url(output) else os.path.join(output, name)
-    if geoparquet:
-        data = _stac_geoparquet_bytes(items)
-    else:
-        data = json.dumps({"type": "FeatureCollection", "features": [item.to_dict(include_self_link=False)
-                                                                     for item in items]}, indent=1).encode()
+    data = stac_bytes(items, target, collection=True)
     place = ByteSource.of(target, storage_options)
     try:
         unchanged = place.size() == len(data) and place.read(0, len(data)) == data
     except (OSError, ValueError):
         unchanged = False
-    if not unchanged:  # a rerun over a finished destination writes nothing
-        write_small(place, data)
+    if not unchanged:
+        write_output(target, data, storage_options)
     return target
-
-
-def _stac_geoparquet_bytes(items) -> bytes:
-    import tempfile
-
-    from ..stac.geoparquet import write_stac_geoparquet
-
-    # pyarrow writes to a path: one here, so that the output is staged, compared and written as JSON is
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "items.parquet")
-        write_stac_geoparquet(items, path)
-        with open(path, "rb") as f:
-            return f.read()

@@ -1,7 +1,5 @@
-"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back.
-
-It needs no extra: what a plain install can do, shown end to end.
-"""
+"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back; what a
+plain install (no extra) can do, end to end."""
 
 from __future__ import annotations
 

@@ -25,8 +25,7 @@ def add_command(commands) -> None:
     look.add_argument("--bands", type=band_numbers, default=None,
                       help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
                            "(default: 1,2,3 with three bands or more, else 1)")
-    look.add_argument("--size", type=positive_int, default=SIZE,
-                      help="longest side of the PNG, in pixels (default: %(default)s)")
+    look.add_argument("--size", type=positive_int, default=SIZE, help="longest side of the PNG, in pixels")
     look.add_argument("--percentiles", type=percentile_pair, default=PERCENTILES, metavar="LOW,HIGH",
                       help="percentiles each band is stretched between, 0 <= LOW < HIGH <= 100 "
                            f"(default: {','.join(f'{p:g}' for p in PERCENTILES)})")
@@ -34,11 +33,7 @@ def add_command(commands) -> None:
 
 
 def band_numbers(text: str) -> list[int]:
-    """``--bands``: 1-based band numbers, comma-separated.
-
-    >>> band_numbers("4,3,2")
-    [4, 3, 2]
-    """
+    """``--bands``: 1-based band numbers, comma-separated."""
     try:
         bands = [int(b) for b in text.split(",")]
     except ValueError:
@@ -50,11 +45,7 @@ def band_numbers(text: str) -> list[int]:
 
 
 def percentile_pair(text: str) -> tuple[float, float]:
-    """``--percentiles``: two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100.
-
-    >>> percentile_pair("2,98")
-    (2.0, 98.0)
-    """
+    """``--percentiles``: two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100."""
     try:
         low, high = (float(p) for p in text.split(","))
     except ValueError:

@@ -1,16 +1,14 @@
 """``rumi refs FILE [FILE ...]``: Kerchunk references to rumi files, one set per file or with ``--cube`` one
-for a Cube built through VirtualiZarr, written as JSON or kerchunk's Parquet references whole or not at all
-(docs/virtual-zarr.md says how they are read)."""
+for a Cube built through VirtualiZarr (docs/virtual-zarr.md says how they are read)."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 from ..datamodel.variable import cube_layout, image_layout
-from ..io.urls import absolute, is_local, local_path
-from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
-                     read_by, read_or_report, write_stdout)
+from ..io.urls import absolute
+from .shared import (STDOUT, CannotWrite, Refused, add_storage_options, blob_for, check_outputs, make_folder,
+                     options_for, read_by, read_or_report, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import compact_json, consolidated, layout_references
@@ -57,15 +55,16 @@ def run(args) -> int:
     into_folder = bool(args.output) and len(files) > 1
     check_outputs(targets, read_by(files), "a raster or its blob", folders=not into_folder)
     if into_folder:
-        _make_output_folder(args.output)
+        make_folder(args.output, options)
     for path, target in zip(files, targets):
         image = _opened(path, options)
         if image is None:
             return 1
         layout = image_layout(image)
-        _write(layout_references(layout), target, fmt, options)
+        write_references(layout_references(layout), target, format=fmt,
+                         storage_options=options_for(target, options))
         if target != STDOUT:
-            print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
+            print(f"wrote {target}: {_counts(layout)}")
     return 0
 
 
@@ -73,8 +72,7 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
     from ..virtual.cube import check_stack_dim, virtual_cube_references
 
     if not output:
-        print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
-        return 2
+        raise ValueError("--cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)")
     check_stack_dim(dim)
     _check_stdout(output, fmt, 1)
     check_outputs([output], read_by(files), "a raster or its blob")
@@ -85,12 +83,10 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
         layout = cube_layout(images, dim)
         refs = virtual_cube_references(images, dim)
     except ValueError as exc:
-        print(f"rumi refs: {exc}", file=sys.stderr)
-        return 1
-    _write(refs, output, fmt, options)
+        raise Refused(str(exc)) from None
+    write_references(refs, output, format=fmt, storage_options=options_for(output, options))
     if output != STDOUT:
-        print(f"wrote {output}: {len(files)} files along {dim!r}, "
-              f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
+        print(f"wrote {output}: {len(files)} files along {dim!r}, {_counts(layout)}")
     return 0
 
 
@@ -118,17 +114,6 @@ def _check_stdout(output: str | None, fmt: str | None, count: int) -> None:
         raise ValueError("-o - (standard output) takes JSON references; Parquet references are a directory")
 
 
-def _make_output_folder(output: str) -> None:
-    """The -o folder of several FILEs' references: made when missing, but never the folders above it."""
-    if not is_local(output):
-        return  # object stores have no folders
-    check_folder(output)
-    try:
-        os.makedirs(local_path(output), exist_ok=True)
-    except OSError as exc:
-        raise CannotWrite(output, exc) from exc
-
-
 def _opened(path: str, options: dict | None):
     """The image at ``path`` (read as every command reads a file); ``None`` once it has said why it cannot be."""
     from ..reading.open import open_image
@@ -138,35 +123,22 @@ def _opened(path: str, options: dict | None):
                                                            storage_options=options))
 
 
-def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> None:
-    """Write references to ``target`` (standard output for ``-``), or raise :class:`CannotWrite`."""
-    if target == STDOUT:
-        write_stdout(compact_json(consolidated(refs)) + "\n")
-        return
-    try:
-        write_references(refs, target, format=fmt, storage_options=options_for(target, options))
-    except OSError as exc:
-        raise CannotWrite(target, exc) from exc
-
-
 def _suffix(fmt: str | None) -> str:
     return "parq" if fmt == "parquet" else "json"
 
 
-def _frame_count(layout) -> int:
-    return len(layout.headers) * layout.grid.frame_count
-
-
-def _moved_count(layout) -> int:
-    """References that start before their frame (see :mod:`xarray_rumi.virtual.edges`)."""
+def _counts(layout) -> str:
+    """The frame references of ``layout``, and how many start before their frame (:mod:`xarray_rumi.virtual.edges`)."""
     from ..virtual.edges import chunk_references
 
-    return chunk_references(list(layout.headers)).moved
+    moved = chunk_references(list(layout.headers)).moved
+    return f"{len(layout.headers) * layout.grid.frame_count} frame references, {moved} moved"
 
 
 def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None) -> None:
-    """Write a Kerchunk reference set to ``url`` (a path or fsspec URL), with consolidated metadata, whole or not
-    at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or (no ``format``) a ``.parq`` name.
+    """Write a Kerchunk reference set with consolidated metadata to ``url`` (a path, an fsspec URL, or ``-`` for
+    standard output), whole or not at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or
+    (no ``format``) a ``.parq`` name; :class:`~xarray_rumi.cli.shared.CannotWrite` if it cannot.
 
     >>> import os, tempfile, xarray as xr
     >>> out = os.path.join(tempfile.mkdtemp(), "empty.json")
@@ -181,13 +153,19 @@ def write_references(refs: dict, url, *, format: str | None = None, storage_opti
         format = "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
     if format not in FORMATS:
         raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
-    target = ByteSource.of(url, storage_options)
-    if format == "json":
-        write_small(target, compact_json(consolidated(refs)).encode())
+    if url == STDOUT:
+        write_stdout(compact_json(consolidated(refs)) + "\n")
         return
-    from kerchunk.df import refs_to_dataframe
+    target = ByteSource.of(url, storage_options)
+    try:
+        if format == "json":
+            write_small(target, compact_json(consolidated(refs)).encode())
+            return
+        from kerchunk.df import refs_to_dataframe
 
-    # Parquet references keep their metadata in a .zmetadata of their own, which a reader opens first
-    entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
-    with staged_directory(target, last=(".zmetadata",)) as built:
-        refs_to_dataframe({"version": 1, "refs": entries}, built)
+        # Parquet references keep their metadata in a .zmetadata of their own, which a reader opens first
+        entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
+        with staged_directory(target, last=(".zmetadata",)) as built:
+            refs_to_dataframe({"version": 1, "refs": entries}, built)
+    except OSError as exc:
+        raise CannotWrite(url, exc) from exc

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 
-from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, add_storage_options, blob_for, check_outputs, options_for,
-                     read_by, read_or_report, write_output)
+from .shared import (OUTPUT_RULES, STDOUT, add_storage_options, blob_for, check_outputs, options_for, read_by,
+                     read_or_report, stac_bytes, write_output)
 
 
 def add_command(commands) -> None:
@@ -19,7 +17,7 @@ def add_command(commands) -> None:
                     "(see docs/stac.md): FILE.header when it exists, else rebuilt from the IFD. One FILE gives an "
                     "Item, several an ItemCollection. An output that is one of the FILEs or the blob beside it is "
                     "refused.")
-    stac.add_argument("files", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
+    stac.add_argument("file", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
     stac.add_argument("-o", "--output", default="-",
                       help="file to write (path or fsspec URL): JSON, or stac-geoparquet when it ends in "
                            f".parquet; {OUTPUT_RULES} (default: %(default)s)")
@@ -38,11 +36,7 @@ def add_command(commands) -> None:
 
 
 def _nodata(text: str) -> int | float:
-    """``--nodata``'s value: an int when it is one (kept exact), else a float.
-
-    >>> _nodata("-9999"), _nodata("-inf")
-    (-9999, -inf)
-    """
+    """``--nodata``'s value: an int when it is one (kept exact), else a float."""
     try:
         return int(text)
     except ValueError:
@@ -58,9 +52,9 @@ def run(args) -> int:
 
     from ..stac.items import item
 
-    check_outputs([args.output], read_by(args.files), "a raster or its blob")
+    check_outputs([args.output], read_by(args.file), "a raster or its blob")
     items = []
-    for path in args.files:  # every file is tried, so that one run names every file that cannot be described
+    for path in args.file:  # every file is tried, so that one run names every file that cannot be described
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
         options = options_for(path, args.storage_options)
         items.append(read_or_report("stac", path, lambda: item(
@@ -68,36 +62,9 @@ def run(args) -> int:
             storage_options=options)))
     if None in items:
         return 1
-    parquet = args.output.endswith(".parquet")
-    write_output(args.output, _parquet(items, args.output) if parquet else _json(items, args.collection),
+    write_output(args.output, stac_bytes(items, args.output, args.collection),
                  options_for(args.output, args.storage_options))
     if args.output != STDOUT:
         print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}"
-              f"{' as stac-geoparquet' if parquet else ''}", file=sys.stderr)
+              f"{' as stac-geoparquet' if args.output.endswith('.parquet') else ''}", file=sys.stderr)
     return 0
-
-
-def _json(items, collection: bool) -> bytes:
-    """One Item's JSON, or an ItemCollection's for several Items or when asked."""
-    import pystac
-
-    if collection or len(items) > 1:
-        document = pystac.ItemCollection(items).to_dict()
-    else:
-        document = items[0].to_dict(include_self_link=False)
-    return (json.dumps(document, indent=2) + "\n").encode()
-
-
-def _parquet(items, output: str) -> bytes:
-    """The Items as stac-geoparquet bytes, built in a temporary folder: the output is then written whole."""
-    from ..stac.geoparquet import write_stac_geoparquet
-
-    with tempfile.TemporaryDirectory(prefix="rumi-stac-") as folder:
-        built = os.path.join(folder, "items.parquet")
-        try:
-            write_stac_geoparquet(items, built)
-            with open(built, "rb") as f:
-                return f.read()
-        except OSError as exc:
-            raise CannotWrite(output, exc) from exc
-
