@@ -1,10 +1,10 @@
-"""The ``rumi`` command: a module per command; here the parser, and the errors a user can cause said in one
-line with an exit status (:data:`~xarray_rumi.cli.shared.EXIT_STATUS`)."""
+"""The ``rumi`` command (a module per command): the parser, and each error a user can cause said in one line."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import stat
@@ -111,11 +111,7 @@ def _discard_stdout() -> None:
 
 
 def _unreadable(args, exc: Exception) -> str:
-    """The input an error is about, as the user wrote it: the blob when the error names it, else FILE.
-
-    >>> _unreadable(argparse.Namespace(file="a.rumi", header="a.blob"), OSError("connection reset"))
-    'a.rumi'
-    """
+    """The input an error is about, as the user wrote it: the blob when the error names it, else FILE."""
     header = getattr(args, "header", None)
     if header and str(header) in str(exc):
         return str(header)
@@ -149,19 +145,17 @@ def _commands_needing_extras():
         try:
             yield importlib.import_module(f"{__name__}.{command}").add_command
         except ImportError as exc:
-            yield _missing_command(command, exc)
+            yield functools.partial(_add_stand_in, command, exc)
 
 
-def _missing_command(command: str, error: ImportError):
-    def run(args):
-        raise error  # main() turns it into the install hint
+def _add_stand_in(command: str, error: ImportError, commands) -> None:
+    stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
+    stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
+    stand_in.set_defaults(run=_raise_missing, missing=error)
 
-    def add(commands) -> None:
-        stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
-        stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
-        stand_in.set_defaults(run=run)
 
-    return add
+def _raise_missing(args):
+    raise args.missing  # main() turns it into the install hint
 
 
 __all__ = ["EXIT_STATUS", "READER_GONE", "CommandParser", "HelpFormatter", "demo_raster", "install_hint", "main"]

@@ -1,9 +1,9 @@
-"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters rasterio opens, to rumi files,
-each through :func:`xarray_rumi.convert`, ending with a table of sizes and the notes of what rumi did not store."""
+"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters or STAC Items to rumi files."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import posixpath
 import sys
@@ -32,15 +32,12 @@ def add_command(commands) -> None:
     cmd.add_argument("-o", "--output", metavar="OUT_OR_DIR", default=None,
                      help="the rumi file for one input, else a directory (a path or fsspec URL); missing folders "
                           "above it are not created (default: the last IN)")
-    cmd.add_argument("--tile-size", type=tile_side, default=512,
-                     help=f"tile side in pixels, 1 to {MAX_TILE_SIDE} (default: %(default)s)")
+    cmd.add_argument("--tile-size", type=tile_side, default=512, help=f"tile side in pixels, 1 to {MAX_TILE_SIDE}")
     cmd.add_argument("--frame-unit", choices=("tile", "cell", "auto"), default="tile",
                      help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
                           "position, decoded together, auto = whichever --compression auto measures smaller "
-                          "(files of a time series may then differ in frame unit, and a Cube needs one) "
-                          "(default: %(default)s)")
-    cmd.add_argument("--compression", default="auto",
-                     help="auto, portable, or a GeoZL recipe (default: %(default)s)")
+                          "(files of a time series may then differ in frame unit, and a Cube needs one)")
+    cmd.add_argument("--compression", default="auto", help="auto, portable, or a GeoZL recipe")
     cmd.add_argument("--crs", default=None, metavar="EPSG:n",
                      help="assign this CRS, keeping the source's transform, as gdal_translate -a_srs does "
                           "(default: the source's CRS)")
@@ -78,16 +75,16 @@ def run(args) -> int:
     results, failures = [], 0
     if len(targets) == 1 or (args.jobs or 1) <= 1:
         for source, target in zip(args.inputs, targets):
-            with LazyBar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
-                         leave=False) as bar:
+            with lazy_bar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
+                          leave=False) as update:
                 try:
-                    results.append(convert(source, target, progress=bar.update, **options))
+                    results.append(convert(source, target, progress=update, **options))
                 except (ValueError, OSError) as exc:
                     failures += 1
                     print(f"rumi convert: {said_of(source, exc)}", file=sys.stderr)
     else:
         jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
-        with LazyBar(total=len(jobs), unit="file") as bar:
+        with lazy_bar(total=len(jobs), unit="file") as update:
             # strict: the processes' results run out with the jobs, which ends (and shuts down) the processes
             for (source, _, _), outcome in zip(jobs, in_processes(_convert_quietly, jobs, args.jobs), strict=True):
                 if isinstance(outcome, Conversion):
@@ -95,7 +92,7 @@ def run(args) -> int:
                 else:
                     failures += 1
                     print(f"rumi convert: {said_of(source, outcome)}", file=sys.stderr)
-                bar.update(1)
+                update(1)
     _summary(results)
     return 1 if failures else 0
 
@@ -110,11 +107,7 @@ def tile_side(text: str) -> int:
 
 
 def target_paths(sources: list[str], out: str) -> list[str]:
-    """Where each source goes: ``out`` itself for one file, else ``out/<stem>.rumi``.
-
-    >>> target_paths(["a/x.tif", "b/y.tiff"], "outdir")
-    ['outdir/x.rumi', 'outdir/y.rumi']
-    """
+    """Where each source goes: ``out`` itself for one file, else ``out/<stem>.rumi``."""
     url = is_url(out)
     if len(sources) == 1 and not out.endswith("/" if url else os.sep) and (url or not os.path.isdir(out)):
         return [out]
@@ -133,41 +126,37 @@ def _convert_quietly(args) -> Conversion | ValueError | OSError:
         return exc
 
 
-class LazyBar:
-    """A tqdm bar on a terminal only (tqdm's ``disable=None``), shown from its first update: a file refused before
-    its first frame shows no "0%" bar."""
+@contextlib.contextmanager
+def lazy_bar(stream=None, **options):
+    """The ``update`` of a tqdm bar on a terminal only (tqdm's ``disable=None``), shown from its first update: a
+    file refused before its first frame shows no "0%" bar."""
+    bar = None
 
-    def __init__(self, stream=None, **options):
-        self.stream = sys.stderr if stream is None else stream
-        self.options = options
-        self.bar = None
-
-    def update(self, n: int = 1) -> None:
-        if self.bar is None:
+    def update(n: int = 1) -> None:
+        nonlocal bar
+        if bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(file=self.stream, disable=None, **self.options)
-        self.bar.update(n)
+            bar = tqdm(file=sys.stderr if stream is None else stream, disable=None, **options)
+        bar.update(n)
 
-    def __enter__(self) -> LazyBar:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _frame_count(source: str, args) -> int | None:
+    """The frames converting ``source`` writes, for its bar; ``None`` when only converting tells (``auto``)."""
     import rasterio
 
-    if is_rumi_file(source):  # GDAL would warn about it at length; the conversion refuses it in one line
+    if args.frame_unit == "auto" or is_rumi_file(source):  # a rumi file: GDAL would warn about it at length
         return None
     try:
         with rasterio.open(source) as src:
             bands, rows, cols = src.count, src.height, src.width
     except Exception:  # the conversion itself reports what is wrong with the file
-        return None
-    if args.frame_unit == "auto":  # chosen while converting: the count is not known before
         return None
     return FrameGrid(cols, rows, args.tile_size, args.tile_size, bands, FrameUnit.parse(args.frame_unit)).frame_count
 
@@ -187,14 +176,10 @@ def _summary(results: list[Conversion]) -> None:
                   f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
         elif r.crs_source == "assigned":
             print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
-        if r.nodata is not None:
-            print(f"  note: {nodata_note(r.nodata)}")
-        if r.scaling is not None:
-            print(f"  note: {scale_note(r.scaling)}")
-        if r.mask is not None:
-            print(f"  note: {mask_note(r.mask)}")
-        if r.palette:
-            print(f"  note: {palette_note(r.palette)}")
+        for kept, note in ((r.nodata, nodata_note), (r.scaling, scale_note), (r.mask, mask_note),
+                           (r.palette or None, palette_note)):
+            if kept is not None:
+                print(f"  note: {note(kept)}")
 
 
 # -- STAC Items in: xarray_rumi.stac.convert_items, its progress and summary ----------------------------------
@@ -220,10 +205,14 @@ def run_items(args) -> int:
                          storage_options=options_for(args.output, args.storage_options))
     except ValueError as exc:  # Items whose ids cannot name their folders
         raise Refused(str(exc)) from None
-    client = _client(args.scheduler)
+    client = None
+    if args.scheduler is not None:
+        from distributed import Client
+
+        client = Client(args.scheduler)
     try:
-        with LazyBar(total=len(jobs), unit="file") as bar:
-            results = run_jobs(jobs, client, args.jobs, progress=lambda result: bar.update(1))
+        with lazy_bar(total=len(jobs), unit="file") as update:
+            results = run_jobs(jobs, client, args.jobs, progress=lambda result: update(1))
     finally:
         if client is not None:  # ours, made for this run
             client.close()
@@ -238,14 +227,6 @@ def run_items(args) -> int:
           f"{counts['failed']} failed; {counts['bytes_in']} bytes in, {counts['bytes_out']} bytes out "
           f"({counts['ratio']:.2f}x); Items in {items_file}")
     return 1 if counts["failed"] else 0
-
-
-def _client(address):
-    if address is None:
-        return None
-    from distributed import Client
-
-    return Client(address)
 
 
 def _write_items(items, output: str, geoparquet: bool, storage_options=None) -> str:

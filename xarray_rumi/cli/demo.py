@@ -1,5 +1,4 @@
-"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back; what a
-plain install (no extra) can do, end to end."""
+"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back."""
 
 from __future__ import annotations
 

@@ -47,11 +47,7 @@ def run(args) -> int:
 
 
 def _exact(value: float) -> str:
-    """The shortest text that reads back as ``value``, without a trailing ``.0``.
-
-    >>> _exact(2826915.0), _exact(0.1)
-    ('2826915', '0.1')
-    """
+    """The shortest text that reads back as ``value``, without a trailing ``.0``."""
     return repr(float(value)).removesuffix(".0")
 
 

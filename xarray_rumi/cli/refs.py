@@ -1,5 +1,4 @@
-"""``rumi refs FILE [FILE ...]``: Kerchunk references to rumi files, one set per file or with ``--cube`` one
-for a Cube built through VirtualiZarr (docs/virtual-zarr.md says how they are read)."""
+"""``rumi refs FILE [FILE ...]``: Kerchunk references, one set per file or with ``--cube`` one for a Cube."""
 
 from __future__ import annotations
 
@@ -91,11 +90,7 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
 
 
 def _targets(files: list[str], output: str | None, fmt: str | None) -> list[str]:
-    """Where each file's references go: beside it, at ``output`` for one file, or into the ``output`` folder.
-
-    >>> _targets(["a/x.rumi", "b/y.rumi"], "out/", None)
-    ['out/x.rumi.json', 'out/y.rumi.json']
-    """
+    """Where each file's references go: beside it, at ``output`` for one file, or into the ``output`` folder."""
     _check_stdout(output, fmt, len(files))
     if not output:
         return [f"{path}.{_suffix(fmt)}" for path in files]

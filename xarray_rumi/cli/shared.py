@@ -1,5 +1,4 @@
-"""What every ``rumi`` command shares: help, exit statuses, install hints, and the rules for outputs, the blob
-beside a file and storage options (stated once, in the README's command section)."""
+"""What every ``rumi`` command shares: help, exit statuses, and the rules for outputs, blobs and storage options."""
 
 from __future__ import annotations
 
@@ -32,11 +31,7 @@ class Refused(Exception):
 
 
 class CannotWrite(Exception):
-    """An output that could not be written: said as ``cannot write TARGET: why``, exit status 1.
-
-    >>> str(CannotWrite("-", OSError(28, "No space left on device")))
-    'cannot write standard output: [Errno 28] No space left on device'
-    """
+    """An output that could not be written: said as ``cannot write TARGET: why``, exit status 1."""
 
     def __init__(self, target, cause):
         self.target, self.cause = os.fspath(target), cause
