@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib
 import os
@@ -14,7 +13,7 @@ from ..errors import RumiFormatError
 from . import demo, header, info, quicklook, stac, validate
 from .demo import demo_raster
 from .shared import (EXIT_STATUS, READER_GONE, STDOUT, CannotWrite, CommandParser, HelpFormatter, Refused,
-                     cannot_read, install_hint, storage_error, write_stdout)
+                     cannot_read, install_hint, storage_error)
 
 #: Commands that need an extra, and the extra that brings what they need.
 _EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
@@ -42,10 +41,7 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     report = sys.stdout if args.command == "validate" else sys.stderr  # validate's verdict is its output
     try:
-        with contextlib.redirect_stdout(_WatchedOutput(sys.stdout)):
-            status = args.run(args) or 0
-            write_stdout("")  # a full disk behind standard output shows here, not as an error at exit
-        return status
+        return args.run(args) or 0
     except (Refused, CannotWrite, RumiFormatError) as exc:
         if isinstance(exc, CannotWrite) and exc.target == STDOUT:
             _discard_stdout()
@@ -70,36 +66,6 @@ def _run(args) -> int:
             raise
         print(f"rumi {args.command}: {cannot_read(_unreadable(args, exc), exc)}", file=report)
         return 1
-
-
-class _WatchedOutput:
-    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, never taken for the
-    input's (``rumi info a.rumi > /dev/full``)."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._guarded(self._stream.write, text)
-
-    def flush(self) -> None:
-        self._guarded(self._stream.flush)
-
-    @property
-    def buffer(self):
-        return _WatchedOutput(self._stream.buffer)   # bytes (rumi header -o -) are watched too
-
-    @staticmethod
-    def _guarded(call, *args):
-        try:
-            return call(*args)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise CannotWrite(STDOUT, exc) from exc
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
 
 def _discard_stdout() -> None:

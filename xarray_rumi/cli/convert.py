@@ -15,7 +15,7 @@ from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file,
 from ..writing.data_array import nodata_note, scale_note
 from ..writing.parameters import MAX_TILE_SIDE
 from .shared import (Refused, add_storage_options, check_folder, make_folder, options_for, positive_int, said_of,
-                     stac_bytes, write_output)
+                     say, stac_bytes, write_output)
 
 
 def add_command(commands) -> None:
@@ -165,21 +165,21 @@ def _summary(results: list[Conversion]) -> None:
     if not results:
         return
     width = max(len(posixpath.basename(r.source)) for r in results)
-    print(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}  crs")
+    say(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}  crs")
     for r in results:
         source_bytes, versus = ("?", "?") if r.source_bytes is None else (
             r.source_bytes, f"{r.source_bytes / r.target_bytes:.2f}x")
-        print(f"{posixpath.basename(r.source):<{width}}  {source_bytes:>12}  {r.target_bytes:>12}  "
-              f"{versus:>8}  {r.ratio:>6.2f}x  {r.crs or 'none'}")
+        say(f"{posixpath.basename(r.source):<{width}}  {source_bytes:>12}  {r.target_bytes:>12}  "
+            f"{versus:>8}  {r.ratio:>6.2f}x  {r.crs or 'none'}")
         if r.crs_source == "identified":
-            print(f"  note: the source's CRS has no EPSG code of its own; stored {r.crs}, which pyproj identifies "
-                  f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
+            say(f"  note: the source's CRS has no EPSG code of its own; stored {r.crs}, which pyproj identifies "
+                f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
         elif r.crs_source == "assigned":
-            print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
+            say(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
         for kept, note in ((r.nodata, nodata_note), (r.scaling, scale_note), (r.mask, mask_note),
                            (r.palette or None, palette_note)):
             if kept is not None:
-                print(f"  note: {note(kept)}")
+                say(f"  note: {note(kept)}")
 
 
 # -- STAC Items in: xarray_rumi.stac.convert_items, its progress and summary ----------------------------------
@@ -205,17 +205,13 @@ def run_items(args) -> int:
                          storage_options=options_for(args.output, args.storage_options))
     except ValueError as exc:  # Items whose ids cannot name their folders
         raise Refused(str(exc)) from None
-    client = None
+    scheduler = contextlib.nullcontext()  # local processes, -j of them
     if args.scheduler is not None:
         from distributed import Client
 
-        client = Client(args.scheduler)
-    try:
-        with lazy_bar(total=len(jobs), unit="file") as update:
-            results = run_jobs(jobs, client, args.jobs, progress=lambda result: update(1))
-    finally:
-        if client is not None:  # ours, made for this run
-            client.close()
+        scheduler = Client(args.scheduler)  # ours: closed when the run ends
+    with scheduler as client, lazy_bar(total=len(jobs), unit="file") as update:
+        results = run_jobs(jobs, client, args.jobs, progress=lambda result: update(1))
     for result in results:
         if result.status == "failed":
             print(f"rumi convert: Item {result.job.item_id!r} asset {result.job.asset!r}: "
@@ -223,9 +219,9 @@ def run_items(args) -> int:
     items_file = _write_items(converted_items(dicts, results), args.output, source.lower().endswith(".parquet"),
                               options_for(args.output, args.storage_options))
     counts = summary(results)
-    print(f"{len(results)} files: {counts['converted']} converted, {counts['kept']} already there and valid, "
-          f"{counts['failed']} failed; {counts['bytes_in']} bytes in, {counts['bytes_out']} bytes out "
-          f"({counts['ratio']:.2f}x); Items in {items_file}")
+    say(f"{len(results)} files: {counts['converted']} converted, {counts['kept']} already there and valid, "
+        f"{counts['failed']} failed; {counts['bytes_in']} bytes in, {counts['bytes_out']} bytes out "
+        f"({counts['ratio']:.2f}x); Items in {items_file}")
     return 1 if counts["failed"] else 0
 
 

@@ -7,7 +7,7 @@ import os
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import absolute
 from .shared import (STDOUT, CannotWrite, Refused, add_storage_options, blob_for, check_outputs, make_folder,
-                     options_for, read_by, read_or_report, write_stdout)
+                     options_for, read_by, read_or_report, say, write_stdout)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import compact_json, consolidated, layout_references
@@ -63,7 +63,7 @@ def run(args) -> int:
         write_references(layout_references(layout), target, format=fmt,
                          storage_options=options_for(target, options))
         if target != STDOUT:
-            print(f"wrote {target}: {_counts(layout)}")
+            say(f"wrote {target}: {_counts(layout)}")
     return 0
 
 
@@ -85,7 +85,7 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
         raise Refused(str(exc)) from None
     write_references(refs, output, format=fmt, storage_options=options_for(output, options))
     if output != STDOUT:
-        print(f"wrote {output}: {len(files)} files along {dim!r}, {_counts(layout)}")
+        say(f"wrote {output}: {len(files)} files along {dim!r}, {_counts(layout)}")
     return 0
 
 

@@ -68,8 +68,15 @@ def json_object(text: str) -> dict:
     return value
 
 
-def add_blob_option(command) -> None:
+def add_reader(commands, name: str, run, **parser_options):
+    """The parser of command ``name``, which reads one rumi FILE with ``--header`` and ``--storage-options``;
+    returned for the options of its own."""
+    command = commands.add_parser(name, **parser_options)
+    command.add_argument("file", help="rumi file (path or URL)")
     command.add_argument("--header", type=blob_file, default=None, metavar="BLOB", help=BLOB_RULE)
+    add_storage_options(command)
+    command.set_defaults(run=run)
+    return command
 
 
 def add_storage_options(command, applies_to: str = "every FILE, blob and output that is a URL") -> None:
@@ -196,13 +203,24 @@ def write_output(target, data: bytes, storage_options=None) -> None:
 
 
 def write_stdout(data: bytes | str) -> None:
-    """Write text or bytes to standard output, which ``main`` watches: :class:`CannotWrite` if it cannot."""
-    if isinstance(data, str):
-        sys.stdout.write(data)
-    else:
-        sys.stdout.flush()  # what was printed before comes first
-        sys.stdout.buffer.write(data)
-    sys.stdout.flush()
+    """Write text or bytes to standard output, flushed: :class:`CannotWrite` if it cannot (``> /dev/full``), never
+    taken for a failure to read the input; the BrokenPipeError of a reader that left (``| head``) goes on."""
+    try:
+        if isinstance(data, str):
+            sys.stdout.write(data)
+        else:
+            sys.stdout.flush()  # what was printed before comes first
+            sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CannotWrite(STDOUT, exc) from exc
+
+
+def say(line: str) -> None:
+    """Print ``line`` on standard output, as :func:`write_stdout` writes."""
+    write_stdout(f"{line}\n")
 
 
 def stac_bytes(items, output: str, collection: bool = False) -> bytes:
