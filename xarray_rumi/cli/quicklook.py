@@ -13,10 +13,8 @@ def add_command(commands) -> None:
     look = add_reader(
         commands, "quicklook", run, help="write a small PNG of a rumi file",
         description="Sample the image on a regular grid (reading only the frames holding a sample), stretch each "
-                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three. "
-                    "Samples that are NaN or infinite are no data: the PNG then has an alpha channel and they "
-                    "are transparent. A band of one value (a constant image, a single pixel) is mid grey. "
-                    "An output that is FILE or its blob is refused.")
+                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three, "
+                    "NaN and infinities transparent (docs/stac.md, Quicklooks).")
     look.add_argument("-o", "--output", default=None,
                       help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES} (default: FILE.png)")
     look.add_argument("--bands", type=band_numbers, default=None,

@@ -20,14 +20,10 @@ PARQUET_SUFFIXES = (".parq", ".parquet")
 def add_command(commands) -> None:
     refs = commands.add_parser(
         "refs", help="write Kerchunk references to the frames of rumi files",
-        description="One reference set per file (beside it, or in the -o directory when several), "
-                    "or with --cube DIM one reference set stacking grid-aligned files along a new dimension, "
-                    "built through VirtualiZarr. A FILE.header blob beside a file is used when present. "
-                    "With --cube, FILEs are read through obstore, configured from the environment. "
-                    "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written. "
-                    "An output that is a FILE or its blob, or two outputs of one name, are refused before "
-                    "anything is written.",
-    )
+        description="One reference set per file (beside it, or in the -o directory when several), or with "
+                    "--cube DIM one stacking grid-aligned files along a new dimension, built through VirtualiZarr "
+                    "(docs/virtual-zarr.md). Nothing is left half-written; an output that is a FILE or its blob, or "
+                    "two outputs of one name, are refused before anything is written.")
     refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
     refs.add_argument("-o", "--output",
                       help="where to write: a file (one FILE, or --cube) or a directory (several FILEs, made if "
@@ -38,9 +34,8 @@ def add_command(commands) -> None:
                       help="json, or parquet (kerchunk's Parquet references, a directory) "
                            "(default: parquet when -o ends with .parq or .parquet, else json)")
     refs.add_argument("--cube", metavar="DIM", default=None,
-                      help="stack the files along a new dimension DIM into one reference set, built with "
-                           "VirtualiZarr's open_virtual_dataset, xr.concat and .vz.to_kerchunk (default: none, "
-                           "one reference set per file)")
+                      help="stack the files along a new dimension DIM into one reference set "
+                           "(default: none, one reference set per file)")
     add_storage_options(refs)
     refs.set_defaults(run=run)
 
@@ -92,11 +87,12 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
 def _targets(files: list[str], output: str | None, fmt: str | None) -> list[str]:
     """Where each file's references go: beside it, at ``output`` for one file, or into the ``output`` folder."""
     _check_stdout(output, fmt, len(files))
+    suffix = "parq" if fmt == "parquet" else "json"
     if not output:
-        return [f"{path}.{_suffix(fmt)}" for path in files]
+        return [f"{path}.{suffix}" for path in files]
     if len(files) == 1:
         return [output]
-    return [f"{output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}" for path in files]
+    return [f"{output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{suffix}" for path in files]
 
 
 def _check_stdout(output: str | None, fmt: str | None, count: int) -> None:
@@ -118,10 +114,6 @@ def _opened(path: str, options: dict | None):
                                                            storage_options=options))
 
 
-def _suffix(fmt: str | None) -> str:
-    return "parq" if fmt == "parquet" else "json"
-
-
 def _counts(layout) -> str:
     """The frame references of ``layout``, and how many start before their frame (:mod:`xarray_rumi.virtual.edges`)."""
     from ..virtual.edges import chunk_references
@@ -133,14 +125,7 @@ def _counts(layout) -> str:
 def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None) -> None:
     """Write a Kerchunk reference set with consolidated metadata to ``url`` (a path, an fsspec URL, or ``-`` for
     standard output), whole or not at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or
-    (no ``format``) a ``.parq`` name; :class:`~xarray_rumi.cli.shared.CannotWrite` if it cannot.
-
-    >>> import os, tempfile, xarray as xr
-    >>> out = os.path.join(tempfile.mkdtemp(), "empty.json")
-    >>> write_references({"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}, out)
-    >>> sorted(xr.open_dataset("reference://", engine="zarr", backend_kwargs={"storage_options": {"fo": out}}).variables)
-    []
-    """
+    (no ``format``) a ``.parq`` name; :class:`~xarray_rumi.cli.shared.CannotWrite` if it cannot."""
     from ..io.source import ByteSource
     from ..writing.staging import staged_directory, write_small
 

@@ -15,8 +15,7 @@ def add_command(commands) -> None:
         "stac", help="describe rumi files as STAC Items (JSON)",
         description="Write a STAC Item for each FILE, blob included, so the files open with no read "
                     "(see docs/stac.md): FILE.header when it exists, else rebuilt from the IFD. One FILE gives an "
-                    "Item, several an ItemCollection. An output that is one of the FILEs or the blob beside it is "
-                    "refused.")
+                    "Item, several an ItemCollection.")
     stac.add_argument("file", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
     stac.add_argument("-o", "--output", default="-",
                       help="file to write (path or fsspec URL): JSON, or stac-geoparquet when it ends in "
