@@ -69,8 +69,7 @@ def json_object(text: str) -> dict:
 
 
 def add_reader(commands, name: str, run, **parser_options):
-    """The parser of command ``name``, which reads one rumi FILE with ``--header`` and ``--storage-options``;
-    returned for the options of its own."""
+    """The parser of command ``name``, reading one rumi FILE with ``--header`` and ``--storage-options``."""
     command = commands.add_parser(name, **parser_options)
     command.add_argument("file", help="rumi file (path or URL)")
     command.add_argument("--header", type=blob_file, default=None, metavar="BLOB", help=BLOB_RULE)
@@ -224,8 +223,7 @@ def say(line: str) -> None:
 
 
 def stac_bytes(items, output: str, collection: bool = False) -> bytes:
-    """``items`` as ``output`` holds them: stac-geoparquet for a ``.parquet`` name, else the JSON of one Item,
-    or of an ItemCollection for several Items or when asked."""
+    """``items`` as stac-geoparquet for a ``.parquet`` ``output``, else as one Item's JSON or an ItemCollection's."""
     if not output.endswith(".parquet"):
         documents = [item.to_dict(include_self_link=False) for item in items]
         collected = collection or len(documents) > 1

@@ -36,14 +36,12 @@ def add_command(commands) -> None:
 
 def _nodata(text: str) -> int | float:
     """``--nodata``'s value: an int when it is one (kept exact), else a float."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(f"not a number: {text!r}")
 
 
 def run(args) -> int:
