@@ -7,7 +7,7 @@ import os
 from ..datamodel.variable import cube_layout, image_layout
 from ..io.urls import absolute
 from .shared import (STDOUT, CannotWrite, Refused, add_storage_options, blob_for, check_outputs, make_folder,
-                     options_for, read_by, read_or_report, say, write_stdout)
+                     options_for, read_by, read_or_report, say, write_output)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import compact_json, consolidated, layout_references
@@ -55,8 +55,7 @@ def run(args) -> int:
         if image is None:
             return 1
         layout = image_layout(image)
-        write_references(layout_references(layout), target, format=fmt,
-                         storage_options=options_for(target, options))
+        write_references(layout_references(layout), target, format=fmt, storage_options=options)
         if target != STDOUT:
             say(f"wrote {target}: {_counts(layout)}")
     return 0
@@ -78,7 +77,7 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
         refs = virtual_cube_references(images, dim)
     except ValueError as exc:
         raise Refused(str(exc)) from None
-    write_references(refs, output, format=fmt, storage_options=options_for(output, options))
+    write_references(refs, output, format=fmt, storage_options=options)
     if output != STDOUT:
         say(f"wrote {output}: {len(files)} files along {dim!r}, {_counts(layout)}")
     return 0
@@ -125,27 +124,25 @@ def _counts(layout) -> str:
 def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None) -> None:
     """Write a Kerchunk reference set with consolidated metadata to ``url`` (a path, an fsspec URL, or ``-`` for
     standard output), whole or not at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or
-    (no ``format``) a ``.parq`` name; :class:`~xarray_rumi.cli.shared.CannotWrite` if it cannot."""
-    from ..io.source import ByteSource
-    from ..writing.staging import staged_directory, write_small
-
+    (no ``format``) a ``.parq`` name; :class:`~xarray_rumi.cli.shared.CannotWrite` if it cannot. A local ``url``
+    takes no ``storage_options``."""
     if format is None:
         format = "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
     if format not in FORMATS:
         raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
-    if url == STDOUT:
-        write_stdout(compact_json(consolidated(refs)) + "\n")
+    storage_options = options_for(url, storage_options)
+    if format == "json":
+        write_output(url, (compact_json(consolidated(refs)) + "\n").encode(), storage_options)
         return
-    target = ByteSource.of(url, storage_options)
-    try:
-        if format == "json":
-            write_small(target, compact_json(consolidated(refs)).encode())
-            return
-        from kerchunk.df import refs_to_dataframe
+    from kerchunk.df import refs_to_dataframe
 
-        # Parquet references keep their metadata in a .zmetadata of their own, which a reader opens first
-        entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
-        with staged_directory(target, last=(".zmetadata",)) as built:
+    from ..io.source import ByteSource
+    from ..writing.staging import staged_directory
+
+    # Parquet references keep their metadata in a .zmetadata of their own, which a reader opens first
+    entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
+    try:
+        with staged_directory(ByteSource.of(url, storage_options), last=(".zmetadata",)) as built:
             refs_to_dataframe({"version": 1, "refs": entries}, built)
     except OSError as exc:
         raise CannotWrite(url, exc) from exc
