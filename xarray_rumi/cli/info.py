@@ -32,7 +32,7 @@ def run(args) -> int:
         f"{info['tile_shape'][1]} px, {info['frame_count']} frames")
     if info["crs"] is not None:
         say(f"crs          {info['crs']} ({info['model_type']}), pixel is {info['raster_type']}")
-        say(f"transform    {', '.join(_exact(v) for v in info['transform'])}")
+        say(f"transform    {', '.join(repr(float(v)).removesuffix('.0') for v in info['transform'])}")
     else:
         say("crs          none (undefined georeferencing)")
     counts = info["frame_bytes"]
@@ -40,11 +40,6 @@ def run(args) -> int:
         f"blob {info['blob_bytes']} bytes")
     say(f"size         {info['file_size']} bytes for {info['raw_size']} raw: ratio {info['ratio']:.2f}")
     return 0
-
-
-def _exact(value: float) -> str:
-    """The shortest text that reads back as ``value``, without a trailing ``.0``."""
-    return repr(float(value)).removesuffix(".0")
 
 
 def _info(file, image) -> dict:
