@@ -38,16 +38,14 @@ def add_command(commands) -> None:
                           "position, decoded together, auto = whichever --compression auto measures smaller "
                           "(files of a time series may then differ in frame unit, and a Cube needs one)")
     cmd.add_argument("--compression", default="auto", help="auto, portable, or a GeoZL recipe")
-    cmd.add_argument("--crs", default=None, metavar="EPSG:n",
-                     help="assign this CRS, keeping the source's transform, as gdal_translate -a_srs does "
-                          "(default: the source's CRS)")
+    cmd.add_argument("--crs", metavar="EPSG:n", help="assign this CRS, keeping the source's transform, as "
+                                                     "gdal_translate -a_srs does (default: the source's CRS)")
     cmd.add_argument("--drop-georeferencing", action="store_true",
                      help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
     cmd.add_argument("-j", "--jobs", type=positive_int, default=None,
                      help="files converted in parallel (default: 1, or one per core for STAC Items)")
-    cmd.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                     help="with STAC Items: the Dask scheduler to convert on, one task per file "
-                          "(default: local processes, -j of them)")
+    cmd.add_argument("--scheduler", metavar="ADDRESS", help="with STAC Items: the Dask scheduler to convert on, one "
+                                                            "task per file (default: local processes, -j of them)")
     add_storage_options(cmd, "an output that is a URL (rasterio reads the inputs through GDAL, configured from "
                              "the environment)")
     cmd.set_defaults(run=run)

@@ -15,8 +15,7 @@ def add_command(commands) -> None:
         description="Sample the image on a regular grid (reading only the frames holding a sample), stretch each "
                     "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three, "
                     "NaN and infinities transparent (docs/stac.md, Quicklooks).")
-    look.add_argument("-o", "--output", default=None,
-                      help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES} (default: FILE.png)")
+    look.add_argument("-o", "--output", help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES} (default: FILE.png)")
     look.add_argument("--bands", type=band_numbers, default=None,
                       help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
                            "(default: 1,2,3 with three bands or more, else 1)")

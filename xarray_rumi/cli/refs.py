@@ -33,9 +33,8 @@ def add_command(commands) -> None:
     refs.add_argument("--format", choices=FORMATS, default=None,
                       help="json, or parquet (kerchunk's Parquet references, a directory) "
                            "(default: parquet when -o ends with .parq or .parquet, else json)")
-    refs.add_argument("--cube", metavar="DIM", default=None,
-                      help="stack the files along a new dimension DIM into one reference set "
-                           "(default: none, one reference set per file)")
+    refs.add_argument("--cube", metavar="DIM", help="stack the files along a new dimension DIM into one reference "
+                                                    "set (default: none, one reference set per file)")
     add_storage_options(refs)
     refs.set_defaults(run=run)
 

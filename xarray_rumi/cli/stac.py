@@ -20,13 +20,10 @@ def add_command(commands) -> None:
     stac.add_argument("-o", "--output", default="-",
                       help="file to write (path or fsspec URL): JSON, or stac-geoparquet when it ends in "
                            f".parquet; {OUTPUT_RULES} (default: %(default)s)")
-    stac.add_argument("--datetime", default=None,
-                      help="ISO 8601 datetime of every Item (default: each file's modification time)")
-    stac.add_argument("--href-prefix", default=None,
-                      help="publish the assets under this URL prefix instead of the files' own paths "
-                           "(e.g. https://example.com/scenes/)")
-    stac.add_argument("--collection", action="store_true",
-                      help="write an ItemCollection even for one FILE (default: off)")
+    stac.add_argument("--datetime", help="ISO 8601 datetime of every Item (default: each file's modification time)")
+    stac.add_argument("--href-prefix", help="publish the assets under this URL prefix instead of the files' own "
+                                            "paths (e.g. https://example.com/scenes/)")
+    stac.add_argument("--collection", action="store_true", help="write an ItemCollection even for one FILE")
     stac.add_argument("--nodata", type=_nodata, default=None, metavar="VALUE",
                       help="every band's nodata in raster:bands, a value the samples can hold: a number, "
                            "nan, inf or -inf (as --nodata=-inf) (default: none; a rumi file records none)")
