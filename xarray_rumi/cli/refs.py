@@ -66,8 +66,7 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
     if not output:
         raise ValueError("--cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)")
     check_stack_dim(dim)
-    _check_stdout(output, fmt, 1)
-    check_outputs([output], read_by(files), "a raster or its blob")
+    check_outputs(_targets(files, output, fmt, cube=True), read_by(files), "a raster or its blob")
     images = [_opened(f, options) for f in files]  # every file is tried, so that one run names every unreadable one
     if None in images:
         return 1
@@ -82,25 +81,19 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
     return 0
 
 
-def _targets(files: list[str], output: str | None, fmt: str | None) -> list[str]:
-    """Where each file's references go: beside it, at ``output`` for one file, or into the ``output`` folder."""
-    _check_stdout(output, fmt, len(files))
+def _targets(files: list[str], output: str | None, fmt: str | None, cube: bool = False) -> list[str]:
+    """Where the references go: at ``output`` for a Cube or one file, else beside each file or into the ``output``
+    folder; ``-o -`` takes one JSON reference set, a usage error otherwise (Parquet references are a directory)."""
+    if output == STDOUT and len(files) > 1 and not cube:
+        raise ValueError("-o - (standard output) takes one reference set: give one FILE, or --cube")
+    if output == STDOUT and fmt == "parquet":
+        raise ValueError("-o - (standard output) takes JSON references; Parquet references are a directory")
     suffix = "parq" if fmt == "parquet" else "json"
     if not output:
         return [f"{path}.{suffix}" for path in files]
-    if len(files) == 1:
+    if cube or len(files) == 1:
         return [output]
     return [f"{output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{suffix}" for path in files]
-
-
-def _check_stdout(output: str | None, fmt: str | None, count: int) -> None:
-    """``-o -`` takes one JSON reference set: a usage error otherwise (Parquet is a directory)."""
-    if output != STDOUT:
-        return
-    if count > 1:
-        raise ValueError("-o - (standard output) takes one reference set: give one FILE, or --cube")
-    if fmt == "parquet":
-        raise ValueError("-o - (standard output) takes JSON references; Parquet references are a directory")
 
 
 def _opened(path: str, options: dict | None):
