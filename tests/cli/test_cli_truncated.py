@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 import pytest
+from cli_runs import run
 
 import xarray_rumi
-from xarray_rumi.cli import main
 
 VALUES = np.random.default_rng(2).integers(0, 4000, (2, 40, 48), dtype=np.uint16)
 
@@ -33,12 +33,6 @@ def halved(written):
     path, blob_path, size = written
     os.truncate(path, size // 2)
     return path, blob_path, size
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def _one_line_naming_truncation(status: int, err: str) -> None:

@@ -103,24 +103,24 @@ def test_the_scale_note_comes_back_from_parallel_jobs(tmp_path, capsys):
 def test_progress_bars_only_on_a_terminal_and_only_once_work_starts(tmp_path):
     import io
 
-    from xarray_rumi.cli.convert import LazyBar
+    from xarray_rumi.cli.convert import lazy_bar
 
     class Terminal(io.StringIO):
         def isatty(self):
             return True
 
     terminal = Terminal()
-    with LazyBar(terminal, total=4, unit="frame") as bar:
+    with lazy_bar(terminal, total=4, unit="frame") as update:
         assert terminal.getvalue() == ""  # nothing until work starts
-        bar.update(2)
+        update(2)
     assert "2/4" in terminal.getvalue()
     refused = Terminal()
-    with LazyBar(refused, total=4, unit="frame"):
+    with lazy_bar(refused, total=4, unit="frame"):
         pass  # refused before its first frame
     assert refused.getvalue() == ""
     piped = io.StringIO()
-    with LazyBar(piped, total=4, unit="frame") as bar:
-        bar.update(4)
+    with lazy_bar(piped, total=4, unit="frame") as update:
+        update(4)
     assert piped.getvalue() == ""  # not a terminal: no bar
 
 

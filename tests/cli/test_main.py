@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from without_extras import GEO_EXTRA, looked_for, rumi_without
-from cli_runs import run
+from cli_runs import needs, run, write_scene
 
 import xarray_rumi
 from xarray_rumi.cli import READER_GONE, install_hint, main
@@ -29,18 +29,9 @@ def rumi_command() -> str:
     return shutil.which("rumi") or str(Path(sys.executable).with_name("rumi"))
 
 
-@pytest.fixture
-def scene(tmp_path):
-    path = tmp_path / "scene.rumi"
-    xarray_rumi.write(path, np.arange(2 * 40 * 48, dtype=np.uint16).reshape(2, 40, 48), tile_size=16,
-                      crs=32633, transform=(10, 0, 500000, 0, -10, 5000000))
-    return path
-
-
 @pytest.mark.parametrize("command", READERS)
 def test_every_command_names_the_file_it_cannot_read(capsys, tmp_path, monkeypatch, command):
-    if command == "stac":
-        pytest.importorskip("pystac")
+    needs(command)
     monkeypatch.chdir(tmp_path)
     status, out, err = run(capsys, command, "nope.rumi", *READERS[command])
     lines = (out + err).strip().splitlines()
@@ -55,8 +46,7 @@ def test_a_missing_header_blob_is_named_not_the_file(capsys, scene):
 
 @pytest.mark.parametrize("command", ["stac", "refs"])
 def test_several_files_each_unreadable_one_is_named(capsys, tmp_path, scene, command):
-    if command == "stac":
-        pytest.importorskip("pystac")
+    needs(command)
     missing, damaged = tmp_path / "missing.rumi", tmp_path / "damaged.rumi"
     damaged.write_bytes(b"\x3f\xa0" + bytes(300))
     extra = ["--cube", "t", "-o", tmp_path / "cube.json"] if command == "refs" else []
@@ -75,7 +65,7 @@ def test_refs_stops_at_the_first_unreadable_file(capsys, tmp_path, scene):
     status, _, err = run(capsys, "refs", tmp_path / "nope.rumi", scene)
     assert status == 1 and err == f"rumi refs: cannot read {tmp_path / 'nope.rumi'}: " \
                                   f"[Errno 2] No such file or directory: '{tmp_path / 'nope.rumi'}'\n"
-    assert not (scene.parent / "scene.rumi.json").exists()
+    assert not scene.with_name(scene.name + ".json").exists()
 
 
 @pytest.mark.parametrize("argv", [
@@ -161,7 +151,7 @@ def test_python_dash_m_runs_the_command(tmp_path):
 
 @pytest.mark.parametrize("missing", ["zarr", "numcodecs"])
 def test_refs_without_the_zarr_extra_says_what_to_install(tmp_path, missing):
-    path, _, _ = _written(tmp_path)
+    path = write_scene(tmp_path)
     done = rumi_without([missing], "refs", path, "-o", tmp_path / "refs.json", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert looked_for(done) == {missing}
@@ -192,7 +182,7 @@ def test_convert_without_the_geo_extra_says_what_to_install(tmp_path, missing):
 def test_the_commands_run_with_their_extras(tmp_path):
     """The same runs with nothing refused succeed: what failed above was the missing module alone."""
     tifffile = pytest.importorskip("tifffile")
-    path, _, _ = _written(tmp_path)
+    path = write_scene(tmp_path)
     refs = rumi_without(["nothing"], "refs", path, "-o", tmp_path / "refs.json", cwd=tmp_path)
     assert refs.returncode == 0, refs.stderr
     assert (tmp_path / "refs.json").exists()
@@ -201,12 +191,6 @@ def test_the_commands_run_with_their_extras(tmp_path):
     convert = rumi_without(["nothing"], "convert", source, tmp_path / "out.rumi", cwd=tmp_path)
     assert convert.returncode == 0, convert.stderr
     assert np.array_equal(xarray_rumi.open_image(tmp_path / "out.rumi").read()[0], tifffile.imread(source))
-
-
-def _written(tmp_path):
-    path = tmp_path / "scene.rumi"
-    blob = xarray_rumi.write(path, np.arange(2 * 40 * 48, dtype=np.uint16).reshape(2, 40, 48), tile_size=16)
-    return path, blob, None
 
 
 @pytest.mark.parametrize("argv", [["info"], ["validate"], ["quicklook", "-o", "out.png"]])

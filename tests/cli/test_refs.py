@@ -195,7 +195,10 @@ def test_rumi_refs_command(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     rumi_refs.add_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["refs", paths[0], "--cube", "t"])
-    assert args.run(args) == 2   # --cube needs -o
+    with pytest.raises(ValueError, match="--cube needs -o"):  # a usage error: main() says it, exit status 2
+        args.run(args)
+    assert main(["refs", paths[0], "--cube", "t"]) == 2
+    assert "rumi refs: --cube needs -o OUT" in capsys.readouterr().err
 
 
 # -- nothing half-written ----------------------------------------------------------

@@ -14,7 +14,7 @@ import os
 import fsspec
 import numpy as np
 import pytest
-from cli_runs import run
+from cli_runs import needs, run
 from fsspec.implementations.local import LocalFileSystem
 
 import xarray_rumi
@@ -27,28 +27,13 @@ READERS = {
 }
 
 
-def _needs(command):
-    if command == "stac":
-        pytest.importorskip("pystac")
-    if command == "refs":
-        pytest.importorskip("kerchunk")
-
-
-@pytest.fixture
-def scene(tmp_path):
-    path = tmp_path / "a.rumi"
-    blob = xarray_rumi.write(path, np.arange(2 * 40 * 48, dtype=np.uint16).reshape(2, 40, 48), tile_size=16,
-                             crs=32633, transform=(10, 0, 500000, 0, -10, 5000000))
-    return path, blob
-
-
 # -- the blob beside a file --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", READERS)
 def test_every_reader_reads_the_blob_beside_the_file(capsysbinary, scene, command):
-    _needs(command)
-    path, blob = scene
+    needs(command)
+    path, blob = scene, (scene.parent / "a.rumi.header").read_bytes()
     (path.parent / "a.rumi.header").write_bytes(b"EVOL" + blob[4:])  # damaged: read, it is refused
     assert main([command, str(path), *READERS[command]]) == 1
     assert b"blob.magic: expected 0x45564F4C" in b"".join(capsysbinary.readouterr())
@@ -58,7 +43,7 @@ def test_every_reader_reads_the_blob_beside_the_file(capsysbinary, scene, comman
 
 @pytest.mark.parametrize("command", ["info", "validate", "quicklook"])
 def test_header_wins_over_the_blob_beside(capsysbinary, scene, command):
-    path, blob = scene
+    path, blob = scene, (scene.parent / "a.rumi.header").read_bytes()
     (path.parent / "a.rumi.header").write_bytes(b"EVOL" + blob[4:])
     given = path.parent / "given.header"
     given.write_bytes(blob)
@@ -66,7 +51,7 @@ def test_header_wins_over_the_blob_beside(capsysbinary, scene, command):
 
 
 def test_validate_says_which_blob_it_checked(capsys, scene):
-    path, _ = scene
+    path = scene
     status, out, _ = run(capsys, "validate", path)
     assert status == 0 and out == f"{path}: valid rumi 0.1.0, and so is its blob {path}.header\n"
     os.remove(f"{path}.header")
@@ -74,7 +59,7 @@ def test_validate_says_which_blob_it_checked(capsys, scene):
 
 
 def test_header_rebuilds_the_blob_without_reading_the_one_beside(capsys, scene):
-    path, blob = scene
+    path, blob = scene, (scene.parent / "a.rumi.header").read_bytes()
     (path.parent / "a.rumi.header").write_bytes(b"EVOL" + blob[4:])
     assert run(capsys, "header", path)[0] == 0
     assert (path.parent / "a.rumi.header").read_bytes() == blob
@@ -86,7 +71,7 @@ def test_header_rebuilds_the_blob_without_reading_the_one_beside(capsys, scene):
 def test_every_writer_takes_dash_o(capsys, tmp_path, scene):
     pytest.importorskip("pystac")
     pytest.importorskip("kerchunk")
-    path, blob = scene
+    path, blob = scene, (scene.parent / "a.rumi.header").read_bytes()
     out = tmp_path / "out"
     out.mkdir()
     assert run(capsys, "header", path, "-o", out / "h.header")[0] == 0
@@ -102,7 +87,7 @@ def test_every_writer_takes_dash_o(capsys, tmp_path, scene):
 
 
 def test_quicklook_writes_beside_the_file_by_default(capsys, scene):
-    path, _ = scene
+    path = scene
     assert run(capsys, "quicklook", path)[0] == 0
     assert (path.parent / "a.rumi.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -110,7 +95,7 @@ def test_quicklook_writes_beside_the_file_by_default(capsys, scene):
 @pytest.mark.parametrize("argv", [["quicklook", "{file}", "{dir}/q.png"], ["demo", "{dir}/demo"]])
 def test_an_output_given_as_a_positional_argument_is_a_usage_error(capsys, tmp_path, scene, argv):
     with pytest.raises(SystemExit) as exit_:
-        main([a.format(file=scene[0], dir=tmp_path) for a in argv])
+        main([a.format(file=scene, dir=tmp_path) for a in argv])
     assert exit_.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
     assert not (tmp_path / "q.png").exists() and not (tmp_path / "demo").exists()
 
@@ -138,7 +123,7 @@ def test_convert_takes_its_output_as_the_last_argument_or_dash_o(capsys, tmp_pat
 
 def test_stac_writes_through_the_staging_writer(capsys, tmp_path, scene, monkeypatch):
     pytest.importorskip("pystac")
-    path, _ = scene
+    path = scene
     out = tmp_path / "items.json"
     out.write_text("previous")
     real_replace = os.replace
@@ -187,8 +172,8 @@ def guarded():
 
 @pytest.mark.parametrize("command", [*READERS, "header"])
 def test_every_reader_gives_its_storage_options_to_the_file_and_its_blob(capsysbinary, scene, guarded, command):
-    _needs(command)
-    path, _ = scene
+    needs(command)
+    path = scene
     extra = ["-o", "-"] if command == "header" else READERS[command]
     assert main([command, guarded(path), *extra, *OPTIONS]) == 0
     capsysbinary.readouterr()
@@ -198,15 +183,15 @@ def test_every_reader_gives_its_storage_options_to_the_file_and_its_blob(capsysb
 
 
 def test_validate_reads_the_remote_blob_beside_with_the_options(capsys, scene, guarded):
-    path, _ = scene
+    path = scene
     status, out, _ = run(capsys, "validate", guarded(path), *OPTIONS)
     assert status == 0 and out.endswith(f"its blob rumitest://{path}.header\n")
 
 
 @pytest.mark.parametrize("command", ["header", "quicklook", "stac", "refs"])
 def test_every_writer_gives_its_storage_options_to_a_url_output(capsys, tmp_path, scene, guarded, command):
-    _needs(command)
-    path, _ = scene
+    needs(command)
+    path = scene
     out = tmp_path / f"out.{command}"
     assert run(capsys, command, path, "-o", guarded(out), *OPTIONS)[0] == 0 and out.exists()
     out.unlink()
@@ -225,8 +210,8 @@ def test_convert_gives_its_storage_options_to_a_url_output(capsys, tmp_path, tif
 
 @pytest.mark.parametrize("command", ["refs", "stac", "info"])
 def test_a_refusal_that_names_the_file_is_not_prefixed_with_it_again(capsys, scene, command):
-    _needs(command)
-    path, _ = scene
+    needs(command)
+    path = scene
     path.write_bytes(path.read_bytes()[:-5])  # the blob beside it says the frames end 5 bytes later
     status, _, err = run(capsys, command, path, *(["-o", "-"] if command != "info" else []))
     assert status == 1
@@ -236,7 +221,7 @@ def test_a_refusal_that_names_the_file_is_not_prefixed_with_it_again(capsys, sce
 
 def test_a_refusal_that_does_not_name_the_file_is_prefixed_with_it(capsys, tmp_path, scene):
     pytest.importorskip("pystac")
-    path, _ = scene
+    path = scene
     other = tmp_path / "b.rumi"
     other.write_bytes(b"\x3f\xa0" + bytes(300))
     status, _, err = run(capsys, "stac", path, other)
@@ -247,7 +232,7 @@ def test_a_refusal_that_does_not_name_the_file_is_prefixed_with_it(capsys, tmp_p
 @pytest.mark.parametrize("command", ["info", "validate", "header", "quicklook", "stac", "refs", "convert"])
 @pytest.mark.parametrize("text, said", [("[1]", "must be a JSON object, got '[1]'"), ("{", "not JSON: ")])
 def test_storage_options_that_are_not_a_json_object_are_a_usage_error(capsys, command, text, said):
-    _needs(command)
+    needs(command)
     with pytest.raises(SystemExit) as exit_:
         main([command, *(["in.tif", "out.rumi"] if command == "convert" else ["a.rumi"]), "--storage-options", text])
     assert exit_.value.code == 2

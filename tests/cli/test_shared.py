@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from cli_runs import run
+from cli_runs import needs, run, write_scene
 
 from xarray_rumi.cli import _parser, main
 from xarray_rumi.cli.shared import EXIT_STATUS, READER_GONE, install_hint
@@ -83,28 +83,14 @@ WRITERS = {
 
 
 def _writer(command, **names):
-    if command == "stac":
-        pytest.importorskip("pystac")
-    if command == "refs":
-        pytest.importorskip("kerchunk")
+    needs(command)
     return [str(a).format(**names) for a in WRITERS[command]]
-
-
-def _scene(tmp_path, name="a.rumi"):
-    import numpy as np
-
-    import xarray_rumi
-
-    path = tmp_path / name
-    xarray_rumi.write(path, np.arange(2 * 40 * 48, dtype=np.uint16).reshape(2, 40, 48), tile_size=16,
-                      crs=32633, transform=(10, 0, 500000, 0, -10, 5000000))   # and a.rumi.header beside it
-    return path
 
 
 @pytest.mark.parametrize("command", WRITERS)
 @pytest.mark.parametrize("target", ["{file}", "{link}", "{file}.header"])
 def test_an_output_that_is_an_input_is_refused_and_the_input_kept(capsys, tmp_path, command, target):
-    path = _scene(tmp_path)
+    path = write_scene(tmp_path)
     (tmp_path / "link.rumi").symlink_to(path)
     if command == "header" and target == "{file}.header":
         pytest.skip("rebuilding FILE.header is what rumi header is for")
@@ -119,7 +105,7 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(capsys, tmp_pa
 
 @pytest.mark.parametrize("command", WRITERS)
 def test_a_missing_output_folder_is_named_and_not_made(capsys, tmp_path, command):
-    path = _scene(tmp_path)
+    path = write_scene(tmp_path)
     out = tmp_path / "missing" / "deeper" / "out.bin"
     status, _, err = run(capsys, *_writer(command, file=path, out=out))
     assert status == 1
@@ -129,7 +115,7 @@ def test_a_missing_output_folder_is_named_and_not_made(capsys, tmp_path, command
 
 def test_refs_into_a_folder_makes_only_that_folder(capsys, tmp_path):
     pytest.importorskip("kerchunk")
-    first, second = _scene(tmp_path, "a.rumi"), _scene(tmp_path, "b.rumi")
+    first, second = write_scene(tmp_path, "a.rumi"), write_scene(tmp_path, "b.rumi")
     status, _, err = run(capsys, "refs", first, second, "-o", tmp_path / "missing" / "refs")
     assert status == 1 and f"the folder {tmp_path / 'missing'} does not exist" in err
     assert not (tmp_path / "missing").exists()
@@ -141,7 +127,7 @@ def test_refs_refuses_two_outputs_of_one_name(capsys, tmp_path):
     pytest.importorskip("kerchunk")
     (tmp_path / "d1").mkdir()
     (tmp_path / "d2").mkdir()
-    first, second = _scene(tmp_path / "d1", "x.rumi"), _scene(tmp_path / "d2", "x.rumi")
+    first, second = write_scene(tmp_path / "d1", "x.rumi"), write_scene(tmp_path / "d2", "x.rumi")
     out = tmp_path / "out"
     status, _, err = run(capsys, "refs", first, second, "-o", out)
     assert status == 1
@@ -158,7 +144,7 @@ def test_dash_is_standard_output_in_every_command(capsysbinary, tmp_path, monkey
     from xarray_rumi.cli import main
 
     pytest.importorskip("kerchunk")
-    path = _scene(tmp_path)
+    path = write_scene(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert main(["header", str(path), "-o", "-"]) == 0
     out, err = capsysbinary.readouterr()
@@ -179,7 +165,7 @@ def test_a_full_standard_output_is_a_write_failure(tmp_path):
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")
-    path = _scene(tmp_path)
+    path = write_scene(tmp_path)
     for argv in (["info", str(path)], ["header", str(path), "-o", "-"]):
         with open("/dev/full", "w") as full:
             done = subprocess.run([sys.executable, "-m", "xarray_rumi.cli", *argv], stdout=full,
@@ -190,7 +176,7 @@ def test_a_full_standard_output_is_a_write_failure(tmp_path):
 
 def test_refs_cube_output_that_is_an_input_is_refused(capsys, tmp_path):
     pytest.importorskip("virtualizarr")
-    first, second = _scene(tmp_path, "a.rumi"), _scene(tmp_path, "b.rumi")
+    first, second = write_scene(tmp_path, "a.rumi"), write_scene(tmp_path, "b.rumi")
     before = second.read_bytes()
     status, _, err = run(capsys, "refs", first, second, "--cube", "time", "-o", second)
     assert status == 1 and "the output is the input" in err

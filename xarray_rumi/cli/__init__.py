@@ -1,10 +1,9 @@
-"""The ``rumi`` command: a module per command; here the parser, and the errors a user can cause said in one
-line with an exit status (:data:`~xarray_rumi.cli.shared.EXIT_STATUS`)."""
+"""The ``rumi`` command (a module per command): the parser, and each error a user can cause said in one line."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import importlib
 import os
 import stat
@@ -14,7 +13,7 @@ from ..errors import RumiFormatError
 from . import demo, header, info, quicklook, stac, validate
 from .demo import demo_raster
 from .shared import (EXIT_STATUS, READER_GONE, STDOUT, CannotWrite, CommandParser, HelpFormatter, Refused,
-                     install_hint, storage_error, write_stdout)
+                     cannot_read, install_hint, storage_error)
 
 #: Commands that need an extra, and the extra that brings what they need.
 _EXTRAS = {"convert": "geo", "refs": "zarr", "stac": "stac"}
@@ -42,10 +41,7 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     report = sys.stdout if args.command == "validate" else sys.stderr  # validate's verdict is its output
     try:
-        with contextlib.redirect_stdout(_WatchedOutput(sys.stdout)):
-            status = args.run(args) or 0
-            write_stdout("")  # a full disk behind standard output shows here, not as an error at exit
-        return status
+        return args.run(args) or 0
     except (Refused, CannotWrite, RumiFormatError) as exc:
         if isinstance(exc, CannotWrite) and exc.target == STDOUT:
             _discard_stdout()
@@ -55,7 +51,7 @@ def _run(args) -> int:
     except OSError as exc:
         if isinstance(exc, BrokenPipeError) and _output_is_a_pipe():
             raise  # our reader left (main stops quietly); on a file or terminal it is an I/O failure like any
-        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {exc}", file=report)
+        print(f"rumi {args.command}: {cannot_read(_unreadable(args, exc), exc)}", file=report)
         return 1
     except ValueError as exc:
         print(f"rumi {args.command}: {exc}", file=sys.stderr)
@@ -68,38 +64,8 @@ def _run(args) -> int:
     except Exception as exc:
         if not storage_error(exc):
             raise
-        print(f"rumi {args.command}: cannot read {_unreadable(args, exc)}: {type(exc).__name__}: {exc}", file=report)
+        print(f"rumi {args.command}: {cannot_read(_unreadable(args, exc), exc)}", file=report)
         return 1
-
-
-class _WatchedOutput:
-    """Standard output whose write failures are :class:`~xarray_rumi.cli.shared.CannotWrite`, never taken for
-    the input's (``rumi info a.rumi > /dev/full``)."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._guarded(self._stream.write, text)
-
-    def flush(self) -> None:
-        self._guarded(self._stream.flush)
-
-    @property
-    def buffer(self):
-        return _WatchedOutput(self._stream.buffer)   # bytes (rumi header -o -) are watched too
-
-    @staticmethod
-    def _guarded(call, *args):
-        try:
-            return call(*args)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise CannotWrite(STDOUT, exc) from exc
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
 
 def _discard_stdout() -> None:
@@ -110,17 +76,13 @@ def _discard_stdout() -> None:
         pass
 
 
-def _unreadable(args, exc: OSError) -> str:
-    """The input an OSError is about, as the user wrote it: the blob when the error names it, else FILE.
-
-    >>> _unreadable(argparse.Namespace(file="a.rumi", header="a.blob"), OSError("connection reset"))
-    'a.rumi'
-    """
+def _unreadable(args, exc: Exception) -> str:
+    """The input an error is about, as the user wrote it: the blob when the error names it, else FILE."""
     header = getattr(args, "header", None)
     if header and str(header) in str(exc):
         return str(header)
-    files = getattr(args, "file", None) or getattr(args, "files", None) or ""
-    return str(files) if isinstance(files, (str, os.PathLike)) else " ".join(map(str, files))
+    files = getattr(args, "file", "")
+    return " ".join(map(str, files)) if isinstance(files, list) else str(files)
 
 
 def _output_is_a_pipe() -> bool:
@@ -147,23 +109,19 @@ def _commands_needing_extras():
     """``add_command`` of ``convert`` and ``refs``, or of a stand-in naming the extra their modules import."""
     for command in ("convert", "refs"):
         try:
-            module = importlib.import_module(f"{__name__}.{command}")
+            yield importlib.import_module(f"{__name__}.{command}").add_command
         except ImportError as exc:
-            yield _missing_command(command, exc)
-        else:
-            yield module.add_command
+            yield functools.partial(_add_stand_in, command, exc)
 
 
-def _missing_command(command: str, error: ImportError):
-    def run(args):
-        raise error  # main() turns it into the install hint
+def _add_stand_in(command: str, error: ImportError, commands) -> None:
+    stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
+    stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
+    stand_in.set_defaults(run=_raise_missing, missing=error)
 
-    def add(commands) -> None:
-        stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
-        stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
-        stand_in.set_defaults(run=run)
 
-    return add
+def _raise_missing(args):
+    raise args.missing  # main() turns it into the install hint
 
 
 __all__ = ["EXIT_STATUS", "READER_GONE", "CommandParser", "HelpFormatter", "demo_raster", "install_hint", "main"]

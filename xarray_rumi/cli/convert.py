@@ -1,14 +1,9 @@
-"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters rasterio opens, to rumi files.
-
-Each file goes through :func:`xarray_rumi.convert`; this
-module decides where each one goes, shows progress on a terminal, converts
-files in parallel processes with ``-j``, names every file it could not
-convert, and ends with a table of sizes and the notes of what rumi did not store.
-"""
+"""``rumi convert IN [IN ...] -o OUT_OR_DIR`` (or ``IN OUT``, as ``cp``): rasters or STAC Items to rumi files."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import posixpath
 import sys
@@ -19,7 +14,8 @@ from ..runtime.threads import in_processes
 from ..writing.convert import CRS_CONFIDENCE, Conversion, convert, is_rumi_file, mask_note, palette_note
 from ..writing.data_array import nodata_note, scale_note
 from ..writing.parameters import MAX_TILE_SIDE
-from .shared import Refused, add_storage_options, check_folder, options_for, positive_int, said_of
+from .shared import (Refused, add_storage_options, check_folder, make_folder, options_for, positive_int, said_of,
+                     say, stac_bytes, write_output)
 
 
 def add_command(commands) -> None:
@@ -36,25 +32,20 @@ def add_command(commands) -> None:
     cmd.add_argument("-o", "--output", metavar="OUT_OR_DIR", default=None,
                      help="the rumi file for one input, else a directory (a path or fsspec URL); missing folders "
                           "above it are not created (default: the last IN)")
-    cmd.add_argument("--tile-size", type=tile_side, default=512,
-                     help=f"tile side in pixels, 1 to {MAX_TILE_SIDE} (default: %(default)s)")
+    cmd.add_argument("--tile-size", type=tile_side, default=512, help=f"tile side in pixels, 1 to {MAX_TILE_SIDE}")
     cmd.add_argument("--frame-unit", choices=("tile", "cell", "auto"), default="tile",
                      help="what one frame holds: tile = one band of one grid position, cell = all bands of one grid "
                           "position, decoded together, auto = whichever --compression auto measures smaller "
-                          "(files of a time series may then differ in frame unit, and a Cube needs one) "
-                          "(default: %(default)s)")
-    cmd.add_argument("--compression", default="auto",
-                     help="auto, portable, or a GeoZL recipe (default: %(default)s)")
-    cmd.add_argument("--crs", default=None, metavar="EPSG:n",
-                     help="assign this CRS, keeping the source's transform, as gdal_translate -a_srs does "
-                          "(default: the source's CRS)")
+                          "(files of a time series may then differ in frame unit, and a Cube needs one)")
+    cmd.add_argument("--compression", default="auto", help="auto, portable, or a GeoZL recipe")
+    cmd.add_argument("--crs", metavar="EPSG:n", help="assign this CRS, keeping the source's transform, as "
+                                                     "gdal_translate -a_srs does (default: the source's CRS)")
     cmd.add_argument("--drop-georeferencing", action="store_true",
                      help="write pixels without CRS and transform when rumi cannot store the CRS (default: off)")
     cmd.add_argument("-j", "--jobs", type=positive_int, default=None,
                      help="files converted in parallel (default: 1, or one per core for STAC Items)")
-    cmd.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                     help="with STAC Items: the Dask scheduler to convert on, one task per file "
-                          "(default: local processes, -j of them)")
+    cmd.add_argument("--scheduler", metavar="ADDRESS", help="with STAC Items: the Dask scheduler to convert on, one "
+                                                            "task per file (default: local processes, -j of them)")
     add_storage_options(cmd, "an output that is a URL (rasterio reads the inputs through GDAL, configured from "
                              "the environment)")
     cmd.set_defaults(run=run)
@@ -75,30 +66,23 @@ def run(args) -> int:
     except ValueError as exc:  # outputs that would replace each other: refused like every command's (exit 1)
         raise Refused(str(exc)) from None
     if len(args.inputs) > 1:
-        if is_url(args.output):
-            import fsspec
-
-            fs, root = fsspec.core.url_to_fs(args.output, **(args.storage_options or {}))
-            fs.makedirs(root, exist_ok=True)
-        else:
-            check_folder(args.output.rstrip(os.sep))  # the output folder is made, never a folder above it
-            os.makedirs(args.output, exist_ok=True)
+        make_folder(args.output, args.storage_options)
     options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
                    drop_georeferencing=args.drop_georeferencing, crs=args.crs,
                    storage_options=options_for(args.output, args.storage_options))
     results, failures = [], 0
     if len(targets) == 1 or (args.jobs or 1) <= 1:
         for source, target in zip(args.inputs, targets):
-            with LazyBar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
-                         leave=False) as bar:
+            with lazy_bar(desc=posixpath.basename(source), total=_frame_count(source, args), unit="frame",
+                          leave=False) as update:
                 try:
-                    results.append(convert(source, target, progress=bar.update, **options))
+                    results.append(convert(source, target, progress=update, **options))
                 except (ValueError, OSError) as exc:
                     failures += 1
                     print(f"rumi convert: {said_of(source, exc)}", file=sys.stderr)
     else:
         jobs = [(s, t, options) for s, t in zip(args.inputs, targets)]
-        with LazyBar(total=len(jobs), unit="file") as bar:
+        with lazy_bar(total=len(jobs), unit="file") as update:
             # strict: the processes' results run out with the jobs, which ends (and shuts down) the processes
             for (source, _, _), outcome in zip(jobs, in_processes(_convert_quietly, jobs, args.jobs), strict=True):
                 if isinstance(outcome, Conversion):
@@ -106,17 +90,13 @@ def run(args) -> int:
                 else:
                     failures += 1
                     print(f"rumi convert: {said_of(source, outcome)}", file=sys.stderr)
-                bar.update(1)
+                update(1)
     _summary(results)
     return 1 if failures else 0
 
 
 def tile_side(text: str) -> int:
-    """An argparse type: ``--tile-size``, 1 to 65535 px as ``write`` takes it.
-
-    >>> tile_side("256")
-    256
-    """
+    """An argparse type: ``--tile-size``, 1 to 65535 px as ``write`` takes it."""
     side = positive_int(text)
     if side > MAX_TILE_SIDE:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_TILE_SIDE} px (TileWidth and TileLength are TIFF "
@@ -125,11 +105,7 @@ def tile_side(text: str) -> int:
 
 
 def target_paths(sources: list[str], out: str) -> list[str]:
-    """Where each source goes: ``out`` itself for one file, else ``out/<stem>.rumi``.
-
-    >>> target_paths(["a/x.tif", "b/y.tiff"], "outdir")
-    ['outdir/x.rumi', 'outdir/y.rumi']
-    """
+    """Where each source goes: ``out`` itself for one file, else ``out/<stem>.rumi``."""
     url = is_url(out)
     if len(sources) == 1 and not out.endswith("/" if url else os.sep) and (url or not os.path.isdir(out)):
         return [out]
@@ -148,62 +124,37 @@ def _convert_quietly(args) -> Conversion | ValueError | OSError:
         return exc
 
 
-class LazyBar:
-    """A tqdm bar that appears at its first update, and only on a terminal.
+@contextlib.contextmanager
+def lazy_bar(stream=None, **options):
+    """The ``update`` of a tqdm bar on a terminal only (tqdm's ``disable=None``), shown from its first update: a
+    file refused before its first frame shows no "0%" bar."""
+    bar = None
 
-    A file refused before its first frame never shows a "0%" bar; output
-    redirected to a file or a pipe gets no bar at all.
-
-    >>> import io
-    >>> with LazyBar(io.StringIO(), total=2) as bar:   # not a terminal: no bar
-    ...     bar.update(2)
-    >>> bar.bar is None
-    True
-    """
-
-    def __init__(self, stream=None, **options):
-        self.stream = sys.stderr if stream is None else stream
-        self.options = options
-        self.bar = None
-
-    def update(self, n: int = 1) -> None:
-        if self.bar is None:
-            if not _is_terminal(self.stream):
-                return
+    def update(n: int = 1) -> None:
+        nonlocal bar
+        if bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(file=self.stream, **self.options)
-        self.bar.update(n)
+            bar = tqdm(file=sys.stderr if stream is None else stream, disable=None, **options)
+        bar.update(n)
 
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def __enter__(self) -> LazyBar:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _is_terminal(stream) -> bool:
     try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+        yield update
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _frame_count(source: str, args) -> int | None:
+    """The frames converting ``source`` writes, for its bar; ``None`` when only converting tells (``auto``)."""
     import rasterio
 
-    if is_rumi_file(source):  # GDAL would warn about it at length; the conversion refuses it in one line
+    if args.frame_unit == "auto" or is_rumi_file(source):  # a rumi file: GDAL would warn about it at length
         return None
     try:
         with rasterio.open(source) as src:
             bands, rows, cols = src.count, src.height, src.width
     except Exception:  # the conversion itself reports what is wrong with the file
-        return None
-    if args.frame_unit == "auto":  # chosen while converting: the count is not known before
         return None
     return FrameGrid(cols, rows, args.tile_size, args.tile_size, bands, FrameUnit.parse(args.frame_unit)).frame_count
 
@@ -212,25 +163,21 @@ def _summary(results: list[Conversion]) -> None:
     if not results:
         return
     width = max(len(posixpath.basename(r.source)) for r in results)
-    print(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}  crs")
+    say(f"{'input':<{width}}  {'input bytes':>12}  {'rumi bytes':>12}  {'vs input':>8}  {'vs raw':>7}  crs")
     for r in results:
         source_bytes, versus = ("?", "?") if r.source_bytes is None else (
             r.source_bytes, f"{r.source_bytes / r.target_bytes:.2f}x")
-        print(f"{posixpath.basename(r.source):<{width}}  {source_bytes:>12}  {r.target_bytes:>12}  "
-              f"{versus:>8}  {r.ratio:>6.2f}x  {r.crs or 'none'}")
+        say(f"{posixpath.basename(r.source):<{width}}  {source_bytes:>12}  {r.target_bytes:>12}  "
+            f"{versus:>8}  {r.ratio:>6.2f}x  {r.crs or 'none'}")
         if r.crs_source == "identified":
-            print(f"  note: the source's CRS has no EPSG code of its own; stored {r.crs}, which pyproj identifies "
-                  f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
+            say(f"  note: the source's CRS has no EPSG code of its own; stored {r.crs}, which pyproj identifies "
+                f"as equivalent (confidence {CRS_CONFIDENCE} or more)")
         elif r.crs_source == "assigned":
-            print(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
-        if r.nodata is not None:
-            print(f"  note: {nodata_note(r.nodata)}")
-        if r.scaling is not None:
-            print(f"  note: {scale_note(r.scaling)}")
-        if r.mask is not None:
-            print(f"  note: {mask_note(r.mask)}")
-        if r.palette:
-            print(f"  note: {palette_note(r.palette)}")
+            say(f"  note: {r.crs} assigned (--crs), the source's CRS replaced")
+        for kept, note in ((r.nodata, nodata_note), (r.scaling, scale_note), (r.mask, mask_note),
+                           (r.palette or None, palette_note)):
+            if kept is not None:
+                say(f"  note: {note(kept)}")
 
 
 # -- STAC Items in: xarray_rumi.stac.convert_items, its progress and summary ----------------------------------
@@ -256,13 +203,13 @@ def run_items(args) -> int:
                          storage_options=options_for(args.output, args.storage_options))
     except ValueError as exc:  # Items whose ids cannot name their folders
         raise Refused(str(exc)) from None
-    client = _client(args.scheduler)
-    try:
-        with LazyBar(total=len(jobs), unit="file") as bar:
-            results = run_jobs(jobs, client, args.jobs, progress=lambda result: bar.update(1))
-    finally:
-        if client is not None:  # ours, made for this run
-            client.close()
+    scheduler = contextlib.nullcontext()  # local processes, -j of them
+    if args.scheduler is not None:
+        from distributed import Client
+
+        scheduler = Client(args.scheduler)  # ours: closed when the run ends
+    with scheduler as client, lazy_bar(total=len(jobs), unit="file") as update:
+        results = run_jobs(jobs, client, args.jobs, progress=lambda result: update(1))
     for result in results:
         if result.status == "failed":
             print(f"rumi convert: Item {result.job.item_id!r} asset {result.job.asset!r}: "
@@ -270,53 +217,25 @@ def run_items(args) -> int:
     items_file = _write_items(converted_items(dicts, results), args.output, source.lower().endswith(".parquet"),
                               options_for(args.output, args.storage_options))
     counts = summary(results)
-    print(f"{len(results)} files: {counts['converted']} converted, {counts['kept']} already there and valid, "
-          f"{counts['failed']} failed; {counts['bytes_in']} bytes in, {counts['bytes_out']} bytes out "
-          f"({counts['ratio']:.2f}x); Items in {items_file}")
+    say(f"{len(results)} files: {counts['converted']} converted, {counts['kept']} already there and valid, "
+        f"{counts['failed']} failed; {counts['bytes_in']} bytes in, {counts['bytes_out']} bytes out "
+        f"({counts['ratio']:.2f}x); Items in {items_file}")
     return 1 if counts["failed"] else 0
 
 
-def _client(address):
-    if address is None:
-        return None
-    from distributed import Client
-
-    return Client(address)
-
-
 def _write_items(items, output: str, geoparquet: bool, storage_options=None) -> str:
-    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``, whole or not at all; left untouched
-    when already the same."""
-    import json
-
+    """The new Items as ``items.json`` (or ``items.parquet``) in ``output``; a rerun that gives the same bytes
+    writes nothing."""
     from ..io.source import ByteSource
-    from ..writing.staging import write_small
 
     name = "items.parquet" if geoparquet else "items.json"
     target = posixpath.join(output, name) if is_url(output) else os.path.join(output, name)
-    if geoparquet:
-        data = _stac_geoparquet_bytes(items)
-    else:
-        data = json.dumps({"type": "FeatureCollection", "features": [item.to_dict(include_self_link=False)
-                                                                     for item in items]}, indent=1).encode()
+    data = stac_bytes(items, target, collection=True)
     place = ByteSource.of(target, storage_options)
     try:
         unchanged = place.size() == len(data) and place.read(0, len(data)) == data
     except (OSError, ValueError):
         unchanged = False
-    if not unchanged:  # a rerun over a finished destination writes nothing
-        write_small(place, data)
+    if not unchanged:
+        write_output(target, data, storage_options)
     return target
-
-
-def _stac_geoparquet_bytes(items) -> bytes:
-    import tempfile
-
-    from ..stac.geoparquet import write_stac_geoparquet
-
-    # pyarrow writes to a path: one here, so that the output is staged, compared and written as JSON is
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "items.parquet")
-        write_stac_geoparquet(items, path)
-        with open(path, "rb") as f:
-            return f.read()

@@ -1,7 +1,4 @@
-"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back.
-
-It needs no extra: what a plain install can do, shown end to end.
-"""
+"""``rumi demo [-o DIR]``: write a generated raster and its blob, validate both, read the raster back."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import time
 
 import numpy as np
 
-from .shared import CannotWrite, check_folder
+from .shared import CannotWrite, check_folder, say
 
 
 def add_command(commands) -> None:
@@ -55,17 +52,16 @@ def run(args) -> int:
         raise CannotWrite(path, exc) from exc
     t1 = time.perf_counter()
     size = os.path.getsize(path)
-    print(f"wrote     {path}: {data.shape[0]} bands x {data.shape[1]} x {data.shape[2]} uint16, "
-          f"{size} bytes (ratio {data.nbytes / size:.2f}) in {t1 - t0:.2f} s")
-    print(f"header    {path}.header: {len(blob)} bytes locate all frames")
+    say(f"wrote     {path}: {data.shape[0]} bands x {data.shape[1]} x {data.shape[2]} uint16, "
+        f"{size} bytes (ratio {data.nbytes / size:.2f}) in {t1 - t0:.2f} s")
+    say(f"header    {path}.header: {len(blob)} bytes locate all frames")
     validate(path, blob)
-    print("validate  the file and its blob follow every rule of rumi 0.1.0, every frame decoded")
+    say("validate  the file and its blob follow every rule of rumi 0.1.0, every frame decoded")
     ds = xr.open_dataset(path, engine="rumi", header=blob, chunks={})
     crs = CRS.from_wkt(ds.spatial_ref.attrs["crs_wkt"])
-    print(f"open      band_data {dict(ds.band_data.sizes)} lazily, one Dask chunk per frame "
-          f"({ds.band_data.data.npartitions} chunks of {ds.band_data.data.chunksize}), CRS EPSG:{crs.to_epsg()}")
-    back = ds.band_data.values
-    same = np.array_equal(back, data)
-    print(f"read back {'identical to' if same else 'DIFFERENT from'} what was written")
-    print(f"kept      both in {os.path.abspath(args.dir)}; next: rumi info {path}")
+    say(f"open      band_data {dict(ds.band_data.sizes)} lazily, one Dask chunk per frame "
+        f"({ds.band_data.data.npartitions} chunks of {ds.band_data.data.chunksize}), CRS EPSG:{crs.to_epsg()}")
+    same = np.array_equal(ds.band_data.values, data)
+    say(f"read back {'identical to' if same else 'DIFFERENT from'} what was written")
+    say(f"kept      both in {os.path.abspath(args.dir)}; next: rumi info {path}")
     return 0 if same else 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .shared import OUTPUT_RULES, STDOUT, add_storage_options, check_outputs, options_for, write_output
+from .shared import OUTPUT_RULES, STDOUT, add_storage_options, check_outputs, options_for, say, write_output
 
 
 def add_command(commands) -> None:
@@ -26,5 +26,5 @@ def run(args) -> int:
     blob = header_from_file(args.file, storage_options=options_for(args.file, args.storage_options))
     write_output(output, blob, options_for(output, args.storage_options))
     if output != STDOUT:  # on standard output the blob is the whole output
-        print(f"wrote {output} ({len(blob)} bytes)")
+        say(f"wrote {output} ({len(blob)} bytes)")
     return 0

@@ -6,16 +6,12 @@ import json
 
 import numpy as np
 
-from .shared import add_blob_option, add_storage_options, blob_for, options_for
+from .shared import add_reader, blob_for, options_for, say
 
 
 def add_command(commands) -> None:
-    info = commands.add_parser("info", help="describe a rumi file")
-    info.add_argument("file", help="rumi file (path or URL)")
-    add_blob_option(info)
-    add_storage_options(info)
+    info = add_reader(commands, "info", run, help="describe a rumi file")
     info.add_argument("--json", action="store_true", help="print a JSON object instead of text")
-    info.set_defaults(run=run)
 
 
 def run(args) -> int:
@@ -25,34 +21,25 @@ def run(args) -> int:
     args.header = blob_for(args.file, args.header, args.storage_options)  # named if it cannot be read
     info = _info(args.file, open_image(args.file, header=args.header, storage_options=options))
     if args.json:
-        print(json.dumps(info, indent=2))
+        say(json.dumps(info, indent=2))
         return 0
-    print(f"file         {info['file']}")
-    print(f"shape        {info['bands']} bands x {info['rows']} rows x {info['columns']} columns")
-    print(f"sample type  {info['sample_type']} (sample_format {info['sample_format']}, "
-          f"{info['bits_per_sample']} bits) -> {info['dtype']}")
-    print(f"frame unit   {info['frame_unit']}")
-    print(f"grid         {info['tiles'][1]} x {info['tiles'][0]} of {info['tile_shape'][0]} x "
-          f"{info['tile_shape'][1]} px, {info['frame_count']} frames")
+    say(f"file         {info['file']}")
+    say(f"shape        {info['bands']} bands x {info['rows']} rows x {info['columns']} columns")
+    say(f"sample type  {info['sample_type']} (sample_format {info['sample_format']}, "
+        f"{info['bits_per_sample']} bits) -> {info['dtype']}")
+    say(f"frame unit   {info['frame_unit']}")
+    say(f"grid         {info['tiles'][1]} x {info['tiles'][0]} of {info['tile_shape'][0]} x "
+        f"{info['tile_shape'][1]} px, {info['frame_count']} frames")
     if info["crs"] is not None:
-        print(f"crs          {info['crs']} ({info['model_type']}), pixel is {info['raster_type']}")
-        print(f"transform    {', '.join(_exact(v) for v in info['transform'])}")
+        say(f"crs          {info['crs']} ({info['model_type']}), pixel is {info['raster_type']}")
+        say(f"transform    {', '.join(repr(float(v)).removesuffix('.0') for v in info['transform'])}")
     else:
-        print("crs          none (undefined georeferencing)")
+        say("crs          none (undefined georeferencing)")
     counts = info["frame_bytes"]
-    print(f"frame bytes  min {counts['min']}, median {counts['median']}, max {counts['max']}, "
-          f"blob {info['blob_bytes']} bytes")
-    print(f"size         {info['file_size']} bytes for {info['raw_size']} raw: ratio {info['ratio']:.2f}")
+    say(f"frame bytes  min {counts['min']}, median {counts['median']}, max {counts['max']}, "
+        f"blob {info['blob_bytes']} bytes")
+    say(f"size         {info['file_size']} bytes for {info['raw_size']} raw: ratio {info['ratio']:.2f}")
     return 0
-
-
-def _exact(value: float) -> str:
-    """The shortest text that reads back as ``value``, without a trailing ``.0``.
-
-    >>> _exact(2826915.0), _exact(0.1)
-    ('2826915', '0.1')
-    """
-    return repr(float(value)).removesuffix(".0")
 
 
 def _info(file, image) -> dict:

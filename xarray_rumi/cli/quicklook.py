@@ -5,40 +5,28 @@ from __future__ import annotations
 import argparse
 
 from ..stac.quicklook import PERCENTILES, SIZE
-from .shared import (OUTPUT_RULES, STDOUT, add_blob_option, add_storage_options, blob_for, check_outputs,
-                     options_for, positive_int, read_by, write_output)
+from .shared import (OUTPUT_RULES, STDOUT, add_reader, blob_for, check_outputs, options_for, positive_int, read_by,
+                     say, write_output)
 
 
 def add_command(commands) -> None:
-    look = commands.add_parser(
-        "quicklook", help="write a small PNG of a rumi file",
+    look = add_reader(
+        commands, "quicklook", run, help="write a small PNG of a rumi file",
         description="Sample the image on a regular grid (reading only the frames holding a sample), stretch each "
-                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three. "
-                    "Samples that are NaN or infinite are no data: the PNG then has an alpha channel and they "
-                    "are transparent. A band of one value (a constant image, a single pixel) is mid grey. "
-                    "An output that is FILE or its blob is refused.")
-    look.add_argument("file", help="rumi file (path or URL)")
-    look.add_argument("-o", "--output", default=None,
-                      help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES} (default: FILE.png)")
-    add_blob_option(look)
-    add_storage_options(look)
+                    "band between two percentiles, and write an 8-bit PNG: grey for one band, RGB for three, "
+                    "NaN and infinities transparent (docs/stac.md, Quicklooks).")
+    look.add_argument("-o", "--output", help=f"PNG to write (path or fsspec URL); {OUTPUT_RULES} (default: FILE.png)")
     look.add_argument("--bands", type=band_numbers, default=None,
                       help="1-based bands: one for grey or three comma-separated for RGB, e.g. 4,3,2 "
                            "(default: 1,2,3 with three bands or more, else 1)")
-    look.add_argument("--size", type=positive_int, default=SIZE,
-                      help="longest side of the PNG, in pixels (default: %(default)s)")
+    look.add_argument("--size", type=positive_int, default=SIZE, help="longest side of the PNG, in pixels")
     look.add_argument("--percentiles", type=percentile_pair, default=PERCENTILES, metavar="LOW,HIGH",
                       help="percentiles each band is stretched between, 0 <= LOW < HIGH <= 100 "
                            f"(default: {','.join(f'{p:g}' for p in PERCENTILES)})")
-    look.set_defaults(run=run)
 
 
 def band_numbers(text: str) -> list[int]:
-    """``--bands``: 1-based band numbers, comma-separated.
-
-    >>> band_numbers("4,3,2")
-    [4, 3, 2]
-    """
+    """``--bands``: 1-based band numbers, comma-separated."""
     try:
         bands = [int(b) for b in text.split(",")]
     except ValueError:
@@ -50,11 +38,7 @@ def band_numbers(text: str) -> list[int]:
 
 
 def percentile_pair(text: str) -> tuple[float, float]:
-    """``--percentiles``: two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100.
-
-    >>> percentile_pair("2,98")
-    (2.0, 98.0)
-    """
+    """``--percentiles``: two percentiles LOW,HIGH with 0 <= LOW < HIGH <= 100."""
     try:
         low, high = (float(p) for p in text.split(","))
     except ValueError:
@@ -75,7 +59,7 @@ def run(args) -> int:
                        storage_options=options_for(args.file, args.storage_options))
     write_output(output, encode_png(pixels), options_for(output, args.storage_options))
     if output != STDOUT:  # on standard output the PNG is the whole output
-        print(f"wrote {output}: {pixels.shape[1]} x {pixels.shape[0]} px, {_kind(pixels)}")
+        say(f"wrote {output}: {pixels.shape[1]} x {pixels.shape[0]} px, {_kind(pixels)}")
     return 0
 
 

@@ -1,16 +1,13 @@
-"""``rumi refs FILE [FILE ...]``: Kerchunk references to rumi files, one set per file or with ``--cube`` one
-for a Cube built through VirtualiZarr, written as JSON or kerchunk's Parquet references whole or not at all
-(docs/virtual-zarr.md says how they are read)."""
+"""``rumi refs FILE [FILE ...]``: Kerchunk references, one set per file or with ``--cube`` one for a Cube."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 from ..datamodel.variable import cube_layout, image_layout
-from ..io.urls import absolute, is_local, local_path
-from .shared import (STDOUT, CannotWrite, add_storage_options, blob_for, check_folder, check_outputs, options_for,
-                     read_by, read_or_report, write_stdout)
+from ..io.urls import absolute
+from .shared import (STDOUT, CannotWrite, Refused, add_storage_options, blob_for, check_outputs, make_folder,
+                     options_for, read_by, read_or_report, say, write_output)
 
 # The zarr extra: without it this import fails, and ``rumi`` lists a stand-in that names the extra.
 from ..virtual.kerchunk import compact_json, consolidated, layout_references
@@ -23,14 +20,10 @@ PARQUET_SUFFIXES = (".parq", ".parquet")
 def add_command(commands) -> None:
     refs = commands.add_parser(
         "refs", help="write Kerchunk references to the frames of rumi files",
-        description="One reference set per file (beside it, or in the -o directory when several), "
-                    "or with --cube DIM one reference set stacking grid-aligned files along a new dimension, "
-                    "built through VirtualiZarr. A FILE.header blob beside a file is used when present. "
-                    "With --cube, FILEs are read through obstore, configured from the environment. "
-                    "Outputs may be any fsspec URL (s3://bucket/cube.json); nothing is left half-written. "
-                    "An output that is a FILE or its blob, or two outputs of one name, are refused before "
-                    "anything is written.",
-    )
+        description="One reference set per file (beside it, or in the -o directory when several), or with "
+                    "--cube DIM one stacking grid-aligned files along a new dimension, built through VirtualiZarr "
+                    "(docs/virtual-zarr.md). Nothing is left half-written; an output that is a FILE or its blob, or "
+                    "two outputs of one name, are refused before anything is written.")
     refs.add_argument("file", nargs="+", help="rumi files: paths or URLs (file://, http(s)://, s3://)")
     refs.add_argument("-o", "--output",
                       help="where to write: a file (one FILE, or --cube) or a directory (several FILEs, made if "
@@ -40,10 +33,8 @@ def add_command(commands) -> None:
     refs.add_argument("--format", choices=FORMATS, default=None,
                       help="json, or parquet (kerchunk's Parquet references, a directory) "
                            "(default: parquet when -o ends with .parq or .parquet, else json)")
-    refs.add_argument("--cube", metavar="DIM", default=None,
-                      help="stack the files along a new dimension DIM into one reference set, built with "
-                           "VirtualiZarr's open_virtual_dataset, xr.concat and .vz.to_kerchunk (default: none, "
-                           "one reference set per file)")
+    refs.add_argument("--cube", metavar="DIM", help="stack the files along a new dimension DIM into one reference "
+                                                    "set (default: none, one reference set per file)")
     add_storage_options(refs)
     refs.set_defaults(run=run)
 
@@ -57,15 +48,15 @@ def run(args) -> int:
     into_folder = bool(args.output) and len(files) > 1
     check_outputs(targets, read_by(files), "a raster or its blob", folders=not into_folder)
     if into_folder:
-        _make_output_folder(args.output)
+        make_folder(args.output, options)
     for path, target in zip(files, targets):
         image = _opened(path, options)
         if image is None:
             return 1
         layout = image_layout(image)
-        _write(layout_references(layout), target, fmt, options)
+        write_references(layout_references(layout), target, format=fmt, storage_options=options)
         if target != STDOUT:
-            print(f"wrote {target}: {_frame_count(layout)} frame references, {_moved_count(layout)} moved")
+            say(f"wrote {target}: {_counts(layout)}")
     return 0
 
 
@@ -73,11 +64,9 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
     from ..virtual.cube import check_stack_dim, virtual_cube_references
 
     if not output:
-        print("rumi refs: --cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)", file=sys.stderr)
-        return 2
+        raise ValueError("--cube needs -o OUT (a .json file or a .parq directory, any fsspec URL)")
     check_stack_dim(dim)
-    _check_stdout(output, fmt, 1)
-    check_outputs([output], read_by(files), "a raster or its blob")
+    check_outputs(_targets(files, output, fmt, cube=True), read_by(files), "a raster or its blob")
     images = [_opened(f, options) for f in files]  # every file is tried, so that one run names every unreadable one
     if None in images:
         return 1
@@ -85,48 +74,26 @@ def _run_cube(files: list[str], dim: str, output: str | None, fmt: str | None, o
         layout = cube_layout(images, dim)
         refs = virtual_cube_references(images, dim)
     except ValueError as exc:
-        print(f"rumi refs: {exc}", file=sys.stderr)
-        return 1
-    _write(refs, output, fmt, options)
+        raise Refused(str(exc)) from None
+    write_references(refs, output, format=fmt, storage_options=options)
     if output != STDOUT:
-        print(f"wrote {output}: {len(files)} files along {dim!r}, "
-              f"{_frame_count(layout)} frame references, {_moved_count(layout)} moved")
+        say(f"wrote {output}: {len(files)} files along {dim!r}, {_counts(layout)}")
     return 0
 
 
-def _targets(files: list[str], output: str | None, fmt: str | None) -> list[str]:
-    """Where each file's references go: beside it, at ``output`` for one file, or into the ``output`` folder.
-
-    >>> _targets(["a/x.rumi", "b/y.rumi"], "out/", None)
-    ['out/x.rumi.json', 'out/y.rumi.json']
-    """
-    _check_stdout(output, fmt, len(files))
-    if not output:
-        return [f"{path}.{_suffix(fmt)}" for path in files]
-    if len(files) == 1:
-        return [output]
-    return [f"{output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{_suffix(fmt)}" for path in files]
-
-
-def _check_stdout(output: str | None, fmt: str | None, count: int) -> None:
-    """``-o -`` takes one JSON reference set: a usage error otherwise (Parquet is a directory)."""
-    if output != STDOUT:
-        return
-    if count > 1:
+def _targets(files: list[str], output: str | None, fmt: str | None, cube: bool = False) -> list[str]:
+    """Where the references go: at ``output`` for a Cube or one file, else beside each file or into the ``output``
+    folder; ``-o -`` takes one JSON reference set, a usage error otherwise (Parquet references are a directory)."""
+    if output == STDOUT and len(files) > 1 and not cube:
         raise ValueError("-o - (standard output) takes one reference set: give one FILE, or --cube")
-    if fmt == "parquet":
+    if output == STDOUT and fmt == "parquet":
         raise ValueError("-o - (standard output) takes JSON references; Parquet references are a directory")
-
-
-def _make_output_folder(output: str) -> None:
-    """The -o folder of several FILEs' references: made when missing, but never the folders above it."""
-    if not is_local(output):
-        return  # object stores have no folders
-    check_folder(output)
-    try:
-        os.makedirs(local_path(output), exist_ok=True)
-    except OSError as exc:
-        raise CannotWrite(output, exc) from exc
+    suffix = "parq" if fmt == "parquet" else "json"
+    if not output:
+        return [f"{path}.{suffix}" for path in files]
+    if cube or len(files) == 1:
+        return [output]
+    return [f"{output.rstrip('/')}/{os.path.basename(path.rstrip('/'))}.{suffix}" for path in files]
 
 
 def _opened(path: str, options: dict | None):
@@ -138,56 +105,36 @@ def _opened(path: str, options: dict | None):
                                                            storage_options=options))
 
 
-def _write(refs: dict, target: str, fmt: str | None, options: dict | None) -> None:
-    """Write references to ``target`` (standard output for ``-``), or raise :class:`CannotWrite`."""
-    if target == STDOUT:
-        write_stdout(compact_json(consolidated(refs)) + "\n")
-        return
-    try:
-        write_references(refs, target, format=fmt, storage_options=options_for(target, options))
-    except OSError as exc:
-        raise CannotWrite(target, exc) from exc
-
-
-def _suffix(fmt: str | None) -> str:
-    return "parq" if fmt == "parquet" else "json"
-
-
-def _frame_count(layout) -> int:
-    return len(layout.headers) * layout.grid.frame_count
-
-
-def _moved_count(layout) -> int:
-    """References that start before their frame (see :mod:`xarray_rumi.virtual.edges`)."""
+def _counts(layout) -> str:
+    """The frame references of ``layout``, and how many start before their frame (:mod:`xarray_rumi.virtual.edges`)."""
     from ..virtual.edges import chunk_references
 
-    return chunk_references(list(layout.headers)).moved
+    moved = chunk_references(list(layout.headers)).moved
+    return f"{len(layout.headers) * layout.grid.frame_count} frame references, {moved} moved"
 
 
 def write_references(refs: dict, url, *, format: str | None = None, storage_options: dict | None = None) -> None:
-    """Write a Kerchunk reference set to ``url`` (a path or fsspec URL), with consolidated metadata, whole or not
-    at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or (no ``format``) a ``.parq`` name.
-
-    >>> import os, tempfile, xarray as xr
-    >>> out = os.path.join(tempfile.mkdtemp(), "empty.json")
-    >>> write_references({"version": 1, "refs": {".zgroup": '{"zarr_format":2}'}}, out)
-    >>> sorted(xr.open_dataset("reference://", engine="zarr", backend_kwargs={"storage_options": {"fo": out}}).variables)
-    []
-    """
-    from ..io.source import ByteSource
-    from ..writing.staging import staged_directory, write_small
-
+    """Write a Kerchunk reference set with consolidated metadata to ``url`` (a path, an fsspec URL, or ``-`` for
+    standard output), whole or not at all: JSON, or kerchunk's Parquet references for ``format="parquet"`` or
+    (no ``format``) a ``.parq`` name; :class:`~xarray_rumi.cli.shared.CannotWrite` if it cannot. A local ``url``
+    takes no ``storage_options``."""
     if format is None:
         format = "parquet" if os.fspath(url).rstrip("/").endswith(PARQUET_SUFFIXES) else "json"
     if format not in FORMATS:
         raise ValueError(f"reference format must be one of {', '.join(FORMATS)}, got {format!r}")
-    target = ByteSource.of(url, storage_options)
+    storage_options = options_for(url, storage_options)
     if format == "json":
-        write_small(target, compact_json(consolidated(refs)).encode())
+        write_output(url, (compact_json(consolidated(refs)) + "\n").encode(), storage_options)
         return
     from kerchunk.df import refs_to_dataframe
 
+    from ..io.source import ByteSource
+    from ..writing.staging import staged_directory
+
     # Parquet references keep their metadata in a .zmetadata of their own, which a reader opens first
     entries = {k: v for k, v in refs.get("refs", refs).items() if k != ".zmetadata"}
-    with staged_directory(target, last=(".zmetadata",)) as built:
-        refs_to_dataframe({"version": 1, "refs": entries}, built)
+    try:
+        with staged_directory(ByteSource.of(url, storage_options), last=(".zmetadata",)) as built:
+            refs_to_dataframe({"version": 1, "refs": entries}, built)
+    except OSError as exc:
+        raise CannotWrite(url, exc) from exc

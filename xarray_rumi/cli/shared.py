@@ -1,5 +1,4 @@
-"""What every ``rumi`` command shares: help, exit statuses, install hints, and the rules for outputs, the
-blob beside a file and storage options (stated once, in the README's command section)."""
+"""What every ``rumi`` command shares: help, exit statuses, and the rules for outputs, blobs and storage options."""
 
 from __future__ import annotations
 
@@ -7,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 
 from ..io.urls import is_local, is_url, local_path
 
@@ -21,17 +21,17 @@ STDOUT = "-"
 OUTPUT_RULES = "'-' is standard output; missing folders are not created"
 BLOB_RULE = "header blob file, path or URL (default: FILE.header when it exists, else rebuilt from the IFD)"
 
+#: Packages whose errors are a storage client's (no credentials, no connection), not the package's.
+STORAGE_CLIENTS = frozenset({"botocore", "aiobotocore", "s3fs", "aiohttp", "obstore", "google", "gcsfs", "adlfs",
+                             "azure"})
+
 
 class Refused(Exception):
     """An input or output the command refuses: said in one line, exit status 1."""
 
 
 class CannotWrite(Exception):
-    """An output that could not be written: said as ``cannot write TARGET: why``, exit status 1.
-
-    >>> str(CannotWrite("-", OSError(28, "No space left on device")))
-    'cannot write standard output: [Errno 28] No space left on device'
-    """
+    """An output that could not be written: said as ``cannot write TARGET: why``, exit status 1."""
 
     def __init__(self, target, cause):
         self.target, self.cause = os.fspath(target), cause
@@ -40,11 +40,7 @@ class CannotWrite(Exception):
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1.
-
-    >>> positive_int("512")
-    512
-    """
+    """An argparse type: a whole number of at least 1."""
     try:
         value = int(text)
     except ValueError:
@@ -55,18 +51,31 @@ def positive_int(text: str) -> int:
 
 
 def blob_file(text: str) -> str:
-    """An argparse type for ``--header``: a path or URL, never empty (it would name the current folder).
-
-    >>> blob_file("a.rumi.header")
-    'a.rumi.header'
-    """
+    """An argparse type for ``--header``: a path or URL, never empty (it would name the current folder)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must name a header blob file (a path or URL), got {text!r}")
     return text
 
 
-def add_blob_option(command) -> None:
+def json_object(text: str) -> dict:
+    """An argparse type: a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
+
+
+def add_reader(commands, name: str, run, **parser_options):
+    """The parser of command ``name``, reading one rumi FILE with ``--header`` and ``--storage-options``."""
+    command = commands.add_parser(name, **parser_options)
+    command.add_argument("file", help="rumi file (path or URL)")
     command.add_argument("--header", type=blob_file, default=None, metavar="BLOB", help=BLOB_RULE)
+    add_storage_options(command)
+    command.set_defaults(run=run)
+    return command
 
 
 def add_storage_options(command, applies_to: str = "every FILE, blob and output that is a URL") -> None:
@@ -77,36 +86,13 @@ def add_storage_options(command, applies_to: str = "every FILE, blob and output 
              "from the environment)")
 
 
-def json_object(text: str) -> dict:
-    """An argparse type: a JSON object.
-
-    >>> json_object('{"anon": true}')
-    {'anon': True}
-    """
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
-    return value
-
-
 def options_for(location, storage_options: dict | None) -> dict | None:
-    """The storage options for ``location``: none for a local path.
-
-    >>> options_for("a.rumi", {"anon": True}), options_for("s3://b/a.rumi", {"anon": True})
-    (None, {'anon': True})
-    """
+    """The storage options for ``location``: none for a local path."""
     return None if is_local(location) else storage_options
 
 
 def blob_for(path, header=None, storage_options: dict | None = None):
-    """The blob ``path`` is read with: ``header``, else ``path.header`` when it exists, else ``None`` (the IFD's).
-
-    >>> blob_for("/no/such/a.rumi"), blob_for("/no/such/a.rumi", "b.header")
-    (None, 'b.header')
-    """
+    """The blob ``path`` is read with: ``header``, else ``path.header`` when it exists, else ``None`` (the IFD's)."""
     if header is not None:
         return header
     beside = f"{os.fspath(path)}.header"
@@ -122,21 +108,23 @@ def blob_for(path, header=None, storage_options: dict | None = None):
 
 
 def said_of(path, error: Exception) -> str:
-    """``error``'s message naming ``path`` once: prefixed with it unless it names it already.
-
-    >>> said_of("cog.tif", ValueError("no EPSG code")), said_of("a.rumi", OSError("a.rumi is cut"))
-    ('cog.tif: no EPSG code', 'a.rumi is cut')
-    """
+    """``error``'s message naming ``path`` once: prefixed with it unless it names it already."""
     message = str(error)
     return message if os.fspath(path) in message else f"{os.fspath(path)}: {message}"
 
 
-def read_or_report(command: str, path, read):
-    """``read()``, or ``None`` once its refusal of ``path`` (or its storage failure) is said as ``rumi COMMAND: ...``.
+def storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a storage client (botocore's ``NoCredentialsError`` is no ``OSError``)."""
+    return type(exc).__module__.split(".")[0] in STORAGE_CLIENTS
 
-    >>> read_or_report("info", "a.rumi", lambda: open("/no/such/a.rumi")) is None   # said on standard error
-    True
-    """
+
+def cannot_read(path, exc: Exception) -> str:
+    """How a failure to read ``path`` is said: a storage client's error names its type, an ``OSError`` needs not."""
+    return f"cannot read {path}: {exc if isinstance(exc, OSError) else f'{type(exc).__name__}: {exc}'}"
+
+
+def read_or_report(command: str, path, read):
+    """``read()``, or ``None`` once its refusal of ``path`` (or a storage failure) is said as ``rumi COMMAND: ...``."""
     from ..errors import RumiFormatError
 
     try:
@@ -146,30 +134,20 @@ def read_or_report(command: str, path, read):
     except Exception as exc:
         if not (isinstance(exc, OSError) or storage_error(exc)):
             raise
-        said = f"cannot read {path}: {exc if isinstance(exc, OSError) else f'{type(exc).__name__}: {exc}'}"
+        said = cannot_read(path, exc)
     print(f"rumi {command}: {said}", file=sys.stderr)
     return None
 
 
 def read_by(files, header=None) -> list[str]:
-    """What a run that reads ``files`` must not replace: each file, the blob beside it, and ``--header``'s blob.
-
-    >>> read_by(["a.rumi"], "b.header")
-    ['a.rumi', 'a.rumi.header', 'b.header']
-    """
+    """What a run that reads ``files`` must not replace: each file, the blob beside it, and ``--header``'s blob."""
     inputs = [name for f in files for name in (os.fspath(f), f"{os.fspath(f)}.header")]
     return inputs + ([os.fspath(header)] if header else [])
 
 
 def check_outputs(outputs, inputs, what: str = "an input", *, folders: bool = True) -> None:
-    """Raise :class:`Refused` for outputs that would replace an input (``what``) or each other, and
-    :class:`CannotWrite` for a missing folder unless ``folders=False``; before any work.
-
-    >>> check_outputs(["a.rumi"], ["a.rumi"], "the raster")
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.cli.shared.Refused: the output is the input: writing a.rumi would replace a.rumi (the raster); ...
-    """
+    """Before any work: :class:`Refused` for outputs that would replace an input (``what``) or each other, and
+    :class:`CannotWrite` for a missing folder (unless ``folders=False``)."""
     from ..writing.staging import refuse_overwriting
 
     outputs = [os.fspath(o) for o in outputs]
@@ -182,13 +160,7 @@ def check_outputs(outputs, inputs, what: str = "an input", *, folders: bool = Tr
 
 
 def check_folder(output) -> None:
-    """Raise :class:`CannotWrite` when a local output's folder is missing: a mistyped folder is named, not made.
-
-    >>> check_folder("/no/such/folder/item.json")
-    Traceback (most recent call last):
-    ...
-    xarray_rumi.cli.shared.CannotWrite: cannot write /no/such/folder/item.json: the folder /no/such/folder does not ...
-    """
+    """:class:`CannotWrite` when a local output's folder is missing: a mistyped folder is named, not made."""
     output = os.fspath(output)
     if output == STDOUT or not is_local(output):
         return
@@ -199,15 +171,23 @@ def check_folder(output) -> None:
         raise CannotWrite(output, f"{folder} is not a folder")
 
 
-def write_output(target, data: bytes, storage_options=None) -> None:
-    """Write ``data`` to standard output (``-``), or to a path or URL whole or not at all; :class:`CannotWrite` if not.
+def make_folder(folder: str, storage_options: dict | None = None) -> None:
+    """Make the output folder ``folder`` when missing, but never a folder above it (:class:`CannotWrite` names it)."""
+    if not is_local(folder):
+        import fsspec
 
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "blob.header")
-    >>> write_output(path, b"blob")
-    >>> open(path, "rb").read()
-    b'blob'
-    """
+        fs, root = fsspec.core.url_to_fs(folder, **(storage_options or {}))
+        fs.makedirs(root, exist_ok=True)
+        return
+    check_folder(folder.rstrip(os.sep))
+    try:
+        os.makedirs(local_path(folder), exist_ok=True)
+    except OSError as exc:
+        raise CannotWrite(folder, exc) from exc
+
+
+def write_output(target, data: bytes, storage_options=None) -> None:
+    """Write ``data`` to standard output (``-``), or to a path or URL whole or not at all; else :class:`CannotWrite`."""
     target = os.fspath(target)
     if target == STDOUT:
         write_stdout(data)
@@ -222,27 +202,43 @@ def write_output(target, data: bytes, storage_options=None) -> None:
 
 
 def write_stdout(data: bytes | str) -> None:
-    """Write text or bytes to standard output, which ``main`` watches: :class:`CannotWrite` if it cannot."""
-    if isinstance(data, str):
-        sys.stdout.write(data)
-    else:
-        sys.stdout.flush()  # what was printed before comes first
-        sys.stdout.buffer.write(data)
-    sys.stdout.flush()
+    """Write text or bytes to standard output, flushed: :class:`CannotWrite` if it cannot (``> /dev/full``), never
+    taken for a failure to read the input; the BrokenPipeError of a reader that left (``| head``) goes on."""
+    try:
+        if isinstance(data, str):
+            sys.stdout.write(data)
+        else:
+            sys.stdout.flush()  # what was printed before comes first
+            sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CannotWrite(STDOUT, exc) from exc
 
 
-#: Packages whose errors are a storage client's (no credentials, no connection), not the package's.
-STORAGE_CLIENTS = frozenset({"botocore", "aiobotocore", "s3fs", "aiohttp", "obstore", "google", "gcsfs", "adlfs",
-                             "azure"})
+def say(line: str) -> None:
+    """Print ``line`` on standard output, as :func:`write_stdout` writes."""
+    write_stdout(f"{line}\n")
 
 
-def storage_error(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from a storage client (botocore's ``NoCredentialsError`` is no ``OSError``).
+def stac_bytes(items, output: str, collection: bool = False) -> bytes:
+    """``items`` as stac-geoparquet for a ``.parquet`` ``output``, else as one Item's JSON or an ItemCollection's."""
+    if not output.endswith(".parquet"):
+        documents = [item.to_dict(include_self_link=False) for item in items]
+        collected = collection or len(documents) > 1
+        document = {"type": "FeatureCollection", "features": documents} if collected else documents[0]
+        return (json.dumps(document, indent=2) + "\n").encode()
+    from ..stac.geoparquet import write_stac_geoparquet
 
-    >>> storage_error(type("NoCredentialsError", (Exception,), {"__module__": "botocore.exceptions"})())
-    True
-    """
-    return type(exc).__module__.split(".")[0] in STORAGE_CLIENTS
+    with tempfile.TemporaryDirectory(prefix="rumi-stac-") as folder:  # pyarrow writes to a path, not to bytes
+        built = os.path.join(folder, "items.parquet")
+        try:
+            write_stac_geoparquet(items, built)
+            with open(built, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise CannotWrite(output, exc) from exc
 
 
 def install_hint(extra: str) -> str:
@@ -255,7 +251,7 @@ def install_hint(extra: str) -> str:
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Every option's help ends with its default (unless it says it already; a flag's is "off").
+    """Every option's help ends with its default, unless it says it already; a flag's is "off" or "on".
 
     >>> parser = argparse.ArgumentParser(prog="rumi x", formatter_class=HelpFormatter)
     >>> _ = parser.add_argument("--size", type=int, default=1024, help="longest side")
@@ -269,9 +265,7 @@ class HelpFormatter(argparse.HelpFormatter):
             return text
         if action.nargs == 0 and isinstance(action.default, bool):  # a flag
             return f"{text} (default: {'on' if action.default else 'off'})"
-        if action.default is None:
-            return f"{text} (default: none)"
-        return f"{text} (default: %(default)s)"
+        return f"{text} (default: {'none' if action.default is None else '%(default)s'})"
 
 
 class CommandParser(argparse.ArgumentParser):

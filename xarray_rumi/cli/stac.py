@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 
-from .shared import (OUTPUT_RULES, STDOUT, CannotWrite, add_storage_options, blob_for, check_outputs, options_for,
-                     read_by, read_or_report, write_output)
+from .shared import (OUTPUT_RULES, STDOUT, add_storage_options, blob_for, check_outputs, options_for, read_by,
+                     read_or_report, stac_bytes, write_output)
 
 
 def add_command(commands) -> None:
@@ -17,19 +15,15 @@ def add_command(commands) -> None:
         "stac", help="describe rumi files as STAC Items (JSON)",
         description="Write a STAC Item for each FILE, blob included, so the files open with no read "
                     "(see docs/stac.md): FILE.header when it exists, else rebuilt from the IFD. One FILE gives an "
-                    "Item, several an ItemCollection. An output that is one of the FILEs or the blob beside it is "
-                    "refused.")
-    stac.add_argument("files", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
+                    "Item, several an ItemCollection.")
+    stac.add_argument("file", nargs="+", metavar="FILE", help="rumi files (paths or URLs)")
     stac.add_argument("-o", "--output", default="-",
                       help="file to write (path or fsspec URL): JSON, or stac-geoparquet when it ends in "
                            f".parquet; {OUTPUT_RULES} (default: %(default)s)")
-    stac.add_argument("--datetime", default=None,
-                      help="ISO 8601 datetime of every Item (default: each file's modification time)")
-    stac.add_argument("--href-prefix", default=None,
-                      help="publish the assets under this URL prefix instead of the files' own paths "
-                           "(e.g. https://example.com/scenes/)")
-    stac.add_argument("--collection", action="store_true",
-                      help="write an ItemCollection even for one FILE (default: off)")
+    stac.add_argument("--datetime", help="ISO 8601 datetime of every Item (default: each file's modification time)")
+    stac.add_argument("--href-prefix", help="publish the assets under this URL prefix instead of the files' own "
+                                            "paths (e.g. https://example.com/scenes/)")
+    stac.add_argument("--collection", action="store_true", help="write an ItemCollection even for one FILE")
     stac.add_argument("--nodata", type=_nodata, default=None, metavar="VALUE",
                       help="every band's nodata in raster:bands, a value the samples can hold: a number, "
                            "nan, inf or -inf (as --nodata=-inf) (default: none; a rumi file records none)")
@@ -38,19 +32,13 @@ def add_command(commands) -> None:
 
 
 def _nodata(text: str) -> int | float:
-    """``--nodata``'s value: an int when it is one (kept exact), else a float.
-
-    >>> _nodata("-9999"), _nodata("-inf")
-    (-9999, -inf)
-    """
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    """``--nodata``'s value: an int when it is one (kept exact), else a float."""
+    for number in (int, float):
+        try:
+            return number(text)
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(f"not a number: {text!r}")
 
 
 def run(args) -> int:
@@ -58,9 +46,9 @@ def run(args) -> int:
 
     from ..stac.items import item
 
-    check_outputs([args.output], read_by(args.files), "a raster or its blob")
+    check_outputs([args.output], read_by(args.file), "a raster or its blob")
     items = []
-    for path in args.files:  # every file is tried, so that one run names every file that cannot be described
+    for path in args.file:  # every file is tried, so that one run names every file that cannot be described
         href = args.href_prefix.rstrip("/") + "/" + os.path.basename(path) if args.href_prefix else None
         options = options_for(path, args.storage_options)
         items.append(read_or_report("stac", path, lambda: item(
@@ -68,36 +56,9 @@ def run(args) -> int:
             storage_options=options)))
     if None in items:
         return 1
-    parquet = args.output.endswith(".parquet")
-    write_output(args.output, _parquet(items, args.output) if parquet else _json(items, args.collection),
+    write_output(args.output, stac_bytes(items, args.output, args.collection),
                  options_for(args.output, args.storage_options))
     if args.output != STDOUT:
         print(f"wrote {args.output}: {len(items)} STAC Item{'s' if len(items) > 1 else ''}"
-              f"{' as stac-geoparquet' if parquet else ''}", file=sys.stderr)
+              f"{' as stac-geoparquet' if args.output.endswith('.parquet') else ''}", file=sys.stderr)
     return 0
-
-
-def _json(items, collection: bool) -> bytes:
-    """One Item's JSON, or an ItemCollection's for several Items or when asked."""
-    import pystac
-
-    if collection or len(items) > 1:
-        document = pystac.ItemCollection(items).to_dict()
-    else:
-        document = items[0].to_dict(include_self_link=False)
-    return (json.dumps(document, indent=2) + "\n").encode()
-
-
-def _parquet(items, output: str) -> bytes:
-    """The Items as stac-geoparquet bytes, built in a temporary folder: the output is then written whole."""
-    from ..stac.geoparquet import write_stac_geoparquet
-
-    with tempfile.TemporaryDirectory(prefix="rumi-stac-") as folder:
-        built = os.path.join(folder, "items.parquet")
-        try:
-            write_stac_geoparquet(items, built)
-            with open(built, "rb") as f:
-                return f.read()
-        except OSError as exc:
-            raise CannotWrite(output, exc) from exc
-

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from .shared import add_blob_option, add_storage_options, blob_for, options_for
+from .shared import add_reader, blob_for, options_for, say
 
 
 def add_command(commands) -> None:
-    check = commands.add_parser(
-        "validate", help="check a file against every rule of the spec",
-        description="Check FILE against every rule of the spec, every frame decoded, and its blob (--header, "
-                    "else FILE.header when it exists): valid, and in agreement with the file.")
-    check.add_argument("file", help="rumi file (path or URL)")
-    add_blob_option(check)
-    add_storage_options(check)
-    check.set_defaults(run=run)
+    add_reader(commands, "validate", run, help="check a file against every rule of the spec",
+               description="Check FILE against every rule of the spec, every frame decoded, and its blob "
+                           "(--header, else FILE.header when it exists): valid, and in agreement with the file.")
 
 
 def run(args) -> int:
@@ -21,5 +16,5 @@ def run(args) -> int:
 
     args.header = blob_for(args.file, args.header, args.storage_options)  # named if it cannot be read
     validate(args.file, args.header, storage_options=options_for(args.file, args.storage_options))
-    print(f"{args.file}: valid rumi 0.1.0" + (f", and so is its blob {args.header}" if args.header else ""))
+    say(f"{args.file}: valid rumi 0.1.0" + (f", and so is its blob {args.header}" if args.header else ""))
     return 0
