@@ -125,3 +125,11 @@ def test_a_large_window_or_cube_chunk_reuses_the_memory_of_one_let_go(tmp_path, 
     again = read()
     assert not buffers._released.blocks and np.shares_memory(again, kept)
     np.testing.assert_array_equal(again, values)
+
+
+def test_of_equal_blocks_the_latest_let_go_is_lent_first():
+    older, newer = result_array(LARGE, np.uint16), result_array(LARGE, np.uint16)
+    address = newer.ctypes.data
+    del older
+    del newer
+    assert result_array(LARGE, np.uint16).ctypes.data == address

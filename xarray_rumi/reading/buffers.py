@@ -68,12 +68,12 @@ class _Released:
         self.lock = threading.RLock()  # re-entrant: a lease may die (and give) while this thread is taking
 
     def take(self, size: int) -> np.ndarray | None:
-        """The smallest kept block of ``size`` to ``2 * size`` bytes."""
+        """The smallest kept block of ``size`` to ``2 * size`` bytes, the latest let go of equal ones (warmest)."""
         with self.lock:
             fits = [i for i, block in enumerate(self.blocks) if size <= block.size <= 2 * size]
             if not fits:
                 return None
-            return self.blocks.pop(min(fits, key=lambda i: self.blocks[i].size))
+            return self.blocks.pop(min(fits, key=lambda i: (self.blocks[i].size, -i)))
 
     def give(self, block: np.ndarray) -> None:
         with self.lock:
