@@ -14,7 +14,7 @@ MAX_GAP = 256 * 1024
 #: Bytes of one merged request at most (larger ones were slower through fsspec's HTTP client).
 MAX_REQUEST = 2 * 1024 * 1024
 #: Compressed bytes a remote read has in flight or waiting to be decoded, across its threads.
-REMOTE_BATCH = 16 * 1024 * 1024
+REMOTE_BATCH = 32 * 1024 * 1024
 #: Requests one call keeps in flight at most: 64 MiB, a few Gbit/s at 50 ms.
 MAX_IN_FLIGHT = 32
 #: Requests a small read (a window) is spread over where its ranges allow: a link that caps each connection (as
