@@ -237,3 +237,17 @@ def test_storage_options_that_are_not_a_json_object_are_a_usage_error(capsys, co
         main([command, *(["in.tif", "out.rumi"] if command == "convert" else ["a.rumi"]), "--storage-options", text])
     assert exit_.value.code == 2
     assert f"rumi {command}: error: argument --storage-options: {said}" in capsys.readouterr().err
+
+
+def test_two_inputs_of_one_name_are_refused_before_anything_is_written(tmp_path):
+    from xarray_rumi.cli.convert import target_paths
+
+    with pytest.raises(ValueError, match="two inputs would write the same output name"):
+        target_paths([str(tmp_path / "a" / "in.tif"), str(tmp_path / "b" / "in.tif")], str(tmp_path) + os.sep)
+    assert target_paths(["a/x.tif", "b/y.tif"], "out/") == [os.path.join("out/", n) for n in ("x.rumi", "y.rumi")]
+
+
+def test_an_output_under_a_file_names_the_file_that_is_not_a_folder(capsys, tmp_path, scene):
+    (tmp_path / "plain").write_text("not a folder")
+    status, _, err = run(capsys, "quicklook", scene, "-o", tmp_path / "plain" / "q.png")
+    assert status == 1 and f"{tmp_path / 'plain'} is not a folder" in err
