@@ -130,7 +130,7 @@ class _SampleTypes(Mapping):
     def __getitem__(self, pair) -> SampleType:
         made = self._made.get(pair)
         if made is None:
-            made = self._made[pair] = _made(*self._specs[pair])
+            made = self._made[pair] = _from_spec(*self._specs[pair])
         return made
 
     def __iter__(self):
@@ -140,7 +140,7 @@ class _SampleTypes(Mapping):
         return len(self._specs)
 
 
-def _made(name, sample_format, bits, dtype, storage=None, components=1) -> SampleType:
+def _from_spec(name, sample_format, bits, dtype, storage=None, components=1) -> SampleType:
     if isinstance(dtype, str):
         import ml_dtypes
 
