@@ -63,6 +63,3 @@ def _glibc():
         return None
     # musl has mallopt too (and ignores it); gnu_get_libc_version is glibc's own.
     return libc if hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "mallopt") else None
-
-
-__all__ = ["MMAP_THRESHOLD", "SWITCH", "TOP_PAD", "keep_heap_top", "tuning_wanted"]

@@ -253,7 +253,3 @@ class _SharedWork:
 
 
 _NONE = object()
-
-
-__all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map",
-           "share_with_idle", "share_work", "waiting_on_network"]

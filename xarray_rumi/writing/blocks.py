@@ -69,6 +69,3 @@ def refuse_masked(values, what: str = "the data") -> None:
                          "for a mask, and the values under it would be stored as they are and read back as valid "
                          "pixels: fill them first (data.filled(nodata), or dask.array.ma.filled(data, nodata)), and "
                          "publish that nodata with xarray_rumi.stac.item(..., nodata=)")
-
-
-__all__ = ["check_declared_block", "check_frame_block", "checked_blocks", "refuse_masked"]

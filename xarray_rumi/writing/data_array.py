@@ -318,8 +318,3 @@ def scaling_attributes(data) -> dict | None:
         if not unchanged:
             changing[name] = value
     return changing or None
-
-
-__all__ = ["as_band_array", "band_labels_note", "band_y_x", "BandLabelsNotStoredWarning",
-           "gcp_count", "gcps_note", "GcpsNotStoredWarning", "GDAL_SAMPLE_TYPES", "nodata_note",
-           "NodataNotStoredWarning", "scale_note", "ScaleNotStoredWarning", "scaling_attributes", "WriteInput"]

@@ -219,6 +219,3 @@ def _link_anonymous(f, directory: str) -> str:
     finally:
         os.close(root)
     return name
-
-
-__all__ = ["WRITEBACK_BYTES", "Writeback", "staged", "staged_directory", "write_small"]
