@@ -123,7 +123,7 @@ def rio_transform(data, y: str, x: str) -> tuple:
 
     def misplaced(transform) -> list[str]:
         a, _, c, _, e, f = transform
-        return [dim for dim, origin, resolution in ((y, f, e), (x, c, a)) if not _on_grid(data, dim, origin, resolution)]
+        return [dim for dim, origin, step in ((y, f, e), (x, c, a)) if not _on_grid(data, dim, origin, step)]
 
     inferred = tuple(data.rio.transform())[:6]
     if not misplaced(inferred):
