@@ -245,7 +245,9 @@ def nodata_note(value) -> str:
 
 
 def _number_text(value) -> str:
-    """``-9999``, ``nan``, ``0.5``: numpy scalars in their own precision."""
+    """``-9999``, ``nan``, ``0.5``, ``(1, 2)``: numpy scalars in their own precision, arrays in brackets."""
+    if np.ndim(value):
+        return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
     if np.iscomplexobj(value):  # float() of a numpy complex warns and drops the imaginary part
         if np.imag(value) != 0:
             return str(value)
@@ -290,16 +292,10 @@ def scale_note(scaling: dict) -> str:
     """What ``write`` warns when raw values carried a scale or an offset: their attribute names and values."""
     plural = len(scaling) > 1 or any(name in ("scales", "offsets") for name in scaling)
     verb, pronoun = ("are", "them") if plural else ("is", "it")
-    named = " and ".join(f"{name} {_scaling_text(value)}" for name, value in scaling.items())
+    named = " and ".join(f"{name} {_number_text(value)}" for name, value in scaling.items())
     return (f"{named} {verb} not stored: rumi has no place for {pronoun}; pixel values are written as they are, "
             f"unscaled; decode {pronoun} first (mask_and_scale=True) to write scaled values, or keep {pronoun} "
             "in your catalog")
-
-
-def _scaling_text(value) -> str:
-    if np.ndim(value) == 0:
-        return _number_text(value)
-    return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
 
 
 def scaling_attributes(data) -> dict | None:
