@@ -102,7 +102,6 @@ def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator
     [3, 1, 2]
     """
     pool = _shared_pool()
-    in_flight = max(1, in_flight)
     pending: collections.deque = collections.deque()
     try:
         for item in items:
