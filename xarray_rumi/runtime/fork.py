@@ -9,6 +9,3 @@ def in_forked_child(reset) -> None:
     """Call ``reset()`` in the child after every ``os.fork`` (nowhere that cannot fork)."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=reset)
-
-
-__all__ = ["in_forked_child"]

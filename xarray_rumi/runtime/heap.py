@@ -20,10 +20,13 @@ SWITCH = "XARRAY_RUMI_HEAP_TUNING"
 
 @functools.cache
 def keep_heap_top() -> bool:
-    """Tune glibc once, if this process started with eager trimming; whether anything was set."""
+    """Tune glibc once if this process started with eager trimming (unless ``SWITCH`` is 0); whether it did."""
+    switch = os.environ.get(SWITCH, "").strip()
+    if switch not in ("", "0", "1"):
+        raise ValueError(f"{SWITCH} must be 0 (allocator tuning off) or 1 (on), not {switch!r}")
     environment = _startup_environment()
     libc = _glibc()
-    if not tuning_wanted(os.environ) or "MALLOC_TRIM_THRESHOLD_" not in environment or libc is None:
+    if switch == "0" or "MALLOC_TRIM_THRESHOLD_" not in environment or libc is None:
         return False
     applied = [f"{what} to {value >> 20} MiB" for name, (option, value, what) in _SETTINGS.items()
                if name not in environment and libc.mallopt(option, value) == 1]
@@ -32,18 +35,6 @@ def keep_heap_top() -> bool:
                     "distributed's workers do, which makes every frame buffer a fresh mapping and halves decoding "
                     "speed; %s=0 turns this off", " and ".join(applied), SWITCH)
     return bool(applied)
-
-
-def tuning_wanted(environment) -> bool:
-    """Whether ``XARRAY_RUMI_HEAP_TUNING`` in ``environment`` leaves the tuning on: unset, empty or ``1``.
-
-    >>> tuning_wanted({}), tuning_wanted({"XARRAY_RUMI_HEAP_TUNING": "0"})
-    (True, False)
-    """
-    value = environment.get(SWITCH, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{SWITCH} must be 0 (allocator tuning off) or 1 (on), not {value!r}")
-    return value != "0"
 
 
 def _startup_environment() -> set[str]:
@@ -63,6 +54,3 @@ def _glibc():
         return None
     # musl has mallopt too (and ignores it); gnu_get_libc_version is glibc's own.
     return libc if hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "mallopt") else None
-
-
-__all__ = ["MMAP_THRESHOLD", "SWITCH", "TOP_PAD", "keep_heap_top", "tuning_wanted"]

@@ -33,6 +33,3 @@ def scratch(purpose: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         # OpenZL writes its numeric streams 8-byte aligned
         buffer = buffers[purpose] = np.empty(-(-size // 8), np.uint64).view(np.uint8)
     return buffer[:size].view(dtype).reshape(shape)
-
-
-__all__ = ["DECODED_BYTES", "FRAME", "KEPT_BYTES", "scratch"]

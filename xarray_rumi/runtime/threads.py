@@ -102,7 +102,6 @@ def ordered_map(function: Callable, items: Iterable, in_flight: int) -> Iterator
     [3, 1, 2]
     """
     pool = _shared_pool()
-    in_flight = max(1, in_flight)
     pending: collections.deque = collections.deque()
     try:
         for item in items:
@@ -253,7 +252,3 @@ class _SharedWork:
 
 
 _NONE = object()
-
-
-__all__ = ["cancel_or_wait", "computing_threads", "idle_threads", "in_background", "in_processes", "ordered_map",
-           "share_with_idle", "share_work", "waiting_on_network"]

@@ -15,7 +15,7 @@ def check_frame_block(block, index: int, grid: FrameGrid, dtype: np.dtype) -> No
     >>> check_frame_block(np.zeros((1, 35, 64), "uint16"), 1, grid, np.dtype("uint16"))
     Traceback (most recent call last):
     ...
-    ValueError: frame 1 (grid row 1, column 0) came with shape (1, 35, 64) and dtype uint16, where the frame is (1, 36, 64) of uint16: a Dask block must hold ...
+    ValueError: frame 1 (grid row 1, column 0) came with shape (1, 35, 64) and dtype uint16, where the frame is (1, 36, 64) of uint16: ...
     """
     expected = grid.frame_shape(index)
     if np.shape(block) != expected or getattr(block, "dtype", None) != dtype:
@@ -33,7 +33,7 @@ def checked_blocks(array):
     >>> checked_blocks(short).compute()
     Traceback (most recent call last):
     ...
-    ValueError: block (0, 0, 0) of the Dask array came with shape (1, 7, 4) and dtype uint8, where its chunks declare (1, 8, 4) of uint8: a Dask block must hold ...
+    ValueError: block (0, 0, 0) of the Dask array came with shape (1, 7, 4) and dtype uint8, where its chunks declare (1, 8, 4) ...
     """
     return array.map_blocks(_declared_block, dtype=array.dtype)
 
@@ -69,6 +69,3 @@ def refuse_masked(values, what: str = "the data") -> None:
                          "for a mask, and the values under it would be stored as they are and read back as valid "
                          "pixels: fill them first (data.filled(nodata), or dask.array.ma.filled(data, nodata)), and "
                          "publish that nodata with xarray_rumi.stac.item(..., nodata=)")
-
-
-__all__ = ["check_declared_block", "check_frame_block", "checked_blocks", "refuse_masked"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -15,15 +17,14 @@ GDAL_SAMPLE_TYPES = {"complex_int16": "cint16"}
 
 
 class WriteInput(NamedTuple):
-    """What ``write`` takes from its ``data`` argument; the last four, what rumi cannot store, each warned about."""
+    """What ``write`` takes from its ``data`` argument."""
 
     values: object             #: numpy or Dask array, ``(B, Y, X)``
-    georeferencing: RioGeoreferencing | None
     encoding: dict
-    nodata: object = None
-    scaling: dict | None = None
-    gcps: int | None = None
-    band_labels: str | None = None  #: what the warning says
+    crs: object = None
+    transform: Callable[[], tuple] | None = None  #: rioxarray's, checked, computed only when written
+    gcps: int | None = None    #: ground control points found (their georeferencing is not affine)
+    unstored: tuple = ()       #: ``(note, warning class)`` for each thing rumi cannot store
 
 
 def as_band_array(data) -> WriteInput:
@@ -37,7 +38,7 @@ def as_band_array(data) -> WriteInput:
         if values.ndim != 3:
             raise ValueError(f"data must be (B, Y, X) or (Y, X), got shape {values.shape}")
         refuse_masked(values)  # a Dask array's blocks are refused as they are computed
-        found = WriteInput(np.ma.getdata(values) if isinstance(values, np.ma.MaskedArray) else values, None, {})
+        found = WriteInput(np.ma.getdata(values) if isinstance(values, np.ma.MaskedArray) else values, {})
     if 0 in found.values.shape:
         raise ValueError(f"cannot write an empty raster of shape {found.values.shape}")
     return found
@@ -48,11 +49,17 @@ def _data_array_input(data) -> WriteInput:
     encoding = dict(data.encoding)
     if "raster_type" not in encoding and str(data.attrs.get("AREA_OR_POINT", "")).lower() == "point":
         encoding["raster_type"] = "point"
-    # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
-    geo = RioGeoreferencing(data, y, x, data.rio.crs) if _has_rioxarray() else None
+    gcps, crs, transform = gcp_count(data), None, None
+    # GCPs are not an affine transform: rioxarray's CRS (the GCPs') with its identity transform is a false location
+    if gcps is None and _has_rioxarray():
+        # before transposing: dimensions named with rio.set_spatial_dims are known to this object's accessor only
+        crs, transform = data.rio.crs, functools.partial(rio_transform, data, y, x)
+    nodata, scaling = _nodata(data), scaling_attributes(data)
+    unstored = ((band_labels_note(data, band), BandLabelsNotStoredWarning),
+                (None if nodata is None else nodata_note(nodata), NodataNotStoredWarning),
+                (scaling and scale_note(scaling), ScaleNotStoredWarning))
     ordered = data.transpose(y, x).expand_dims("band") if band is None else data.transpose(band, y, x)
-    return WriteInput(ordered.data, geo, encoding, _nodata(data), scaling_attributes(data), gcp_count(data),
-                      band_labels_note(data, band))
+    return WriteInput(ordered.data, encoding, crs, transform, gcps, tuple(u for u in unstored if u[0]))
 
 
 def band_y_x(data) -> tuple:
@@ -105,36 +112,27 @@ def _named_spatial_dims(data) -> tuple | None:
     return None if y is None or x is None else (y, x)
 
 
-class RioGeoreferencing(NamedTuple):
-    """A DataArray's CRS, and its transform computed only when one is to be written."""
+def rio_transform(data, y: str, x: str) -> tuple:
+    """``data.rio.transform()``, refused unless it puts the pixels at their coordinates (docs/writing.md)."""
+    stored = _stored_transform(data)
+    if stored is not None and (stored[1] or stored[3]):
+        return stored  # rotated: 1-D coordinates cannot express it, and rioxarray uses it as stored
+    if stored is None:
+        for dim in (y, x):
+            _check_spacing_known(data, dim)
 
-    data: object  #: as given: dimensions named with rio.set_spatial_dims are known to its accessor only
-    y: str
-    x: str
-    crs: object
-
-    def transform(self) -> tuple:
-        """``rio.transform()``, refused unless it puts the pixels at their coordinates (docs/writing.md)."""
-        stored = _stored_transform(self.data)
-        if stored is not None and (stored[1] or stored[3]):
-            return stored  # rotated: 1-D coordinates cannot express it, and rioxarray uses it as stored
-        if stored is None:
-            for dim in (self.y, self.x):
-                _check_spacing_known(self.data, dim)
-        inferred = tuple(self.data.rio.transform())[:6]
-        if not self._misplaced(inferred):
-            return inferred
-        # the stored resolution disagrees with the coordinates: take theirs, from the first and last
-        recalculated = tuple(self.data.rio.transform(recalc=True))[:6]
-        misplaced = self._misplaced(recalculated)
-        if misplaced:
-            raise _irregular(self.data, misplaced[0])
-        return recalculated
-
-    def _misplaced(self, transform) -> list[str]:
+    def misplaced(transform) -> list[str]:
         a, _, c, _, e, f = transform
-        return [dim for dim, origin, resolution in ((self.y, f, e), (self.x, c, a))
-                if not _on_grid(self.data, dim, origin, resolution)]
+        return [dim for dim, origin, step in ((y, f, e), (x, c, a)) if not _on_grid(data, dim, origin, step)]
+
+    inferred = tuple(data.rio.transform())[:6]
+    if not misplaced(inferred):
+        return inferred
+    # the stored resolution disagrees with the coordinates: take theirs, from the first and last
+    recalculated = tuple(data.rio.transform(recalc=True))[:6]
+    if wrong := misplaced(recalculated):
+        raise _irregular(data, wrong[0])
+    return recalculated
 
 
 def _stored_transform(data) -> tuple | None:
@@ -247,7 +245,9 @@ def nodata_note(value) -> str:
 
 
 def _number_text(value) -> str:
-    """``-9999``, ``nan``, ``0.5``: numpy scalars in their own precision."""
+    """``-9999``, ``nan``, ``0.5``, ``(1, 2)``: numpy scalars in their own precision, arrays in brackets."""
+    if np.ndim(value):
+        return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
     if np.iscomplexobj(value):  # float() of a numpy complex warns and drops the imaginary part
         if np.imag(value) != 0:
             return str(value)
@@ -292,16 +292,10 @@ def scale_note(scaling: dict) -> str:
     """What ``write`` warns when raw values carried a scale or an offset: their attribute names and values."""
     plural = len(scaling) > 1 or any(name in ("scales", "offsets") for name in scaling)
     verb, pronoun = ("are", "them") if plural else ("is", "it")
-    named = " and ".join(f"{name} {_scaling_text(value)}" for name, value in scaling.items())
+    named = " and ".join(f"{name} {_number_text(value)}" for name, value in scaling.items())
     return (f"{named} {verb} not stored: rumi has no place for {pronoun}; pixel values are written as they are, "
             f"unscaled; decode {pronoun} first (mask_and_scale=True) to write scaled values, or keep {pronoun} "
             "in your catalog")
-
-
-def _scaling_text(value) -> str:
-    if np.ndim(value) == 0:
-        return _number_text(value)
-    return "(" + ", ".join(_number_text(v) for v in np.ravel(value)) + ")"
 
 
 def scaling_attributes(data) -> dict | None:
@@ -318,8 +312,3 @@ def scaling_attributes(data) -> dict | None:
         if not unchanged:
             changing[name] = value
     return changing or None
-
-
-__all__ = ["as_band_array", "band_labels_note", "band_y_x", "BandLabelsNotStoredWarning",
-           "gcp_count", "gcps_note", "GcpsNotStoredWarning", "GDAL_SAMPLE_TYPES", "nodata_note",
-           "NodataNotStoredWarning", "scale_note", "ScaleNotStoredWarning", "scaling_attributes", "WriteInput"]

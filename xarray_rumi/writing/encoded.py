@@ -141,6 +141,3 @@ def _cluster_encoded_frames(source: DaskFrames, grid: FrameGrid, sample: SampleT
                                  recipes=recipes[k % grid.frames_per_position])
 
     return source.cluster.encoded(source.source, grid, windows, encoder)
-
-
-__all__ = ["DaskFrames", "dask_encoded_frames", "threaded_encoded_frames"]

@@ -67,6 +67,3 @@ def check_fits_tiff(grid: FrameGrid) -> None:
         if value > FIELD_MAXIMA[tag]:
             raise ValueError(f"{what.format(value)} does not fit a TIFF file: {TAG_NAMES[tag]} is at most "
                              f"{FIELD_MAXIMA[tag]} {unit}; write it as several images")
-
-
-__all__ = ["MAX_TILE_SIDE", "check_fits_tiff", "check_storage_options", "parse_frame_unit", "tile_shape"]

@@ -170,7 +170,7 @@ class Writeback:
     def __enter__(self):
         return self
 
-    def __exit__(self, kind, error, trace):
+    def __exit__(self, kind, *_):
         if self._flushing is not None:
             # the file stays open until the flush is done; one that has not started is not needed any more
             flushing, self._flushing = self._flushing, None
@@ -219,6 +219,3 @@ def _link_anonymous(f, directory: str) -> str:
     finally:
         os.close(root)
     return name
-
-
-__all__ = ["WRITEBACK_BYTES", "Writeback", "staged", "staged_directory", "write_small"]

@@ -19,8 +19,7 @@ from ..format.limits import DEFAULT_LIMITS
 from ..frames.choose import lossy_error, plan_frames, profile_window, sample_frames
 from ..io.source import ByteSource
 from ..runtime.threads import computing_threads
-from .data_array import (GDAL_SAMPLE_TYPES, BandLabelsNotStoredWarning, GcpsNotStoredWarning, NodataNotStoredWarning,
-                         ScaleNotStoredWarning, as_band_array, gcps_note, nodata_note, scale_note)
+from .data_array import GDAL_SAMPLE_TYPES, GcpsNotStoredWarning, as_band_array, gcps_note
 from .blocks import check_frame_block
 from .encoded import DaskFrames, dask_encoded_frames, threaded_encoded_frames
 from .parameters import check_fits_tiff, check_storage_options, parse_frame_unit, tile_shape
@@ -49,21 +48,18 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     (28, True)
     """
     check_storage_options(storage_options)
-    array, rio_georeferencing, encoding, nodata, scaling, gcps, band_labels = as_band_array(data)
+    array, encoding, rio_crs, rio_transform, gcps, unstored = as_band_array(data)
     tile_size, frame_unit, raster_type = (
         given if given is not None else encoding.get(name, _DEFAULTS[name])
         for name, given in (("tile_size", tile_size), ("frame_unit", frame_unit), ("raster_type", raster_type))
     )
-    # GCPs are not an affine transform: rioxarray's CRS (the GCPs') with its identity transform is a false location
-    dropped_gcps = gcps is not None and (crs is None or transform is None)
-    if gcps is not None:
-        rio_georeferencing = None
-    if rio_georeferencing is not None:
-        crs = rio_georeferencing.crs if crs is None else crs
-        if transform is None and crs is not None:  # a DataArray without a CRS writes no transform
-            transform = rio_georeferencing.transform()
-            if RasterType.parse(raster_type) is RasterType.POINT:
-                transform = corner_to_centre(transform)   # rioxarray's transform is GDAL's, for pixel corners
+    if gcps is not None and (crs is None or transform is None):
+        unstored = ((gcps_note(gcps), GcpsNotStoredWarning), *unstored)
+    crs = rio_crs if crs is None else crs
+    if transform is None and crs is not None and rio_transform is not None:  # a DataArray without a CRS writes none
+        transform = rio_transform()
+        if RasterType.parse(raster_type) is RasterType.POINT:
+            transform = corner_to_centre(transform)   # rioxarray's transform is GDAL's, for pixel corners
     sample = _sample_type(sample_type, encoding, array)
     georef = georeferencing(crs, transform, raster_type)
     tile_length, tile_width = tile_shape(tile_size)
@@ -115,14 +111,8 @@ def write(path, data, *, tile_size=None, frame_unit=None, crs=None, transform=No
     if write_header:
         write_small(ByteSource.of(f"{target.url}.header", storage_options), blob)
         logger.debug("wrote %s.header: %d bytes", target.url, len(blob))
-    if dropped_gcps:
-        warnings.warn(gcps_note(gcps), GcpsNotStoredWarning, stacklevel=2)
-    if band_labels is not None:
-        warnings.warn(band_labels, BandLabelsNotStoredWarning, stacklevel=2)
-    if nodata is not None:
-        warnings.warn(nodata_note(nodata), NodataNotStoredWarning, stacklevel=2)
-    if scaling:
-        warnings.warn(scale_note(scaling), ScaleNotStoredWarning, stacklevel=2)
+    for note, category in unstored:
+        warnings.warn(note, category, stacklevel=2)
     return blob
 
 
