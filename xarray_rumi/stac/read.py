@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, georeferencing
+from ..format.geo import Georeferencing, RasterType, corner_to_centre, georeferencing, resolve_crs
 
 #: Not ``image/*``: generic loaders would read the frames as GeoTIFF pixels (docs/stac.md, "Media type").
 STAC_MEDIA_TYPE = "application/vnd.rumi+tiff"
@@ -237,32 +237,22 @@ def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
     record = _record(item.get("id"))
     own_matrix = asset.get(STAC_TRANSFORM) is not None
     transform_field = STAC_TRANSFORM if own_matrix else "proj:transform"
-    (crs_field, crs), transform = _item_crs(fields, record), fields.get(transform_field)
-    georef = georeferencing(crs, transform, fields.get(STAC_RASTER_TYPE), record=record,
+    crs_fields = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
+    crs_field, crs = crs_fields[0] if crs_fields else (STAC_CRS_FIELDS[0], None)
+    georef = georeferencing(crs, fields.get(transform_field), fields.get(STAC_RASTER_TYPE), record=record,
                             fields=(crs_field, transform_field, STAC_RASTER_TYPE))
+    for name, value in crs_fields[1:]:
+        try:
+            other = resolve_crs(value)[0]
+        except (TypeError, ValueError):  # a form pyproj cannot reduce to an EPSG code says nothing against the first
+            continue
+        if other != georef.epsg:
+            raise ValueError(f"{record}: its CRS fields name different CRSs ({crs_field} EPSG:{georef.epsg}, "
+                             f"{name} EPSG:{other})")
     if georef.is_defined and georef.raster_type is RasterType.POINT and not own_matrix:
         # proj:transform places pixel corners (GDAL's convention); a PixelIsPoint file's matrix places centres.
         return dataclasses.replace(georef, transform=corner_to_centre(georef.transform))
     return georef
-
-
-def _item_crs(fields: dict, record: str) -> tuple[str, object]:
-    given = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
-    if len(given) < 2:
-        return given[0] if given else (STAC_CRS_FIELDS[0], None)
-    first, code = given[0][0], _epsg(*given[0], record)
-    for name, value in given[1:]:
-        try:
-            other = _epsg(name, value, record)
-        except ValueError:  # a form pyproj cannot reduce to an EPSG code says nothing against the first
-            continue
-        if other != code:
-            raise ValueError(f"{record}: its CRS fields name different CRSs ({first} EPSG:{code}, {name} EPSG:{other})")
-    return given[0]
-
-
-def _epsg(name: str, value, record: str) -> int:
-    return georeferencing(value, IDENTITY, None, record=record, fields=(name, "proj:transform", STAC_RASTER_TYPE)).epsg
 
 
 def _crs_value(value):
