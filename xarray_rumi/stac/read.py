@@ -76,14 +76,25 @@ def item_images(items, asset: str | None = None) -> list[ItemImage]:
 
 
 def asset_bands(asset: dict) -> tuple[StacBand, ...]:
-    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values)."""
-    # stac-geoparquet gives a band null where an asset has fewer bands than another
+    """The bands an asset dict describes (``eo:bands``/``bands`` names, :func:`raster_bands` values)."""
     named = [band or {} for band in asset.get("eo:bands") or asset.get("bands") or []]
-    raster = [band or {} for band in asset.get("raster:bands") or []] or [
-        {"nodata": b.get("nodata"), "unit": b.get("unit"), "scale": b.get("raster:scale"),
-         "offset": b.get("raster:offset")} for b in (band or {} for band in asset.get("bands") or [])]
     return tuple(StacBand(names.get("name"), values.get("nodata"), values.get("scale"), values.get("offset"),
-                          values.get("unit")) for names, values in itertools.zip_longest(named, raster, fillvalue={}))
+                          values.get("unit"))
+                 for names, values in itertools.zip_longest(named, raster_bands(asset), fillvalue={}))
+
+
+#: STAC 1.1's ``bands`` fields by the names ``raster:bands`` gives them.
+_RASTER_NAMES = {"nodata": "nodata", "unit": "unit", "scale": "scale", "offset": "offset", "raster:scale": "scale",
+                 "raster:offset": "offset"}
+
+
+def raster_bands(asset: dict) -> list[dict]:
+    """An asset's ``raster:bands``, else what its STAC 1.1 ``bands`` say of the same fields."""
+    # stac-geoparquet gives a band null where an asset has fewer bands than another
+    if asset.get("raster:bands"):
+        return [dict(band or {}) for band in asset["raster:bands"]]
+    return [{_RASTER_NAMES[k]: v for k, v in (band or {}).items() if k in _RASTER_NAMES}
+            for band in asset.get("bands") or []]
 
 
 def _record(item_id) -> str:
