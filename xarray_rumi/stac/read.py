@@ -190,18 +190,13 @@ def _blob_assets(assets) -> dict[str, dict[str, list]]:
 
 
 def _utc_datetimes(table) -> np.ndarray:
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pandas as pd
 
     dates = np.full(table.num_rows, np.datetime64("NaT", "ns"))
     # datetime last: it wins where both are given
     for name in [name for name in ("start_datetime", "datetime") if name in table.column_names]:
-        column = table[name]
-        if pa.types.is_timestamp(column.type):
-            values = pc.cast(column, pa.timestamp("ns", tz="UTC")).to_numpy(zero_copy_only=False)
-        else:  # dates as text: each parsed as an Item's would be
-            values = np.array([stac_datetime({"properties": {name: v}}) for v in column.to_pylist()], "M8[ns]")
-        dates = np.where(np.isnat(values), dates, values)
+        values = pd.to_datetime(table[name].to_pandas(), utc=True, format="ISO8601")
+        dates = np.where(values.isna(), dates, values.dt.tz_localize(None).to_numpy("M8[ns]"))
     return dates
 
 
