@@ -275,6 +275,26 @@ def test_a_rerun_converts_again_a_source_replaced_after_its_output(sources_dir):
     assert convert_file(FileJob("scene-0", "B02", source, target)).status == "kept"  # the output is the newer
 
 
+def test_stac_1_1_bands_give_raster_bands_and_keep_their_names_with_the_rumi_data_type(sources_dir):
+    items = make_items(str(sources_dir / "cogs"), count=1)
+    fields = items[0].assets["B02"].extra_fields
+    fields["bands"] = [{"name": "blue", "data_type": "uint16", "nodata": 1, "raster:scale": 2.0, "unit": "K"}]
+    del fields["raster:bands"], fields["eo:bands"]
+    [new] = convert_items(items, sources_dir / "rumi", assets=["B02"], scheduler=HERE)
+    b02 = new.assets["B02"].extra_fields
+    assert b02["raster:bands"] == [{"nodata": 1, "scale": 2.0, "unit": "K", "data_type": "uint16", "offset": OFFSET}]
+    assert b02["bands"] == [{"name": "blue", "data_type": "uint16", "nodata": 1, "raster:scale": 2.0, "unit": "K"}]
+
+
+def test_a_complex_int16_output_is_kept_as_the_cint16_file_rumi_convert_made(tmp_path):
+    source = str(tmp_path / "c.tif")
+    with rasterio.open(source, "w", driver="GTiff", width=32, height=32, count=1, dtype="complex_int16",
+                       crs="EPSG:32633", transform=rasterio.Affine(10, 0, 5e5, 0, -10, 5e6)) as f:
+        f.write(np.ones((1, 32, 32), "complex64"))
+    job = FileJob("a", "data", source, str(tmp_path / "c.rumi"))
+    assert [convert_file(job).status for _ in range(2)] == ["converted", "kept"]
+
+
 @pytest.mark.parametrize(("asset", "expected"), [
     ({"href": "b.tif", "type": "image/tiff; application=geotiff; profile=cloud-optimized"}, True),
     ({"href": "thumb.png", "type": "image/png"}, False),

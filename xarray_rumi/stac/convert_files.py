@@ -15,6 +15,7 @@ from ..io.urls import is_local, local_path
 from ..reading.open import open_image, read_blob_file
 from ..runtime.threads import computing_threads, in_processes, ordered_map
 from ..writing.convert import convert
+from ..writing.data_array import GDAL_SAMPLE_TYPES
 from .items import image_fields
 
 
@@ -117,7 +118,7 @@ def kept_output(target: str, storage_options=None):
 
 
 def _shape(image) -> tuple:
-    return *image.grid.shape, image.header.sample_type.dtype.name
+    return *image.grid.shape, image.header.sample_type.name
 
 
 def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands, tuple]:
@@ -136,8 +137,7 @@ def _source_bands(source: str, georeferencing: bool = True) -> tuple[SourceBands
                              "(gdalwarp), then convert")
         bands = SourceBands(src.nodata, tuple(src.scales), tuple(src.offsets), tuple(src.units),
                             tuple(src.descriptions))
-        dtype = "complex64" if src.dtypes[0] == "complex_int16" else src.dtypes[0]  # rumi convert's type for it
-        return bands, (src.count, src.height, src.width, dtype)
+        return bands, (src.count, src.height, src.width, GDAL_SAMPLE_TYPES.get(src.dtypes[0], src.dtypes[0]))
 
 
 def run_jobs(jobs: list[FileJob], scheduler=None, processes: int | None = None, progress=None) -> list[FileResult]:

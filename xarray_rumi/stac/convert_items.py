@@ -12,10 +12,11 @@ import posixpath
 import fsspec
 
 from ..format.blob import Header
-from ..io.urls import is_url
+from ..io.urls import absolute, is_url
 from .convert_files import FileJob, FileResult, SourceBands, run_jobs
-from .items import FILE, PROJECTION, RASTER, absolute_href, stac_nodata
-from .read import STAC_CRS_FIELDS, STAC_HEADER, STAC_MEDIA_TYPE, read_stac_geoparquet, stac_item_dicts
+from .items import FILE, PROJECTION, RASTER, stac_nodata
+from .read import (STAC_CRS_FIELDS, STAC_HEADER, STAC_MEDIA_TYPE, raster_bands, read_stac_geoparquet,
+                   stac_item_dicts)
 
 EO = "https://stac-extensions.github.io/eo/v1.1.0/schema.json"
 #: Media types of a GeoTIFF (COGs add parameters after ``;``); an asset with no type is one when its href says so.
@@ -121,8 +122,8 @@ def rumi_asset(source: dict, result: FileResult, properties: dict) -> dict:
     # a null overrides the Item's CRS fields: the asset's CRS is the rumi file's
     asset.update({name: None for name in STAC_CRS_FIELDS if name in properties})
     asset.update(fields)
-    asset.update(href=absolute_href(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
-    asset["raster:bands"] = band_fields(_source_bands(source), fields["raster:bands"], result.bands,
+    asset.update(href=absolute(result.job.target), type=STAC_MEDIA_TYPE, roles=source.get("roles") or ["data"])
+    asset["raster:bands"] = band_fields(raster_bands(source), fields["raster:bands"], result.bands,
                                         header.sample_type)
     if "bands" in source:
         asset["bands"] = [{**band, **({"data_type": rumi["data_type"]} if "data_type" in band else {})}
@@ -139,22 +140,12 @@ def band_fields(described: list[dict], rumi: list[dict], geotiff: SourceBands, s
         band = {**(described[index] if index < len(described) else {}), **own}
         if "nodata" not in band and geotiff.nodata is not None:
             band["nodata"] = stac_nodata(geotiff.nodata, sample_type)
-        if "scale" not in band and geotiff.scales[index] != 1:
-            band["scale"] = geotiff.scales[index]
-        if "offset" not in band and geotiff.offsets[index] != 0:
-            band["offset"] = geotiff.offsets[index]
-        if "unit" not in band and geotiff.units[index]:
-            band["unit"] = geotiff.units[index]
+        defaults = (("scale", geotiff.scales, 1), ("offset", geotiff.offsets, 0), ("unit", geotiff.units, ""))
+        for name, values, default in defaults:
+            if name not in band and values[index] not in (default, None):
+                band[name] = values[index]
         bands.append(band)
     return bands
-
-
-def _source_bands(asset: dict) -> list[dict]:
-    if "raster:bands" in asset:
-        return [dict(band) for band in asset["raster:bands"]]
-    renamed = {"nodata": "nodata", "unit": "unit", "scale": "scale", "offset": "offset",
-               "raster:scale": "scale", "raster:offset": "offset"}
-    return [{renamed[k]: v for k, v in band.items() if k in renamed} for band in asset.get("bands", [])]
 
 
 def summary(results: list[FileResult]) -> dict:

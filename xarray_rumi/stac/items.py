@@ -13,7 +13,7 @@ import numpy as np
 
 from ..datamodel.coords import corner_transform
 from ..format.geo import Georeferencing, RasterType
-from ..io.urls import is_url
+from ..io.urls import absolute
 from ..reading.open import open_image
 from .read import STAC_HEADER, STAC_MEDIA_TYPE, STAC_RASTER_TYPE, STAC_TRANSFORM
 
@@ -52,7 +52,7 @@ def item(path, header=None, *, href=None, datetime=None, properties=None, nodata
     properties.update({name: fields.pop(name) for name in PROJECTION_FIELDS})
     result = pystac.Item(posixpath.basename(str(os.fspath(path)).rstrip("/")).removesuffix(".rumi"), geometry, bbox,
                          when, properties, stac_extensions=[PROJECTION, RASTER, FILE])
-    result.add_asset("data", pystac.Asset(href or absolute_href(path), "rumi image", media_type=STAC_MEDIA_TYPE,
+    result.add_asset("data", pystac.Asset(href or absolute(path), "rumi image", media_type=STAC_MEDIA_TYPE,
                                           roles=["data"], extra_fields=fields))
     return result
 
@@ -130,12 +130,6 @@ def stac_nodata(nodata, sample_type):
     if isinstance(value, float) and not value.is_integer() or not low <= value <= high:
         raise ValueError(f"nodata {nodata!r} is not a value of {sample_type.name} samples ({low} to {high})")
     return int(value)
-
-
-def absolute_href(path) -> str:
-    """A URL as it is, a local path made absolute."""
-    path = os.fspath(path)
-    return path if is_url(path) else os.path.abspath(path)
 
 
 def _datetime(value, path, storage_options) -> dt.datetime:

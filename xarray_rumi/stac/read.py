@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..format.geo import IDENTITY, Georeferencing, RasterType, corner_to_centre, georeferencing
+from ..format.geo import Georeferencing, RasterType, corner_to_centre, georeferencing, resolve_crs
 
 #: Not ``image/*``: generic loaders would read the frames as GeoTIFF pixels (docs/stac.md, "Media type").
 STAC_MEDIA_TYPE = "application/vnd.rumi+tiff"
@@ -76,14 +76,25 @@ def item_images(items, asset: str | None = None) -> list[ItemImage]:
 
 
 def asset_bands(asset: dict) -> tuple[StacBand, ...]:
-    """The bands an asset dict describes (``eo:bands``/``bands`` names, ``raster:bands`` values)."""
-    # stac-geoparquet gives a band null where an asset has fewer bands than another
+    """The bands an asset dict describes (``eo:bands``/``bands`` names, :func:`raster_bands` values)."""
     named = [band or {} for band in asset.get("eo:bands") or asset.get("bands") or []]
-    raster = [band or {} for band in asset.get("raster:bands") or []] or [
-        {"nodata": b.get("nodata"), "unit": b.get("unit"), "scale": b.get("raster:scale"),
-         "offset": b.get("raster:offset")} for b in (band or {} for band in asset.get("bands") or [])]
     return tuple(StacBand(names.get("name"), values.get("nodata"), values.get("scale"), values.get("offset"),
-                          values.get("unit")) for names, values in itertools.zip_longest(named, raster, fillvalue={}))
+                          values.get("unit"))
+                 for names, values in itertools.zip_longest(named, raster_bands(asset), fillvalue={}))
+
+
+#: STAC 1.1's ``bands`` fields by the names ``raster:bands`` gives them.
+_RASTER_NAMES = {"nodata": "nodata", "unit": "unit", "scale": "scale", "offset": "offset", "raster:scale": "scale",
+                 "raster:offset": "offset"}
+
+
+def raster_bands(asset: dict) -> list[dict]:
+    """An asset's ``raster:bands``, else what its STAC 1.1 ``bands`` say of the same fields."""
+    # stac-geoparquet gives a band null where an asset has fewer bands than another
+    if asset.get("raster:bands"):
+        return [dict(band or {}) for band in asset["raster:bands"]]
+    return [{_RASTER_NAMES[k]: v for k, v in (band or {}).items() if k in _RASTER_NAMES}
+            for band in asset.get("bands") or []]
 
 
 def _record(item_id) -> str:
@@ -179,18 +190,13 @@ def _blob_assets(assets) -> dict[str, dict[str, list]]:
 
 
 def _utc_datetimes(table) -> np.ndarray:
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pandas as pd
 
     dates = np.full(table.num_rows, np.datetime64("NaT", "ns"))
     # datetime last: it wins where both are given
     for name in [name for name in ("start_datetime", "datetime") if name in table.column_names]:
-        column = table[name]
-        if pa.types.is_timestamp(column.type):
-            values = pc.cast(column, pa.timestamp("ns", tz="UTC")).to_numpy(zero_copy_only=False)
-        else:  # dates as text: each parsed as an Item's would be
-            values = np.array([stac_datetime({"properties": {name: v}}) for v in column.to_pylist()], "M8[ns]")
-        dates = np.where(np.isnat(values), dates, values)
+        values = pd.to_datetime(table[name].to_pandas(), utc=True, format="ISO8601")
+        dates = np.where(values.isna(), dates, values.dt.tz_localize(None).to_numpy("M8[ns]"))
     return dates
 
 
@@ -237,32 +243,22 @@ def stac_georeferencing(item: dict, asset: str | None = None) -> Georeferencing:
     record = _record(item.get("id"))
     own_matrix = asset.get(STAC_TRANSFORM) is not None
     transform_field = STAC_TRANSFORM if own_matrix else "proj:transform"
-    (crs_field, crs), transform = _item_crs(fields, record), fields.get(transform_field)
-    georef = georeferencing(crs, transform, fields.get(STAC_RASTER_TYPE), record=record,
+    crs_fields = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
+    crs_field, crs = crs_fields[0] if crs_fields else (STAC_CRS_FIELDS[0], None)
+    georef = georeferencing(crs, fields.get(transform_field), fields.get(STAC_RASTER_TYPE), record=record,
                             fields=(crs_field, transform_field, STAC_RASTER_TYPE))
+    for name, value in crs_fields[1:]:
+        try:
+            other = resolve_crs(value)[0]
+        except (TypeError, ValueError):  # a form pyproj cannot reduce to an EPSG code says nothing against the first
+            continue
+        if other != georef.epsg:
+            raise ValueError(f"{record}: its CRS fields name different CRSs ({crs_field} EPSG:{georef.epsg}, "
+                             f"{name} EPSG:{other})")
     if georef.is_defined and georef.raster_type is RasterType.POINT and not own_matrix:
         # proj:transform places pixel corners (GDAL's convention); a PixelIsPoint file's matrix places centres.
         return dataclasses.replace(georef, transform=corner_to_centre(georef.transform))
     return georef
-
-
-def _item_crs(fields: dict, record: str) -> tuple[str, object]:
-    given = [(name, _crs_value(fields[name])) for name in STAC_CRS_FIELDS if fields.get(name) is not None]
-    if len(given) < 2:
-        return given[0] if given else (STAC_CRS_FIELDS[0], None)
-    first, code = given[0][0], _epsg(*given[0], record)
-    for name, value in given[1:]:
-        try:
-            other = _epsg(name, value, record)
-        except ValueError:  # a form pyproj cannot reduce to an EPSG code says nothing against the first
-            continue
-        if other != code:
-            raise ValueError(f"{record}: its CRS fields name different CRSs ({first} EPSG:{code}, {name} EPSG:{other})")
-    return given[0]
-
-
-def _epsg(name: str, value, record: str) -> int:
-    return georeferencing(value, IDENTITY, None, record=record, fields=(name, "proj:transform", STAC_RASTER_TYPE)).epsg
 
 
 def _crs_value(value):
