@@ -74,10 +74,6 @@ class ParsedIFD:
     tile_offsets: np.ndarray
     tile_byte_counts: np.ndarray
 
-    @property
-    def frame_data_offset(self) -> int:
-        return base_frame_offset(self.grid)
-
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     """How many bytes of the file :func:`parse_prefix` needs, from its first 252."""
@@ -261,7 +257,7 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
     if counts.size and counts.max() > limits.max_frame_byte_count:
         raise RumiFormatError("frames.limits",
                               f"a frame of {int(counts.max())} bytes exceeds Limits.max_frame_byte_count")
-    base = parsed.frame_data_offset
+    base = base_frame_offset(parsed.grid)
     expected = base + np.concatenate([[0], np.cumsum(counts[:-1])])
     mismatch = np.flatnonzero(offsets != expected)
     if not mismatch.size:
