@@ -80,7 +80,7 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
 GRAPHS_PER_THREAD = 96
 
 
-class ThreadCache:
+class ThreadCache(threading.local):
     """Per-thread state built on first use, the least recently used dropped past ``size``.
 
     >>> cache = ThreadCache()
@@ -89,13 +89,12 @@ class ThreadCache:
     """
 
     def __init__(self, size: int = GRAPHS_PER_THREAD):
+        # threading.local runs __init__ again in each thread that uses the cache: each gets its own entries
         self._size = size
-        self._local = threading.local()
+        self._entries = OrderedDict()
 
     def get(self, key, build):
-        entries = self._local.__dict__.get("entries")
-        if entries is None:
-            entries = self._local.entries = OrderedDict()
+        entries = self._entries
         value = entries.get(key)
         if value is None:
             value = entries[key] = build()
