@@ -90,7 +90,7 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     return IFD_HEAD_SIZE + sum(external_sizes(bands, frames).values())
 
 
-def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
+def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> ParsedIFD:
     """Parse and check the BigTIFF preamble, the IFD and its external values (``RumiFormatError`` names the rule).
 
     >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
@@ -136,7 +136,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
         raise RumiFormatError("sample-encoding.bands", "all bands must use the same (sample_format, bits_per_sample) pair")
     sample = sample_type(int(formats[0]), int(bits[0]))
     grid.check(limits, rule="fixed-ifd", bytes_per_sample=sample.bytes_per_sample)
-    georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY], check_registry=check_registry)
+    georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY])
     tile_offsets = np.frombuffer(values[TILE_OFFSETS], "<u8").astype(np.int64)
     tile_byte_counts = np.frombuffer(values[TILE_BYTE_COUNTS], "<u4").astype(np.int64)
     return ParsedIFD(grid, sample, georef, tile_offsets, tile_byte_counts)
