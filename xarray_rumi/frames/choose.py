@@ -241,13 +241,13 @@ def _measure_all(measure, rasters, candidates) -> list[dict[str, int]]:
     return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
 
 
-def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
-    """Frames spread evenly over the image, first and last included.
+def spread_indices(frame_count: int) -> list[int]:
+    """``SAMPLE_FRAMES`` frames spread evenly over the image, first and last included.
 
     >>> spread_indices(10)
     [0, 4, 9]
     """
-    return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
+    return np.unique(np.linspace(0, frame_count - 1, min(SAMPLE_FRAMES, frame_count)).astype(int)).tolist()
 
 
 def sample_frames(grid, compression) -> list[int]:
