@@ -72,7 +72,7 @@ def encode_frame(stored: np.ndarray, recipe: str, *, interband: bool = False, er
 GRAPHS_PER_THREAD = 96
 
 
-class ThreadCache(threading.local):
+class ThreadCache:
     """Per-thread state built on first use, the least recently used dropped past ``size``.
 
     >>> cache = ThreadCache()
@@ -81,12 +81,13 @@ class ThreadCache(threading.local):
     """
 
     def __init__(self, size: int = GRAPHS_PER_THREAD):
-        # threading.local runs __init__ again in each thread that uses the cache: each gets its own entries
         self._size = size
-        self._entries = OrderedDict()
+        self._local = threading.local()
 
     def get(self, key, build):
-        entries = self._entries
+        entries = self._local.__dict__.get("entries")
+        if entries is None:
+            entries = self._local.entries = OrderedDict()
         value = entries.get(key)
         if value is None:
             value = entries[key] = build()
