@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -22,19 +22,9 @@ class SampleType:
     name: str
     sample_format: int
     bits_per_sample: int
-    numpy_type: type | str  # a str: ml_dtypes' type of that name
+    dtype: np.dtype
     storage: np.dtype
     components: int = 1
-
-    @cached_property
-    def dtype(self) -> np.dtype:
-        # ml_dtypes is imported only for its own types: with some numpy releases its import costs half a second,
-        # which every process reading plain types (and every xr.open_dataset, which loads all backends) would pay
-        if isinstance(self.numpy_type, str):
-            import ml_dtypes
-
-            return np.dtype(getattr(ml_dtypes, self.numpy_type))
-        return np.dtype(self.numpy_type)
 
     @property
     def bytes_per_sample(self) -> int:
@@ -125,11 +115,39 @@ _SPECS = (
 )
 
 
-def _from_spec(name, sample_format, bits, numpy_type, storage=None, components=1) -> SampleType:
-    return SampleType(name, sample_format, bits, numpy_type, np.dtype(storage or numpy_type), components)
+class _SampleTypes(Mapping):
+    """``(sample_format, bits_per_sample)`` -> :class:`SampleType`, each made when first asked for.
+
+    ml_dtypes is imported only for one of its types: with some numpy releases its import costs half a second, which
+    every process reading plain integers or floats (and every ``xr.open_dataset``, which loads all backends) would pay.
+    """
+
+    def __init__(self) -> None:
+        self._specs = {(spec[1], spec[2]): spec for spec in _SPECS}
+        self._made: dict[tuple[int, int], SampleType] = {}
+
+    def __getitem__(self, pair) -> SampleType:
+        made = self._made.get(pair)
+        if made is None:
+            made = self._made[pair] = _from_spec(*self._specs[pair])
+        return made
+
+    def __iter__(self):
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
 
 
-SAMPLE_TYPES = {(spec[1], spec[2]): _from_spec(*spec) for spec in _SPECS}
+def _from_spec(name, sample_format, bits, dtype, storage=None, components=1) -> SampleType:
+    if isinstance(dtype, str):
+        import ml_dtypes
+
+        dtype = getattr(ml_dtypes, dtype)
+    return SampleType(name, sample_format, bits, np.dtype(dtype), np.dtype(storage or dtype), components)
+
+
+SAMPLE_TYPES = _SampleTypes()
 _PAIR_BY_NAME = {spec[0]: (spec[1], spec[2]) for spec in _SPECS}
 
 
