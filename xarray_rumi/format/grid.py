@@ -200,8 +200,10 @@ class FrameGrid:
 
     def edge_sizes(self) -> tuple[int, int]:
         """``(last row height, last column width)`` of the grid."""
-        _, heights, widths = self.frame_chunks
-        return heights[-1], widths[-1]
+        return (
+            self.image_length - (self.tiles_down - 1) * self.tile_length,
+            self.image_width - (self.tiles_across - 1) * self.tile_width,
+        )
 
 
 class FramePoints:
