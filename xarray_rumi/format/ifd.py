@@ -77,7 +77,6 @@ class ParsedIFD:
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     """How many bytes of the file :func:`parse_prefix` needs, from its first 252."""
-    _check_preamble(head)
     entries = _entries(head)
     if [(tag, type_code) for tag, type_code, _, _ in entries] != [(tag, t) for tag, _, t, _ in FIXED_TAGS]:
         return IFD_HEAD_SIZE
@@ -98,7 +97,6 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> ParsedIFD:
     >>> parsed.grid == grid, parsed.tile_offsets[:3].tolist()
     (True, [484, 493, 502])
     """
-    _check_preamble(data)
     by_tag = _tag_table(_entries(data))
 
     def inline_scalar(tag: int) -> int:
@@ -150,7 +148,6 @@ def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     >>> head[IMAGE_WIDTH], head[SAMPLE_FORMAT], head[TILE_OFFSETS]
     ((1, (40,)), (2, (2, 2)), (12, None))
     """
-    _check_preamble(head)
     stated = {}
     for tag, (count, field) in _tag_table(_entries(head)).items():
         type_code = TAG_TYPES[tag]
@@ -202,6 +199,8 @@ def _check_file_kind(head: bytes) -> None:
 
 
 def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """The IFD's ``(tag, type, count, value field)`` entries, once the preamble around them is checked."""
+    _check_preamble(data)
     at = [IFD_OFFSET + 8 + 20 * i for i in range(TAG_COUNT)]
     return [(*struct.unpack_from("<HHQ", data, i), bytes(data[i + 12: i + 20])) for i in at]
 
