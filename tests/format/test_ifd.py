@@ -154,7 +154,7 @@ def test_build_and_parse_prefix_round_trip():
     parsed = parse_prefix(prefix)
     assert parsed.grid == grid and parsed.sample_type == sample and parsed.georeferencing == georef
     assert parsed.tile_byte_counts.tolist() == counts.tolist()
-    assert parsed.tile_offsets[0] == parsed.frame_data_offset == len(prefix)
+    assert parsed.tile_offsets[0] == len(prefix)
     assert np.array_equal(np.diff(parsed.tile_offsets), counts[:-1])
 
 

@@ -214,3 +214,15 @@ def test_a_width_other_than_the_sample_types_is_refused_naming_both():
         frames.check_element_width(2, sample_type_from_name("uint32"))
     frames.check_element_width(4, sample_type_from_name("complex64"))   # stored as float32 pairs
     frames.check_element_width(2, sample_type_from_name("cint16"))
+
+
+def test_a_thread_cache_keeps_entries_per_thread_and_drops_the_least_recently_used():
+    cache = frames.ThreadCache(size=2)
+    mine = cache.get("graph", lambda: ["this thread"])
+    with ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(cache.get, "graph", lambda: ["another thread"]).result()
+    assert theirs == ["another thread"] and cache.get("graph", None) is mine
+    cache.get("second", lambda: 2)
+    cache.get("graph", None)  # used again: "second" is now the least recently used
+    cache.get("third", lambda: 3)
+    assert cache.get("second", lambda: "built again") == "built again"

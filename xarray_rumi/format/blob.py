@@ -158,9 +158,9 @@ class Header:
         stop = self.frame_count if stop is None else stop
         return unpack_residuals(self.packed, self.count_bits, start, stop)
 
-    def byte_counts(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Byte counts of frames ``start:stop`` in frame-index order (int64)."""
-        return self.residuals(start, stop).astype(np.int64) + self.count_min
+    def byte_counts(self) -> np.ndarray:
+        """Byte counts of every frame in frame-index order (int64)."""
+        return self.residuals().astype(np.int64) + self.count_min
 
     def byte_count(self, index: int) -> int:
         """Byte count of one frame, reading at most five bytes of the blob."""

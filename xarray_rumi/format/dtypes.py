@@ -150,15 +150,6 @@ def _from_spec(name, sample_format, bits, dtype, storage=None, components=1) -> 
 
 SAMPLE_TYPES = _SampleTypes()
 _PAIR_BY_NAME = {spec[0]: (spec[1], spec[2]) for spec in _SPECS}
-# the sample type a numpy array is written as: complex64/complex128 as themselves, never as cint16/cint32/cfloat16
-_WRITTEN_AS = [spec for spec in _SPECS if spec[0] not in ("cint16", "cint32", "cfloat16")]
-_PAIR_BY_NUMPY_DTYPE = {np.dtype(spec[3]): spec[1:3] for spec in _WRITTEN_AS if not isinstance(spec[3], str)}
-
-
-@functools.cache
-def _pair_by_dtype() -> dict:
-    """:data:`_WRITTEN_AS` by dtype, ml_dtypes' types included (importing ml_dtypes)."""
-    return {SAMPLE_TYPES[spec[1:3]].dtype: spec[1:3] for spec in _WRITTEN_AS}
 
 
 def sample_type(sample_format: int, bits_per_sample: int, *, rule: str = "sample-encoding") -> SampleType:
@@ -186,9 +177,14 @@ def sample_type_from_name(name: str) -> SampleType:
 
 def sample_type_for_dtype(dtype) -> SampleType:
     """The sample type that stores a numpy dtype without conversion; ``ValueError`` if none does."""
-    dtype = np.dtype(dtype)
-    key = np.dtype(dtype.type)
-    pair = _PAIR_BY_NUMPY_DTYPE.get(key) or _pair_by_dtype().get(key)
+    pair = _pair_of_dtype(np.dtype(dtype))
     if pair is None:
-        raise ValueError(f"rumi has no sample type for dtype {dtype}")
+        raise ValueError(f"rumi has no sample type for dtype {np.dtype(dtype)}")
     return SAMPLE_TYPES[pair]
+
+
+@functools.cache  # numpy spells a dtype's name anew each time it is asked (~1.5 us)
+def _pair_of_dtype(dtype: np.dtype) -> tuple[int, int] | None:
+    # numpy and ml_dtypes name each dtype as the spec names its type; no dtype is named cint16, cint32 or cfloat16,
+    # so complex arrays are written as complex64/complex128
+    return _PAIR_BY_NAME.get(dtype.name)

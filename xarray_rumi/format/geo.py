@@ -84,7 +84,7 @@ class Georeferencing:
         )
 
     @classmethod
-    def from_tags(cls, matrix_bytes: bytes, keys_bytes: bytes, *, check_registry: bool = True) -> Georeferencing:
+    def from_tags(cls, matrix_bytes: bytes, keys_bytes: bytes) -> Georeferencing:
         """Parse and check the two tags' values (spec: *Georeferencing*)."""
         m = _MATRIX.unpack(matrix_bytes)
         keys = _KEYS.unpack(keys_bytes)
@@ -125,16 +125,15 @@ class Georeferencing:
             raise RumiFormatError("georeferencing.matrix", "ModelTransformation holds a non-finite value")
         if not EPSG_MIN <= code <= EPSG_MAX:
             raise RumiFormatError("georeferencing.epsg-range", f"EPSG code {code} is outside {EPSG_MIN}..{EPSG_MAX}")
-        if check_registry:
-            kind, registry_type = registry_entry(code)
-            if kind is None:
-                raise RumiFormatError("georeferencing.epsg-registry", f"EPSG:{code} is not defined by the EPSG registry")
-            if registry_type is None:
-                raise RumiFormatError("georeferencing.epsg-kind",
-                                      f"EPSG:{code} is a {kind}; rumi stores only 2D geographic and projected CRSs")
-            if registry_type != model:
-                raise RumiFormatError("georeferencing.epsg-type", f"EPSG:{code} is {registry_type.name.lower()} in "
-                                      f"the EPSG registry, but GTModelTypeGeoKey says {ModelType(model).name.lower()}")
+        kind, registry_type = registry_entry(code)
+        if kind is None:
+            raise RumiFormatError("georeferencing.epsg-registry", f"EPSG:{code} is not defined by the EPSG registry")
+        if registry_type is None:
+            raise RumiFormatError("georeferencing.epsg-kind",
+                                  f"EPSG:{code} is a {kind}; rumi stores only 2D geographic and projected CRSs")
+        if registry_type != model:
+            raise RumiFormatError("georeferencing.epsg-type", f"EPSG:{code} is {registry_type.name.lower()} in "
+                                  f"the EPSG registry, but GTModelTypeGeoKey says {ModelType(model).name.lower()}")
         return cls(code, ModelType(model), RasterType(raster), transform)
 
 

@@ -136,19 +136,13 @@ class FrameGrid:
         bands, ys, xs = self.frame_window(index)
         return (bands.stop - bands.start, ys.stop - ys.start, xs.stop - xs.start)
 
-    def frame_locations(self, indices=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`frame_location` of frames ``indices`` (default: every frame), vectorised."""
+    def frame_locations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`frame_location` of every frame, vectorised."""
+        # repeats: cheaper than dividing a million indices
         per_position, across = self.frames_per_position, self.tiles_across
-        if indices is None:   # repeats: cheaper than dividing a million indices
-            rows = np.repeat(np.arange(self.tiles_down, dtype=np.int64), across * per_position)
-            cols = np.tile(np.repeat(np.arange(across, dtype=np.int64), per_position), self.tiles_down)
-            return rows, cols, np.tile(np.arange(per_position, dtype=np.int64), self.positions)
-        indices = np.asarray(indices, dtype=np.int64)
-        if indices.size and (indices.min() < 0 or indices.max() >= self.frame_count):
-            raise IndexError(f"frame indices must lie in 0..{self.frame_count - 1}")
-        position, band = np.divmod(indices, per_position)
-        rows, cols = np.divmod(position, across)
-        return rows, cols, band
+        rows = np.repeat(np.arange(self.tiles_down, dtype=np.int64), across * per_position)
+        cols = np.tile(np.repeat(np.arange(across, dtype=np.int64), per_position), self.tiles_down)
+        return rows, cols, np.tile(np.arange(per_position, dtype=np.int64), self.positions)
 
     @property
     def frame_grid_shape(self) -> tuple[int, int, int]:
@@ -217,9 +211,9 @@ class FramePoints:
 
     def __init__(self, grid: FrameGrid, bands, rows, cols):
         self.grid = grid
-        self._axes = (_AxisPoints(bands, grid.bands_per_frame), _AxisPoints(rows, grid.tile_length),
-                      _AxisPoints(cols, grid.tile_width))
-        band_blocks, row_blocks, col_blocks = (axis.blocks for axis in self._axes)
+        self._axes = (_by_block(bands, grid.bands_per_frame), _by_block(rows, grid.tile_length),
+                      _by_block(cols, grid.tile_width))
+        band_blocks, row_blocks, col_blocks = (np.fromiter(axis, np.int64, len(axis)) for axis in self._axes)
         positions = (row_blocks[:, None] * grid.tiles_across + col_blocks[None, :]).reshape(-1)
         self.frames = (positions[:, None] * grid.frames_per_position + band_blocks[None, :]).reshape(-1)
 
@@ -228,19 +222,16 @@ class FramePoints:
         position, band = divmod(index, self.grid.frames_per_position)
         row, col = divmod(position, self.grid.tiles_across)
         bands, rows, cols = self._axes
-        return bands.members[band], rows.members[row], cols.members[col]
+        return bands[band], rows[row], cols[col]
 
 
-class _AxisPoints:
-    """The points along one axis, grouped by block of ``size``."""
-
-    def __init__(self, points, size: int):
-        points = np.asarray(points, dtype=np.int64)
-        block = points // size
-        order = np.argsort(block, kind="stable")
-        self.blocks, starts = np.unique(block[order], return_index=True)
-        groups = np.split(order, starts[1:])
-        self.members = {b: (chosen, points[chosen] - b * size) for b, chosen in zip(self.blocks.tolist(), groups)}
+def _by_block(points, size: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``{block: (positions in points, offsets in the block)}`` of the points along one axis, blocks rising."""
+    points = np.asarray(points, dtype=np.int64)
+    block = points // size
+    order = np.argsort(block, kind="stable")
+    blocks, starts = np.unique(block[order], return_index=True)
+    return {b: (chosen, points[chosen] - b * size) for b, chosen in zip(blocks.tolist(), np.split(order, starts[1:]))}
 
 
 def axis_sizes(extent: int, tile: int) -> tuple[int, ...]:

@@ -74,14 +74,9 @@ class ParsedIFD:
     tile_offsets: np.ndarray
     tile_byte_counts: np.ndarray
 
-    @property
-    def frame_data_offset(self) -> int:
-        return base_frame_offset(self.grid)
-
 
 def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     """How many bytes of the file :func:`parse_prefix` needs, from its first 252."""
-    _check_preamble(head)
     entries = _entries(head)
     if [(tag, type_code) for tag, type_code, _, _ in entries] != [(tag, t) for tag, _, t, _ in FIXED_TAGS]:
         return IFD_HEAD_SIZE
@@ -94,7 +89,7 @@ def prefix_size(head: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
     return IFD_HEAD_SIZE + sum(external_sizes(bands, frames).values())
 
 
-def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry: bool = True) -> ParsedIFD:
+def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS) -> ParsedIFD:
     """Parse and check the BigTIFF preamble, the IFD and its external values (``RumiFormatError`` names the rule).
 
     >>> grid = FrameGrid(40, 30, 16, 16, 2, FrameUnit.CELL)
@@ -102,7 +97,6 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
     >>> parsed.grid == grid, parsed.tile_offsets[:3].tolist()
     (True, [484, 493, 502])
     """
-    _check_preamble(data)
     by_tag = _tag_table(_entries(data))
 
     def inline_scalar(tag: int) -> int:
@@ -140,7 +134,7 @@ def parse_prefix(data: bytes, limits: Limits = DEFAULT_LIMITS, *, check_registry
         raise RumiFormatError("sample-encoding.bands", "all bands must use the same (sample_format, bits_per_sample) pair")
     sample = sample_type(int(formats[0]), int(bits[0]))
     grid.check(limits, rule="fixed-ifd", bytes_per_sample=sample.bytes_per_sample)
-    georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY], check_registry=check_registry)
+    georef = Georeferencing.from_tags(values[MODEL_TRANSFORMATION], values[GEO_KEY_DIRECTORY])
     tile_offsets = np.frombuffer(values[TILE_OFFSETS], "<u8").astype(np.int64)
     tile_byte_counts = np.frombuffer(values[TILE_BYTE_COUNTS], "<u4").astype(np.int64)
     return ParsedIFD(grid, sample, georef, tile_offsets, tile_byte_counts)
@@ -154,7 +148,6 @@ def parse_head(head: bytes) -> dict[int, tuple[int, tuple | None]]:
     >>> head[IMAGE_WIDTH], head[SAMPLE_FORMAT], head[TILE_OFFSETS]
     ((1, (40,)), (2, (2, 2)), (12, None))
     """
-    _check_preamble(head)
     stated = {}
     for tag, (count, field) in _tag_table(_entries(head)).items():
         type_code = TAG_TYPES[tag]
@@ -206,6 +199,8 @@ def _check_file_kind(head: bytes) -> None:
 
 
 def _entries(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """The IFD's ``(tag, type, count, value field)`` entries, once the preamble around them is checked."""
+    _check_preamble(data)
     at = [IFD_OFFSET + 8 + 20 * i for i in range(TAG_COUNT)]
     return [(*struct.unpack_from("<HHQ", data, i), bytes(data[i + 12: i + 20])) for i in at]
 
@@ -261,7 +256,7 @@ def check_frame_layout(parsed: ParsedIFD, limits: Limits = DEFAULT_LIMITS) -> No
     if counts.size and counts.max() > limits.max_frame_byte_count:
         raise RumiFormatError("frames.limits",
                               f"a frame of {int(counts.max())} bytes exceeds Limits.max_frame_byte_count")
-    base = parsed.frame_data_offset
+    base = base_frame_offset(parsed.grid)
     expected = base + np.concatenate([[0], np.cumsum(counts[:-1])])
     mismatch = np.flatnonzero(offsets != expected)
     if not mismatch.size:

@@ -14,7 +14,7 @@ import openzl.ext
 
 from ..format.grid import FrameGrid, FrameUnit
 from ..runtime.threads import share_work
-from .codec import PORTABLE_RECIPES, applicable, as_planes
+from .codec import PORTABLE_RECIPES, as_planes
 from .recipes import FALLBACK, INTERBAND, Recipes, _encode, parse_recipe
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def _choose_each(sample_sets: list[list[np.ndarray]], compression, workers: int,
     measure = functools.partial(encoded_sizes, encode=functools.partial(_encode, error=error), workers=workers)
     trial_windows = [_central_window(samples[len(samples) // 2], TRIAL_WINDOW) for samples in sample_sets]
     if compression == "portable":
-        shortlists = [[r for r in PORTABLE_RECIPES if applicable(r, samples[0].dtype)] for samples in sample_sets]
+        shortlists = [PORTABLE_RECIPES] * len(sample_sets)  # those that do not apply measure as None
         contenders = PORTABLE_CONTENDERS
     else:
         shortlists = _shortlists(sample_sets, trial_windows, compression, error, measure, across_only)
@@ -241,13 +241,13 @@ def _measure_all(measure, rasters, candidates) -> list[dict[str, int]]:
     return [{c: size for c in cs if (size := next(sizes)) is not None} for cs in candidates]
 
 
-def spread_indices(frame_count: int, count: int = SAMPLE_FRAMES) -> list[int]:
-    """Frames spread evenly over the image, first and last included.
+def spread_indices(frame_count: int) -> list[int]:
+    """``SAMPLE_FRAMES`` frames spread evenly over the image, first and last included.
 
     >>> spread_indices(10)
     [0, 4, 9]
     """
-    return np.unique(np.linspace(0, frame_count - 1, min(count, frame_count)).astype(int)).tolist()
+    return np.unique(np.linspace(0, frame_count - 1, min(SAMPLE_FRAMES, frame_count)).astype(int)).tolist()
 
 
 def sample_frames(grid, compression) -> list[int]:

@@ -24,6 +24,7 @@ MAGIC_TAIL = bytes.fromhex("a5b1d7")
 # Only OpenZL's built-in codecs: any OpenZL decoder reads them.
 PORTABLE_RECIPES = ("id>zstd", "delta_1d>zstd", "id>transpose>zstd", "delta_1d>transpose>zstd", "id>field_lz")
 
+
 def frame_version(frame: bytes | memoryview) -> int:
     """The OpenZL frame format version of a frame; ``frame.openzl`` if it is not an OpenZL frame.
 
@@ -34,15 +35,6 @@ def frame_version(frame: bytes | memoryview) -> int:
     if len(head) < 4 or head[1:] != MAGIC_TAIL or not 0xC0 + MIN_READ_VERSION <= head[0] <= 0xC0 + MAX_READ_VERSION:
         raise RumiFormatError("frame.openzl", f"the frame does not start with an OpenZL frame header (got {head.hex()})")
     return head[0] - 0xC0
-
-
-def applicable(recipe: str, storage: np.dtype) -> bool:
-    """Whether ``recipe`` can encode elements of ``storage`` (transpose needs 2..8 bytes).
-
-    >>> applicable("id>transpose>zstd", np.dtype("uint8"))
-    False
-    """
-    return not ("transpose" in recipe and storage.itemsize == 1)
 
 
 def as_planes(stored: np.ndarray, interband: bool = False) -> np.ndarray:
