@@ -220,12 +220,12 @@ def all_at_once(function, items: list, *, waits: bool = True) -> list:
     if len(items) < 2 or not waits:
         return [function(item) for item in items]
     calls = [waiting_on_network(function, item) for item in items]
-    for call in calls:
-        if call.exception() is not None:
-            for other in calls:
-                other.cancel()
-            raise call.exception()
-    return [call.result() for call in calls]
+    try:
+        return [call.result() for call in calls]
+    except BaseException:
+        for call in calls:
+            call.cancel()
+        raise
 
 
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS):
