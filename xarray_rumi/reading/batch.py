@@ -134,11 +134,8 @@ def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 class _ImagePlan:
-    """One image's distinct frames and their placements: ``bounds[i]:bounds[i + 1]`` place ``frames[i]``.
-
-    Placements are columns of plain lists (no object a placement); ``whole[i]`` holds the frame whole, or is -1;
-    ``out_band`` is ``None`` where a frame holds every band (cells), which ``frame_bands`` picks from.
-    """
+    """One image's distinct frames and their placements (columns of lists): ``bounds[i]:bounds[i + 1]`` place
+    ``frames[i]``, ``whole[i]`` (or -1) holds it whole; ``out_band`` is ``None`` for cells (``frame_bands`` picks)."""
 
     def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray,
                  decoders: threading.Semaphore):

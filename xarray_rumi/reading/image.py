@@ -218,8 +218,7 @@ class RumiImage:
         return self.source.read_many(starts, stops, **options)
 
     def batches(self, indices: np.ndarray, batch_bytes: int | None = None):
-        """``(part, starts, stops)`` of frames ``indices[part]`` in turn, each ``batch_bytes`` (:data:`DECODE_BATCH`)
-        at most, or one frame."""
+        """``(part, starts, stops)`` of ``indices[part]``: ``batch_bytes`` (``DECODE_BATCH``) at most, or one frame."""
         starts, stops = self.header.ranges(indices)
         ends = np.cumsum(stops - starts)
         first = 0
@@ -340,8 +339,7 @@ def decode_all(jobs) -> None:
 
 
 def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int, int | None]:
-    """Compressed bytes a thread fetches at a time (remotely a share among idle threads, within REMOTE_BATCH),
-    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the read)."""
+    """Bytes a thread fetches at a time (remotely a share of idle threads') and of one request (remotely)."""
     if image.source.is_local:
         return DECODE_BATCH, None
     starts, stops = image.header.ranges(touched)

@@ -215,8 +215,7 @@ def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
 
 
 def all_at_once(function, items: list, *, waits: bool = True) -> list:
-    """``function(item)`` of each of ``items``, all at once if they wait on the network (``waits``), else in turn;
-    the first error raised."""
+    """``function(item)`` of each of ``items``: at once if they wait on the network (``waits``), else in turn."""
     if len(items) < 2 or not waits:
         return [function(item) for item in items]
     calls = [waiting_on_network(function, item) for item in items]
