@@ -261,13 +261,11 @@ def _read_georeferencing(source, header: Header, *, check_blob: bool, head: byte
             payloads = [head[a:b] for a, b in ranges]
         else:
             payloads = source.read_many([a for a, _ in ranges], [b for _, b in ranges])
+        data = payloads[-1][-GEOREFERENCING_SIZE:]  # the tags end the last range, checking or not
         if check:
-            ifd_head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
-            image._check_head(ifd_head, sample_formats)
-        else:
-            data = payloads[-1]
-            if check_blob and image.blob_key not in checked_blobs:
-                image.check_blob()  # another version of the file than the one checked
+            image._check_head(*split_head(header.grid, payloads, georeferencing=True)[:2])
+        elif check_blob and image.blob_key not in checked_blobs:
+            image.check_blob()  # another version of the file than the one checked
     except FileEndedError as ended:  # the file ends inside its IFD
         raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
