@@ -94,3 +94,11 @@ def test_open_images_names_the_image_a_refusal_is_about(tmp_path):
         f.write(b"not a TIFF" * 100)
     with pytest.raises(xarray_rumi.RumiFormatError, match=r"^file-profile\.little-endian: image 1 \('.*1\.rumi'\): "):
         open_images(paths, [None] * 3)
+
+
+def test_a_blob_checked_at_open_reads_the_tags_after_five_bands_sample_formats(tmp_path):
+    path = str(tmp_path / "five.rumi")
+    blob = xarray_rumi.write(path, np.zeros((5, 16, 16), "int16"), crs=32633, transform=(10, 0, 5e5, 0, -10, 6e6))
+    checked_blobs.clear()   # the check's last range holds the sample formats, then the tags
+    opened = xarray_rumi.open_image(path, header=blob).georeferencing
+    assert opened.epsg == 32633 and opened == xarray_rumi.open_image(path).georeferencing

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import operator
 import threading
-from collections import namedtuple
 
 import numpy as np
 
@@ -135,23 +134,19 @@ def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 
 class _ImagePlan:
-    """One image's distinct frames and their placements: ``bounds[i]:bounds[i + 1]`` place ``frames[i]``.
-
-    Placements are columns of plain lists (no object a placement); ``whole[i]`` holds the frame whole, or is -1;
-    ``out_band`` is ``None`` where a frame holds every band (cells), which ``frame_bands`` picks from.
-    """
+    """One image's distinct frames and their placements (columns of lists): ``bounds[i]:bounds[i + 1]`` place
+    ``frames[i]``, ``whole[i]`` (or -1) holds it whole; ``out_band`` is ``None`` for cells (``frame_bands`` picks)."""
 
     def __init__(self, image, windows: np.ndarray, slots: np.ndarray, band_indices: np.ndarray, out: np.ndarray,
                  decoders: threading.Semaphore):
         self.image, self.out, self.decoders = image, out, decoders
         grid = image.grid
         rows, cols, height, width = windows[:, 0], windows[:, 1], int(windows[0, 2]), int(windows[0, 3])
-        ys = _axis_spans(rows, height, grid.tile_length, grid.image_length)
-        xs = _axis_spans(cols, width, grid.tile_width, grid.image_width)
-        window, iy, ix = np.nonzero(ys.valid[:, :, None] & xs.valid[:, None, :])
-        y = [a[window, iy] for a in (ys.out_start, ys.out_stop, ys.in_start, ys.in_stop, ys.size)]
-        x = [a[window, ix] for a in (xs.out_start, xs.out_stop, xs.in_start, xs.in_stop, xs.size)]
-        position = ys.index[window, iy] * grid.tiles_across + xs.index[window, ix]
+        y_index, y_valid, ys = _axis_spans(rows, height, grid.tile_length, grid.image_length)
+        x_index, x_valid, xs = _axis_spans(cols, width, grid.tile_width, grid.image_width)
+        window, iy, ix = np.nonzero(y_valid[:, :, None] & x_valid[:, None, :])
+        y, x = ys[:, window, iy], xs[:, window, ix]
+        position = y_index[window, iy] * grid.tiles_across + x_index[window, ix]
         whole = (y[2] == 0) & (y[3] == y[4]) & (x[2] == 0) & (x[3] == x[4])
         columns = [slots[window], *y, *x]
         if grid.frame_unit is FrameUnit.CELL:
@@ -177,11 +172,9 @@ class _ImagePlan:
         self.shapes = [(grid.bands_per_frame, heights[j], widths[j]) for j in first.tolist()]
 
 
-#: Along one axis, for each window and each frame row (or column) it may touch: which, and which part.
-_Spans = namedtuple("_Spans", "index valid out_start out_stop in_start in_stop size")
-
-
-def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spans:
+def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Along one axis, for each window and each frame row (or column) it may touch: which, whether it does, and
+    its part: ``(out_start, out_stop, in_start, in_stop, frame size)`` stacked."""
     first = starts // tile
     count = (starts + length - 1) // tile - first + 1
     index = first[:, None] + np.arange(int(count.max()))[None, :]
@@ -189,8 +182,8 @@ def _axis_spans(starts: np.ndarray, length: int, tile: int, extent: int) -> _Spa
     size = np.minimum(tile, extent - frame_start)
     low = np.maximum(frame_start, starts[:, None])
     high = np.minimum(frame_start + size, starts[:, None] + length)
-    return _Spans(index, np.arange(index.shape[1])[None, :] < count[:, None], low - starts[:, None],
-                  high - starts[:, None], low - frame_start, high - frame_start, size)
+    parts = np.stack([low - starts[:, None], high - starts[:, None], low - frame_start, high - frame_start, size])
+    return index, np.arange(index.shape[1])[None, :] < count[:, None], parts
 
 
 def _threads(plans: list[_ImagePlan]) -> int | None:

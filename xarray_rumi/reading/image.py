@@ -218,8 +218,7 @@ class RumiImage:
         return self.source.read_many(starts, stops, **options)
 
     def batches(self, indices: np.ndarray, batch_bytes: int | None = None):
-        """``(part, starts, stops)`` of frames ``indices[part]`` in turn, each ``batch_bytes`` (:data:`DECODE_BATCH`)
-        at most, or one frame."""
+        """``(part, starts, stops)`` of ``indices[part]``: ``batch_bytes`` (``DECODE_BATCH``) at most, or one frame."""
         starts, stops = self.header.ranges(indices)
         ends = np.cumsum(stops - starts)
         first = 0
@@ -245,30 +244,7 @@ class RumiImage:
 
     def read_window(self, bands: range, rows: range, cols: range) -> np.ndarray:
         """A contiguous ``(band, y, x)`` window (what every Dask chunk asks for)."""
-        frame = self._frame_at(bands, rows, cols)
-        if frame is not None:
-            # a chunks={} task: remotely it may share a read-ahead, and the decoded frame is the result, uncopied
-            return self.decode(frame, readahead.read_frame(self, frame))
-        window = (bands, rows, cols)
-        out = result_array(tuple(len(r) for r in window), self.sample_type.dtype)
-        decode_all([self.window_job(window, out)])
-        return out
-
-    def window_job(self, window: tuple[range, range, range], out: np.ndarray) -> tuple:
-        """What :func:`decode_all` needs to decode this image's ``window`` into ``out``."""
-        grid = self.grid
-
-        def decode_into_place(k: int, payload: bytes) -> None:
-            spans = [overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
-            target = out[tuple(o for o, _ in spans)]
-            shape = grid.frame_shape(k)
-            if target.shape == shape:
-                self.decode(k, payload, out=target)  # the whole frame lies in the window
-            else:
-                frame = self.decode(k, payload, out=scratch(FRAME, shape, out.dtype))
-                target[...] = frame[tuple(i for _, i in spans)]
-
-        return self, grid.frames_touching(*window), decode_into_place
+        return read_windows([self], bands, rows, cols)[0]
 
     def read_points(self, bands: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The outer selection ``bands x rows x cols`` of in-range indices."""
@@ -287,8 +263,7 @@ class RumiImage:
 
     def _frame_at(self, bands: range, rows: range, cols: range) -> int | None:
         grid = self.grid
-        if rows.start % grid.tile_length or cols.start % grid.tile_width or bands.start % grid.bands_per_frame:
-            return None
+        # an unaligned start falls inside its frame, whose window then differs from this one
         index = grid.frame_index(rows.start // grid.tile_length, cols.start // grid.tile_width, bands.start)
         if index >= grid.frame_count:
             return None
@@ -313,12 +288,31 @@ class RumiImage:
 
 def read_windows(images, bands: range, rows: range, cols: range) -> np.ndarray:
     """The same window of aligned images, ``(image, band, y, x)``: a chunk of a Cube, decoded together."""
-    if len(images) == 1:
-        return images[0].read_window(bands, rows, cols)[np.newaxis]
     window = (bands, rows, cols)
+    frame = images[0]._frame_at(*window) if len(images) == 1 else None
+    if frame is not None:
+        # a chunks={} task: remotely it may share a read-ahead, and the decoded frame is the result, uncopied
+        return images[0].decode(frame, readahead.read_frame(images[0], frame))[np.newaxis]
     out = result_array((len(images), *(len(r) for r in window)), images[0].sample_type.dtype)
-    decode_all([image.window_job(window, part) for image, part in zip(images, out)])
+    decode_all([_window_job(image, window, part) for image, part in zip(images, out)])
     return out
+
+
+def _window_job(image: RumiImage, window: tuple[range, range, range], out: np.ndarray) -> tuple:
+    """What :func:`decode_all` needs to decode ``image``'s ``window`` into ``out``."""
+    grid = image.grid
+
+    def decode_into_place(k: int, payload: bytes) -> None:
+        spans = [overlap(f, r) for f, r in zip(grid.frame_window(k), window)]
+        target = out[tuple(o for o, _ in spans)]
+        shape = grid.frame_shape(k)
+        if target.shape == shape:
+            image.decode(k, payload, out=target)  # the whole frame lies in the window
+        else:
+            frame = image.decode(k, payload, out=scratch(FRAME, shape, out.dtype))
+            target[...] = frame[tuple(i for _, i in spans)]
+
+    return image, grid.frames_touching(*window), decode_into_place
 
 
 def decode_all(jobs) -> None:
@@ -345,8 +339,7 @@ def decode_all(jobs) -> None:
 
 
 def _remote_sizes(image: RumiImage, touched: np.ndarray, threads: int) -> tuple[int, int | None]:
-    """Compressed bytes a thread fetches at a time (remotely a share among idle threads, within REMOTE_BATCH),
-    and the bytes of one request (remotely: :func:`~xarray_rumi.io.engine.request_bytes` of the read)."""
+    """Bytes a thread fetches at a time (remotely a share of idle threads') and of one request (remotely)."""
     if image.source.is_local:
         return DECODE_BATCH, None
     starts, stops = image.header.ranges(touched)

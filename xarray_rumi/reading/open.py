@@ -215,17 +215,16 @@ def open_images(paths, headers, own_kwargs=None, **kwargs) -> list[RumiImage]:
 
 
 def all_at_once(function, items: list, *, waits: bool = True) -> list:
-    """``function(item)`` of each of ``items``, all at once if they wait on the network (``waits``), else in turn;
-    the first error raised."""
+    """``function(item)`` of each of ``items``: at once if they wait on the network (``waits``), else in turn."""
     if len(items) < 2 or not waits:
         return [function(item) for item in items]
     calls = [waiting_on_network(function, item) for item in items]
-    for call in calls:
-        if call.exception() is not None:
-            for other in calls:
-                other.cancel()
-            raise call.exception()
-    return [call.result() for call in calls]
+    try:
+        return [call.result() for call in calls]
+    except BaseException:
+        for call in calls:
+            call.cancel()
+        raise
 
 
 def read_ifd(source, limits: Limits = DEFAULT_LIMITS):
@@ -262,13 +261,11 @@ def _read_georeferencing(source, header: Header, *, check_blob: bool, head: byte
             payloads = [head[a:b] for a, b in ranges]
         else:
             payloads = source.read_many([a for a, _ in ranges], [b for _, b in ranges])
+        data = payloads[-1][-GEOREFERENCING_SIZE:]  # the tags end the last range, checking or not
         if check:
-            ifd_head, sample_formats, data = split_head(header.grid, payloads, georeferencing=True)
-            image._check_head(ifd_head, sample_formats)
-        else:
-            data = payloads[-1]
-            if check_blob and image.blob_key not in checked_blobs:
-                image.check_blob()  # another version of the file than the one checked
+            image._check_head(*split_head(header.grid, payloads, georeferencing=True)[:2])
+        elif check_blob and image.blob_key not in checked_blobs:
+            image.check_blob()  # another version of the file than the one checked
     except FileEndedError as ended:  # the file ends inside its IFD
         raise image.truncated(ended) from None
     return Georeferencing.from_tags(data[:MODEL_TRANSFORMATION_SIZE], data[MODEL_TRANSFORMATION_SIZE:])
