@@ -94,3 +94,9 @@ def test_decoding_needs_a_chunk_shape_configured_or_passed():
     with pytest.raises(ValueError, match="chunk shape is unknown"):
         codec.decode(frame)
     assert codec.config.decode(frame, (4, 4))[3, 3] == 15
+
+
+def test_the_bytes_codec_takes_the_configuration_of_openzl_only():
+    assert OpenZLBytesCodec(id="openzl", **GRID) == OpenZLBytesCodec(**GRID)
+    with pytest.raises(ValueError, match="takes the configuration of codec id 'openzl'"):
+        OpenZLBytesCodec(id="zstd", level=3)
