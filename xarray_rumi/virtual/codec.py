@@ -34,15 +34,14 @@ class OpenZLCodec(Codec):
     codec_id = "openzl"
 
     def __init__(self, **config):
+        # a configuration may carry its codec id: numcodecs' from_config passes it on, zarr's numcodecs.* names too
+        codec_id = config.pop("id", self.codec_id)
+        if codec_id != self.codec_id:
+            raise ValueError(f"openzl takes the configuration of codec id 'openzl', got id {codec_id!r}: {config}")
         self.config = OpenZLConfig(**config)
 
     def get_config(self) -> dict:
         return {"id": self.codec_id, **self.config.to_config()}
-
-    @classmethod
-    def from_config(cls, config: dict) -> OpenZLCodec:
-        # numcodecs' own from_config passes the codec id on to __init__
-        return cls(**{k: v for k, v in config.items() if k != "id"})
 
     def encode(self, buf) -> bytes:
         chunk = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_ndarray(buf)
@@ -181,27 +180,25 @@ class OpenZLBytesCodec(_ZarrOpenZL, BytesBytesCodec):
     """
 
     _name = "numcodecs.openzl"
-    config: OpenZLConfig
+    codec: OpenZLCodec
 
     def __init__(self, **config):
-        if config.pop("id", OpenZLCodec.codec_id) != OpenZLCodec.codec_id:
-            raise ValueError(f"numcodecs.openzl takes the configuration of codec id 'openzl', got {config}")
-        object.__setattr__(self, "config", OpenZLConfig(**config))
+        object.__setattr__(self, "codec", OpenZLCodec(**config))
 
-    @cached_property
-    def _codec(self) -> OpenZLCodec:
-        return OpenZLCodec(**self.config.to_config())
+    @property
+    def config(self) -> OpenZLConfig:
+        return self.codec.config
 
     @property
     def codec_config(self) -> dict:
         # what VirtualiZarr writes as a Kerchunk compressor, as for numcodecs' own zarr v3 wrappers
-        return self._codec.get_config()
+        return self.codec.get_config()
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
-        return chunk_spec.prototype.buffer.from_bytes(self._codec.decode(chunk_bytes.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(self.codec.decode(chunk_bytes.as_numpy_array()))
 
     def _encode_sync(self, chunk_bytes, chunk_spec):
-        return chunk_spec.prototype.buffer.from_bytes(self._codec.encode(chunk_bytes.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(self.codec.encode(chunk_bytes.as_numpy_array()))
 
 
 register_codec("numcodecs.openzl", OpenZLBytesCodec)  # for a source tree on sys.path, which has no entry points
