@@ -8,7 +8,9 @@
 True
 """
 
+from importlib import import_module as _import_module
 from importlib import metadata as _metadata
+from importlib.util import find_spec as _find_spec
 
 from . import accessor  # noqa: F401  (registers .rumi on DataArray and Dataset)
 from . import stac  # noqa: F401  (public by its name: xarray_rumi.stac.item; pystac loads only when called)
@@ -41,19 +43,15 @@ _LAZY = {
 
 
 def __getattr__(name):
-    import importlib  # here, not at the top, so that it is no attribute of the package
-
     if name in _LAZY:
         module, attribute, _ = _LAZY[name]
-        return getattr(importlib.import_module(module), attribute)
+        return getattr(_import_module(module), attribute)
     raise AttributeError(f"module 'xarray_rumi' has no attribute {name!r}")
 
 
 def _installed(packages) -> bool:
-    from importlib.util import find_spec  # here, not at the top, so that it is no attribute of the package
-
     try:
-        return all(find_spec(package) is not None for package in packages)
+        return all(_find_spec(package) is not None for package in packages)
     except (ImportError, ValueError):  # a package made unimportable (sys.modules[name] = None)
         return False
 

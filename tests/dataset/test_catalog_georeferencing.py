@@ -20,18 +20,18 @@ def catalog(tmp_path, write_images):
     return read(build(paths, tmp_path / "c.parquet")), paths
 
 
-MALFORMED = {
-    "epsg": (99999, "epsg: cannot interpret CRS 99999"),
-    "transform": ([10.0, 0.0, 500000.0, 0.0, -10.0], "transform: transform must be six finite numbers"),
-    "raster_type": ("pixel", "raster_type: raster_type must be 'area' or 'point', got 'pixel'"),
-    "header": (None, "header must be the blob's bytes, got NoneType"),
-}
+MALFORMED = [
+    ("epsg", 99999, "epsg: cannot interpret CRS 99999"),
+    ("transform", [10.0, 0.0, 500000.0, 0.0, -10.0], "transform: transform must be six finite numbers"),
+    ("transform", 5, "transform: transform must be six finite numbers, got 5"),   # not even a sequence
+    ("raster_type", "pixel", "raster_type: raster_type must be 'area' or 'point', got 'pixel'"),
+    ("header", None, "header must be the blob's bytes, got NoneType"),
+]
 
 
-@pytest.mark.parametrize("column", MALFORMED)
-def test_a_malformed_row_is_refused_naming_the_row_and_the_field(catalog, column):
+@pytest.mark.parametrize(("column", "value", "message"), MALFORMED)
+def test_a_malformed_row_is_refused_naming_the_row_and_the_field(catalog, column, value, message):
     table, paths = catalog
-    value, message = MALFORMED[column]
     table[column] = table[column].astype(object)
     table.at[1, column] = value
     for opener in (open_catalog, open_collection):

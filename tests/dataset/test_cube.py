@@ -44,6 +44,14 @@ def test_open_cube_stacks_with_frame_chunks(scenes):
     assert "header" not in cube.band_data.encoding  # one blob per image, not the first one's
 
 
+def test_an_empty_selection_through_the_stack_reads_no_image(scenes):
+    paths, blobs, values = scenes
+    lazy = open_cube(paths, blobs).band_data   # no Dask: xarray hands the empty range to the backend array
+    assert lazy[0:0].values.shape == (0, *SHAPE)   # a window
+    assert lazy[0:0, :, [1, 3]].values.shape == (0, 2, 2, SHAPE[2])   # points
+    np.testing.assert_array_equal(lazy[1:2, :, [1, 3]].values, values[1:2, :, [1, 3]])
+
+
 def test_open_cube_dimension_coordinate(scenes):
     paths, blobs, values = scenes
     times = pd.Index(pd.to_datetime(["2024-01-01", "2024-02-01", "2024-03-01"]), name="time")

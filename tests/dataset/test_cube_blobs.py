@@ -118,3 +118,12 @@ def test_stac_items_with_a_damaged_blob_name_the_file(archive, reads):
     with pytest.raises(RumiFormatError, match=rf"blob.canonical: image 3 \('{paths[3]}'\)"):
         open_cube(items)
     assert reads == []
+
+
+def test_stac_items_carry_their_blobs_and_assets_names_at_least_one(archive):
+    paths, blob, _ = archive
+    items = [xarray_rumi.stac.item(p, blob, datetime="2024-01-01T00:00:00Z").to_dict() for p in paths[:2]]
+    with pytest.raises(ValueError, match="STAC Items carry their blobs; pass headers= only with paths"):
+        open_cube(items, [blob, blob])
+    with pytest.raises(ValueError, match="assets= names no asset"):
+        open_cube(items, assets=[])

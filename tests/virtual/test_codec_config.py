@@ -86,3 +86,17 @@ def test_an_array_behind_the_bytes_codec_must_have_the_sample_types_dtype():
     with pytest.raises(ValueError, match="chunk_shape"):
         zarr.create_array({}, shape=(8, 8), chunks=(4, 4), dtype="uint16",
                           compressors=[OpenZLBytesCodec(sample_type="uint16", chunk_shape=[2, 2])])
+
+
+def test_decoding_needs_a_chunk_shape_configured_or_passed():
+    codec = OpenZLCodec(sample_type="uint16")
+    frame = codec.encode(np.arange(16, dtype="uint16").reshape(4, 4))
+    with pytest.raises(ValueError, match="chunk shape is unknown"):
+        codec.decode(frame)
+    assert codec.config.decode(frame, (4, 4))[3, 3] == 15
+
+
+def test_the_bytes_codec_takes_the_configuration_of_openzl_only():
+    assert OpenZLBytesCodec(id="openzl", **GRID) == OpenZLBytesCodec(**GRID)
+    with pytest.raises(ValueError, match="takes the configuration of codec id .openzl., got id .zstd."):
+        OpenZLBytesCodec(id="zstd", level=3)

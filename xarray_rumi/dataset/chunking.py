@@ -18,8 +18,6 @@ def frame_chunks(layout: Layout, chunks) -> tuple[tuple[int, ...], ...]:
     from dask.array.core import normalize_chunks
 
     frame = layout.chunks
-    if isinstance(chunks, dict) and not chunks:
-        return normalize_chunks(frame, layout.shape, dtype=layout.dtype)  # the frame grid cuts no frame
     if chunks == "auto" and layout.stack_dim is not None:
         return cube_auto_chunks(layout)
     if chunks == "auto" or (isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool)):

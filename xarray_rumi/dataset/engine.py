@@ -47,8 +47,9 @@ class _WindowsAndPoints(BackendArray):
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._read)
 
     def _read(self, key: tuple) -> np.ndarray:
+        # xarray hands over integers it has bounds-checked and made non-negative
         squeeze = tuple(0 if _is_int(k) else slice(None) for k in key)
-        key = tuple(_int_as_slice(k, n) if _is_int(k) else k for k, n in zip(key, self.shape))
+        key = tuple(slice(int(k), int(k) + 1) if _is_int(k) else k for k in key)
         if all(isinstance(k, slice) and k.step in (None, 1) for k in key):
             return self.read_window([range(*k.indices(n)) for k, n in zip(key, self.shape)])[squeeze]
         return self.read_points([_index_array(k, n) for k, n in zip(key, self.shape)])[squeeze]
@@ -92,13 +93,6 @@ class RumiCubeArray(_WindowsAndPoints):
 
 def _is_int(k) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, bool)
-
-
-def _int_as_slice(k, size: int) -> slice:
-    k = int(k) + size if k < 0 else int(k)
-    if not 0 <= k < size:
-        raise IndexError(f"index {k} is out of bounds for an axis of size {size}")
-    return slice(k, k + 1)
 
 
 def _index_array(k, size: int) -> np.ndarray:

@@ -34,15 +34,14 @@ class OpenZLCodec(Codec):
     codec_id = "openzl"
 
     def __init__(self, **config):
+        # a configuration may carry its codec id: numcodecs' from_config passes it on, zarr's numcodecs.* names too
+        codec_id = config.pop("id", self.codec_id)
+        if codec_id != self.codec_id:
+            raise ValueError(f"openzl takes the configuration of codec id 'openzl', got id {codec_id!r}: {config}")
         self.config = OpenZLConfig(**config)
 
     def get_config(self) -> dict:
         return {"id": self.codec_id, **self.config.to_config()}
-
-    @classmethod
-    def from_config(cls, config: dict) -> OpenZLCodec:
-        # numcodecs' own from_config passes the codec id on to __init__
-        return cls(**{k: v for k, v in config.items() if k != "id"})
 
     def encode(self, buf) -> bytes:
         chunk = np.asarray(buf) if isinstance(buf, np.ndarray) else ensure_ndarray(buf)
@@ -96,7 +95,8 @@ def _same_planes(a, b) -> bool:
 
 
 class _ZarrOpenZL:
-    """What both zarr v3 codecs share: the async half of zarr's interface run in a thread, and the named config."""
+    """What both zarr v3 codecs share: their checked :class:`OpenZLConfig` as the named config and against the array,
+    and the async half of zarr's interface run in a thread."""
 
     is_fixed_size = False
     _name: str
@@ -105,6 +105,22 @@ class _ZarrOpenZL:
     def from_dict(cls, data: dict):
         _, configuration = parse_named_configuration(data, cls._name, require_configuration=False)
         return cls(**(configuration or {}))
+
+    def to_dict(self) -> dict:
+        return {"name": self._name, "configuration": self.config.to_config()}
+
+    def validate(self, *, shape, dtype, chunk_grid) -> None:
+        """Refuse a configuration whose chunk shape or sample type is not the array's."""
+        config, grid_chunks = self.config, getattr(chunk_grid, "chunk_shape", None)
+        if None not in (config.chunk_shape, grid_chunks) and not _same_planes(grid_chunks, config.chunk_shape):
+            raise ValueError(f"openzl chunk_shape {list(config.chunk_shape)} differs from the array's chunks "
+                             f"{list(grid_chunks)}")
+        native = dtype.to_native_dtype()
+        if config.sample_type is not None:
+            expected = zarr_dtype(sample_type_from_name(config.sample_type))
+            if expected.newbyteorder("=") != native.newbyteorder("="):
+                raise ValueError(f"openzl sample_type {config.sample_type} reads as {expected}, but the array is "
+                                 f"{native}")
 
     async def _decode_single(self, chunk_data, chunk_spec):
         return await asyncio.to_thread(self._decode_sync, chunk_data, chunk_spec)
@@ -142,12 +158,6 @@ class OpenZLZarrCodec(_ZarrOpenZL, ArrayBytesCodec):
     def config(self) -> OpenZLConfig:
         return OpenZLConfig(self.sample_type, self.recipe, self.chunk_shape, self.image_shape)
 
-    def to_dict(self) -> dict:
-        return {"name": self._name, "configuration": self.config.to_config()}
-
-    def validate(self, *, shape, dtype, chunk_grid) -> None:
-        _check_array(self.config, dtype, chunk_grid)
-
     def _decode_sync(self, chunk_bytes, chunk_spec):
         native = chunk_spec.dtype.to_native_dtype()
         array = self.config.decode(chunk_bytes.as_numpy_array(), tuple(chunk_spec.shape), native)
@@ -155,19 +165,6 @@ class OpenZLZarrCodec(_ZarrOpenZL, ArrayBytesCodec):
 
     def _encode_sync(self, chunk_array, chunk_spec):
         return chunk_spec.prototype.buffer.from_bytes(self.config.encode(chunk_array.as_numpy_array()))
-
-
-def _check_array(chunks: OpenZLConfig, dtype, chunk_grid) -> None:
-    """Refuse a configuration whose chunk shape or sample type is not the array's."""
-    grid_chunks = getattr(chunk_grid, "chunk_shape", None)
-    if chunks.chunk_shape is not None and grid_chunks is not None and not _same_planes(grid_chunks, chunks.chunk_shape):
-        raise ValueError(f"openzl chunk_shape {list(chunks.chunk_shape)} differs from the array's chunks "
-                         f"{list(grid_chunks)}")
-    native = dtype.to_native_dtype()
-    if chunks.sample_type is not None:
-        expected = zarr_dtype(sample_type_from_name(chunks.sample_type))
-        if expected.newbyteorder("=") != native.newbyteorder("="):
-            raise ValueError(f"openzl sample_type {chunks.sample_type} reads as {expected}, but the array is {native}")
 
 
 @dataclass(frozen=True)
@@ -183,28 +180,25 @@ class OpenZLBytesCodec(_ZarrOpenZL, BytesBytesCodec):
     """
 
     _name = "numcodecs.openzl"
-    codec_config: dict
+    codec: OpenZLCodec
 
     def __init__(self, **config):
-        if config.pop("id", OpenZLCodec.codec_id) != OpenZLCodec.codec_id:
-            raise ValueError(f"numcodecs.openzl takes the configuration of codec id 'openzl', got {config}")
-        object.__setattr__(self, "codec_config", {"id": OpenZLCodec.codec_id, **OpenZLConfig(**config).to_config()})
+        object.__setattr__(self, "codec", OpenZLCodec(**config))
 
-    @cached_property
-    def _codec(self) -> OpenZLCodec:
-        return OpenZLCodec.from_config(self.codec_config)
+    @property
+    def config(self) -> OpenZLConfig:
+        return self.codec.config
 
-    def to_dict(self) -> dict:
-        return {"name": self._name, "configuration": self._codec.config.to_config()}
-
-    def validate(self, *, shape, dtype, chunk_grid) -> None:
-        _check_array(self._codec.config, dtype, chunk_grid)
+    @property
+    def codec_config(self) -> dict:
+        # what VirtualiZarr writes as a Kerchunk compressor, as for numcodecs' own zarr v3 wrappers
+        return self.codec.get_config()
 
     def _decode_sync(self, chunk_bytes, chunk_spec):
-        return chunk_spec.prototype.buffer.from_bytes(self._codec.decode(chunk_bytes.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(self.codec.decode(chunk_bytes.as_numpy_array()))
 
     def _encode_sync(self, chunk_bytes, chunk_spec):
-        return chunk_spec.prototype.buffer.from_bytes(self._codec.encode(chunk_bytes.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(self.codec.encode(chunk_bytes.as_numpy_array()))
 
 
 register_codec("numcodecs.openzl", OpenZLBytesCodec)  # for a source tree on sys.path, which has no entry points
