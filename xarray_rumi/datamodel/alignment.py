@@ -29,14 +29,16 @@ def _aligns_by(image) -> tuple:
 
 def check_aligned(images: Sequence, names: Sequence[str] | None = None) -> None:
     """Raise ``ValueError`` naming the first property in which an image differs from the first one."""
-    groups = aligned_groups(images)
-    if len(groups) > 1:
-        position = groups[1][0]   # groups come in order of their first image: the first one that differs
-        names = list(names) if names is not None else [image.source.url for image in images]
-        key, reference = alignment_key(images[position]), alignment_key(images[0])
-        prop = next(prop for prop in ALIGNMENT if key[prop] != reference[prop])
-        raise ValueError(f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
-                         f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}")
+    names = list(names) if names is not None else [image.source.url for image in images]
+    reference, reference_by = alignment_key(images[0]), _aligns_by(images[0])
+    for position, image in enumerate(images[1:], start=1):
+        if _aligns_by(image) == reference_by:
+            continue
+        key = alignment_key(image)
+        for prop in ALIGNMENT:
+            if key[prop] != reference[prop]:
+                raise ValueError(f"cannot stack into a Cube: image {position} ({names[position]!r}) has {prop} "
+                                 f"{_describe(key[prop])}, but image 0 ({names[0]!r}) has {_describe(reference[prop])}")
 
 
 def _describe(value) -> str:
