@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, retried
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, describe_ranges, retried
 from .source import FileEndedError
 
 _STATUS = re.compile(r"status code: (\d{3})")
@@ -43,8 +43,6 @@ def as_os_error(exc: BaseException) -> BaseException:
 
 
 def _past_the_end(exc: BaseException) -> bool:
-    if type(exc).__name__ == "PanicException":   # obstore 0.12's get_ranges, for a merged answer cut short
-        return True
     status = getattr(exc, "status", None)
     return status == 416 or any(words in str(exc) for words in _INVALID_RANGE)
 
@@ -130,26 +128,23 @@ class RegistrySource:
             ranges = [(starts[i], stops[i]) for i in missing]
             try:
                 answers = self._get(*zip(*ranges))
-            except Exception as exc:  # noqa: BLE001 - translated, then classified by retried()
-                error = as_os_error(exc)
-                if _past_the_end(error):
-                    self._raise_if_past_the_end(ranges, sizes)
-                failed[:] = [_describe(ranges, self.url)]
-                raise error from exc
             except BaseException as exc:
-                if type(exc).__name__ != "PanicException":
-                    raise   # KeyboardInterrupt and the like
                 # obstore's panic for a merged answer cut short: past the end, or cut in transit
-                self._raise_if_past_the_end(ranges, sizes)
-                failed[:] = [_describe(ranges, self.url)]
-                raise TransientReadError(f"short read from {self.url}: {exc}") from exc
+                panic = type(exc).__name__ == "PanicException"
+                if not (panic or isinstance(exc, Exception)):
+                    raise   # KeyboardInterrupt and the like
+                error = TransientReadError(f"short read from {self.url}: {exc}") if panic else as_os_error(exc)
+                if panic or _past_the_end(error):
+                    self._raise_if_past_the_end(ranges, sizes)
+                failed[:] = [describe_ranges(self.url, *zip(*ranges))]
+                raise error from exc
             for i, data in zip(missing, answers):
-                failed[:] = [_describe([(starts[i], stops[i])], self.url)]
+                failed[:] = [describe_ranges(self.url, starts[i:i + 1], stops[i:i + 1])]
                 out[i] = self._checked(starts[i], stops[i], data, sizes)
             return out
 
-        return retried(attempt, policy=self.retry, describe=lambda: (
-            failed[0] if failed else f"{len(starts)} byte ranges of {self.url}"))
+        return retried(attempt, policy=self.retry,
+                       describe=lambda: failed[0] if failed else describe_ranges(self.url, starts, stops))
 
     def _get(self, starts, stops) -> list[bytes]:
         import obstore
@@ -176,12 +171,6 @@ class RegistrySource:
         for start, stop in ranges:
             if stop > sizes[0]:
                 raise FileEndedError(self.url, start, stop, sizes[0])
-
-
-def _describe(ranges: list[tuple[int, int]], url: str) -> str:
-    if len(ranges) == 1:
-        return f"bytes {ranges[0][0]}-{ranges[0][1]} of {url}"
-    return f"{len(ranges)} byte ranges of {url}"
 
 
 __all__ = ["RegistrySource", "StoreStatusError", "as_os_error"]

@@ -134,7 +134,7 @@ def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
             return read()
         except Exception as exc:  # noqa: BLE001 - classified, and re-raised unless transient
             if not is_transient(exc):
-                if isinstance(exc, OSError) or not _looks_like_storage(exc):
+                if isinstance(exc, OSError) or _status(exc) is None:  # not a storage error
                     raise
                 raise OSError(f"cannot read {_text(describe)}: {_reason(exc)}") from exc
             if attempt == policy.attempts:
@@ -147,12 +147,13 @@ def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def describe_ranges(url: str, starts, stops) -> str:
+    """How an error names the ranges a read asked of ``url``: one range by its bytes, more by their count."""
+    return f"bytes {starts[0]}-{stops[0]} of {url}" if len(starts) == 1 else f"{len(starts)} byte ranges of {url}"
+
+
 def _text(describe) -> str:
     return describe() if callable(describe) else describe
-
-
-def _looks_like_storage(exc: BaseException) -> bool:
-    return _status(exc) is not None
 
 
 def _reason(exc: BaseException) -> str:

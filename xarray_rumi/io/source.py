@@ -10,7 +10,7 @@ import os
 import secrets
 import sys
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import cache, cached_property
 
 import fsspec
@@ -19,7 +19,8 @@ from fsspec.core import url_to_fs
 from ..runtime.fork import in_forked_child
 from .engine import MAX_GAP, MAX_REQUEST, fetch_ranges
 from .ranged import ReportingFileSystem, get_s3, reports_versions
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
+from .retry import (DEFAULT_POLICY, RetryPolicy, TransientReadError, describe_ranges, is_changed, is_past_the_end,
+                    retried)
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
@@ -134,15 +135,13 @@ class ByteSource:
         """The version of the file this source keeps to, once pinned."""
         return self._pin.identity
 
-    def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
-        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version."""
-        pinned = self._pin.identity
-        if pinned is not None:
-            return pinned
-        with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
-            if self._pin.identity is None:
-                self._pin.identity = identity if identity is not None else self.current_identity()
-            return self._pin.identity
+    def pin(self) -> FileIdentity:
+        """Keep to the file as it is now: later reads refuse any other version."""
+        if self._pin.identity is None:
+            with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
+                if self._pin.identity is None:
+                    self._pin.identity = self.current_identity()
+        return self._pin.identity
 
     def current_identity(self) -> FileIdentity:
         """The file's version now: a stat locally, one ``fs.info`` request remotely."""
@@ -153,26 +152,16 @@ class ByteSource:
                                             describe=f"the size of {self.url}"))
 
     def _keep_to(self, found: FileIdentity) -> None:
-        pin = self._pin
-        expected = pin.identity
-        if expected is None:
-            with pin.lock:
-                if pin.identity is None:
-                    pin.identity = found
-                expected = pin.identity
-        if expected != found:
-            raise FileChangedError(self.url, expected, found)
-
-    def _request_kwargs(self, fs) -> dict:
-        identity = self._pin.identity
-        return if_match(fs, identity.etag if identity is not None else None)
-
-    def _changed(self, exc: BaseException) -> BaseException:
-        """``exc``, or the :class:`FileChangedError` it stands for (a 412 to ``If-Match``)."""
-        identity = self._pin.identity
-        if identity is not None and is_changed(exc):
-            return FileChangedError(self.url, identity, None)
-        return exc
+        """Pin the version an answer states, if none is; another version is a changed file."""
+        if self._pin.identity is None:
+            with self._pin.lock:
+                if self._pin.identity is None:
+                    self._pin.identity = found
+        pinned = self._pin.identity
+        # a HEAD may lack the ETag a GET states: compare what both state
+        if pinned != found and any(a is not None and b is not None and a != b
+                                   for a, b in zip(astuple(pinned), astuple(found))):
+            raise FileChangedError(self.url, pinned, found)
 
     @property
     def is_local(self) -> bool:
@@ -223,27 +212,11 @@ class ByteSource:
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``: a range past the end is :class:`FileEndedError`, or without ``exact`` cut there."""
-        if self.is_local:
-            (data,), size = _pread_many(self.local_path, [start], [stop], self._keep_to)
-            _check_local(self.url, start, stop, data, size, exact=exact)
-            return data
-        fs, path = self._read_fs_path
-
-        def attempt() -> bytes:
-            if self._pin.identity is None and reports_versions(fs):
-                (answer,), (found,) = self._fetch(fs, path, [start], [stop], max_gap=0)
-                return self._checked_answer(start, stop, answer, sizes=[], exact=exact, found=found)
-            try:
-                answer = fs.cat_file(path, start=start, end=stop, **self._request_kwargs(fs))
-            except Exception as exc:  # noqa: BLE001 - a 416 is an answer; anything else is re-raised
-                answer = exc
-            return self._checked_answer(start, stop, answer, sizes=[], exact=exact)
-
-        return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
+        return self.read_many([start], [stop], exact=exact)[0]
 
     def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
-                  on_ready=None) -> list[bytes]:
-        """Several exact ranges, remotely in merged requests (through gaps of at most ``max_gap`` bytes).
+                  on_ready=None, exact: bool = True) -> list[bytes]:
+        """Several ranges, remotely in merged requests (through gaps of at most ``max_gap`` bytes).
 
         ``on_ready(positions, pieces)`` receives remote ranges as their requests complete.
         """
@@ -251,7 +224,7 @@ class ByteSource:
         if self.is_local:
             out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
             for data, a, b in zip(out, starts, stops):
-                _check_local(self.url, a, b, data, size, exact=True)
+                _check_local(self.url, a, b, data, size, exact=exact)
             return out
         fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
@@ -266,7 +239,8 @@ class ByteSource:
             failure, sizes = None, []
             for i, answer, identity in zip(missing, got, found):
                 try:
-                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, found=identity)
+                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, exact=exact,
+                                                  found=identity)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
                     # a final failure is raised before a transient one beside it
                     final = (FileEndedError, FileChangedError)
@@ -274,43 +248,35 @@ class ByteSource:
                         failure = (i, exc)
             if failure is not None:
                 i, exc = failure
-                first_failure[:] = [f"bytes {starts[i]}-{stops[i]} of {self.url}"]
+                first_failure[:] = [describe_ranges(self.url, starts[i:i + 1], stops[i:i + 1])]
                 raise exc
             return out
 
-        return retried(attempt, policy=self.retry, describe=lambda: (
-            first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
+        return retried(attempt, policy=self.retry,
+                       describe=lambda: first_failure[0] if first_failure else describe_ranges(self.url, starts, stops))
 
     def _fetch(self, fs, path: str, starts, stops, *, max_gap: int, max_request: int = MAX_REQUEST,
                on_ready=None) -> tuple[list, list]:
         """Each range's answer (bytes or error) and the version its response stated; unpinned, nothing early."""
-        if self._pin.identity is not None or not reports_versions(fs):
+        pinned = self._pin.identity
+        if pinned is not None or not reports_versions(fs):
             answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, max_request=max_request,
-                                   request_options=self._request_kwargs(fs), on_ready=on_ready)
+                                   request_options=if_match(fs, pinned.etag if pinned else None), on_ready=on_ready)
             return answers, [None] * len(starts)
         reporting = ReportingFileSystem(fs)
         answers = fetch_ranges(reporting, path, starts, stops, max_gap=max_gap, max_request=max_request)
         return answers, [reporting.stated(a, b) for a, b in zip(starts, stops)]
 
-    def _take_version(self, found: FileIdentity) -> None:
-        """Pin the version a response stated, if none is; another version is a changed file."""
-        with self._pin.lock:
-            if self._pin.identity is None:
-                self._pin.identity = found
-            pinned = self._pin.identity
-        # a HEAD may lack the ETag a GET states: compare what both state
-        if any(a is not None and b is not None and a != b for a, b in ((pinned.size, found.size),
-                                                                        (pinned.etag, found.etag))):
-            raise FileChangedError(self.url, pinned, found)
-
     def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True,
                         found: FileIdentity | None = None) -> bytes:
         """A remote answer (bytes or error) if it is exactly the range, else why not; ``found`` pins the source."""
         if found is not None:
-            self._take_version(found)
+            self._keep_to(found)
         if isinstance(answer, BaseException):
+            if self._pin.identity is not None and is_changed(answer):  # a 412 to If-Match
+                raise FileChangedError(self.url, self._pin.identity, None)
             if not is_past_the_end(answer):
-                raise self._changed(answer)
+                raise answer
             answer = b""
         if len(answer) < stop - start and exact:
             if found is None and not sizes:
@@ -322,7 +288,9 @@ class ByteSource:
             if now.size is not None and now.size < stop:
                 raise FileEndedError(self.url, start, stop, now.size)
             raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(answer)} bytes")
-        _check_not_longer(self.url, start, stop, answer)
+        if len(answer) > stop - start:
+            # the Range header was ignored: asking again will not help
+            raise OSError(f"server ignored the byte range: {self.url} bytes {start}-{stop} gave {len(answer)} bytes")
         return answer
 
     def size(self) -> int:
@@ -331,12 +299,6 @@ class ByteSource:
             return os.stat(self.local_path).st_size
         fs, path = self._read_fs_path
         return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
-
-
-def _check_not_longer(url: str, start: int, stop: int, data: bytes) -> None:
-    if len(data) > stop - start:
-        # the Range header was ignored: asking again will not help
-        raise OSError(f"server ignored the byte range: {url} bytes {start}-{stop} gave {len(data)} bytes")
 
 
 def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exact: bool) -> None:
