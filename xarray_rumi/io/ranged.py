@@ -5,11 +5,8 @@ fsspec's ``cat_file`` keeps response headers to itself, so the request is made h
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
-
-from fsspec.asyn import sync
 
 from .versions import FileIdentity
 
@@ -18,42 +15,25 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
 def reports_versions(fs) -> bool:
-    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3)."""
+    """Whether :class:`ReportingFileSystem` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3)."""
     return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
 
 
-def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_options: dict | None = None) -> list:
-    """``(bytes, FileIdentity | None)`` of each range (past the end: ``b""``), or its request's exception."""
-    get = _get_http if _http_class(fs) else get_s3
-
-    async def every():
-        gate = asyncio.Semaphore(max_in_flight)
-
-        async def one(start: int, stop: int):
-            async with gate:
-                return await get(fs, path, int(start), int(stop), dict(request_options or {}))
-
-        return await asyncio.gather(*(one(a, b) for a, b in zip(starts, stops)), return_exceptions=True)
-
-    return list(sync(fs.loop, every))
-
-
 class ReportingFileSystem:
-    """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`, keeping what answers stated."""
+    """``fs`` as the read engine calls it (``_cat_file`` on ``fs.loop``), keeping the version each answer stated."""
 
-    # the engine then calls cat_ranges, which sends the requests together itself
-    async_impl = False
+    async_impl = True
 
     def __init__(self, fs) -> None:
-        self.fs = fs
+        self.fs, self.loop = fs, fs.loop
+        self._get = _get_http if _http_class(fs) else get_s3
         self._answered: list[tuple[int, int, FileIdentity | None]] = []  # (start, stop, stated)
 
-    def cat_ranges(self, paths, starts, stops, *, on_error: str = "return", batch_size: int = 32, **options) -> list:
-        got = get_ranges(self.fs, paths[0], starts, stops, max_in_flight=batch_size, request_options=options)
-        for start, stop, answer in zip(starts, stops, got):
-            if not isinstance(answer, BaseException):
-                self._answered.append((int(start), int(stop), answer[1]))
-        return [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
+    async def _cat_file(self, path: str, start: int, end: int, **options) -> bytes:
+        """Bytes ``[start, end)`` (past the end: ``b""``)."""
+        body, stated = await self._get(self.fs, path, start, end, options)
+        self._answered.append((start, end, stated))
+        return body
 
     def stated(self, start: int, stop: int) -> FileIdentity | None:
         """The version stated by the answer holding ``[start, stop)``, if any."""
@@ -115,4 +95,4 @@ async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version
     return body, identity
 
 
-__all__ = ["ReportingFileSystem", "get_ranges", "identity_of_headers", "reports_versions"]
+__all__ = ["ReportingFileSystem", "identity_of_headers", "reports_versions"]
