@@ -136,15 +136,14 @@ class ByteSource:
         return self._pin.identity
 
     def pin(self) -> FileIdentity:
-        """Keep to the file as it is now: later reads refuse any other version."""
+        """Keep to the file as it is now (a stat, or one ``fs.info`` request): later reads refuse any other version."""
         if self._pin.identity is None:
             with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
                 if self._pin.identity is None:
-                    self._pin.identity = self.current_identity()
+                    self._pin.identity = self._identity_now()
         return self._pin.identity
 
-    def current_identity(self) -> FileIdentity:
-        """The file's version now: a stat locally, one ``fs.info`` request remotely."""
+    def _identity_now(self) -> FileIdentity:
         if self.is_local:
             return FileIdentity.of_stat(os.stat(self.local_path))
         fs, path = self._read_fs_path
@@ -206,9 +205,8 @@ class ByteSource:
     def __setstate__(self, state):
         object.__setattr__(self, "url", state["url"])
         object.__setattr__(self, "storage_options", state["storage_options"])
-        object.__setattr__(self, "retry", state.get("retry", DEFAULT_POLICY))
-        token, identity = state.get("pin") or (secrets.token_hex(8), None)
-        object.__setattr__(self, "_pin", pin_for(token, identity))
+        object.__setattr__(self, "retry", state["retry"])
+        object.__setattr__(self, "_pin", pin_for(*state["pin"]))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``: a range past the end is :class:`FileEndedError`, or without ``exact`` cut there."""
@@ -223,9 +221,8 @@ class ByteSource:
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
             out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
-            for data, a, b in zip(out, starts, stops):
-                _check_local(self.url, a, b, data, size, exact=exact)
-            return out
+            sizes = [FileIdentity(size)]
+            return [self._checked_answer(a, b, data, sizes=sizes, exact=exact) for data, a, b in zip(out, starts, stops)]
         fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
         first_failure: list[str] = []
@@ -269,7 +266,7 @@ class ByteSource:
 
     def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True,
                         found: FileIdentity | None = None) -> bytes:
-        """A remote answer (bytes or error) if it is exactly the range, else why not; ``found`` pins the source."""
+        """An answer (bytes or error) if it is exactly the range, else why not; ``found`` pins the source."""
         if found is not None:
             self._keep_to(found)
         if isinstance(answer, BaseException):
@@ -299,14 +296,6 @@ class ByteSource:
             return os.stat(self.local_path).st_size
         fs, path = self._read_fs_path
         return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
-
-
-def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exact: bool) -> None:
-    if len(data) == stop - start or not exact:
-        return
-    if size < stop:
-        raise FileEndedError(url, start, stop, size)
-    raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
 
 
 def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
