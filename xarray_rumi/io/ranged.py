@@ -43,16 +43,12 @@ class ReportingFileSystem:
         return None
 
 
-def identity_of_headers(headers) -> FileIdentity | None:
-    """The file's version as an HTTP response's headers state it; ``None`` when they state no size.
-
-    >>> identity_of_headers({"Content-Range": "bytes 0-9/1234", "ETag": '"abc"'}).describe()
-    '1234 bytes, ETag "abc"'
-    """
-    found = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
+def _stated(content_range: str | None, etag: str | None, version_id: str | None = None) -> FileIdentity | None:
+    """The file's version a response states; ``None`` when it states no size."""
+    found = _CONTENT_RANGE.fullmatch((content_range or "").strip())
     if found is None:
         return None
-    return FileIdentity(int(found.group(1)), etag=headers.get("ETag"))
+    return FileIdentity(int(found.group(1)), etag=etag, version_id=version_id if version_id != "null" else None)
 
 
 def _http_class(fs) -> bool:
@@ -67,7 +63,7 @@ async def _get_http(fs, url: str, start: int, stop: int, options: dict):
     session = await fs.set_session()
     async with session.get(fs.encode_url(url), **kw) as response:
         body = await response.read()
-        identity = identity_of_headers(response.headers)
+        identity = _stated(response.headers.get("Content-Range"), response.headers.get("ETag"))
         if response.status == 416 and identity is not None:
             return b"", identity
         fs._raise_not_found_for_status(response, url)
@@ -88,11 +84,7 @@ async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version
         body = await response["Body"].read()
     finally:
         response["Body"].close()
-    found = _CONTENT_RANGE.fullmatch(response.get("ContentRange") or "")
-    stated = response.get("VersionId")
-    identity = None if found is None else FileIdentity(
-        int(found.group(1)), etag=response.get("ETag"), version_id=stated if stated != "null" else None)
-    return body, identity
+    return body, _stated(response.get("ContentRange"), response.get("ETag"), response.get("VersionId"))
 
 
-__all__ = ["ReportingFileSystem", "identity_of_headers", "reports_versions"]
+__all__ = ["ReportingFileSystem", "reports_versions"]

@@ -210,14 +210,18 @@ class ByteSource:
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``: a range past the end is :class:`FileEndedError`, or without ``exact`` cut there."""
-        return self.read_many([start], [stop], exact=exact)[0]
+        return self._read_ranges([start], [stop], exact=exact)[0]
 
     def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
-                  on_ready=None, exact: bool = True) -> list[bytes]:
-        """Several ranges, remotely in merged requests (through gaps of at most ``max_gap`` bytes).
+                  on_ready=None) -> list[bytes]:
+        """Several exact ranges, remotely in merged requests (through gaps of at most ``max_gap`` bytes).
 
         ``on_ready(positions, pieces)`` receives remote ranges as their requests complete.
         """
+        return self._read_ranges(starts, stops, max_gap=max_gap, max_request=max_request, on_ready=on_ready)
+
+    def _read_ranges(self, starts, stops, *, exact: bool = True, max_gap: int = MAX_GAP,
+                     max_request: int = MAX_REQUEST, on_ready=None) -> list[bytes]:
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
             out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
@@ -313,26 +317,27 @@ def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], in
         os.close(fd)
 
 
-def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
-               max_size: int | None = None, claimed_size=None) -> bytes:
-    """A whole small file, at most ``max_size + 1`` bytes; ``claimed_size(first_bytes)``: the length it claims."""
+def read_bytes(path_or_url, storage_options, retry: RetryPolicy, *, max_size: int, claimed_size) -> bytes:
+    """A small file's bytes: at most ``max_size + 1``, past ``claimed_size(first_bytes)`` by one (locally: or 64)."""
     url = os.fspath(path_or_url)
-    limit = None if max_size is None else max_size + 1
     if is_local(url):
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
-            return _read_local(f, limit, claimed_size)
+            head = f.read(64)
+            claimed = claimed_size(head)
+            # one byte past the claim shows a longer file, which the caller refuses
+            return head if claimed is None else head + f.read(max(min(claimed + 1, max_size + 1) - len(head), 0))
     fs, path = single_try_file_system(url, storage_options)
     last: list[bytes] = []
 
     def attempt() -> bytes:
         try:
-            data = fs.cat_file(path) if limit is None else fs.cat_file(path, start=0, end=limit)
+            data = fs.cat_file(path, start=0, end=max_size + 1)
         except Exception as exc:  # noqa: BLE001 - a 416 is an empty file's answer to a range
             if not is_past_the_end(exc):
                 raise
             data = b""
         last[:] = [data]
-        claimed = claimed_size(data) if claimed_size is not None else None
+        claimed = claimed_size(data)
         if claimed is not None and len(data) < claimed:
             raise _CutShort(f"short read from {url}: {len(data)} bytes, where its content says {claimed}")
         return data
@@ -348,16 +353,3 @@ def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_P
 class _CutShort(TransientReadError):
     """A whole-file answer shorter than its content says."""
 
-
-def _read_local(f, limit: int | None, claimed_size) -> bytes:
-    if claimed_size is None:
-        return f.read() if limit is None else f.read(limit)
-    head = f.read(64)
-    claimed = claimed_size(head)
-    if claimed is None:
-        return head
-    # one byte past the claim shows a longer file, which the caller refuses
-    rest = claimed + 1 - len(head)
-    if limit is not None:
-        rest = min(rest, limit - len(head))
-    return head + f.read(max(rest, 0))
