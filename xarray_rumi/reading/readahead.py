@@ -61,6 +61,12 @@ class ReadAhead:
         self._recent: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}
         self._read_whole: OrderedDict[bytes, None] = OrderedDict()
+        self._first_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source -> lock of its pinning read
+
+    def first_read_lock(self, source) -> threading.Lock:
+        """The lock of the read that pins ``source``: its other tasks wait for it, then read ahead."""
+        with self._lock:
+            return self._first_reads.setdefault(source, threading.Lock())
 
     def note(self, key: bytes, frame: int) -> None:
         """Record that ``frame`` was read without the cache, as a sweep's first frame may be."""
@@ -329,21 +335,6 @@ def _seen_before(grid, frame: int, back: int, seen) -> bool:
 
 #: This process's frames read ahead.
 shared = ReadAhead()
-_first_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source -> lock of its pinning read
-_first_reads_lock = threading.Lock()
-
-
-def _first_read_lock(source) -> threading.Lock:
-    with _first_reads_lock:
-        return _first_reads.setdefault(source, threading.Lock())
-
-
-def _forget_first_reads() -> None:
-    global _first_reads, _first_reads_lock
-    _first_reads, _first_reads_lock = weakref.WeakKeyDictionary(), threading.Lock()
-
-
-in_forked_child(_forget_first_reads)
 in_forked_child(lambda: shared._after_fork())  # whichever ReadAhead is ``shared`` then
 
 
@@ -355,7 +346,7 @@ def read_frame(image, frame: int) -> bytes:
             return image.fetch(*([v] for v in image.frame_range(frame)))[0]
         # One task's read pins the source (its answer states the version); the others wait for it rather
         # than each fetch its frame alone and again in the read-ahead's spans.
-        with _first_read_lock(image.source):
+        with shared.first_read_lock(image.source):
             key = _key(image)
             if key is None:
                 payload = image.fetch(*([v] for v in image.frame_range(frame)))[0]
