@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, describe_ranges, retried
-from .source import FileEndedError
+from .source import FileEndedError, check_length
 
 _STATUS = re.compile(r"status code: (\d{3})")
 #: How obstore's reqwest client names a connection or a body that broke in transit.
@@ -108,7 +108,7 @@ class RegistrySource:
                 return b""
             raise error from exc
         size = result.meta["size"]
-        return self._checked(start, max(start, min(stop, size)), data, [size])   # the range cut at the end
+        return check_length(self.url, start, max(start, min(stop, size)), data, lambda: size)   # cut at the end
 
     def read_many(self, starts, stops) -> list[bytes]:
         """Several exact ranges, in one ``obstore.get_ranges`` call (one for one range); only failed ones again."""
@@ -120,7 +120,7 @@ class RegistrySource:
             missing = [i for i, data in enumerate(out) if data is None]
             if not missing:
                 return out
-            sizes: list[int] = []  # asked at most once an attempt
+            sizes: list = []
             ranges = [(starts[i], stops[i]) for i in missing]
             try:
                 answers = self._get(*zip(*ranges))
@@ -136,7 +136,7 @@ class RegistrySource:
                 raise error from exc
             for i, data in zip(missing, answers):
                 failed[:] = [describe_ranges(self.url, starts[i:i + 1], stops[i:i + 1])]
-                out[i] = self._checked(starts[i], stops[i], data, sizes)
+                out[i] = check_length(self.url, starts[i], stops[i], data, lambda: self._size_into(sizes))
             return out
 
         return retried(attempt, policy=self.retry,
@@ -150,23 +150,19 @@ class RegistrySource:
             return [bytes(obstore.get_range(store, path, start=starts[0], end=stops[0]))]
         return [bytes(b) for b in obstore.get_ranges(store, path, starts=starts, ends=stops)]
 
-    def _checked(self, start: int, stop: int, data: bytes, sizes: list[int]) -> bytes:
-        if len(data) > stop - start:
-            raise OSError(f"the store ignored the byte range: {self.url} bytes {start}-{stop} gave {len(data)} bytes")
-        if len(data) < stop - start:
-            self._raise_if_past_the_end([(start, stop)], sizes)
-            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
-        return data
-
-    def _raise_if_past_the_end(self, ranges: list[tuple[int, int]], sizes: list[int]) -> None:
-        if not sizes:
+    def _size_into(self, sizes: list) -> int | None:
+        if not sizes:  # asked once an attempt
             try:
                 sizes.append(self._size_once())
             except Exception:  # noqa: BLE001 - the size is unknown: the read's own error is the one to report
-                return
+                sizes.append(None)
+        return sizes[0]
+
+    def _raise_if_past_the_end(self, ranges: list[tuple[int, int]], sizes: list) -> None:
+        size = self._size_into(sizes)
         for start, stop in ranges:
-            if stop > sizes[0]:
-                raise FileEndedError(self.url, start, stop, sizes[0])
+            if size is not None and stop > size:
+                raise FileEndedError(self.url, start, stop, size)
 
 
 __all__ = ["RegistrySource", "StoreStatusError", "as_os_error"]

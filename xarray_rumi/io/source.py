@@ -225,8 +225,8 @@ class ByteSource:
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
             out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
-            sizes = [FileIdentity(size)]
-            return [self._checked_answer(a, b, data, sizes=sizes, exact=exact) for data, a, b in zip(out, starts, stops)]
+            return [data if len(data) < b - a and not exact else check_length(self.url, a, b, data, lambda: size)
+                    for data, a, b in zip(out, starts, stops)]
         fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
         first_failure: list[str] = []
@@ -279,20 +279,18 @@ class ByteSource:
             if not is_past_the_end(answer):
                 raise answer
             answer = b""
-        if len(answer) < stop - start and exact:
-            if found is None and not sizes:
-                sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
-            now, pinned = found or sizes[0], self._pin.identity
-            # a 416 may state the size without an ETag: only a differing ETag says the file changed
-            if pinned is not None and None not in (pinned.etag, now.etag) and now.etag != pinned.etag:
-                raise FileChangedError(self.url, pinned, now)
-            if now.size is not None and now.size < stop:
-                raise FileEndedError(self.url, start, stop, now.size)
-            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(answer)} bytes")
-        if len(answer) > stop - start:
-            # the Range header was ignored: asking again will not help
-            raise OSError(f"server ignored the byte range: {self.url} bytes {start}-{stop} gave {len(answer)} bytes")
-        return answer
+        if len(answer) < stop - start and not exact:
+            return answer
+        return check_length(self.url, start, stop, answer, lambda: self._size_now(found, sizes))
+
+    def _size_now(self, found: FileIdentity | None, sizes: list) -> int | None:
+        if found is None and not sizes:
+            sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
+        now, pinned = found or sizes[0], self._pin.identity
+        # a 416 may state the size without an ETag: only a differing ETag says the file changed
+        if pinned is not None and None not in (pinned.etag, now.etag) and now.etag != pinned.etag:
+            raise FileChangedError(self.url, pinned, now)
+        return now.size
 
     def size(self) -> int:
         """The file's size in bytes: a stat locally, one request remotely."""
@@ -302,14 +300,26 @@ class ByteSource:
         return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
 
 
-def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
+def check_length(url: str, start: int, stop: int, data, size) -> bytes:
+    """``data`` if it is exactly bytes ``[start, stop)`` of ``url``, else why not (``size()``: the file's, or None)."""
+    if len(data) > stop - start:
+        # the Range header was ignored: asking again will not help
+        raise OSError(f"server ignored the byte range: {url} bytes {start}-{stop} gave {len(data)} bytes")
+    if len(data) < stop - start:
+        known = size()
+        if known is not None and known < stop:
+            raise FileEndedError(url, start, stop, known)
+        raise TransientReadError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
+    return data
+
+
+def _pread_many(path: str, starts, stops, keep_to) -> tuple[list[bytes], int]:
     """The ranges, and the file's size as the descriptor saw it; ``keep_to(identity)`` first refuses another file."""
     # a bare descriptor: a pread per range, no buffered read-ahead
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         stat = os.fstat(fd)
-        if keep_to is not None:
-            keep_to(FileIdentity.of_stat(stat))
+        keep_to(FileIdentity.of_stat(stat))
         # pread allocates what it is asked for, and a damaged blob may claim frames of gigabytes
         size = stat.st_size
         return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
