@@ -27,13 +27,12 @@ WHOLE_REQUEST = 4 * 1024 * 1024
 FIRST_REQUEST = MAX_REQUEST
 
 
-class _Span:
-    """Frames one fetch brings, and the event their waiters wait for."""
+class _Span(threading.Event):
+    """Frames one fetch brings: set once they are kept, or failed."""
 
-    __slots__ = ("frames", "done", "along")
-
-    def __init__(self, frames: list[int], along: bool = False) -> None:
-        self.frames, self.done, self.along = frames, threading.Event(), along
+    def __init__(self, frames: list[int]) -> None:
+        super().__init__()
+        self.frames = frames
 
 
 class ReadAhead:
@@ -46,9 +45,8 @@ class ReadAhead:
     ([b'0', b'1', b'2', b'3'], [[0], [1], [2, 3]])
     """
 
-    def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
-                 recent_frames: int = RECENT_FRAMES) -> None:
-        self.max_bytes, self.read_ahead_bytes, self.recent_frames = max_bytes, read_ahead_bytes, recent_frames
+    def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES) -> None:
+        self.max_bytes, self.read_ahead_bytes = max_bytes, read_ahead_bytes
         self._after_fork()
 
     def _after_fork(self) -> None:
@@ -103,7 +101,7 @@ class ReadAhead:
             return found
         if own is not None:
             return self._fetch_own(key, frame, grid, own, fetch)
-        span.done.wait()
+        span.wait()
         with self._lock:
             found = self._pop(key, frame)
         # Its fetch failed (or the frame was dropped since): this task reads its own frame.
@@ -120,8 +118,7 @@ class ReadAhead:
             # Perhaps for another frame's sake: this frame alone, so the task sees its own error.
             return fetch([frame])[0]
         self._settle(key, span, list(zip(frames[1:], payloads[1:])))
-        if span.along:
-            self._mark_refill(key, grid, frame, frames[1:])
+        self._mark_refill(key, grid, frame, frames[1:])
         return payloads[0]
 
     def _fetch_whole(self, key, frames: list[int], reserved: int, direction: int, byte_count, fetch) -> None:
@@ -162,7 +159,7 @@ class ReadAhead:
         for k in span.frames:
             if self._pending.get((key, k)) is span:
                 del self._pending[(key, k)]
-        span.done.set()
+        span.set()
 
     def _hold(self, key, span: _Span) -> _Span:
         for k in span.frames:
@@ -192,7 +189,7 @@ class ReadAhead:
     def _plan_along(self, key, frame: int, grid, byte_count) -> _Span:
         """The span this task fetches: its frame, and the next of its band if it continues a sweep."""
         ahead = _sweep_ahead(grid, frame, functools.partial(self._seen, key), byte_count, self.read_ahead_bytes)
-        return self._hold(key, _Span([frame, *ahead], along=True))
+        return self._hold(key, _Span([frame, *ahead]))
 
     def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
         """A read-ahead along a band across rows is read on when its sweep is half through it."""
@@ -212,7 +209,7 @@ class ReadAhead:
         last, direction = mark
         more = _along_band(grid, last, direction, functools.partial(self._seen, key), byte_count,
                            self.read_ahead_bytes, across_rows=True)
-        return (last, self._hold(key, _Span(more, along=True))) if more else None
+        return (last, self._hold(key, _Span(more))) if more else None
 
     def _refill(self, key, grid, last, span: _Span, fetch) -> None:
         try:
@@ -229,7 +226,7 @@ class ReadAhead:
     def _note(self, key, frame) -> None:
         self._recent[(key, frame)] = None
         self._recent.move_to_end((key, frame))
-        while len(self._recent) > self.recent_frames:
+        while len(self._recent) > RECENT_FRAMES:
             self._recent.popitem(last=False)
 
     def _pop(self, key, frame):
