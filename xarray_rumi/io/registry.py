@@ -16,14 +16,6 @@ _IN_TRANSIT = ("error sending request", "body error", "connection closed", "conn
 _INVALID_RANGE = ("range was invalid", "InvalidRange")
 
 
-class StoreStatusError(OSError):
-    """An object store's answer with an HTTP ``status``, for :mod:`xarray_rumi.io.retry` to classify."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
 def as_os_error(exc: BaseException) -> BaseException:
     """``exc``, an obstore error, as the ``OSError`` that says the same: missing, refused, a status, in transit."""
     if isinstance(exc, OSError):   # obstore raises FileNotFoundError itself for a missing object
@@ -36,7 +28,9 @@ def as_os_error(exc: BaseException) -> BaseException:
         return PermissionError(message)
     status = _STATUS.search(message)
     if status:
-        return StoreStatusError(int(status.group(1)), message)
+        error = OSError(message)
+        error.status = int(status.group(1))   # what retries classify, as on aiohttp's errors
+        return error
     if any(words in message for words in _IN_TRANSIT):
         return TransientReadError(message)
     return OSError(message)
@@ -165,4 +159,4 @@ class RegistrySource:
                 raise FileEndedError(self.url, start, stop, size)
 
 
-__all__ = ["RegistrySource", "StoreStatusError", "as_os_error"]
+__all__ = ["RegistrySource", "as_os_error"]
