@@ -124,8 +124,10 @@ class RegistrySource:
                 if not (panic or isinstance(exc, Exception)):
                     raise   # KeyboardInterrupt and the like
                 error = TransientReadError(f"short read from {self.url}: {exc}") if panic else as_os_error(exc)
-                if panic or _past_the_end(error):
-                    self._raise_if_past_the_end(ranges, sizes)
+                size = self._size_into(sizes) if panic or _past_the_end(error) else None
+                for a, b in ranges:
+                    if size is not None and b > size:
+                        raise FileEndedError(self.url, a, b, size)
                 failed[:] = [describe_ranges(self.url, *zip(*ranges))]
                 raise error from exc
             for i, data in zip(missing, answers):
@@ -151,12 +153,6 @@ class RegistrySource:
             except Exception:  # noqa: BLE001 - the size is unknown: the read's own error is the one to report
                 sizes.append(None)
         return sizes[0]
-
-    def _raise_if_past_the_end(self, ranges: list[tuple[int, int]], sizes: list) -> None:
-        size = self._size_into(sizes)
-        for start, stop in ranges:
-            if size is not None and stop > size:
-                raise FileEndedError(self.url, start, stop, size)
 
 
 __all__ = ["RegistrySource", "as_os_error"]
