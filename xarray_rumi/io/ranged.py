@@ -15,7 +15,7 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
 def reports_versions(fs) -> bool:
-    """Whether :class:`ReportingFileSystem` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3)."""
+    """Whether answers from ``fs`` state the file's version (fsspec's HTTP, our single-try S3)."""
     return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
 
 

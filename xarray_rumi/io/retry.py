@@ -128,8 +128,7 @@ def _status(exc: BaseException | None) -> int | None:
 
 def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
     """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it."""
-    waits = policy.waits()
-    for attempt in range(1, policy.attempts + 1):
+    for attempt, wait in enumerate([*policy.waits(), None], start=1):
         try:
             return read()
         except Exception as exc:  # noqa: BLE001 - classified, and re-raised unless transient
@@ -137,14 +136,12 @@ def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
                 if isinstance(exc, OSError) or _status(exc) is None:  # not a storage error
                     raise
                 raise OSError(f"cannot read {_text(describe)}: {_reason(exc)}") from exc
-            if attempt == policy.attempts:
+            if wait is None:  # the last attempt
                 raise OSError(
                     f"cannot read {_text(describe)} after {policy.attempts} attempts: {_reason(exc)}") from exc
-            wait = waits[attempt - 1]
             logger.info("%s: attempt %d of %d failed, retrying in %.2f s: %s",
                         _text(describe), attempt, policy.attempts, wait, _reason(exc))
             time.sleep(wait)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def describe_ranges(url: str, starts, stops) -> str:
