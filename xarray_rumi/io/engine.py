@@ -106,8 +106,6 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
 
 
 def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight: int, options: dict):
-    if not requests:
-        return
     if not getattr(fs, "async_impl", False):
         answers = fs.cat_ranges([path] * len(requests), [r.start for r in requests], [r.stop for r in requests],
                                 on_error="return", **options)

@@ -355,7 +355,7 @@ def read_bytes(path_or_url, storage_options, retry: RetryPolicy, *, max_size: in
     try:
         return retried(attempt, policy=retry, describe=url)
     except OSError as exc:
-        if isinstance(exc, _CutShort) or isinstance(exc.__cause__, _CutShort):
+        if isinstance(exc.__cause__, _CutShort):   # the last attempt's answer was cut short too
             return last[0]  # for the caller to refuse
         raise
 
