@@ -43,7 +43,7 @@ class ReportingFileSystem:
         return None
 
 
-def _stated(content_range: str | None, etag: str | None, version_id: str | None = None) -> FileIdentity | None:
+def _identity_stated(content_range: str | None, etag: str | None, version_id: str | None = None) -> FileIdentity | None:
     """The file's version a response states; ``None`` when it states no size."""
     found = _CONTENT_RANGE.fullmatch((content_range or "").strip())
     if found is None:
@@ -63,7 +63,7 @@ async def _get_http(fs, url: str, start: int, stop: int, options: dict):
     session = await fs.set_session()
     async with session.get(fs.encode_url(url), **kw) as response:
         body = await response.read()
-        identity = _stated(response.headers.get("Content-Range"), response.headers.get("ETag"))
+        identity = _identity_stated(response.headers.get("Content-Range"), response.headers.get("ETag"))
         if response.status == 416 and identity is not None:
             return b"", identity
         fs._raise_not_found_for_status(response, url)
@@ -84,7 +84,7 @@ async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version
         body = await response["Body"].read()
     finally:
         response["Body"].close()
-    return body, _stated(response.get("ContentRange"), response.get("ETag"), response.get("VersionId"))
+    return body, _identity_stated(response.get("ContentRange"), response.get("ETag"), response.get("VersionId"))
 
 
 __all__ = ["ReportingFileSystem", "reports_versions"]

@@ -108,7 +108,7 @@ class ReadAhead:
         return found if found is not None else fetch([frame])[0]
 
     def _fetch_own(self, key, frame: int, grid, span: _Span, fetch) -> bytes:
-        frames = [frame, *(k for k in span.frames if k != frame)]
+        frames = span.frames  # this task's frame first (_plan_along)
         try:
             payloads = fetch(frames)
         except BaseException as exc:
