@@ -376,15 +376,13 @@ def _fetch_runs(image, spans: list[list[int]], on_ready) -> None:
 
     def ready(positions, pieces) -> None:
         for p, piece in zip(positions, pieces):
-            view, lo = memoryview(piece), firsts[p]
-            base = run_starts[p]
-            on_ready(spans[p], [view[starts[i] - base:stops[i] - base] for i in range(lo, firsts[p + 1])])
+            view, base = memoryview(piece), run_starts[p]
+            on_ready(spans[p], [view[starts[i] - base:stops[i] - base] for i in range(firsts[p], firsts[p + 1])])
 
     payloads = image.fetch(run_starts, run_stops, max_gap=0, on_ready=ready)
     # what the engine did not hand on as it came (a fetch of one range) comes back here
     rest = [p for p, payload in enumerate(payloads) if not isinstance(payload, HandedOn)]
-    if rest:
-        ready(rest, [payloads[p] for p in rest])
+    ready(rest, [payloads[p] for p in rest])
 
 
 def _key(image) -> bytes | None:
