@@ -9,7 +9,7 @@ import pytest
 from flaky_server import FlakyProxy
 from servers import RangeServer
 
-from xarray_rumi.io.engine import MAX_GAP, MAX_REQUEST, fetch_ranges, plan_requests, split_answers
+from xarray_rumi.io.engine import MAX_GAP, MAX_REQUEST, fetch_ranges, plan_requests
 from xarray_rumi.io.retry import RetryPolicy
 from xarray_rumi.io.source import ByteSource, FileEndedError
 
@@ -62,28 +62,37 @@ def test_the_defaults_merge_a_full_read_into_requests_of_a_few_mib():
     assert MAX_GAP < MAX_REQUEST
 
 
-def test_split_answers_gives_every_range_its_exact_bytes_in_the_callers_order():
+class Answering:
+    """A file system answering each merged request ``[start, stop)`` with ``answer(start, stop)``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def cat_ranges(self, paths, starts, stops, *, on_error, **options):
+        return [self.answer(a, b) for a, b in zip(starts, stops)]
+
+
+def test_each_range_gets_its_exact_bytes_cut_from_its_request_in_the_callers_order():
     rng = random.Random(1)
     data = bytes(rng.getrandbits(8) for _ in range(100_000))
+    fs = Answering(lambda a, b: data[a:b])
     for _ in range(50):
         starts = [rng.randrange(0, 99_000) for _ in range(rng.randint(1, 30))]
         stops = [s + rng.randint(0, 1000) for s in starts]
-        requests = plan_requests(starts, stops, max_gap=rng.choice([0, 500, 5000]), max_request=rng.choice([800, 10**6]))
-        answers = [data[r.start:r.stop] for r in requests]
-        assert split_answers(starts, stops, requests, answers) == [data[a:b] for a, b in zip(starts, stops)]
+        got = fetch_ranges(fs, "x", starts, stops, max_gap=rng.choice([0, 500, 5000]),
+                           max_request=rng.choice([800, 10**6]))
+        assert got == [data[a:b] for a, b in zip(starts, stops)]
 
 
 def test_a_failed_request_gives_its_exception_to_its_ranges_only():
-    requests = plan_requests([0, 10, 1000], [10, 20, 1010], max_gap=0)
     failure = ConnectionResetError("dropped")
-    assert split_answers([0, 10, 1000], [10, 20, 1010], requests, [b"a" * 20, failure]) == [b"a" * 10, b"a" * 10,
-                                                                                           failure]
+    fs = Answering(lambda a, b: failure if a >= 1000 else b"a" * (b - a))
+    assert fetch_ranges(fs, "x", [0, 10, 1000], [10, 20, 1010], max_gap=0) == [b"a" * 10, b"a" * 10, failure]
 
 
 def test_a_short_answer_shortens_the_ranges_past_its_end_and_a_long_one_is_handed_on_whole():
-    requests = plan_requests([0, 10], [10, 20])
-    assert split_answers([0, 10], [10, 20], requests, [b"x" * 15]) == [b"x" * 10, b"x" * 5]
-    assert split_answers([0, 10], [10, 20], requests, [b"y" * 50]) == [b"y" * 50, b"y" * 50]
+    assert fetch_ranges(Answering(lambda a, b: b"x" * 15), "x", [0, 10], [10, 20]) == [b"x" * 10, b"x" * 5]
+    assert fetch_ranges(Answering(lambda a, b: b"y" * 50), "x", [0, 10], [10, 20]) == [b"y" * 50, b"y" * 50]
 
 
 # -- over a loopback server --------------------------------------------------------------

@@ -71,16 +71,8 @@ def plan_requests(starts, stops, *, max_gap: int = MAX_GAP, max_request: int = M
     return requests
 
 
-def split_answers(starts, stops, requests: list[Request], answers: list) -> list:
+def _split(starts, stops, request: Request, answer, *, copy: bool) -> list:
     """Each range's bytes cut from its request's answer (an answer longer than its request: whole), or its error."""
-    out: list = [b""] * len(starts)
-    for request, answer in zip(requests, answers):
-        for i, piece in zip(request.ranges, _split(starts, stops, request, answer)):
-            out[i] = piece
-    return out
-
-
-def _split(starts, stops, request: Request, answer, *, copy: bool = True) -> list:
     if isinstance(answer, BaseException) or len(answer) > request.stop - request.start:
         return [answer] * len(request.ranges)
     view = memoryview(answer)
@@ -114,8 +106,6 @@ def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_re
 
 
 def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight: int, options: dict):
-    if not requests:
-        return
     if not getattr(fs, "async_impl", False):
         answers = fs.cat_ranges([path] * len(requests), [r.start for r in requests], [r.stop for r in requests],
                                 on_error="return", **options)
@@ -141,4 +131,4 @@ def _answers_as_they_come(fs, path: str, requests: list[Request], max_in_flight:
 
 
 __all__ = ["HandedOn", "MAX_GAP", "MAX_IN_FLIGHT", "MAX_REQUEST", "REMOTE_BATCH", "Request", "SPREAD", "fetch_ranges",
-           "plan_requests", "request_bytes", "split_answers"]
+           "plan_requests", "request_bytes"]

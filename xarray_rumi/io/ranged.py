@@ -5,11 +5,8 @@ fsspec's ``cat_file`` keeps response headers to itself, so the request is made h
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
-
-from fsspec.asyn import sync
 
 from .versions import FileIdentity
 
@@ -18,42 +15,25 @@ _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
 def reports_versions(fs) -> bool:
-    """Whether :func:`get_ranges` can tell the version of a file on ``fs`` (fsspec's HTTP, our single-try S3)."""
+    """Whether answers from ``fs`` state the file's version (fsspec's HTTP, our single-try S3)."""
     return _http_class(fs) or type(fs).__name__ == "SingleTryS3FileSystem"
 
 
-def get_ranges(fs, path: str, starts, stops, *, max_in_flight: int, request_options: dict | None = None) -> list:
-    """``(bytes, FileIdentity | None)`` of each range (past the end: ``b""``), or its request's exception."""
-    get = _get_http if _http_class(fs) else get_s3
-
-    async def every():
-        gate = asyncio.Semaphore(max_in_flight)
-
-        async def one(start: int, stop: int):
-            async with gate:
-                return await get(fs, path, int(start), int(stop), dict(request_options or {}))
-
-        return await asyncio.gather(*(one(a, b) for a, b in zip(starts, stops)), return_exceptions=True)
-
-    return list(sync(fs.loop, every))
-
-
 class ReportingFileSystem:
-    """``fs`` as the read engine calls it (``cat_ranges``), through :func:`get_ranges`, keeping what answers stated."""
+    """``fs`` as the read engine calls it (``_cat_file`` on ``fs.loop``), keeping the version each answer stated."""
 
-    # the engine then calls cat_ranges, which sends the requests together itself
-    async_impl = False
+    async_impl = True
 
     def __init__(self, fs) -> None:
-        self.fs = fs
+        self.fs, self.loop = fs, fs.loop
+        self._get = _get_http if _http_class(fs) else get_s3
         self._answered: list[tuple[int, int, FileIdentity | None]] = []  # (start, stop, stated)
 
-    def cat_ranges(self, paths, starts, stops, *, on_error: str = "return", batch_size: int = 32, **options) -> list:
-        got = get_ranges(self.fs, paths[0], starts, stops, max_in_flight=batch_size, request_options=options)
-        for start, stop, answer in zip(starts, stops, got):
-            if not isinstance(answer, BaseException):
-                self._answered.append((int(start), int(stop), answer[1]))
-        return [answer if isinstance(answer, BaseException) else answer[0] for answer in got]
+    async def _cat_file(self, path: str, start: int, end: int, **options) -> bytes:
+        """Bytes ``[start, end)`` (past the end: ``b""``)."""
+        body, stated = await self._get(self.fs, path, start, end, options)
+        self._answered.append((start, end, stated))
+        return body
 
     def stated(self, start: int, stop: int) -> FileIdentity | None:
         """The version stated by the answer holding ``[start, stop)``, if any."""
@@ -63,16 +43,12 @@ class ReportingFileSystem:
         return None
 
 
-def identity_of_headers(headers) -> FileIdentity | None:
-    """The file's version as an HTTP response's headers state it; ``None`` when they state no size.
-
-    >>> identity_of_headers({"Content-Range": "bytes 0-9/1234", "ETag": '"abc"'}).describe()
-    '1234 bytes, ETag "abc"'
-    """
-    found = _CONTENT_RANGE.fullmatch(headers.get("Content-Range", "").strip())
+def _identity_stated(content_range: str | None, etag: str | None, version_id: str | None = None) -> FileIdentity | None:
+    """The file's version a response states; ``None`` when it states no size."""
+    found = _CONTENT_RANGE.fullmatch((content_range or "").strip())
     if found is None:
         return None
-    return FileIdentity(int(found.group(1)), etag=headers.get("ETag"))
+    return FileIdentity(int(found.group(1)), etag=etag, version_id=version_id if version_id != "null" else None)
 
 
 def _http_class(fs) -> bool:
@@ -87,7 +63,7 @@ async def _get_http(fs, url: str, start: int, stop: int, options: dict):
     session = await fs.set_session()
     async with session.get(fs.encode_url(url), **kw) as response:
         body = await response.read()
-        identity = identity_of_headers(response.headers)
+        identity = _identity_stated(response.headers.get("Content-Range"), response.headers.get("ETag"))
         if response.status == 416 and identity is not None:
             return b"", identity
         fs._raise_not_found_for_status(response, url)
@@ -108,11 +84,7 @@ async def get_s3(fs, path: str, start: int, stop: int, options: dict, *, version
         body = await response["Body"].read()
     finally:
         response["Body"].close()
-    found = _CONTENT_RANGE.fullmatch(response.get("ContentRange") or "")
-    stated = response.get("VersionId")
-    identity = None if found is None else FileIdentity(
-        int(found.group(1)), etag=response.get("ETag"), version_id=stated if stated != "null" else None)
-    return body, identity
+    return body, _identity_stated(response.get("ContentRange"), response.get("ETag"), response.get("VersionId"))
 
 
-__all__ = ["ReportingFileSystem", "get_ranges", "identity_of_headers", "reports_versions"]
+__all__ = ["ReportingFileSystem", "reports_versions"]

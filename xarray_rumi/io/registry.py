@@ -6,22 +6,14 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, retried
-from .source import FileEndedError
+from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, describe_ranges, retried
+from .source import FileEndedError, check_length
 
 _STATUS = re.compile(r"status code: (\d{3})")
 #: How obstore's reqwest client names a connection or a body that broke in transit.
 _IN_TRANSIT = ("error sending request", "body error", "connection closed", "connection reset", "timed out")
 #: How a local store names a range that starts at or past the end of the file.
 _INVALID_RANGE = ("range was invalid", "InvalidRange")
-
-
-class StoreStatusError(OSError):
-    """An object store's answer with an HTTP ``status``, for :mod:`xarray_rumi.io.retry` to classify."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 def as_os_error(exc: BaseException) -> BaseException:
@@ -36,15 +28,15 @@ def as_os_error(exc: BaseException) -> BaseException:
         return PermissionError(message)
     status = _STATUS.search(message)
     if status:
-        return StoreStatusError(int(status.group(1)), message)
+        error = OSError(message)
+        error.status = int(status.group(1))   # what retries classify, as on aiohttp's errors
+        return error
     if any(words in message for words in _IN_TRANSIT):
         return TransientReadError(message)
     return OSError(message)
 
 
 def _past_the_end(exc: BaseException) -> bool:
-    if type(exc).__name__ == "PanicException":   # obstore 0.12's get_ranges, for a merged answer cut short
-        return True
     status = getattr(exc, "status", None)
     return status == 416 or any(words in str(exc) for words in _INVALID_RANGE)
 
@@ -109,12 +101,8 @@ class RegistrySource:
             if _past_the_end(error):
                 return b""
             raise error from exc
-        expected = max(0, min(stop, result.meta["size"]) - start)
-        if len(data) > expected:
-            raise OSError(f"the store ignored the byte range: {self.url} bytes {start}-{stop} gave {len(data)} bytes")
-        if len(data) < expected:
-            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
-        return data
+        size = result.meta["size"]
+        return check_length(self.url, start, max(start, min(stop, size)), data, lambda: size)   # cut at the end
 
     def read_many(self, starts, stops) -> list[bytes]:
         """Several exact ranges, in one ``obstore.get_ranges`` call (one for one range); only failed ones again."""
@@ -126,30 +114,29 @@ class RegistrySource:
             missing = [i for i, data in enumerate(out) if data is None]
             if not missing:
                 return out
-            sizes: list[int] = []  # asked at most once an attempt
+            sizes: list = []
             ranges = [(starts[i], stops[i]) for i in missing]
             try:
                 answers = self._get(*zip(*ranges))
-            except Exception as exc:  # noqa: BLE001 - translated, then classified by retried()
-                error = as_os_error(exc)
-                if _past_the_end(error):
-                    self._raise_if_past_the_end(ranges, sizes)
-                failed[:] = [_describe(ranges, self.url)]
-                raise error from exc
             except BaseException as exc:
-                if type(exc).__name__ != "PanicException":
-                    raise   # KeyboardInterrupt and the like
                 # obstore's panic for a merged answer cut short: past the end, or cut in transit
-                self._raise_if_past_the_end(ranges, sizes)
-                failed[:] = [_describe(ranges, self.url)]
-                raise TransientReadError(f"short read from {self.url}: {exc}") from exc
+                panic = type(exc).__name__ == "PanicException"
+                if not (panic or isinstance(exc, Exception)):
+                    raise   # KeyboardInterrupt and the like
+                error = TransientReadError(f"short read from {self.url}: {exc}") if panic else as_os_error(exc)
+                size = self._size_into(sizes) if panic or _past_the_end(error) else None
+                for a, b in ranges:
+                    if size is not None and b > size:
+                        raise FileEndedError(self.url, a, b, size)
+                failed[:] = [describe_ranges(self.url, *zip(*ranges))]
+                raise error from exc
             for i, data in zip(missing, answers):
-                failed[:] = [_describe([(starts[i], stops[i])], self.url)]
-                out[i] = self._checked(starts[i], stops[i], data, sizes)
+                failed[:] = [describe_ranges(self.url, starts[i:i + 1], stops[i:i + 1])]
+                out[i] = check_length(self.url, starts[i], stops[i], data, lambda: self._size_into(sizes))
             return out
 
-        return retried(attempt, policy=self.retry, describe=lambda: (
-            failed[0] if failed else f"{len(starts)} byte ranges of {self.url}"))
+        return retried(attempt, policy=self.retry,
+                       describe=lambda: failed[0] if failed else describe_ranges(self.url, starts, stops))
 
     def _get(self, starts, stops) -> list[bytes]:
         import obstore
@@ -159,29 +146,13 @@ class RegistrySource:
             return [bytes(obstore.get_range(store, path, start=starts[0], end=stops[0]))]
         return [bytes(b) for b in obstore.get_ranges(store, path, starts=starts, ends=stops)]
 
-    def _checked(self, start: int, stop: int, data: bytes, sizes: list[int]) -> bytes:
-        if len(data) > stop - start:
-            raise OSError(f"the store ignored the byte range: {self.url} bytes {start}-{stop} gave {len(data)} bytes")
-        if len(data) < stop - start:
-            self._raise_if_past_the_end([(start, stop)], sizes)
-            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(data)} bytes")
-        return data
-
-    def _raise_if_past_the_end(self, ranges: list[tuple[int, int]], sizes: list[int]) -> None:
-        if not sizes:
+    def _size_into(self, sizes: list) -> int | None:
+        if not sizes:  # asked once an attempt
             try:
                 sizes.append(self._size_once())
             except Exception:  # noqa: BLE001 - the size is unknown: the read's own error is the one to report
-                return
-        for start, stop in ranges:
-            if stop > sizes[0]:
-                raise FileEndedError(self.url, start, stop, sizes[0])
+                sizes.append(None)
+        return sizes[0]
 
 
-def _describe(ranges: list[tuple[int, int]], url: str) -> str:
-    if len(ranges) == 1:
-        return f"bytes {ranges[0][0]}-{ranges[0][1]} of {url}"
-    return f"{len(ranges)} byte ranges of {url}"
-
-
-__all__ = ["RegistrySource", "StoreStatusError", "as_os_error"]
+__all__ = ["RegistrySource", "as_os_error"]

@@ -128,31 +128,29 @@ def _status(exc: BaseException | None) -> int | None:
 
 def retried(read, *, policy: RetryPolicy = DEFAULT_POLICY, describe):
     """``read()``, tried again on transient errors (each logged, naming ``describe``); else an ``OSError`` naming it."""
-    waits = policy.waits()
-    for attempt in range(1, policy.attempts + 1):
+    for attempt, wait in enumerate([*policy.waits(), None], start=1):
         try:
             return read()
         except Exception as exc:  # noqa: BLE001 - classified, and re-raised unless transient
             if not is_transient(exc):
-                if isinstance(exc, OSError) or not _looks_like_storage(exc):
+                if isinstance(exc, OSError) or _status(exc) is None:  # not a storage error
                     raise
                 raise OSError(f"cannot read {_text(describe)}: {_reason(exc)}") from exc
-            if attempt == policy.attempts:
+            if wait is None:  # the last attempt
                 raise OSError(
                     f"cannot read {_text(describe)} after {policy.attempts} attempts: {_reason(exc)}") from exc
-            wait = waits[attempt - 1]
             logger.info("%s: attempt %d of %d failed, retrying in %.2f s: %s",
                         _text(describe), attempt, policy.attempts, wait, _reason(exc))
             time.sleep(wait)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def describe_ranges(url: str, starts, stops) -> str:
+    """How an error names the ranges a read asked of ``url``: one range by its bytes, more by their count."""
+    return f"bytes {starts[0]}-{stops[0]} of {url}" if len(starts) == 1 else f"{len(starts)} byte ranges of {url}"
 
 
 def _text(describe) -> str:
     return describe() if callable(describe) else describe
-
-
-def _looks_like_storage(exc: BaseException) -> bool:
-    return _status(exc) is not None
 
 
 def _reason(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ import os
 import secrets
 import sys
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from functools import cache, cached_property
 
 import fsspec
@@ -19,7 +19,8 @@ from fsspec.core import url_to_fs
 from ..runtime.fork import in_forked_child
 from .engine import MAX_GAP, MAX_REQUEST, fetch_ranges
 from .ranged import ReportingFileSystem, get_s3, reports_versions
-from .retry import DEFAULT_POLICY, RetryPolicy, TransientReadError, is_changed, is_past_the_end, retried
+from .retry import (DEFAULT_POLICY, RetryPolicy, TransientReadError, describe_ranges, is_changed, is_past_the_end,
+                    retried)
 from .urls import is_local, local_path
 from .versions import FileChangedError, FileIdentity, if_match, info, pin_for
 
@@ -134,18 +135,15 @@ class ByteSource:
         """The version of the file this source keeps to, once pinned."""
         return self._pin.identity
 
-    def pin(self, identity: FileIdentity | None = None) -> FileIdentity:
-        """Keep to the file as it is now (or to ``identity``): later reads refuse any other version."""
-        pinned = self._pin.identity
-        if pinned is not None:
-            return pinned
-        with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
-            if self._pin.identity is None:
-                self._pin.identity = identity if identity is not None else self.current_identity()
-            return self._pin.identity
+    def pin(self) -> FileIdentity:
+        """Keep to the file as it is now (a stat, or one ``fs.info`` request): later reads refuse any other version."""
+        if self._pin.identity is None:
+            with self._pin.lock:  # threads meeting an unpinned source ask the file once between them
+                if self._pin.identity is None:
+                    self._pin.identity = self._identity_now()
+        return self._pin.identity
 
-    def current_identity(self) -> FileIdentity:
-        """The file's version now: a stat locally, one ``fs.info`` request remotely."""
+    def _identity_now(self) -> FileIdentity:
         if self.is_local:
             return FileIdentity.of_stat(os.stat(self.local_path))
         fs, path = self._read_fs_path
@@ -153,26 +151,16 @@ class ByteSource:
                                             describe=f"the size of {self.url}"))
 
     def _keep_to(self, found: FileIdentity) -> None:
-        pin = self._pin
-        expected = pin.identity
-        if expected is None:
-            with pin.lock:
-                if pin.identity is None:
-                    pin.identity = found
-                expected = pin.identity
-        if expected != found:
-            raise FileChangedError(self.url, expected, found)
-
-    def _request_kwargs(self, fs) -> dict:
-        identity = self._pin.identity
-        return if_match(fs, identity.etag if identity is not None else None)
-
-    def _changed(self, exc: BaseException) -> BaseException:
-        """``exc``, or the :class:`FileChangedError` it stands for (a 412 to ``If-Match``)."""
-        identity = self._pin.identity
-        if identity is not None and is_changed(exc):
-            return FileChangedError(self.url, identity, None)
-        return exc
+        """Pin the version an answer states, if none is; another version is a changed file."""
+        if self._pin.identity is None:
+            with self._pin.lock:
+                if self._pin.identity is None:
+                    self._pin.identity = found
+        pinned = self._pin.identity
+        # a HEAD may lack the ETag a GET states: compare what both state
+        if pinned != found and any(a is not None and b is not None and a != b
+                                   for a, b in zip(astuple(pinned), astuple(found))):
+            raise FileChangedError(self.url, pinned, found)
 
     @property
     def is_local(self) -> bool:
@@ -217,29 +205,12 @@ class ByteSource:
     def __setstate__(self, state):
         object.__setattr__(self, "url", state["url"])
         object.__setattr__(self, "storage_options", state["storage_options"])
-        object.__setattr__(self, "retry", state.get("retry", DEFAULT_POLICY))
-        token, identity = state.get("pin") or (secrets.token_hex(8), None)
-        object.__setattr__(self, "_pin", pin_for(token, identity))
+        object.__setattr__(self, "retry", state["retry"])
+        object.__setattr__(self, "_pin", pin_for(*state["pin"]))
 
     def read(self, start: int, stop: int, *, exact: bool = True) -> bytes:
         """Bytes ``[start, stop)``: a range past the end is :class:`FileEndedError`, or without ``exact`` cut there."""
-        if self.is_local:
-            (data,), size = _pread_many(self.local_path, [start], [stop], self._keep_to)
-            _check_local(self.url, start, stop, data, size, exact=exact)
-            return data
-        fs, path = self._read_fs_path
-
-        def attempt() -> bytes:
-            if self._pin.identity is None and reports_versions(fs):
-                (answer,), (found,) = self._fetch(fs, path, [start], [stop], max_gap=0)
-                return self._checked_answer(start, stop, answer, sizes=[], exact=exact, found=found)
-            try:
-                answer = fs.cat_file(path, start=start, end=stop, **self._request_kwargs(fs))
-            except Exception as exc:  # noqa: BLE001 - a 416 is an answer; anything else is re-raised
-                answer = exc
-            return self._checked_answer(start, stop, answer, sizes=[], exact=exact)
-
-        return retried(attempt, policy=self.retry, describe=f"bytes {start}-{stop} of {self.url}")
+        return self._read_ranges([start], [stop], exact=exact)[0]
 
     def read_many(self, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
                   on_ready=None) -> list[bytes]:
@@ -247,12 +218,15 @@ class ByteSource:
 
         ``on_ready(positions, pieces)`` receives remote ranges as their requests complete.
         """
+        return self._read_ranges(starts, stops, max_gap=max_gap, max_request=max_request, on_ready=on_ready)
+
+    def _read_ranges(self, starts, stops, *, exact: bool = True, max_gap: int = MAX_GAP,
+                     max_request: int = MAX_REQUEST, on_ready=None) -> list[bytes]:
         starts, stops = [int(s) for s in starts], [int(s) for s in stops]
         if self.is_local:
             out, size = _pread_many(self.local_path, starts, stops, self._keep_to)
-            for data, a, b in zip(out, starts, stops):
-                _check_local(self.url, a, b, data, size, exact=True)
-            return out
+            return [data if len(data) < b - a and not exact else check_length(self.url, a, b, data, lambda: size)
+                    for data, a, b in zip(out, starts, stops)]
         fs, path = self._read_fs_path
         out: list[bytes | None] = [None] * len(starts)
         first_failure: list[str] = []
@@ -266,7 +240,8 @@ class ByteSource:
             failure, sizes = None, []
             for i, answer, identity in zip(missing, got, found):
                 try:
-                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, found=identity)
+                    out[i] = self._checked_answer(starts[i], stops[i], answer, sizes=sizes, exact=exact,
+                                                  found=identity)
                 except Exception as exc:  # noqa: BLE001 - classified by retried()
                     # a final failure is raised before a transient one beside it
                     final = (FileEndedError, FileChangedError)
@@ -274,56 +249,48 @@ class ByteSource:
                         failure = (i, exc)
             if failure is not None:
                 i, exc = failure
-                first_failure[:] = [f"bytes {starts[i]}-{stops[i]} of {self.url}"]
+                first_failure[:] = [describe_ranges(self.url, starts[i:i + 1], stops[i:i + 1])]
                 raise exc
             return out
 
-        return retried(attempt, policy=self.retry, describe=lambda: (
-            first_failure[0] if first_failure else f"{len(starts)} byte ranges of {self.url}"))
+        return retried(attempt, policy=self.retry,
+                       describe=lambda: first_failure[0] if first_failure else describe_ranges(self.url, starts, stops))
 
     def _fetch(self, fs, path: str, starts, stops, *, max_gap: int, max_request: int = MAX_REQUEST,
                on_ready=None) -> tuple[list, list]:
         """Each range's answer (bytes or error) and the version its response stated; unpinned, nothing early."""
-        if self._pin.identity is not None or not reports_versions(fs):
+        pinned = self._pin.identity
+        if pinned is not None or not reports_versions(fs):
             answers = fetch_ranges(fs, path, starts, stops, max_gap=max_gap, max_request=max_request,
-                                   request_options=self._request_kwargs(fs), on_ready=on_ready)
+                                   request_options=if_match(fs, pinned.etag if pinned else None), on_ready=on_ready)
             return answers, [None] * len(starts)
         reporting = ReportingFileSystem(fs)
         answers = fetch_ranges(reporting, path, starts, stops, max_gap=max_gap, max_request=max_request)
         return answers, [reporting.stated(a, b) for a, b in zip(starts, stops)]
 
-    def _take_version(self, found: FileIdentity) -> None:
-        """Pin the version a response stated, if none is; another version is a changed file."""
-        with self._pin.lock:
-            if self._pin.identity is None:
-                self._pin.identity = found
-            pinned = self._pin.identity
-        # a HEAD may lack the ETag a GET states: compare what both state
-        if any(a is not None and b is not None and a != b for a, b in ((pinned.size, found.size),
-                                                                        (pinned.etag, found.etag))):
-            raise FileChangedError(self.url, pinned, found)
-
     def _checked_answer(self, start: int, stop: int, answer, *, sizes: list, exact: bool = True,
                         found: FileIdentity | None = None) -> bytes:
-        """A remote answer (bytes or error) if it is exactly the range, else why not; ``found`` pins the source."""
+        """An answer (bytes or error) if it is exactly the range, else why not; ``found`` pins the source."""
         if found is not None:
-            self._take_version(found)
+            self._keep_to(found)
         if isinstance(answer, BaseException):
+            if self._pin.identity is not None and is_changed(answer):  # a 412 to If-Match
+                raise FileChangedError(self.url, self._pin.identity, None)
             if not is_past_the_end(answer):
-                raise self._changed(answer)
+                raise answer
             answer = b""
-        if len(answer) < stop - start and exact:
-            if found is None and not sizes:
-                sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
-            now, pinned = found or sizes[0], self._pin.identity
-            # a 416 may state the size without an ETag: only a differing ETag says the file changed
-            if pinned is not None and None not in (pinned.etag, now.etag) and now.etag != pinned.etag:
-                raise FileChangedError(self.url, pinned, now)
-            if now.size is not None and now.size < stop:
-                raise FileEndedError(self.url, start, stop, now.size)
-            raise TransientReadError(f"short read from {self.url}: bytes {start}-{stop} gave {len(answer)} bytes")
-        _check_not_longer(self.url, start, stop, answer)
-        return answer
+        if len(answer) < stop - start and not exact:
+            return answer
+        return check_length(self.url, start, stop, answer, lambda: self._size_now(found, sizes))
+
+    def _size_now(self, found: FileIdentity | None, sizes: list) -> int | None:
+        if found is None and not sizes:
+            sizes.append(FileIdentity.of_info(info(*self._read_fs_path)))
+        now, pinned = found or sizes[0], self._pin.identity
+        # a 416 may state the size without an ETag: only a differing ETag says the file changed
+        if pinned is not None and None not in (pinned.etag, now.etag) and now.etag != pinned.etag:
+            raise FileChangedError(self.url, pinned, now)
+        return now.size
 
     def size(self) -> int:
         """The file's size in bytes: a stat locally, one request remotely."""
@@ -333,28 +300,26 @@ class ByteSource:
         return int(retried(lambda: fs.size(path), policy=self.retry, describe=f"the size of {self.url}"))
 
 
-def _check_not_longer(url: str, start: int, stop: int, data: bytes) -> None:
+def check_length(url: str, start: int, stop: int, data, size) -> bytes:
+    """``data`` if it is exactly bytes ``[start, stop)`` of ``url``, else why not (``size()``: the file's, or None)."""
     if len(data) > stop - start:
         # the Range header was ignored: asking again will not help
         raise OSError(f"server ignored the byte range: {url} bytes {start}-{stop} gave {len(data)} bytes")
+    if len(data) < stop - start:
+        known = size()
+        if known is not None and known < stop:
+            raise FileEndedError(url, start, stop, known)
+        raise TransientReadError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
+    return data
 
 
-def _check_local(url: str, start: int, stop: int, data: bytes, size: int, *, exact: bool) -> None:
-    if len(data) == stop - start or not exact:
-        return
-    if size < stop:
-        raise FileEndedError(url, start, stop, size)
-    raise OSError(f"short read from {url}: bytes {start}-{stop} gave {len(data)} bytes")
-
-
-def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], int]:
+def _pread_many(path: str, starts, stops, keep_to) -> tuple[list[bytes], int]:
     """The ranges, and the file's size as the descriptor saw it; ``keep_to(identity)`` first refuses another file."""
     # a bare descriptor: a pread per range, no buffered read-ahead
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         stat = os.fstat(fd)
-        if keep_to is not None:
-            keep_to(FileIdentity.of_stat(stat))
+        keep_to(FileIdentity.of_stat(stat))
         # pread allocates what it is asked for, and a damaged blob may claim frames of gigabytes
         size = stat.st_size
         return [os.pread(fd, max(0, min(b, size) - a), a) for a, b in zip(starts, stops)], size
@@ -362,26 +327,27 @@ def _pread_many(path: str, starts, stops, keep_to=None) -> tuple[list[bytes], in
         os.close(fd)
 
 
-def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_POLICY, *,
-               max_size: int | None = None, claimed_size=None) -> bytes:
-    """A whole small file, at most ``max_size + 1`` bytes; ``claimed_size(first_bytes)``: the length it claims."""
+def read_bytes(path_or_url, storage_options, retry: RetryPolicy, *, max_size: int, claimed_size) -> bytes:
+    """A small file's bytes: at most ``max_size + 1``, past ``claimed_size(first_bytes)`` by one (locally: or 64)."""
     url = os.fspath(path_or_url)
-    limit = None if max_size is None else max_size + 1
     if is_local(url):
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
-            return _read_local(f, limit, claimed_size)
+            head = f.read(64)
+            claimed = claimed_size(head)
+            # one byte past the claim shows a longer file, which the caller refuses
+            return head if claimed is None else head + f.read(max(min(claimed + 1, max_size + 1) - len(head), 0))
     fs, path = single_try_file_system(url, storage_options)
     last: list[bytes] = []
 
     def attempt() -> bytes:
         try:
-            data = fs.cat_file(path) if limit is None else fs.cat_file(path, start=0, end=limit)
+            data = fs.cat_file(path, start=0, end=max_size + 1)
         except Exception as exc:  # noqa: BLE001 - a 416 is an empty file's answer to a range
             if not is_past_the_end(exc):
                 raise
             data = b""
         last[:] = [data]
-        claimed = claimed_size(data) if claimed_size is not None else None
+        claimed = claimed_size(data)
         if claimed is not None and len(data) < claimed:
             raise _CutShort(f"short read from {url}: {len(data)} bytes, where its content says {claimed}")
         return data
@@ -389,7 +355,7 @@ def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_P
     try:
         return retried(attempt, policy=retry, describe=url)
     except OSError as exc:
-        if isinstance(exc, _CutShort) or isinstance(exc.__cause__, _CutShort):
+        if isinstance(exc.__cause__, _CutShort):   # the last attempt's answer was cut short too
             return last[0]  # for the caller to refuse
         raise
 
@@ -397,16 +363,3 @@ def read_bytes(path_or_url, storage_options=None, retry: RetryPolicy = DEFAULT_P
 class _CutShort(TransientReadError):
     """A whole-file answer shorter than its content says."""
 
-
-def _read_local(f, limit: int | None, claimed_size) -> bytes:
-    if claimed_size is None:
-        return f.read() if limit is None else f.read(limit)
-    head = f.read(64)
-    claimed = claimed_size(head)
-    if claimed is None:
-        return head
-    # one byte past the claim shows a longer file, which the caller refuses
-    rest = claimed + 1 - len(head)
-    if limit is not None:
-        rest = min(rest, limit - len(head))
-    return head + f.read(max(rest, 0))

@@ -27,13 +27,12 @@ WHOLE_REQUEST = 4 * 1024 * 1024
 FIRST_REQUEST = MAX_REQUEST
 
 
-class _Span:
-    """Frames one fetch brings, and the event their waiters wait for."""
+class _Span(threading.Event):
+    """Frames one fetch brings: set once they are kept, or failed."""
 
-    __slots__ = ("frames", "done", "along")
-
-    def __init__(self, frames: list[int], along: bool = False) -> None:
-        self.frames, self.done, self.along = frames, threading.Event(), along
+    def __init__(self, frames: list[int]) -> None:
+        super().__init__()
+        self.frames = frames
 
 
 class ReadAhead:
@@ -46,9 +45,8 @@ class ReadAhead:
     ([b'0', b'1', b'2', b'3'], [[0], [1], [2, 3]])
     """
 
-    def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES,
-                 recent_frames: int = RECENT_FRAMES) -> None:
-        self.max_bytes, self.read_ahead_bytes, self.recent_frames = max_bytes, read_ahead_bytes, recent_frames
+    def __init__(self, *, max_bytes: int = CACHE_BYTES, read_ahead_bytes: int = READ_AHEAD_BYTES) -> None:
+        self.max_bytes, self.read_ahead_bytes = max_bytes, read_ahead_bytes
         self._after_fork()
 
     def _after_fork(self) -> None:
@@ -61,6 +59,12 @@ class ReadAhead:
         self._recent: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self._refills: dict[tuple[bytes, int], tuple[int, int]] = {}
         self._read_whole: OrderedDict[bytes, None] = OrderedDict()
+        self._first_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source -> lock of its pinning read
+
+    def first_read_lock(self, source) -> threading.Lock:
+        """The lock of the read that pins ``source``: its other tasks wait for it, then read ahead."""
+        with self._lock:
+            return self._first_reads.setdefault(source, threading.Lock())
 
     def note(self, key: bytes, frame: int) -> None:
         """Record that ``frame`` was read without the cache, as a sweep's first frame may be."""
@@ -97,14 +101,14 @@ class ReadAhead:
             return found
         if own is not None:
             return self._fetch_own(key, frame, grid, own, fetch)
-        span.done.wait()
+        span.wait()
         with self._lock:
             found = self._pop(key, frame)
         # Its fetch failed (or the frame was dropped since): this task reads its own frame.
         return found if found is not None else fetch([frame])[0]
 
     def _fetch_own(self, key, frame: int, grid, span: _Span, fetch) -> bytes:
-        frames = [frame, *(k for k in span.frames if k != frame)]
+        frames = span.frames  # this task's frame first (_plan_along)
         try:
             payloads = fetch(frames)
         except BaseException as exc:
@@ -114,8 +118,7 @@ class ReadAhead:
             # Perhaps for another frame's sake: this frame alone, so the task sees its own error.
             return fetch([frame])[0]
         self._settle(key, span, list(zip(frames[1:], payloads[1:])))
-        if span.along:
-            self._mark_refill(key, grid, frame, frames[1:])
+        self._mark_refill(key, grid, frame, frames[1:])
         return payloads[0]
 
     def _fetch_whole(self, key, frames: list[int], reserved: int, direction: int, byte_count, fetch) -> None:
@@ -156,7 +159,7 @@ class ReadAhead:
         for k in span.frames:
             if self._pending.get((key, k)) is span:
                 del self._pending[(key, k)]
-        span.done.set()
+        span.set()
 
     def _hold(self, key, span: _Span) -> _Span:
         for k in span.frames:
@@ -186,7 +189,7 @@ class ReadAhead:
     def _plan_along(self, key, frame: int, grid, byte_count) -> _Span:
         """The span this task fetches: its frame, and the next of its band if it continues a sweep."""
         ahead = _sweep_ahead(grid, frame, functools.partial(self._seen, key), byte_count, self.read_ahead_bytes)
-        return self._hold(key, _Span([frame, *ahead], along=True))
+        return self._hold(key, _Span([frame, *ahead]))
 
     def _mark_refill(self, key, grid, frame: int, ahead: list[int]) -> None:
         """A read-ahead along a band across rows is read on when its sweep is half through it."""
@@ -206,7 +209,7 @@ class ReadAhead:
         last, direction = mark
         more = _along_band(grid, last, direction, functools.partial(self._seen, key), byte_count,
                            self.read_ahead_bytes, across_rows=True)
-        return (last, self._hold(key, _Span(more, along=True))) if more else None
+        return (last, self._hold(key, _Span(more))) if more else None
 
     def _refill(self, key, grid, last, span: _Span, fetch) -> None:
         try:
@@ -223,7 +226,7 @@ class ReadAhead:
     def _note(self, key, frame) -> None:
         self._recent[(key, frame)] = None
         self._recent.move_to_end((key, frame))
-        while len(self._recent) > self.recent_frames:
+        while len(self._recent) > RECENT_FRAMES:
             self._recent.popitem(last=False)
 
     def _pop(self, key, frame):
@@ -329,21 +332,6 @@ def _seen_before(grid, frame: int, back: int, seen) -> bool:
 
 #: This process's frames read ahead.
 shared = ReadAhead()
-_first_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # source -> lock of its pinning read
-_first_reads_lock = threading.Lock()
-
-
-def _first_read_lock(source) -> threading.Lock:
-    with _first_reads_lock:
-        return _first_reads.setdefault(source, threading.Lock())
-
-
-def _forget_first_reads() -> None:
-    global _first_reads, _first_reads_lock
-    _first_reads, _first_reads_lock = weakref.WeakKeyDictionary(), threading.Lock()
-
-
-in_forked_child(_forget_first_reads)
 in_forked_child(lambda: shared._after_fork())  # whichever ReadAhead is ``shared`` then
 
 
@@ -355,7 +343,7 @@ def read_frame(image, frame: int) -> bytes:
             return image.fetch(*([v] for v in image.frame_range(frame)))[0]
         # One task's read pins the source (its answer states the version); the others wait for it rather
         # than each fetch its frame alone and again in the read-ahead's spans.
-        with _first_read_lock(image.source):
+        with shared.first_read_lock(image.source):
             key = _key(image)
             if key is None:
                 payload = image.fetch(*([v] for v in image.frame_range(frame)))[0]
@@ -388,15 +376,13 @@ def _fetch_runs(image, spans: list[list[int]], on_ready) -> None:
 
     def ready(positions, pieces) -> None:
         for p, piece in zip(positions, pieces):
-            view, lo = memoryview(piece), firsts[p]
-            base = run_starts[p]
-            on_ready(spans[p], [view[starts[i] - base:stops[i] - base] for i in range(lo, firsts[p + 1])])
+            view, base = memoryview(piece), run_starts[p]
+            on_ready(spans[p], [view[starts[i] - base:stops[i] - base] for i in range(firsts[p], firsts[p + 1])])
 
     payloads = image.fetch(run_starts, run_stops, max_gap=0, on_ready=ready)
     # what the engine did not hand on as it came (a fetch of one range) comes back here
     rest = [p for p, payload in enumerate(payloads) if not isinstance(payload, HandedOn)]
-    if rest:
-        ready(rest, [payloads[p] for p in rest])
+    ready(rest, [payloads[p] for p in rest])
 
 
 def _key(image) -> bytes | None:
