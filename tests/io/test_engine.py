@@ -84,6 +84,15 @@ def test_each_range_gets_its_exact_bytes_cut_from_its_request_in_the_callers_ord
         assert got == [data[a:b] for a, b in zip(starts, stops)]
 
 
+def test_a_range_that_is_its_whole_request_gets_the_answer_itself_not_a_copy():
+    answers = {}
+    fs = Answering(lambda a, b: answers.setdefault((a, b), bytes(b - a)))
+    (single,) = fetch_ranges(fs, "x", [0], [1 << 20])
+    assert single is answers[(0, 1 << 20)]
+    first, second = fetch_ranges(fs, "x", [0, 10], [10, 20])
+    assert first == second == bytes(10) and first is not answers[(0, 20)]
+
+
 def test_a_failed_request_gives_its_exception_to_its_ranges_only():
     failure = ConnectionResetError("dropped")
     fs = Answering(lambda a, b: failure if a >= 1000 else b"a" * (b - a))

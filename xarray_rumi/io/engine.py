@@ -77,7 +77,10 @@ def _split(starts, stops, request: Request, answer, *, copy: bool) -> list:
         return [answer] * len(request.ranges)
     view = memoryview(answer)
     pieces = [view[starts[i] - request.start:stops[i] - request.start] for i in request.ranges]
-    return [bytes(piece) for piece in pieces] if copy else pieces
+    if not copy:
+        return pieces
+    # a range that is its whole answer (a single read) is that answer: no copy
+    return [answer if len(piece) == len(answer) else bytes(piece) for piece in pieces]
 
 
 def fetch_ranges(fs, path: str, starts, stops, *, max_gap: int = MAX_GAP, max_request: int = MAX_REQUEST,
