@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .shared import CannotWrite, make_folder, say
+from .shared import CannotWrite, check_folder, say
 
 
 def add_command(commands) -> None:
@@ -42,9 +42,10 @@ def run(args) -> int:
 
     path = os.path.join(args.dir, "demo.rumi")
     data = demo_raster()
-    make_folder(args.dir)
+    check_folder(args.dir)  # DIR is the output, made here; a mistyped folder above it is named, not made
     t0 = time.perf_counter()
     try:
+        os.makedirs(args.dir, exist_ok=True)
         blob = write(path, data, tile_size=256, frame_unit="tile", crs="EPSG:32633",
                      transform=(10.0, 0.0, 399960.0, 0.0, -10.0, 5000040.0))
     except OSError as exc:
