@@ -241,8 +241,9 @@ def test_storage_options_that_are_not_a_json_object_are_a_usage_error(capsys, co
 
 def test_two_inputs_of_one_name_are_refused_before_anything_is_written(tmp_path):
     from xarray_rumi.cli.convert import target_paths
+    from xarray_rumi.cli.shared import Refused
 
-    with pytest.raises(ValueError, match="two inputs would write the same output name"):
+    with pytest.raises(Refused, match="two inputs would write the same output name"):
         target_paths([str(tmp_path / "a" / "in.tif"), str(tmp_path / "b" / "in.tif")], str(tmp_path) + os.sep)
     assert target_paths(["a/x.tif", "b/y.tif"], "out/") == [os.path.join("out/", n) for n in ("x.rumi", "y.rumi")]
 

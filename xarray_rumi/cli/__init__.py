@@ -100,28 +100,24 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser,
                                      metavar="COMMAND")
     for add_command in (info.add_command, validate.add_command, header.add_command, demo.add_command,
-                        *_commands_needing_extras(), stac.add_command, quicklook.add_command):
+                        _needing_extra("convert"), _needing_extra("refs"), stac.add_command, quicklook.add_command):
         add_command(commands)
     return parser
 
 
-def _commands_needing_extras():
-    """``add_command`` of ``convert`` and ``refs``, or of a stand-in naming the extra their modules import."""
-    for command in ("convert", "refs"):
-        try:
-            yield importlib.import_module(f"{__name__}.{command}").add_command
-        except ImportError as exc:
-            yield functools.partial(_add_stand_in, command, exc)
+def _needing_extra(command: str):
+    """``add_command`` of ``convert`` or ``refs``, or of a stand-in naming the extra their module imports."""
+    try:
+        return importlib.import_module(f"{__name__}.{command}").add_command
+    except ImportError:
+        return functools.partial(_add_stand_in, command)
 
 
-def _add_stand_in(command: str, error: ImportError, commands) -> None:
+def _add_stand_in(command: str, commands) -> None:
     stand_in = commands.add_parser(command, help=f"(needs: {install_hint(_EXTRAS[command])})")
     stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
-    stand_in.set_defaults(run=_raise_missing, missing=error)
-
-
-def _raise_missing(args):
-    raise args.missing  # main() turns it into the install hint
+    # run, it imports the module again, which fails as it did: main() turns the ImportError into the install hint
+    stand_in.set_defaults(run=lambda args: importlib.import_module(f"{__name__}.{command}"))
 
 
 __all__ = ["EXIT_STATUS", "READER_GONE", "CommandParser", "HelpFormatter", "demo_raster", "install_hint", "main"]

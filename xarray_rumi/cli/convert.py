@@ -61,10 +61,7 @@ def run(args) -> int:
         args.inputs, args.output = args.inputs[:-1], args.inputs[-1]
     if len(args.inputs) == 1 and args.inputs[0].lower().endswith(STAC_SUFFIXES):
         return run_items(args)
-    try:
-        targets = target_paths(args.inputs, args.output)
-    except ValueError as exc:  # outputs that would replace each other: refused like every command's (exit 1)
-        raise Refused(str(exc)) from None
+    targets = target_paths(args.inputs, args.output)
     if len(args.inputs) > 1:
         make_folder(args.output, args.storage_options)
     options = dict(tile_size=args.tile_size, frame_unit=args.frame_unit, compression=args.compression,
@@ -111,7 +108,8 @@ def target_paths(sources: list[str], out: str) -> list[str]:
         return [out]
     names = [os.path.splitext(posixpath.basename(s.split("?")[0]))[0] + ".rumi" for s in sources]
     if len(set(names)) != len(names):
-        raise ValueError("two inputs would write the same output name; convert them into different directories")
+        # outputs that would replace each other: refused like every command's (exit 1), not a usage error
+        raise Refused("two inputs would write the same output name; convert them into different directories")
     return [posixpath.join(out, n) if url else os.path.join(out, n) for n in names]
 
 
