@@ -35,7 +35,7 @@ used up: a persistent failure.  Every request is recorded with the fault it got.
 from __future__ import annotations
 
 import http.client
-import select
+import selectors
 import socket
 import threading
 import urllib.parse
@@ -104,7 +104,10 @@ class FlakyProxy(LoopbackServer):
 
             def _hung_up_within(self, seconds: float) -> bool:
                 """Whether the client closes the connection within ``seconds``, sending nothing more."""
-                readable, _, _ = select.select([self.connection], [], [], seconds)
+                # a selector, not select.select: a test process may hold descriptors past FD_SETSIZE (1024)
+                with selectors.DefaultSelector() as selector:
+                    selector.register(self.connection, selectors.EVENT_READ)
+                    readable = selector.select(seconds)
                 if not readable:
                     return False
                 try:

@@ -10,7 +10,7 @@ shows the backlog alone.
 
 from __future__ import annotations
 
-import select
+import selectors
 import socket
 import time
 from http.server import BaseHTTPRequestHandler
@@ -29,9 +29,13 @@ def connected_before_accepting(server_address, count: int, wait: float = 2.0) ->
             sock.setblocking(False)
             sock.connect_ex(server_address)
         pending, deadline = set(sockets), time.monotonic() + wait
-        while pending and time.monotonic() < deadline:
-            _, writable, _ = select.select([], list(pending), [], 0.1)
-            pending -= set(writable)
+        with selectors.DefaultSelector() as selector:   # no FD_SETSIZE limit, unlike select.select
+            for sock in sockets:
+                selector.register(sock, selectors.EVENT_WRITE)
+            while pending and time.monotonic() < deadline:
+                for key, _ in selector.select(0.1):
+                    pending.discard(key.fileobj)
+                    selector.unregister(key.fileobj)
         return count - len(pending)
     finally:
         for sock in sockets:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -96,7 +96,9 @@ def test_a_killed_writer_leaves_nothing_at_the_target(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", KILLED_SCRIPT.format(target=str(target))],
                                stdout=subprocess.PIPE, text=True)
     try:
-        ready, _, _ = select.select([process.stdout], [], [], 120)
+        with selectors.DefaultSelector() as selector:   # no FD_SETSIZE limit, unlike select.select
+            selector.register(process.stdout, selectors.EVENT_READ)
+            ready = selector.select(120)
         assert ready and process.stdout.readline().strip() == "held", "the writer never reached the image's second half"
         if sys.platform == "linux":   # the staged file is open in the target's directory: killed mid-write
             assert any(name.startswith(str(tmp_path)) for name in _open_files(process.pid))
