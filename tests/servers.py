@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,33 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
     # once (a connection each) stalled for a second.  128 is werkzeug's, which
     # the moto S3 server (s3_server.py) already runs on.
     request_queue_size = 128
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request, client_address) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        # Keep-alive connections wait in their handler threads for a next request that never comes, and the
+        # client keeps its end: a suite of servers piled up ~1,000 sockets. Hanging up ends both.
+        with self._connections_lock:
+            held = list(self._connections)
+        for connection in held:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed by its handler
+                pass
 
 
 class LoopbackServer:
